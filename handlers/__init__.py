@@ -1,0 +1,1 @@
+"""Lambda entry points and the example jobs that the demo and the stack use."""

@@ -1,0 +1,558 @@
+"""The Lambda consumer: every record of an SQS batch ends succeeded, retried or dead-lettered.
+
+``consumer()`` returns a Lambda handler for SQS events with partial batch
+responses (Powertools' batch utility). Per record, independently of its
+neighbours: parse the envelope; dead-letter an unknown type or a malformed body
+(never executed); validate the payload; run the job in its trace context; on a
+failure classify it, then either back off by ``ChangeMessageVisibility`` and
+report the record in ``batchItemFailures``, or send it to the queue's DLQ with
+the reason attributes and acknowledge it.
+
+Use it directly::
+
+    lambda_handler = consumer()
+
+or as a decorator whose function runs first on each invocation (per-invocation setup)::
+
+    @consumer()
+    def lambda_handler(event, context):
+        configure_something(context)
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import math
+import os
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from pydantic import ValidationError
+
+from jobframework import envelope as wire
+from jobframework.envelope import Envelope, parse_body
+from jobframework.errors import MalformedMessageError
+from jobframework.jobs import Job, JobContext, JobRegistry, Priority
+from jobframework.jobs import registry as default_registry
+from jobframework.retry import MAX_VISIBILITY_SECONDS, Action, Reason, classify
+from jobframework.telemetry import BatchMetrics, job_logger
+from jobframework.topology import ENV_JOBS, RuntimeConfig
+from jobframework.tracing import extract, job_span
+
+if TYPE_CHECKING:
+    from mypy_boto3_sqs import SQSClient
+
+log = logging.getLogger(__name__)
+
+KEPT_ATTRIBUTES = (wire.ATTR_TRACEPARENT, wire.ATTR_TRACESTATE, wire.ATTR_TYPE, "jf-sig", "jf-kid")
+"""Message attributes a dead letter keeps from its original (SQS allows 10 in all)."""
+RELEASE_MARGIN_SECONDS = 1.0
+
+
+class RecordRetry(Exception):
+    """Raised inside the batch to report a record in ``batchItemFailures`` (it comes back later)."""
+
+
+class Outcome:
+    SUCCEEDED = "succeeded"
+    RETRIED = "retried"
+    RELEASED = "released"
+    DEAD_LETTERED = "dead_lettered"
+
+
+@dataclass(frozen=True, slots=True)
+class RecordOutcome:
+    """What happened to one record; given to the consumer's listeners (the local runtime's stats)."""
+
+    message_id: str
+    outcome: str
+    job_type: str | None
+    job_id: str | None
+    priority: str | None
+    attempt: int
+    reason: str | None = None
+    error: str | None = None
+    delay: float | None = None
+    queue_wait_ms: float | None = None
+    processing_ms: float | None = None
+
+
+Listener = Callable[[RecordOutcome], None]
+
+
+@dataclass(slots=True)
+class _Delivery:
+    """One record as the consumer learns about it: where it came from and what it carries."""
+
+    record: dict[str, Any]
+    message_id: str
+    source: str
+    attempt: int
+    priority: str | None = None
+    envelope: Envelope | None = None
+
+    @classmethod
+    def of(cls, record: dict[str, Any]) -> _Delivery:
+        attributes = record.get("attributes")
+        count = attributes.get("ApproximateReceiveCount", "1") if isinstance(attributes, dict) else "1"
+        try:
+            attempt = max(1, int(count))
+        except (TypeError, ValueError):
+            attempt = 1
+        return cls(
+            record=record,
+            message_id=str(record.get("messageId", "")),
+            source=arn_queue_name(str(record.get("eventSourceARN", ""))),
+            attempt=attempt,
+        )
+
+    def require_envelope(self) -> Envelope:
+        assert self.envelope is not None
+        return self.envelope
+
+    def outcome(self, outcome: str, **details: Any) -> RecordOutcome:
+        env = self.envelope
+        return RecordOutcome(
+            message_id=self.message_id,
+            outcome=outcome,
+            job_type=env.type if env else None,
+            job_id=env.id if env else None,
+            priority=self.priority,
+            attempt=self.attempt,
+            **details,
+        )
+
+
+def import_job_modules(modules: Iterable[str]) -> None:
+    """Import the modules that register jobs (``JF_JOBS``, comma-separated)."""
+    for name in modules:
+        if name.strip():
+            importlib.import_module(name.strip())
+
+
+def arn_queue_name(arn: str) -> str:
+    """``arn:aws:sqs:us-east-1:123456789012:jf-dev-high`` -> ``jf-dev-high``."""
+    return arn.rsplit(":", 1)[-1]
+
+
+def _safe_text(text: str, limit: int = wire.MAX_ERROR_CHARS) -> str:
+    """Text SQS accepts as an attribute value: valid XML characters, bounded length."""
+    cleaned = "".join(
+        ch
+        if ch in "\t\n\r" or "\x20" <= ch <= "\ud7ff" or "\ue000" <= ch <= "\ufffd" or ch >= "\U00010000"
+        else "?"
+        for ch in text[:limit]
+    )
+    return cleaned or "-"
+
+
+def describe(exc: BaseException) -> str:
+    return _safe_text(f"{type(exc).__name__}: {exc}")
+
+
+class Consumer:
+    """A Lambda handler over SQS batches. Made by :func:`consumer`."""
+
+    def __init__(
+        self,
+        registry: JobRegistry | None = None,
+        *,
+        config: RuntimeConfig | None = None,
+        sqs_client: SQSClient | None = None,
+        job_modules: Iterable[str] | None = None,
+        listeners: Iterable[Listener] = (),
+        setup: Callable[[dict[str, Any], Any], Any] | None = None,
+    ) -> None:
+        self.registry = registry if registry is not None else default_registry
+        self._config = config
+        self._sqs = sqs_client
+        self._job_modules = list(job_modules) if job_modules is not None else None
+        self._modules_loaded = False
+        self.listeners = list(listeners)
+        self._setup = setup
+        self._queue_urls: dict[str, str] = {}
+        self._dlq_urls: dict[str, str] = {}
+
+    # -- configuration, resolved on the first invocation ------------------------------------------------
+
+    @property
+    def config(self) -> RuntimeConfig:
+        if self._config is None:
+            self._config = RuntimeConfig.from_env()
+        return self._config
+
+    @property
+    def sqs(self) -> SQSClient:
+        if self._sqs is None:
+            import boto3
+
+            config = self._config if self._config is not None else _try_env_config()
+            self._sqs = boto3.client(
+                "sqs",
+                endpoint_url=(config.endpoint_url if config else None) or os.environ.get("JF_ENDPOINT_URL"),
+                region_name=(config.region if config else None) or None,
+            )
+        return self._sqs
+
+    def _load_modules(self) -> None:
+        if self._modules_loaded:
+            return
+        modules = self._job_modules
+        if modules is None:
+            modules = os.environ.get(ENV_JOBS, "").split(",")
+        import_job_modules(modules)
+        self._modules_loaded = True
+
+    # -- the handler ----------------------------------------------------------------------------------
+
+    def __call__(self, event: Any, context: Any = None) -> Any:
+        if callable(event) and context is None and not isinstance(event, Mapping):
+            # @consumer() on a lambda_handler(event, context): it runs first as per-invocation setup.
+            return Consumer(
+                self.registry,
+                config=self._config,
+                sqs_client=self._sqs,
+                job_modules=self._job_modules,
+                listeners=self.listeners,
+                setup=event,
+            )
+        return self.handle(event, context)
+
+    def handle(self, event: Mapping[str, Any], context: Any = None) -> dict[str, list[dict[str, str]]]:
+        """Process one SQS event; returns ``{"batchItemFailures": [{"itemIdentifier": id}, ...]}``."""
+        from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
+
+        self._load_modules()
+        if self._setup is not None:
+            self._setup(dict(event), context)
+        records = event.get("Records") if isinstance(event, Mapping) else None
+        if not isinstance(records, list):
+            raise ValueError("not an SQS event: it has no 'Records' list")
+        metrics = BatchMetrics()
+        processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
+
+        def record_handler(record: Any) -> None:
+            self._process(record.raw_event, context, metrics)
+
+        try:
+            response = process_partial_response(dict(event), record_handler, processor, context)
+        finally:
+            metrics.flush()
+        failures = [
+            {"itemIdentifier": str(f["itemIdentifier"])} for f in response.get("batchItemFailures", [])
+        ]
+        return {"batchItemFailures": failures}
+
+    # -- one record ------------------------------------------------------------------------------------
+
+    def _process(self, record: dict[str, Any], context: Any, metrics: BatchMetrics) -> None:
+        d = _Delivery.of(record)
+        d.priority = self._priority_of(d.source)
+        try:
+            d.envelope = parse_body(record.get("body"))
+        except MalformedMessageError as exc:
+            self._give_up(d, Reason.MALFORMED, str(exc), metrics)
+            return
+        env = d.envelope
+        job = self.registry.find(env.type)
+        if job is None:
+            self._give_up(d, Reason.UNKNOWN_TYPE, f"no job named {env.type!r} is registered here", metrics)
+            return
+        d.priority = d.priority or job.priority.value
+        try:
+            payload = job.validate(env.payload)
+        except ValidationError as exc:
+            error = f"payload does not match {job.payload_model.__name__}: {exc}"
+            self._give_up(d, Reason.INVALID_PAYLOAD, error, metrics)
+            return
+
+        remaining = _remaining_seconds(context)
+        if remaining < job.timeout + RELEASE_MARGIN_SECONDS:
+            # Not enough time left to finish: hand it back now rather than be killed midway.
+            log.warning(
+                "job %s (%s) released unstarted: %.1fs left in the invocation, the job may take %gs",
+                env.id,
+                env.type,
+                remaining,
+                job.timeout,
+            )
+            self._change_visibility(d, 0)
+            self._emit(metrics, d.outcome(Outcome.RELEASED))
+            raise RecordRetry(f"job {env.id} released: {remaining:.1f}s left, job needs {job.timeout:g}s")
+
+        self._run(d, job, payload, context, metrics)
+
+    def _run(self, d: _Delivery, job: Job[Any], payload: Any, context: Any, metrics: BatchMetrics) -> None:
+        env = d.require_envelope()
+        trace = extract(d.record)
+        logger = job_logger()
+        started_wall = datetime.now(UTC)
+        queue_wait_ms = (
+            max(0.0, (started_wall - env.enqueued_at).total_seconds() * 1000) if d.attempt == 1 else None
+        )
+        logger.append_keys(
+            job_id=env.id, job_type=env.type, job_key=env.key, attempt=d.attempt, trace_id=trace.trace_id
+        )
+        started = time.perf_counter()
+        try:
+            with job_span(trace, env.type, env.id, d.attempt) as own:
+                ctx = JobContext(
+                    job_id=env.id,
+                    job_type=env.type,
+                    key=env.key,
+                    attempt=d.attempt,
+                    max_attempts=job.retry.max_attempts,
+                    priority=job.priority,
+                    enqueued_at=env.enqueued_at,
+                    trace_id=own.trace_id,
+                    traceparent=own.traceparent,
+                    xray_trace_header=trace.xray_header,
+                    saga=env.saga.model_dump() if env.saga else None,
+                    logger=logger,
+                    _remaining=lambda: _remaining_seconds(context),
+                )
+                job(payload, ctx)
+        except Exception as exc:
+            self._failed(d, job, exc, (time.perf_counter() - started) * 1000, metrics)
+        else:
+            elapsed_ms = (time.perf_counter() - started) * 1000
+            self._emit(
+                metrics, d.outcome(Outcome.SUCCEEDED, queue_wait_ms=queue_wait_ms, processing_ms=elapsed_ms)
+            )
+        finally:
+            logger.remove_keys(["job_id", "job_type", "job_key", "attempt", "trace_id"])
+
+    def _failed(
+        self, d: _Delivery, job: Job[Any], exc: Exception, elapsed_ms: float, metrics: BatchMetrics
+    ) -> None:
+        env = d.require_envelope()
+        decision = classify(
+            exc, attempt=d.attempt, policy=job.retry, permanent=job.permanent, transient=job.transient
+        )
+        error = describe(exc)
+        max_attempts = job.retry.max_attempts
+        if decision.action is Action.RETRY:
+            delay = min(MAX_VISIBILITY_SECONDS, math.ceil(decision.delay))
+            if decision.transient:
+                log.warning(
+                    "job %s (%s) attempt %d/%d failed, retry in %ds: %s",
+                    env.id,
+                    env.type,
+                    d.attempt,
+                    max_attempts,
+                    delay,
+                    error,
+                )
+            else:
+                log.error(
+                    "job %s (%s) attempt %d/%d failed, retry in %ds",
+                    env.id,
+                    env.type,
+                    d.attempt,
+                    max_attempts,
+                    delay,
+                    exc_info=exc,
+                )
+            self._change_visibility(d, delay)
+            self._emit(
+                metrics, d.outcome(Outcome.RETRIED, error=error, delay=delay, processing_ms=elapsed_ms)
+            )
+            raise RecordRetry(f"job {env.id} retries in {delay}s") from exc
+        reason = decision.reason or Reason.EXHAUSTED
+        log.error(
+            "job %s (%s) dead-lettered (%s) after attempt %d: %s",
+            env.id,
+            env.type,
+            reason.value,
+            d.attempt,
+            error,
+        )
+        self._give_up(d, reason, error, metrics, processing_ms=elapsed_ms)
+
+    def _give_up(
+        self,
+        d: _Delivery,
+        reason: Reason,
+        error: str,
+        metrics: BatchMetrics,
+        processing_ms: float | None = None,
+    ) -> None:
+        """Dead-letter the record (then it is acknowledged) and report the outcome."""
+        error = _safe_text(error)
+        self._dead_letter(d, reason, error)
+        self._emit(
+            metrics, d.outcome(Outcome.DEAD_LETTERED, reason=reason, error=error, processing_ms=processing_ms)
+        )
+
+    # -- SQS side effects ------------------------------------------------------------------------------
+
+    def _priority_of(self, queue_name: str) -> str | None:
+        config = self._config if self._config is not None else _try_env_config()
+        found = config.by_queue_name(queue_name) if config else None
+        return found[0].value if found else None
+
+    def queue_url(self, queue_name: str) -> str:
+        """The URL of a source queue named in a record's ARN (from the config, else GetQueueUrl)."""
+        url = self._queue_urls.get(queue_name)
+        if url is None:
+            config = self._config if self._config is not None else _try_env_config()
+            found = config.by_queue_name(queue_name) if config else None
+            if found and found[1].name == queue_name:
+                url = found[1].url
+            else:
+                url = self.sqs.get_queue_url(QueueName=queue_name)["QueueUrl"]
+            self._queue_urls[queue_name] = url
+        return url
+
+    def dlq_url(self, queue_name: str) -> str:
+        """The DLQ of a source queue: from the config, else from the queue's redrive policy."""
+        url = self._dlq_urls.get(queue_name)
+        if url is None:
+            config = self._config if self._config is not None else _try_env_config()
+            found = config.by_queue_name(queue_name) if config else None
+            if found and found[1].name == queue_name:
+                url = found[1].dlq_url
+            else:
+                import json
+
+                attrs = self.sqs.get_queue_attributes(
+                    QueueUrl=self.queue_url(queue_name), AttributeNames=["RedrivePolicy"]
+                )["Attributes"]
+                policy = attrs.get("RedrivePolicy")
+                if not policy:
+                    raise RuntimeError(
+                        f"queue {queue_name} has no DLQ (no RedrivePolicy); cannot dead-letter"
+                    )
+                url = self.sqs.get_queue_url(
+                    QueueName=arn_queue_name(json.loads(policy)["deadLetterTargetArn"])
+                )["QueueUrl"]
+            self._dlq_urls[queue_name] = url
+        return url
+
+    def _change_visibility(self, d: _Delivery, seconds: int) -> None:
+        try:
+            self.sqs.change_message_visibility(
+                QueueUrl=self.queue_url(d.source),
+                ReceiptHandle=str(d.record.get("receiptHandle", "")),
+                VisibilityTimeout=int(seconds),
+            )
+        except Exception:
+            # The record is still reported as failed: it returns when its current visibility runs out.
+            log.warning("ChangeMessageVisibility of %s failed", d.message_id, exc_info=True)
+
+    def _dead_letter(self, d: _Delivery, reason: Reason, error: str) -> None:
+        """Send the record to its queue's DLQ, body byte for byte, with the reason attributes.
+
+        If the send fails the record is reported as failed (it comes back; nothing is lost).
+        """
+        record, source = d.record, d.source
+        attributes: dict[str, Any] = {}
+        original = record.get("messageAttributes")
+        if isinstance(original, dict):
+            for name in KEPT_ATTRIBUTES:
+                attr = original.get(name)
+                if isinstance(attr, dict) and isinstance(attr.get("stringValue"), str):
+                    attributes[name] = wire.string_attribute(attr["stringValue"])
+        attributes[wire.ATTR_REASON] = wire.string_attribute(reason.value)
+        attributes[wire.ATTR_ERROR] = wire.string_attribute(_safe_text(error))
+        attributes[wire.ATTR_ATTEMPTS] = wire.string_attribute(str(d.attempt))
+        attributes[wire.ATTR_SOURCE] = wire.string_attribute(source or "-")
+        attributes[wire.ATTR_DEAD_AT] = wire.string_attribute(
+            datetime.now(UTC).isoformat(timespec="milliseconds")
+        )
+        kwargs: dict[str, Any] = {}
+        sys_attrs = record.get("attributes")
+        xray = sys_attrs.get("AWSTraceHeader") if isinstance(sys_attrs, dict) else None
+        if isinstance(xray, str) and 0 < len(xray) <= wire.MAX_TRACE_ATTRIBUTE_CHARS:
+            kwargs["MessageSystemAttributes"] = {"AWSTraceHeader": wire.string_attribute(xray)}
+        body = record.get("body")
+        try:
+            self.sqs.send_message(
+                QueueUrl=self.dlq_url(source),
+                MessageBody=body if isinstance(body, str) and body else "<empty body>",
+                MessageAttributes=attributes,
+                **kwargs,
+            )
+        except Exception as exc:
+            log.error(
+                "dead-lettering %s (%s) failed; it will be retried",
+                record.get("messageId"),
+                reason.value,
+                exc_info=True,
+            )
+            raise RecordRetry(f"dead-lettering failed: {exc}") from exc
+
+    def _emit(self, metrics: BatchMetrics, outcome: RecordOutcome) -> None:
+        job_type = outcome.job_type or "-"
+        priority = outcome.priority or "-"
+        if outcome.outcome == Outcome.SUCCEEDED:
+            metrics.succeeded(job_type, priority, outcome.queue_wait_ms, outcome.processing_ms or 0.0)
+        elif outcome.outcome == Outcome.RETRIED:
+            metrics.retried(job_type, priority, outcome.processing_ms)
+        elif outcome.outcome == Outcome.DEAD_LETTERED:
+            metrics.dead_lettered(job_type, priority, str(outcome.reason))
+        for listener in self.listeners:
+            try:
+                listener(outcome)
+            except Exception:
+                log.warning("consumer listener failed", exc_info=True)
+
+
+def _remaining_seconds(context: Any) -> float:
+    getter = getattr(context, "get_remaining_time_in_millis", None)
+    if getter is None:
+        return float("inf")
+    try:
+        return float(getter()) / 1000.0
+    except Exception:
+        return float("inf")
+
+
+_env_config: RuntimeConfig | None = None
+_env_config_read = False
+
+
+def _try_env_config() -> RuntimeConfig | None:
+    global _env_config, _env_config_read
+    if not _env_config_read:
+        _env_config_read = True
+        try:
+            _env_config = RuntimeConfig.from_env()
+        except Exception:
+            log.info("no JF_* configuration; queues are resolved from each record's ARN")
+            _env_config = None
+    return _env_config
+
+
+def consumer(
+    registry: JobRegistry | None = None,
+    *,
+    config: RuntimeConfig | None = None,
+    sqs_client: SQSClient | None = None,
+    job_modules: Iterable[str] | None = None,
+    listeners: Iterable[Listener] = (),
+) -> Consumer:
+    """A Lambda handler for SQS events that runs registered jobs.
+
+    Args:
+        registry: the jobs it may run (the default registry when ``None``).
+        config: queue URLs and tables (``RuntimeConfig.from_env()`` on first use when ``None``).
+        sqs_client: a boto3 SQS client (one is made from the config when ``None``).
+        job_modules: modules that register jobs, imported on the first invocation (``JF_JOBS``
+            when ``None``).
+        listeners: callables told each record's :class:`RecordOutcome`.
+
+    Returns:
+        A :class:`Consumer`: call it as ``handler(event, context)``, or apply it as a decorator to a
+        ``lambda_handler(event, context)`` that then runs first on each invocation.
+    """
+    return Consumer(
+        registry, config=config, sqs_client=sqs_client, job_modules=job_modules, listeners=listeners
+    )
+
+
+__all__ = ["Consumer", "Outcome", "Priority", "RecordOutcome", "RecordRetry", "consumer"]

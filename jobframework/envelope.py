@@ -1,0 +1,214 @@
+"""The wire format: the envelope in a message body, and its message attributes.
+
+The body is the JSON of :class:`Envelope` (never pickle). The attributes carry the
+trace context (``traceparent``, ``tracestate``), the type (``jf-type``) and, on dead
+letters, why it died (``jf-reason``, ``jf-error``, ``jf-attempts``, ``jf-source``,
+``jf-dead-at``). A dead letter keeps its original body byte for byte.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+import uuid
+from datetime import UTC, datetime
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from jobframework.errors import MalformedMessageError
+
+ENVELOPE_VERSION = 1
+SQS_MAX_MESSAGE_BYTES = 1_048_576
+"""SQS's limit on a message: body plus attributes (1 MiB)."""
+MAX_TRACE_ATTRIBUTE_CHARS = 512
+"""``traceparent`` and ``tracestate`` longer than this are dropped (W3C allows 512 for tracestate)."""
+
+ATTR_TRACEPARENT = "traceparent"
+ATTR_TRACESTATE = "tracestate"
+ATTR_TYPE = "jf-type"
+ATTR_REASON = "jf-reason"
+ATTR_ERROR = "jf-error"
+ATTR_ATTEMPTS = "jf-attempts"
+ATTR_SOURCE = "jf-source"
+ATTR_DEAD_AT = "jf-dead-at"
+MAX_ERROR_CHARS = 1000
+
+
+def new_job_id() -> str:
+    """A unique, time-sortable id: a UUIDv7 (RFC 9562) string.
+
+    Example:
+        >>> a, b = new_job_id(), new_job_id()
+        >>> len(a), a != b
+        (36, True)
+    """
+    ms = time.time_ns() // 1_000_000
+    rand = int.from_bytes(os.urandom(10), "big")
+    value = (
+        (ms & ((1 << 48) - 1)) << 80
+        | 0x7 << 76
+        | (rand >> 68 & 0xFFF) << 64
+        | 0b10 << 62
+        | rand & ((1 << 62) - 1)
+    )
+    return str(uuid.UUID(int=value))
+
+
+class SagaRef(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    id: str
+    step: str
+
+
+class Envelope(BaseModel):
+    """The message body. Unknown fields are kept (a newer producer may add some)."""
+
+    model_config = ConfigDict(frozen=True, extra="allow")
+
+    v: int = ENVELOPE_VERSION
+    id: str = Field(min_length=1, max_length=128)
+    type: str = Field(min_length=1, max_length=256)
+    payload: dict[str, Any]
+    payload_version: int = Field(default=1, ge=1)
+    key: str = Field(min_length=1, max_length=1024)
+    enqueued_at: datetime
+    saga: SagaRef | None = None
+
+    @classmethod
+    def new(
+        cls,
+        job_type: str,
+        payload: dict[str, Any],
+        *,
+        key: str | None = None,
+        payload_version: int = 1,
+        job_id: str | None = None,
+        saga: SagaRef | None = None,
+    ) -> Envelope:
+        jid = job_id or new_job_id()
+        return cls(
+            id=jid,
+            type=job_type,
+            payload=payload,
+            payload_version=payload_version,
+            key=key or jid,
+            enqueued_at=datetime.now(UTC),
+            saga=saga,
+        )
+
+    def to_body(self) -> str:
+        """Compact JSON for the message body."""
+        return self.model_dump_json(exclude_none=True)
+
+
+def parse_body(body: str | bytes | None) -> Envelope:
+    """The envelope in a message body.
+
+    Raises:
+        MalformedMessageError: the body is not JSON, not an object, or not an envelope of a
+            known version; the message says which.
+    """
+    if body is None or body == "":
+        raise MalformedMessageError("empty body")
+    try:
+        data = json.loads(body)
+    except (ValueError, RecursionError) as exc:
+        raise MalformedMessageError(f"body is not JSON: {exc}") from None
+    if not isinstance(data, dict):
+        raise MalformedMessageError(f"body is JSON {type(data).__name__}, not an envelope object")
+    version = data.get("v", ENVELOPE_VERSION)
+    if version != ENVELOPE_VERSION:
+        raise MalformedMessageError(f"envelope version {version!r} is not supported (this consumer reads v1)")
+    try:
+        return Envelope.model_validate(data)
+    except ValidationError as exc:
+        fields = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'body'}: {e['msg']}" for e in exc.errors()[:5])
+        raise MalformedMessageError(f"not a valid envelope: {fields}") from None
+    except RecursionError:
+        raise MalformedMessageError("body is nested too deeply") from None
+
+
+def string_attribute(value: str) -> dict[str, Any]:
+    return {"DataType": "String", "StringValue": value}
+
+
+def send_attributes(envelope: Envelope, trace: dict[str, str]) -> dict[str, Any]:
+    """The SendMessage ``MessageAttributes`` of a fresh job: type and bounded trace context."""
+    attrs = {ATTR_TYPE: string_attribute(envelope.type)}
+    for name in (ATTR_TRACEPARENT, ATTR_TRACESTATE):
+        value = trace.get(name)
+        if value and len(value) <= MAX_TRACE_ATTRIBUTE_CHARS:
+            attrs[name] = string_attribute(value)
+    return attrs
+
+
+def message_size(body: str, attributes: dict[str, Any]) -> int:
+    """Bytes SQS counts against its limit: the body plus each attribute's name, type and value."""
+    size = len(body.encode("utf-8"))
+    for name, attr in attributes.items():
+        size += (
+            len(name.encode()) + len(attr["DataType"].encode()) + len(attr.get("StringValue", "").encode())
+        )
+    return size
+
+
+def record_attribute(record: dict[str, Any], name: str) -> str | None:
+    """A string message attribute of a Lambda SQS record (``messageAttributes``), if present."""
+    attrs = record.get("messageAttributes")
+    if not isinstance(attrs, dict):
+        return None
+    attr = attrs.get(name)
+    if not isinstance(attr, dict):
+        return None
+    value = attr.get("stringValue")
+    return value if isinstance(value, str) else None
+
+
+def message_attribute(message: dict[str, Any], name: str) -> str | None:
+    """A string message attribute of a ReceiveMessage result (``MessageAttributes``), if present."""
+    attr = (message.get("MessageAttributes") or {}).get(name)
+    if not isinstance(attr, dict):
+        return None
+    value = attr.get("StringValue")
+    return value if isinstance(value, str) else None
+
+
+def lambda_record(message: dict[str, Any], *, queue_arn: str, region: str = "us-east-1") -> dict[str, Any]:
+    """A ReceiveMessage message as the Lambda SQS event record AWS would deliver.
+
+    The shape follows the AWS Lambda documentation: ``messageId``, ``receiptHandle``, ``body``,
+    ``attributes`` (system attributes as strings), ``messageAttributes`` (lower-camel keys),
+    ``md5OfBody``, ``eventSource``, ``eventSourceARN``, ``awsRegion``.
+    """
+    attributes = {k: str(v) for k, v in (message.get("Attributes") or {}).items()}
+    message_attributes = {}
+    for name, attr in (message.get("MessageAttributes") or {}).items():
+        converted: dict[str, Any] = {
+            "stringListValues": [],
+            "binaryListValues": [],
+            "dataType": attr["DataType"],
+        }
+        if "StringValue" in attr:
+            converted["stringValue"] = attr["StringValue"]
+        if "BinaryValue" in attr:
+            import base64
+
+            raw = attr["BinaryValue"]
+            converted["binaryValue"] = base64.b64encode(raw).decode() if isinstance(raw, bytes) else raw
+        message_attributes[name] = converted
+    record: dict[str, Any] = {
+        "messageId": message["MessageId"],
+        "receiptHandle": message["ReceiptHandle"],
+        "body": message.get("Body", ""),
+        "attributes": attributes,
+        "messageAttributes": message_attributes,
+        "md5OfBody": message.get("MD5OfBody", ""),
+        "eventSource": "aws:sqs",
+        "eventSourceARN": queue_arn,
+        "awsRegion": region,
+    }
+    if "MD5OfMessageAttributes" in message:
+        record["md5OfMessageAttributes"] = message["MD5OfMessageAttributes"]
+    return record

@@ -1,0 +1,75 @@
+"""Exceptions a job raises to steer its retries, and the framework's own errors.
+
+A job raises :class:`RetryableError` to ask for another attempt (optionally after
+an explicit delay, e.g. from a ``Retry-After`` header) and :class:`PermanentError`
+to give up at once; the consumer dead-letters a permanent failure with the reason
+``permanent``. Every other exception is retried within the job's retry policy.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+
+class JobFrameworkError(Exception):
+    """Base class of the errors that jobframework raises itself."""
+
+
+class RetryableError(Exception):
+    """A failure worth another attempt.
+
+    Args:
+        message: what went wrong.
+        delay: seconds (or a ``timedelta``) to wait before the next attempt; ``None``
+            lets the job's :class:`~jobframework.retry.RetryPolicy` choose. Capped by
+            the SQS visibility limit of 12 hours.
+
+    Example:
+        >>> err = RetryableError("rate limited", delay=30)
+        >>> err.delay
+        30.0
+    """
+
+    def __init__(self, message: str = "", *, delay: float | timedelta | None = None) -> None:
+        super().__init__(message)
+        if isinstance(delay, timedelta):
+            delay = delay.total_seconds()
+        if delay is not None and delay < 0:
+            raise ValueError(f"RetryableError delay must be >= 0 seconds, got {delay}")
+        self.delay: float | None = None if delay is None else float(delay)
+
+
+class PermanentError(Exception):
+    """A failure that no retry can fix: the job is dead-lettered at once (reason ``permanent``)."""
+
+
+class ConfigurationError(JobFrameworkError, ValueError):
+    """A job, policy or client was configured wrongly; the message says how to fix it."""
+
+
+class DuplicateJobError(ConfigurationError):
+    """Two jobs were registered under the same name."""
+
+
+class UnknownJobError(JobFrameworkError, LookupError):
+    """No job is registered under the given name."""
+
+
+class PayloadValidationError(JobFrameworkError, ValueError):
+    """A payload does not match its job's model; nothing was sent."""
+
+
+class PayloadTooLargeError(JobFrameworkError, ValueError):
+    """A message would exceed the SQS size limit; nothing was sent."""
+
+
+class MalformedMessageError(JobFrameworkError, ValueError):
+    """A queue message is not a valid jobframework envelope."""
+
+
+class EnqueueError(JobFrameworkError):
+    """SQS refused or failed to take a message after the client's retries."""
+
+
+class EndpointNotSupportedError(JobFrameworkError):
+    """The AWS endpoint does not implement an operation (e.g. the embedded AWS and native redrive)."""

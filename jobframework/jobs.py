@@ -1,0 +1,364 @@
+"""``@job``: typed jobs, their context, and the registry that names them.
+
+A job is a function whose first parameter is annotated with a pydantic model (the
+payload) and whose optional second parameter is a :class:`JobContext`::
+
+    @job("reports.generate", priority=Priority.LOW, key=lambda r: f"report:{r.report_id}")
+    def generate_report(req: ReportRequest, ctx: JobContext) -> None: ...
+
+Options are keyword-only and checked when the decorator is applied.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+import re
+import typing
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from enum import StrEnum
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
+
+from pydantic import BaseModel, ValidationError
+
+from jobframework.errors import ConfigurationError, DuplicateJobError, UnknownJobError
+from jobframework.retry import RetryPolicy, default_policy
+
+if TYPE_CHECKING:
+    from jobframework.client import EnqueueRequest, EnqueueResult, JobClient
+
+P = TypeVar("P", bound=BaseModel)
+
+LAMBDA_MAX_TIMEOUT = 900.0
+_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_\-]*(\.[A-Za-z0-9_\-]+)*$")
+_SCHEDULE = re.compile(r"^(rate\(\s*\d+\s+(minute|minutes|hour|hours|day|days)\s*\)|cron\(.+\))$")
+
+
+class Priority(StrEnum):
+    """The four queues, from most to least urgent (DESIGN.md's table)."""
+
+    CRITICAL = "critical"
+    HIGH = "high"
+    DEFAULT = "default"
+    LOW = "low"
+
+
+def parse_priority(value: Priority | str) -> Priority:
+    """``Priority`` from its name; a clear ``ConfigurationError`` otherwise."""
+    try:
+        return Priority(value)
+    except ValueError:
+        names = ", ".join(p.value for p in Priority)
+        raise ConfigurationError(f"unknown priority {value!r}; use one of {names}") from None
+
+
+@dataclass(frozen=True, slots=True)
+class Schedule:
+    """When a scheduled job runs: an EventBridge Scheduler expression and the payload it sends.
+
+    Args:
+        expression: ``rate(5 minutes)`` or ``cron(0 3 * * ? *)`` (EventBridge syntax).
+        timezone: IANA time zone for cron expressions (default UTC).
+        payload: the payload each run receives (validated against the job's model).
+    """
+
+    expression: str
+    timezone: str = "UTC"
+    payload: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not _SCHEDULE.match(self.expression.strip()):
+            raise ConfigurationError(
+                f"schedule {self.expression!r} is not an EventBridge expression; "
+                "use 'rate(N minutes|hours|days)' or 'cron(min hour day month weekday year)'"
+            )
+
+
+@dataclass(slots=True)
+class JobContext:
+    """What a running job knows about itself.
+
+    Durations are seconds; ``remaining_time`` is what is left of the Lambda invocation.
+    """
+
+    job_id: str
+    job_type: str
+    key: str
+    attempt: int
+    max_attempts: int
+    priority: Priority
+    enqueued_at: datetime
+    trace_id: str | None = None
+    traceparent: str | None = None
+    xray_trace_header: str | None = None
+    saga: dict[str, Any] | None = None
+    logger: Any = field(default_factory=lambda: logging.getLogger("jobframework.job"))
+    """Powertools Logger in the consumer (job id, type and trace id on every line); a std logger inline."""
+    _remaining: Callable[[], float] = field(default=lambda: float("inf"), repr=False)
+
+    @property
+    def remaining_time(self) -> float:
+        """Seconds left before the Lambda invocation is cut off (``inf`` outside Lambda)."""
+        return self._remaining()
+
+    @property
+    def is_last_attempt(self) -> bool:
+        return self.attempt >= self.max_attempts
+
+
+def _duration(value: float | timedelta, name: str) -> float:
+    seconds = value.total_seconds() if isinstance(value, timedelta) else value
+    if not isinstance(seconds, int | float) or isinstance(seconds, bool):
+        raise ConfigurationError(f"{name} must be seconds (a number) or a timedelta, got {value!r}")
+    return float(seconds)
+
+
+class Job(Generic[P]):
+    """A registered job: its name, payload model, options and function. Made by :func:`job`."""
+
+    def __init__(
+        self,
+        name: str,
+        fn: Callable[..., Any],
+        payload_model: type[P],
+        *,
+        takes_context: bool,
+        priority: Priority,
+        retry: RetryPolicy,
+        permanent: tuple[type[BaseException], ...],
+        transient: tuple[type[BaseException], ...],
+        key: Callable[[P], str] | None,
+        timeout: float,
+        schedule: Schedule | None,
+    ) -> None:
+        self.name = name
+        self.fn = fn
+        self.payload_model = payload_model
+        self.takes_context = takes_context
+        self.priority = priority
+        self.retry = retry
+        self.permanent = permanent
+        self.transient = transient
+        self.key_fn = key
+        self.timeout = timeout
+        self.schedule = schedule
+        self.__doc__ = fn.__doc__
+        self.__wrapped__ = fn
+
+    def __repr__(self) -> str:
+        return f"<Job {self.name} priority={self.priority.value} max_attempts={self.retry.max_attempts}>"
+
+    def __call__(self, payload: P, ctx: JobContext | None = None) -> Any:
+        """Call the function directly (no queue): ``ctx`` is required if the job takes one."""
+        if self.takes_context:
+            return self.fn(payload, ctx)
+        return self.fn(payload)
+
+    def validate(self, payload: P | dict[str, Any]) -> P:
+        """The payload as the job's model; raises pydantic ``ValidationError``."""
+        if isinstance(payload, self.payload_model):
+            return payload
+        if isinstance(payload, BaseModel):
+            payload = payload.model_dump(mode="json")
+        return self.payload_model.model_validate(payload)
+
+    def key_for(self, payload: P) -> str | None:
+        """The deterministic key the job's ``key=`` function gives, or ``None``."""
+        if self.key_fn is None:
+            return None
+        key = self.key_fn(payload)
+        if not isinstance(key, str) or not key:
+            raise ConfigurationError(f"job {self.name}: key= must return a non-empty str, got {key!r}")
+        return key
+
+    def request(self, payload: P | dict[str, Any], **options: Any) -> EnqueueRequest:
+        """An :class:`~jobframework.client.EnqueueRequest` for ``JobClient.enqueue_many``."""
+        from jobframework.client import EnqueueRequest
+
+        return EnqueueRequest(self, payload, **options)
+
+    def enqueue(
+        self, payload: P | dict[str, Any], *, client: JobClient | None = None, **options: Any
+    ) -> EnqueueResult:
+        """Send this job to its queue; same options as :meth:`JobClient.enqueue`."""
+        from jobframework.client import default_client
+
+        return (client or default_client()).enqueue(self, payload, **options)
+
+    def enqueue_many(
+        self, payloads: list[P] | list[dict[str, Any]], *, client: JobClient | None = None, **options: Any
+    ) -> list[EnqueueResult]:
+        """Send many payloads of this job, ten per SQS call."""
+        from jobframework.client import default_client
+
+        return (client or default_client()).enqueue_many([self.request(p, **options) for p in payloads])
+
+
+class JobRegistry:
+    """Jobs by name. The consumer runs only registered jobs."""
+
+    def __init__(self) -> None:
+        self._jobs: dict[str, Job[Any]] = {}
+
+    def register(self, job_: Job[Any]) -> None:
+        existing = self._jobs.get(job_.name)
+        if existing is not None and existing.fn is not job_.fn:
+            raise DuplicateJobError(
+                f"a job named {job_.name!r} is already registered by "
+                f"{existing.fn.__module__}.{existing.fn.__qualname__}; job names must be unique"
+            )
+        self._jobs[job_.name] = job_
+
+    def get(self, name: str) -> Job[Any]:
+        try:
+            return self._jobs[name]
+        except KeyError:
+            raise UnknownJobError(f"no job named {name!r} is registered") from None
+
+    def find(self, name: str) -> Job[Any] | None:
+        return self._jobs.get(name)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._jobs
+
+    def __iter__(self) -> Iterator[Job[Any]]:
+        return iter(sorted(self._jobs.values(), key=lambda j: j.name))
+
+    def __len__(self) -> int:
+        return len(self._jobs)
+
+    def clear(self) -> None:
+        self._jobs.clear()
+
+
+registry = JobRegistry()
+"""The default registry that :func:`job` registers into."""
+
+
+def _payload_model(fn: Callable[..., Any], name: str) -> tuple[type[BaseModel], bool]:
+    params = list(inspect.signature(fn).parameters.values())
+    if not params or params[0].kind not in (params[0].POSITIONAL_ONLY, params[0].POSITIONAL_OR_KEYWORD):
+        raise ConfigurationError(
+            f"job {name}: the function must take the payload as its first parameter, annotated with a "
+            "pydantic model (def my_job(payload: MyModel, ctx: JobContext) -> None)"
+        )
+    try:
+        hints = typing.get_type_hints(fn)
+    except Exception as exc:
+        raise ConfigurationError(
+            f"job {name}: cannot resolve the type hints of {fn.__qualname__}: {exc}"
+        ) from exc
+    model = hints.get(params[0].name)
+    if not (inspect.isclass(model) and issubclass(model, BaseModel)):
+        raise ConfigurationError(
+            f"job {name}: annotate the first parameter {params[0].name!r} with a pydantic BaseModel "
+            f"subclass (got {model!r})"
+        )
+    extra = params[1:]
+    if len(extra) > 1 or (
+        extra
+        and extra[0].default is inspect.Parameter.empty
+        and hints.get(extra[0].name) not in (JobContext, None)
+    ):
+        raise ConfigurationError(
+            f"job {name}: after the payload a job takes at most one parameter, the JobContext"
+        )
+    return model, bool(extra)
+
+
+def _exception_types(value: Any, option: str, name: str) -> tuple[type[BaseException], ...]:
+    types = value if isinstance(value, tuple | list | set | frozenset) else (value,)
+    for t in types:
+        if not (inspect.isclass(t) and issubclass(t, BaseException)):
+            raise ConfigurationError(f"job {name}: {option}= takes exception classes, got {t!r}")
+    return tuple(types)
+
+
+def job(
+    name: str,
+    *,
+    priority: Priority | str = Priority.DEFAULT,
+    retry: RetryPolicy | None = None,
+    permanent: type[BaseException] | tuple[type[BaseException], ...] = (),
+    transient: type[BaseException] | tuple[type[BaseException], ...] = (),
+    key: Callable[[Any], str] | None = None,
+    timeout: float | timedelta = 60.0,
+    schedule: Schedule | str | None = None,
+    registry: JobRegistry | None = None,
+) -> Callable[[Callable[..., Any]], Job[Any]]:
+    """Register a function as a job.
+
+    Args:
+        name: stable name that travels in every message (``area.verb``), e.g. ``emails.send``.
+        priority: queue: ``critical``, ``high``, ``default`` or ``low``.
+        retry: the :class:`RetryPolicy`; the priority's default when ``None``.
+        permanent: exception types never retried (dead-lettered at once).
+        transient: exception types always retried (within ``max_attempts``), even subclasses of
+            ``PermanentError``.
+        key: a function of the payload giving the deterministic idempotency/dedup key.
+        timeout: seconds one attempt may take (at most 900, Lambda's limit). The consumer does not
+            start a job when less time than this is left in the invocation.
+        schedule: run on a schedule: a :class:`Schedule` or an expression such as ``rate(1 hour)``.
+        registry: where to register (the default registry when ``None``).
+
+    Raises:
+        ConfigurationError: on a bad name, option or signature, naming what to change.
+    """
+    if not isinstance(name, str) or not _NAME.match(name):
+        raise ConfigurationError(
+            f"job name {name!r} is not valid: use letters, digits, '-', '_' and dots, e.g. 'reports.generate'"
+        )
+    prio = parse_priority(priority)
+    if retry is not None and not isinstance(retry, RetryPolicy):
+        raise ConfigurationError(f"job {name}: retry= must be a RetryPolicy, got {retry!r}")
+    policy = retry or default_policy(prio)
+    permanent_types = _exception_types(permanent, "permanent", name)
+    transient_types = _exception_types(transient, "transient", name)
+    both = set(permanent_types) & set(transient_types)
+    if both:
+        raise ConfigurationError(
+            f"job {name}: {', '.join(t.__name__ for t in both)} is both permanent= and transient=; choose one"
+        )
+    if key is not None and not callable(key):
+        raise ConfigurationError(f"job {name}: key= must be a function of the payload returning a str")
+    seconds = _duration(timeout, f"job {name}: timeout")
+    if not 0 < seconds <= LAMBDA_MAX_TIMEOUT:
+        raise ConfigurationError(
+            f"job {name}: timeout must be within (0, {LAMBDA_MAX_TIMEOUT:g}] seconds (Lambda's limit), "
+            f"got {seconds:g}; run longer jobs with `jf worker`"
+        )
+    sched = Schedule(schedule) if isinstance(schedule, str) else schedule
+    if sched is not None and not isinstance(sched, Schedule):
+        raise ConfigurationError(f"job {name}: schedule= takes a Schedule or an expression string")
+    target = registry if registry is not None else globals()["registry"]
+
+    def decorate(fn: Callable[..., Any]) -> Job[Any]:
+        if not callable(fn):
+            raise ConfigurationError(f"@job({name!r}) must decorate a function")
+        model, takes_context = _payload_model(fn, name)
+        if sched is not None:
+            try:
+                model.model_validate(sched.payload)
+            except ValidationError as exc:
+                raise ConfigurationError(
+                    f"job {name}: the schedule's payload does not match {model.__name__}: {exc}"
+                ) from exc
+        created: Job[Any] = Job(
+            name,
+            fn,
+            model,
+            takes_context=takes_context,
+            priority=prio,
+            retry=policy,
+            permanent=permanent_types,
+            transient=transient_types,
+            key=key,
+            timeout=seconds,
+            schedule=sched,
+        )
+        target.register(created)
+        return created
+
+    return decorate

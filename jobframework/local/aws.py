@@ -1,0 +1,165 @@
+"""The embedded AWS: a moto server on 127.0.0.1, provisioned from the :class:`Topology`.
+
+Everything is real HTTP with real boto3 clients; only the server is local. The
+queues, DLQs, redrive policies and tables are made from the same topology that
+the CDK stack deploys, so nothing about a queue is written twice.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import socket
+from typing import TYPE_CHECKING, Any
+
+from jobframework.errors import ConfigurationError
+from jobframework.topology import QueueEndpoints, RuntimeConfig, Topology
+
+if TYPE_CHECKING:
+    import boto3
+
+log = logging.getLogger(__name__)
+
+FAKE_CREDENTIALS = {
+    "AWS_ACCESS_KEY_ID": "testing",
+    "AWS_SECRET_ACCESS_KEY": "testing",
+    "AWS_SESSION_TOKEN": "testing",
+    "AWS_DEFAULT_REGION": "us-east-1",
+}
+REGION = "us-east-1"
+
+
+def use_fake_credentials() -> None:
+    """Point boto3 at fake credentials so nothing can reach a real AWS account."""
+    for name, value in FAKE_CREDENTIALS.items():
+        os.environ[name] = value
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class EmbeddedAWS:
+    """A moto server on 127.0.0.1 over real HTTP.
+
+    Example:
+        >>> with EmbeddedAWS() as aws:                       # doctest: +SKIP
+        ...     config = aws.provision(Topology.from_registry())
+    """
+
+    def __init__(self, port: int = 0) -> None:
+        self.port = port or free_port()
+        self._server: Any = None
+
+    @property
+    def endpoint_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self) -> EmbeddedAWS:
+        try:
+            from moto.server import ThreadedMotoServer
+        except ImportError as exc:
+            raise ConfigurationError(
+                "the embedded AWS needs moto: pip install 'jobframework[local]'"
+            ) from exc
+        use_fake_credentials()
+        logging.getLogger("werkzeug").setLevel(logging.ERROR)
+        self._server = ThreadedMotoServer(ip_address="127.0.0.1", port=self.port, verbose=False)
+        self._server.start()
+        return self
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.stop()
+            self._server = None
+
+    def __enter__(self) -> EmbeddedAWS:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def session(self) -> boto3.Session:
+        import boto3
+
+        return boto3.Session(aws_access_key_id="testing", aws_secret_access_key="testing", region_name=REGION)
+
+    def client(self, service: str) -> Any:
+        return self.session().client(service, endpoint_url=self.endpoint_url)  # type: ignore[call-overload]
+
+    def provision(self, topology: Topology) -> RuntimeConfig:
+        """Create the topology's queues, DLQs and tables; write the SSM parameter; return the config."""
+        return provision(topology, self.session(), self.endpoint_url)
+
+
+def provision(topology: Topology, session: boto3.Session, endpoint_url: str | None) -> RuntimeConfig:
+    """Create what the CDK stack would: queues with redrive policies, DLQs, tables, the SSM parameter.
+
+    Idempotent: existing queues and tables are reused.
+    """
+    sqs = session.client("sqs", endpoint_url=endpoint_url)
+    queues = {}
+    for spec in topology.queues:
+        dlq_url = sqs.create_queue(
+            QueueName=spec.dlq_name,
+            Attributes={"MessageRetentionPeriod": str(spec.dlq_retention), "SqsManagedSseEnabled": "true"},
+        )["QueueUrl"]
+        dlq_arn = sqs.get_queue_attributes(QueueUrl=dlq_url, AttributeNames=["QueueArn"])["Attributes"][
+            "QueueArn"
+        ]
+        url = sqs.create_queue(
+            QueueName=spec.name,
+            Attributes={
+                "VisibilityTimeout": str(spec.visibility_timeout),
+                "MessageRetentionPeriod": str(spec.retention),
+                "SqsManagedSseEnabled": "true",
+                "RedrivePolicy": json.dumps(
+                    {"deadLetterTargetArn": dlq_arn, "maxReceiveCount": spec.max_receive_count}
+                ),
+            },
+        )["QueueUrl"]
+        arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+        sqs.set_queue_attributes(
+            QueueUrl=dlq_url,
+            Attributes={
+                "RedriveAllowPolicy": json.dumps({"redrivePermission": "byQueue", "sourceQueueArns": [arn]})
+            },
+        )
+        queues[spec.priority] = QueueEndpoints(url=url, dlq_url=dlq_url)
+
+    dynamodb = session.client("dynamodb", endpoint_url=endpoint_url)
+    existing = set(dynamodb.list_tables()["TableNames"])
+    for name, keys, ttl in (
+        (topology.state_table, (("pk", "HASH"), ("sk", "RANGE")), "expires_at"),
+        (topology.idempotency_table, (("id", "HASH"),), "expiration"),
+    ):
+        if name in existing:
+            continue
+        dynamodb.create_table(
+            TableName=name,
+            KeySchema=[{"AttributeName": k, "KeyType": "HASH" if t == "HASH" else "RANGE"} for k, t in keys],
+            AttributeDefinitions=[{"AttributeName": k, "AttributeType": "S"} for k, _ in keys],
+            BillingMode="PAY_PER_REQUEST",
+        )
+        dynamodb.update_time_to_live(
+            TableName=name, TimeToLiveSpecification={"Enabled": True, "AttributeName": ttl}
+        )
+
+    config = RuntimeConfig(
+        queues=queues,
+        state_table=topology.state_table,
+        idempotency_table=topology.idempotency_table,
+        endpoint_url=endpoint_url,
+        region=session.region_name,
+    )
+    ssm = session.client("ssm", endpoint_url=endpoint_url)
+    ssm.put_parameter(
+        Name=topology.topology_parameter,
+        Value=config.model_dump_json(exclude={"endpoint_url"}),
+        Type="String",
+        Overwrite=True,
+    )
+    return config

@@ -1,0 +1,335 @@
+"""Retry policies, the pure backoff function, and failure classification.
+
+The backoff is exponential (``base_delay * multiplier ** (attempt - 1)``), capped at
+``max_delay``, with jitter so that jobs that failed together do not come back
+together:
+
+* ``proportional`` (default): +/- ``jitter_ratio`` (30 %) around the exponential value;
+* ``full``: uniformly between 0 and the exponential value (AWS's "full jitter");
+* ``none``: the exponential value itself.
+
+All durations are seconds.
+"""
+
+from __future__ import annotations
+
+import math
+import random as _random
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import timedelta
+from enum import StrEnum
+from typing import TYPE_CHECKING
+
+from jobframework.errors import ConfigurationError, PermanentError, RetryableError
+
+if TYPE_CHECKING:
+    from jobframework.jobs import Priority
+
+MAX_VISIBILITY_SECONDS = 43_200
+"""SQS's limit on a message's visibility timeout (12 hours): no retry delay can exceed it."""
+
+RandomSource = Callable[[], float]
+"""A source of floats uniform in [0, 1), e.g. ``random.Random(7).random``."""
+
+
+class Jitter(StrEnum):
+    PROPORTIONAL = "proportional"
+    FULL = "full"
+    NONE = "none"
+
+
+def compute_backoff(
+    attempt: int,
+    *,
+    base_delay: float,
+    max_delay: float,
+    multiplier: float = 2.0,
+    jitter: Jitter = Jitter.PROPORTIONAL,
+    jitter_ratio: float = 0.3,
+    rand: RandomSource = _random.random,
+) -> float:
+    """Seconds to wait after failed attempt number ``attempt`` (1-based).
+
+    Pure: the same inputs and random source give the same delay. Never negative,
+    never above ``max_delay`` nor the 12-hour visibility limit.
+
+    Example:
+        >>> compute_backoff(3, base_delay=1, max_delay=300, jitter=Jitter.NONE)
+        4.0
+    """
+    if attempt < 1:
+        raise ValueError(f"attempt is 1-based, got {attempt}")
+    cap = min(max_delay, MAX_VISIBILITY_SECONDS)
+    # Exponent clamped so that a large attempt number cannot overflow.
+    exponential = min(cap, base_delay * multiplier ** min(attempt - 1, 64))
+    if jitter is Jitter.NONE:
+        delay = exponential
+    elif jitter is Jitter.FULL:
+        delay = exponential * rand()
+    else:
+        delay = exponential * (1.0 + jitter_ratio * (2.0 * rand() - 1.0))
+    return max(0.0, min(cap, delay))
+
+
+def _seconds(value: float | timedelta, name: str) -> float:
+    seconds = value.total_seconds() if isinstance(value, timedelta) else float(value)
+    if not math.isfinite(seconds) or seconds < 0:
+        raise ConfigurationError(f"RetryPolicy {name} must be a finite number of seconds >= 0, got {value!r}")
+    return seconds
+
+
+@dataclass(frozen=True, slots=True)
+class RetryPolicy:
+    """How often and how patiently a job is retried.
+
+    Args:
+        max_attempts: total attempts including the first (1 means never retry).
+        base_delay: seconds before the first retry (before jitter).
+        max_delay: cap on any single delay, in seconds (at most 12 hours).
+        multiplier: growth factor between attempts.
+        jitter: ``proportional`` (+/- ``jitter_ratio``), ``full`` or ``none``.
+        jitter_ratio: the width of proportional jitter, 0..1.
+        random: the random source (uniform [0, 1)); inject one for reproducible delays.
+
+    Example:
+        >>> policy = RetryPolicy(max_attempts=4, base_delay=2, jitter="none")
+        >>> [policy.delay(n) for n in (1, 2, 3)]
+        [2.0, 4.0, 8.0]
+    """
+
+    max_attempts: int = 3
+    base_delay: float = 1.0
+    max_delay: float = 300.0
+    multiplier: float = 2.0
+    jitter: Jitter = Jitter.PROPORTIONAL
+    jitter_ratio: float = 0.3
+    random: RandomSource = field(default=_random.random, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.max_attempts, int) or isinstance(self.max_attempts, bool):
+            raise ConfigurationError(f"RetryPolicy max_attempts must be an int, got {self.max_attempts!r}")
+        if not 1 <= self.max_attempts <= 1000:
+            raise ConfigurationError(
+                f"RetryPolicy max_attempts must be between 1 and 1000, got {self.max_attempts}"
+            )
+        object.__setattr__(self, "base_delay", _seconds(self.base_delay, "base_delay"))
+        object.__setattr__(self, "max_delay", _seconds(self.max_delay, "max_delay"))
+        if self.max_delay > MAX_VISIBILITY_SECONDS:
+            raise ConfigurationError(
+                f"RetryPolicy max_delay is {self.max_delay:g}s but SQS cannot hide a message for more than "
+                f"{MAX_VISIBILITY_SECONDS}s (12 hours); lower max_delay"
+            )
+        if self.base_delay > self.max_delay:
+            raise ConfigurationError(
+                f"RetryPolicy base_delay ({self.base_delay:g}s) is above max_delay ({self.max_delay:g}s)"
+            )
+        if self.multiplier < 1:
+            raise ConfigurationError(f"RetryPolicy multiplier must be >= 1, got {self.multiplier}")
+        try:
+            object.__setattr__(self, "jitter", Jitter(self.jitter))
+        except ValueError:
+            choices = ", ".join(j.value for j in Jitter)
+            raise ConfigurationError(
+                f"RetryPolicy jitter must be one of {choices}, got {self.jitter!r}"
+            ) from None
+        if not 0 <= self.jitter_ratio <= 1:
+            raise ConfigurationError(f"RetryPolicy jitter_ratio must be within 0..1, got {self.jitter_ratio}")
+
+    def delay(self, attempt: int, rand: RandomSource | None = None) -> float:
+        """Seconds to wait after failed attempt ``attempt`` (1-based), jitter applied."""
+        return compute_backoff(
+            attempt,
+            base_delay=self.base_delay,
+            max_delay=self.max_delay,
+            multiplier=self.multiplier,
+            jitter=self.jitter,
+            jitter_ratio=self.jitter_ratio,
+            rand=rand or self.random,
+        )
+
+    def delay_range(self, attempt: int) -> tuple[float, float]:
+        """The smallest and largest delay that jitter can give after attempt ``attempt``."""
+        low = self.delay(attempt, rand=lambda: 0.0)
+        high = self.delay(attempt, rand=lambda: 1.0 - 1e-12)
+        return (min(low, high), max(low, high))
+
+    def schedule(self) -> list[tuple[int, float, float]]:
+        """``(attempt, min delay, max delay)`` for each retry this policy allows."""
+        return [(n, *self.delay_range(n)) for n in range(1, self.max_attempts)]
+
+    @classmethod
+    def spanning(
+        cls,
+        window: float | timedelta | None = None,
+        *,
+        minutes: float | None = None,
+        base_delay: float = 1.0,
+        max_delay: float = 300.0,
+        multiplier: float = 2.0,
+        jitter: Jitter | str = Jitter.PROPORTIONAL,
+        jitter_ratio: float = 0.3,
+    ) -> RetryPolicy:
+        """A policy whose retries keep going for at least ``window`` (an outage to ride out).
+
+        The attempts are chosen so that even with the shortest jitter the retries
+        span the window.
+
+        Example:
+            >>> RetryPolicy.spanning(minutes=15).max_attempts
+            9
+        """
+        if (window is None) == (minutes is None):
+            raise ConfigurationError("RetryPolicy.spanning needs exactly one of window= or minutes=")
+        seconds = _seconds(window if window is not None else timedelta(minutes=minutes or 0), "window")
+        probe = cls(
+            max_attempts=1,
+            base_delay=base_delay,
+            max_delay=max_delay,
+            multiplier=multiplier,
+            jitter=Jitter(jitter),
+            jitter_ratio=jitter_ratio,
+        )
+        covered, attempts = 0.0, 1
+        while covered < seconds:
+            covered += probe.delay_range(attempts)[0] or 1e-3
+            attempts += 1
+            if attempts > 1000:
+                raise ConfigurationError(f"RetryPolicy.spanning: {seconds:g}s needs more than 1000 attempts")
+        return cls(
+            max_attempts=attempts,
+            base_delay=base_delay,
+            max_delay=max_delay,
+            multiplier=multiplier,
+            jitter=Jitter(jitter),
+            jitter_ratio=jitter_ratio,
+        )
+
+
+def default_policy(priority: Priority) -> RetryPolicy:
+    """The retry policy of a priority when the job gives none (DESIGN.md's table)."""
+    from jobframework.jobs import Priority
+
+    if priority is Priority.CRITICAL:
+        return RetryPolicy(max_attempts=5, base_delay=0.5, max_delay=30.0)
+    if priority is Priority.HIGH:
+        return RetryPolicy(max_attempts=5)
+    return RetryPolicy(max_attempts=3)
+
+
+# --- classification ---------------------------------------------------------------------------
+
+
+class Action(StrEnum):
+    RETRY = "retry"
+    DEAD_LETTER = "dead_letter"
+
+
+class Reason(StrEnum):
+    """Why a message was dead-lettered (the ``jf-reason`` attribute)."""
+
+    PERMANENT = "permanent"
+    EXHAUSTED = "exhausted"
+    MALFORMED = "malformed"
+    UNKNOWN_TYPE = "unknown-type"
+    INVALID_PAYLOAD = "invalid-payload"
+    BUDGET = "budget"
+    VERSION = "version"
+    SIGNATURE = "signature"
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """What to do with a failed attempt."""
+
+    action: Action
+    reason: Reason | None = None
+    delay: float = 0.0
+    transient: bool = False
+
+
+_THROTTLING_CODES = frozenset(
+    {
+        "Throttling",
+        "ThrottlingException",
+        "ThrottledException",
+        "RequestThrottledException",
+        "TooManyRequestsException",
+        "ProvisionedThroughputExceededException",
+        "TransactionInProgressException",
+        "RequestLimitExceeded",
+        "BandwidthLimitExceeded",
+        "LimitExceededException",
+        "SlowDown",
+        "RequestThrottled",
+        "EC2ThrottledException",
+        "ServiceUnavailable",
+        "InternalError",
+        "InternalFailure",
+    }
+)
+
+
+def is_transient(exc: BaseException) -> bool:
+    """True for failures that are expected to pass: timeouts, dropped connections, AWS throttling."""
+    if isinstance(exc, TimeoutError | ConnectionError | RetryableError):
+        return True
+    try:
+        from botocore.exceptions import (
+            ClientError,
+            ConnectionClosedError,
+            ConnectTimeoutError,
+            EndpointConnectionError,
+            ReadTimeoutError,
+        )
+    except ImportError:  # pragma: no cover - botocore is in every Lambda runtime
+        return False
+    if isinstance(
+        exc, EndpointConnectionError | ConnectTimeoutError | ReadTimeoutError | ConnectionClosedError
+    ):
+        return True
+    if isinstance(exc, ClientError):
+        code = str(exc.response.get("Error", {}).get("Code", ""))
+        status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0)
+        return code in _THROTTLING_CODES or status in (429, 500, 502, 503, 504)
+    return False
+
+
+def classify(
+    exc: BaseException,
+    *,
+    attempt: int,
+    policy: RetryPolicy,
+    permanent: tuple[type[BaseException], ...] = (),
+    transient: tuple[type[BaseException], ...] = (),
+) -> Decision:
+    """Decide between a retry (with its delay) and a dead letter (with its reason).
+
+    Order: the job's ``permanent=`` types, the job's ``transient=`` types, then
+    :class:`PermanentError` and payload validation errors (dead-lettered now), then
+    everything else (retried while ``attempt < policy.max_attempts``, else
+    ``exhausted``).
+
+    Example:
+        >>> classify(PermanentError("card declined"), attempt=1, policy=RetryPolicy()).reason
+        <Reason.PERMANENT: 'permanent'>
+    """
+    from pydantic import ValidationError
+
+    if permanent and isinstance(exc, permanent):
+        return Decision(Action.DEAD_LETTER, Reason.PERMANENT)
+    declared_transient = bool(transient) and isinstance(exc, transient)
+    if not declared_transient:
+        if isinstance(exc, PermanentError):
+            return Decision(Action.DEAD_LETTER, Reason.PERMANENT)
+        if isinstance(exc, ValidationError):
+            return Decision(Action.DEAD_LETTER, Reason.INVALID_PAYLOAD)
+    if attempt >= policy.max_attempts:
+        return Decision(
+            Action.DEAD_LETTER, Reason.EXHAUSTED, transient=declared_transient or is_transient(exc)
+        )
+    if isinstance(exc, RetryableError) and exc.delay is not None:
+        delay = min(exc.delay, MAX_VISIBILITY_SECONDS)
+    else:
+        delay = policy.delay(attempt)
+    return Decision(Action.RETRY, delay=delay, transient=declared_transient or is_transient(exc))

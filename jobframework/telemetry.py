@@ -1,0 +1,114 @@
+"""Logs and metrics: Powertools Logger with the job as correlation context, and EMF metrics.
+
+Metrics are aggregated per batch and written once per (job type, priority) group,
+so a batch of ten records costs a handful of EMF lines, not thirty. A telemetry
+failure is logged and never fails a job.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from aws_lambda_powertools import Logger
+
+NAMESPACE_ENV = "POWERTOOLS_METRICS_NAMESPACE"
+DEFAULT_NAMESPACE = "JobFramework"
+SERVICE = "jobframework"
+
+_std_logger = logging.getLogger(__name__)
+_logger: Logger | None = None
+
+
+def job_logger() -> Logger:
+    """The Powertools Logger that jobs and the consumer log through (one per process)."""
+    global _logger
+    if _logger is None:
+        from aws_lambda_powertools import Logger
+
+        _logger = Logger(service=os.environ.get("POWERTOOLS_SERVICE_NAME", SERVICE))
+    return _logger
+
+
+@dataclass(slots=True)
+class _Group:
+    succeeded: int = 0
+    retried: int = 0
+    dead_lettered: dict[str, int] = field(default_factory=lambda: defaultdict(int))
+    queue_wait_ms: list[float] = field(default_factory=list)
+    processing_ms: list[float] = field(default_factory=list)
+
+
+class BatchMetrics:
+    """Counts and timings of one batch, flushed as EMF when the batch ends.
+
+    Metrics (namespace ``JobFramework`` unless ``POWERTOOLS_METRICS_NAMESPACE`` says otherwise), with
+    dimensions ``JobType`` and ``Priority``: ``Succeeded``, ``Retried``, ``DeadLettered``,
+    ``QueueWait`` (ms, enqueue to start), ``ProcessingTime`` (ms); and ``DeadLettered`` with dimensions
+    ``Reason`` and ``Priority``.
+    """
+
+    def __init__(self) -> None:
+        self._groups: dict[tuple[str, str], _Group] = defaultdict(_Group)
+
+    def succeeded(
+        self, job_type: str, priority: str, queue_wait_ms: float | None, processing_ms: float
+    ) -> None:
+        group = self._groups[(job_type, priority)]
+        group.succeeded += 1
+        if queue_wait_ms is not None:
+            group.queue_wait_ms.append(queue_wait_ms)
+        group.processing_ms.append(processing_ms)
+
+    def retried(self, job_type: str, priority: str, processing_ms: float | None) -> None:
+        group = self._groups[(job_type, priority)]
+        group.retried += 1
+        if processing_ms is not None:
+            group.processing_ms.append(processing_ms)
+
+    def dead_lettered(self, job_type: str, priority: str, reason: str) -> None:
+        self._groups[(job_type, priority)].dead_lettered[reason] += 1
+
+    def flush(self) -> None:
+        if not self._groups:
+            return
+        try:
+            self._flush()
+        except Exception:
+            _std_logger.warning("writing job metrics failed; the jobs are not affected", exc_info=True)
+        finally:
+            self._groups.clear()
+
+    def _flush(self) -> None:
+        from aws_lambda_powertools.metrics import EphemeralMetrics, MetricUnit
+
+        namespace = os.environ.get(NAMESPACE_ENV, DEFAULT_NAMESPACE)
+        by_reason: dict[tuple[str, str], int] = defaultdict(int)
+        for (job_type, priority), group in self._groups.items():
+            metrics = EphemeralMetrics(namespace=namespace, service=SERVICE)
+            metrics.add_dimension("JobType", job_type)
+            metrics.add_dimension("Priority", priority)
+            self._add(metrics, "Succeeded", MetricUnit.Count, [group.succeeded] if group.succeeded else [])
+            self._add(metrics, "Retried", MetricUnit.Count, [group.retried] if group.retried else [])
+            dead = sum(group.dead_lettered.values())
+            self._add(metrics, "DeadLettered", MetricUnit.Count, [dead] if dead else [])
+            self._add(metrics, "QueueWait", MetricUnit.Milliseconds, group.queue_wait_ms)
+            self._add(metrics, "ProcessingTime", MetricUnit.Milliseconds, group.processing_ms)
+            metrics.flush_metrics()
+            for reason, count in group.dead_lettered.items():
+                by_reason[(reason, priority)] += count
+        for (reason, priority), count in by_reason.items():
+            metrics = EphemeralMetrics(namespace=namespace, service=SERVICE)
+            metrics.add_dimension("Reason", reason)
+            metrics.add_dimension("Priority", priority)
+            metrics.add_metric(name="DeadLettered", unit=MetricUnit.Count, value=count)
+            metrics.flush_metrics()
+
+    @staticmethod
+    def _add(metrics: Any, name: str, unit: Any, values: list[float]) -> None:
+        for value in values:
+            metrics.add_metric(name=name, unit=unit, value=value)

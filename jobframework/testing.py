@@ -1,0 +1,169 @@
+"""Helpers for users' tests: SQS event factories, inline runs, and pytest fixtures.
+
+Enable the fixtures in a ``conftest.py``::
+
+    pytest_plugins = ["jobframework.testing"]
+
+then take ``jf_aws`` (the embedded AWS, one per session) and ``jf_config`` (a fresh,
+provisioned topology of the registered jobs for each test).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+import uuid
+from collections.abc import Iterator, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+from pydantic import BaseModel
+
+from jobframework.envelope import Envelope, lambda_record, string_attribute
+from jobframework.jobs import Job, JobContext, JobRegistry
+from jobframework.topology import RuntimeConfig, Topology, TopologySettings
+from jobframework.tracing import new_trace
+
+DEFAULT_QUEUE_ARN = "arn:aws:sqs:us-east-1:123456789012:jf-dev-default"
+
+
+class FakeLambdaContext:
+    """A Lambda context whose remaining time counts down from ``timeout`` seconds."""
+
+    def __init__(self, timeout: float = 120.0, function_name: str = "jf-local-consumer") -> None:
+        self.function_name = function_name
+        self.function_version = "$LATEST"
+        self.invoked_function_arn = f"arn:aws:lambda:us-east-1:123456789012:function:{function_name}"
+        self.memory_limit_in_mb = 512
+        self.aws_request_id = str(uuid.uuid4())
+        self.log_group_name = f"/aws/lambda/{function_name}"
+        self.log_stream_name = "local"
+        self._deadline = time.monotonic() + timeout
+
+    def get_remaining_time_in_millis(self) -> int:
+        return max(0, int((self._deadline - time.monotonic()) * 1000))
+
+
+def sqs_record(
+    body: Envelope | str,
+    *,
+    queue_arn: str = DEFAULT_QUEUE_ARN,
+    receive_count: int = 1,
+    message_attributes: dict[str, str] | None = None,
+    aws_trace_header: str | None = None,
+    message_id: str | None = None,
+    receipt_handle: str | None = None,
+) -> dict[str, Any]:
+    """One Lambda SQS record of the exact AWS shape (for a handler called without a queue)."""
+    text = body.to_body() if isinstance(body, Envelope) else body
+    now_ms = str(int(time.time() * 1000))
+    attributes = {
+        "ApproximateReceiveCount": str(receive_count),
+        "SentTimestamp": now_ms,
+        "SenderId": "AIDAIENQZJOLO23YVJ4VO",
+        "ApproximateFirstReceiveTimestamp": now_ms,
+    }
+    if aws_trace_header:
+        attributes["AWSTraceHeader"] = aws_trace_header
+    attrs = message_attributes or {}
+    if isinstance(body, Envelope):
+        attrs = {"jf-type": body.type, **attrs}
+    message = {
+        "MessageId": message_id or str(uuid.uuid4()),
+        "ReceiptHandle": receipt_handle or f"local-{uuid.uuid4()}",
+        "Body": text,
+        "MD5OfBody": hashlib.md5(text.encode("utf-8", "surrogatepass")).hexdigest(),
+        "Attributes": attributes,
+        "MessageAttributes": {k: string_attribute(v) for k, v in attrs.items()},
+    }
+    return lambda_record(message, queue_arn=queue_arn)
+
+
+def sqs_event(
+    *records: dict[str, Any] | Envelope | str, queue_arn: str = DEFAULT_QUEUE_ARN
+) -> dict[str, Any]:
+    """A Lambda SQS event from records, envelopes or raw bodies."""
+    return {"Records": [r if isinstance(r, dict) else sqs_record(r, queue_arn=queue_arn) for r in records]}
+
+
+def run_inline(
+    job: Job[Any],
+    payload: BaseModel | dict[str, Any],
+    *,
+    attempt: int = 1,
+    key: str | None = None,
+    timeout: float | None = None,
+) -> Any:
+    """Run a job in-process as the consumer would (payload validated, a real ``JobContext``).
+
+    The job's exceptions propagate, so a test can assert on them.
+    """
+    model = job.validate(payload)
+    trace = new_trace()
+    context = FakeLambdaContext(timeout or job.timeout + 5)
+    env = Envelope.new(job.name, model.model_dump(mode="json"), key=key or job.key_for(model))
+    ctx = JobContext(
+        job_id=env.id,
+        job_type=job.name,
+        key=env.key,
+        attempt=attempt,
+        max_attempts=job.retry.max_attempts,
+        priority=job.priority,
+        enqueued_at=datetime.now(UTC),
+        trace_id=trace.trace_id,
+        traceparent=trace.traceparent,
+        _remaining=lambda: context.get_remaining_time_in_millis() / 1000,
+    )
+    return job(model, ctx)
+
+
+def provision_fresh(
+    endpoint_url: str, registry: JobRegistry | None = None, settings: TopologySettings | None = None
+) -> tuple[Topology, RuntimeConfig]:
+    """A topology of the registry under a fresh stage name, provisioned on ``endpoint_url``."""
+    import boto3
+
+    from jobframework.local.aws import REGION
+
+    base = settings or TopologySettings()
+    stage = f"t{uuid.uuid4().hex[:10]}"
+    topology = Topology.from_registry(registry, base.model_copy(update={"stage": stage}))
+    session = boto3.Session(aws_access_key_id="testing", aws_secret_access_key="testing", region_name=REGION)
+    from jobframework.local.aws import provision
+
+    return topology, provision(topology, session, endpoint_url)
+
+
+@pytest.fixture(scope="session")
+def jf_aws() -> Iterator[Any]:
+    """The embedded AWS (moto server on 127.0.0.1), one per test session."""
+    from jobframework.local.aws import EmbeddedAWS
+
+    with EmbeddedAWS() as aws:
+        yield aws
+
+
+@pytest.fixture
+def jf_config(jf_aws: Any) -> RuntimeConfig:
+    """A freshly provisioned topology of the default registry's jobs; queues are empty."""
+    return provision_fresh(jf_aws.endpoint_url)[1]
+
+
+def receive_all(sqs: Any, queue_url: str, *, attempts: int = 3) -> Sequence[dict[str, Any]]:
+    """Every visible message of a (shallow) queue, with all attributes, without waiting."""
+    messages: list[dict[str, Any]] = []
+    empty = 0
+    while empty < attempts:
+        got = sqs.receive_message(
+            QueueUrl=queue_url,
+            MaxNumberOfMessages=10,
+            WaitTimeSeconds=0,
+            AttributeNames=["All"],
+            MessageAttributeNames=["All"],
+            MessageSystemAttributeNames=["All"],
+        ).get("Messages", [])
+        if not got:
+            empty += 1
+        messages.extend(got)
+    return messages

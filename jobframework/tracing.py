@@ -1,0 +1,227 @@
+"""Trace context across the queue: W3C ``traceparent``/``tracestate`` and the X-Ray header.
+
+The producer injects the active context (OpenTelemetry's when the ``otel`` extra is
+installed; else the Lambda X-Ray trace; else a fresh trace) as message attributes
+and, when an X-Ray trace is active, the ``AWSTraceHeader`` system attribute. The
+consumer extracts it per record and runs the job inside a span (OpenTelemetry)
+and a Powertools Tracer subsegment (in Lambda), so that enqueues from inside a job
+continue the same trace.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import logging
+import os
+import re
+import secrets
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from jobframework.envelope import (
+    ATTR_TRACEPARENT,
+    ATTR_TRACESTATE,
+    MAX_TRACE_ATTRIBUTE_CHARS,
+    record_attribute,
+)
+
+logger = logging.getLogger(__name__)
+
+_TRACEPARENT = re.compile(r"^00-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})$")
+_XRAY = re.compile(r"Root=1-([0-9a-f]{8})-([0-9a-f]{24})(?:;Parent=([0-9a-f]{16}))?(?:;Sampled=([01?]))?")
+XRAY_ENV = "_X_AMZN_TRACE_ID"
+
+
+@dataclass(frozen=True, slots=True)
+class TraceContext:
+    """A W3C trace context plus, when one travelled, the X-Ray header."""
+
+    traceparent: str
+    tracestate: str | None = None
+    xray_header: str | None = None
+
+    @property
+    def trace_id(self) -> str:
+        return self.traceparent[3:35]
+
+    @property
+    def span_id(self) -> str:
+        return self.traceparent[36:52]
+
+    @property
+    def sampled(self) -> bool:
+        return self.traceparent.endswith("01")
+
+    def as_attributes(self) -> dict[str, str]:
+        attrs = {ATTR_TRACEPARENT: self.traceparent}
+        if self.tracestate:
+            attrs[ATTR_TRACESTATE] = self.tracestate
+        return attrs
+
+    def child(self) -> TraceContext:
+        """The same trace with a new span id (a job's own span)."""
+        return TraceContext(
+            f"00-{self.trace_id}-{secrets.token_hex(8)}-{self.traceparent[-2:]}",
+            self.tracestate,
+            self.xray_header,
+        )
+
+
+_current: contextvars.ContextVar[TraceContext | None] = contextvars.ContextVar("jf_trace", default=None)
+
+
+def valid_traceparent(value: str | None) -> bool:
+    return (
+        bool(value)
+        and len(value or "") <= MAX_TRACE_ATTRIBUTE_CHARS
+        and bool(_TRACEPARENT.match(value or ""))
+    )
+
+
+def new_trace() -> TraceContext:
+    return TraceContext(f"00-{secrets.token_hex(16)}-{secrets.token_hex(8)}-01")
+
+
+def from_xray_header(header: str) -> TraceContext | None:
+    """The W3C form of an X-Ray header (``Root=1-5759e988-bd862e3fe1be46a994272793;Parent=...``)."""
+    match = _XRAY.search(header)
+    if not match:
+        return None
+    epoch, unique, parent, sampled = match.groups()
+    flags = "00" if sampled == "0" else "01"
+    return TraceContext(f"00-{epoch}{unique}-{parent or secrets.token_hex(8)}-{flags}", None, header)
+
+
+def to_xray_header(ctx: TraceContext) -> str:
+    tid = ctx.trace_id
+    return f"Root=1-{tid[:8]}-{tid[8:]};Parent={ctx.span_id};Sampled={'1' if ctx.sampled else '0'}"
+
+
+def _otel_context() -> TraceContext | None:
+    try:
+        from opentelemetry import propagate, trace
+    except ImportError:
+        return None
+    span = trace.get_current_span()
+    if not span.get_span_context().is_valid:
+        return None
+    carrier: dict[str, str] = {}
+    propagate.inject(carrier)
+    parent = carrier.get(ATTR_TRACEPARENT)
+    if not valid_traceparent(parent):
+        return None
+    state = carrier.get(ATTR_TRACESTATE)
+    return TraceContext(str(parent), state if state and len(state) <= MAX_TRACE_ATTRIBUTE_CHARS else None)
+
+
+def current() -> TraceContext:
+    """The trace context to send with a new job.
+
+    Order: the running job's span, OpenTelemetry's active span, the Lambda X-Ray trace, a fresh trace.
+    """
+    active = _otel_context() or _current.get()
+    if active is None:
+        header = os.environ.get(XRAY_ENV)
+        active = from_xray_header(header) if header else None
+    if active is None:
+        return new_trace()
+    header = os.environ.get(XRAY_ENV)
+    if header and active.xray_header is None:
+        active = TraceContext(active.traceparent, active.tracestate, header)
+    return active
+
+
+def extract(record: dict[str, Any]) -> TraceContext:
+    """The producer's trace context from a Lambda SQS record (fresh if none or invalid)."""
+    parent = record_attribute(record, ATTR_TRACEPARENT)
+    attributes = record.get("attributes")
+    xray = attributes.get("AWSTraceHeader") if isinstance(attributes, dict) else None
+    xray = xray if isinstance(xray, str) and len(xray) <= MAX_TRACE_ATTRIBUTE_CHARS else None
+    if valid_traceparent(parent):
+        state = record_attribute(record, ATTR_TRACESTATE)
+        if state and len(state) > MAX_TRACE_ATTRIBUTE_CHARS:
+            state = None
+        return TraceContext(str(parent), state, xray)
+    if xray:
+        from_xray = from_xray_header(xray)
+        if from_xray:
+            return from_xray
+    return new_trace()
+
+
+# --- running a job inside its trace --------------------------------------------------------------
+
+_tracer: Any = None
+_tracer_checked = False
+
+
+def _powertools_tracer() -> Any:
+    """Powertools Tracer, created once and only in Lambda (it costs ~0.5 s even when disabled)."""
+    global _tracer, _tracer_checked
+    if not _tracer_checked:
+        _tracer_checked = True
+        if os.environ.get("AWS_LAMBDA_FUNCTION_NAME") and os.environ.get(
+            "POWERTOOLS_TRACE_DISABLED", ""
+        ).lower() not in (
+            "1",
+            "true",
+        ):
+            try:
+                from aws_lambda_powertools import Tracer
+
+                _tracer = Tracer()
+            except Exception:  # the tracer extra (aws-xray-sdk) may be missing
+                logger.warning("Powertools Tracer unavailable; X-Ray subsegments are off", exc_info=True)
+    return _tracer
+
+
+@contextlib.contextmanager
+def job_span(parent: TraceContext, job_type: str, job_id: str, attempt: int) -> Iterator[TraceContext]:
+    """Run a job in a span whose parent is the producer's context; yields the job's own context."""
+    own = parent.child()
+    with contextlib.ExitStack() as stack:
+        try:
+            from opentelemetry import trace
+            from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+        except ImportError:
+            pass
+        else:
+            carrier = parent.as_attributes()
+            otel_parent = TraceContextTextMapPropagator().extract(carrier)
+            span = stack.enter_context(
+                trace.get_tracer("jobframework").start_as_current_span(
+                    f"job {job_type}",
+                    context=otel_parent,
+                    kind=trace.SpanKind.CONSUMER,
+                    attributes={
+                        "messaging.system": "aws_sqs",
+                        "messaging.operation": "process",
+                        "messaging.message.id": job_id,
+                        "jobframework.job.type": job_type,
+                        "jobframework.job.attempt": attempt,
+                    },
+                )
+            )
+            span_ctx = span.get_span_context()
+            if span_ctx.is_valid:
+                own = TraceContext(
+                    f"00-{span_ctx.trace_id:032x}-{span_ctx.span_id:016x}-{int(span_ctx.trace_flags):02x}",
+                    parent.tracestate,
+                    parent.xray_header,
+                )
+        tracer = _powertools_tracer()
+        if tracer is not None:
+            try:
+                subsegment = stack.enter_context(tracer.provider.in_subsegment(f"## job {job_type}"))
+                subsegment.put_annotation("job_type", job_type)
+                subsegment.put_annotation("job_id", job_id)
+                subsegment.put_annotation("trace_id", parent.trace_id)
+            except Exception:
+                logger.warning("X-Ray subsegment for job %s failed", job_id, exc_info=True)
+        token = _current.set(own)
+        try:
+            yield own
+        finally:
+            _current.reset(token)
