@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, ValidationError
 
 from jobframework import envelope as wire
+from jobframework.config import RuntimeConfig
 from jobframework.envelope import Envelope, SagaRef
 from jobframework.errors import (
     ConfigurationError,
@@ -31,7 +32,6 @@ from jobframework.errors import (
 from jobframework.jobs import Job, JobRegistry, Priority, parse_priority
 from jobframework.jobs import registry as default_registry
 from jobframework.retry import compute_backoff
-from jobframework.topology import RuntimeConfig
 from jobframework.tracing import current as current_trace
 from jobframework.tracing import to_xray_header
 

@@ -34,13 +34,13 @@ from typing import TYPE_CHECKING, Any
 from pydantic import ValidationError
 
 from jobframework import envelope as wire
+from jobframework.config import ENV_JOBS, RuntimeConfig
 from jobframework.envelope import Envelope, parse_body
 from jobframework.errors import MalformedMessageError
 from jobframework.jobs import Job, JobContext, JobRegistry, Priority
 from jobframework.jobs import registry as default_registry
 from jobframework.retry import MAX_VISIBILITY_SECONDS, Action, Reason, classify
 from jobframework.telemetry import BatchMetrics, job_logger
-from jobframework.topology import ENV_JOBS, RuntimeConfig
 from jobframework.tracing import extract, job_span
 
 if TYPE_CHECKING:

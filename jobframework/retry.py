@@ -102,7 +102,7 @@ class RetryPolicy:
     base_delay: float = 1.0
     max_delay: float = 300.0
     multiplier: float = 2.0
-    jitter: Jitter = Jitter.PROPORTIONAL
+    jitter: Jitter | str = Jitter.PROPORTIONAL
     jitter_ratio: float = 0.3
     random: RandomSource = field(default=_random.random, compare=False, repr=False)
 
@@ -143,7 +143,7 @@ class RetryPolicy:
             base_delay=self.base_delay,
             max_delay=self.max_delay,
             multiplier=self.multiplier,
-            jitter=self.jitter,
+            jitter=Jitter(self.jitter),
             jitter_ratio=self.jitter_ratio,
             rand=rand or self.random,
         )
@@ -177,7 +177,7 @@ class RetryPolicy:
 
         Example:
             >>> RetryPolicy.spanning(minutes=15).max_attempts
-            9
+            13
         """
         if (window is None) == (minutes is None):
             raise ConfigurationError("RetryPolicy.spanning needs exactly one of window= or minutes=")

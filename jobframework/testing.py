@@ -167,3 +167,41 @@ def receive_all(sqs: Any, queue_url: str, *, attempts: int = 3) -> Sequence[dict
             empty += 1
         messages.extend(got)
     return messages
+
+
+def consume_once(
+    handler: Any,
+    sqs: Any,
+    queue_url: str,
+    *,
+    max_messages: int = 10,
+    context: Any = None,
+    wait_seconds: int = 0,
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """One event-source-mapping poll: receive a batch, call ``handler``, delete what it did not report.
+
+    Returns the records passed to the handler and its response (empty when no message was visible).
+    """
+    queue_arn = sqs.get_queue_attributes(QueueUrl=queue_url, AttributeNames=["QueueArn"])["Attributes"][
+        "QueueArn"
+    ]
+    messages = sqs.receive_message(
+        QueueUrl=queue_url,
+        MaxNumberOfMessages=max_messages,
+        WaitTimeSeconds=wait_seconds,
+        AttributeNames=["All"],
+        MessageAttributeNames=["All"],
+        MessageSystemAttributeNames=["All"],
+    ).get("Messages", [])
+    if not messages:
+        return [], {"batchItemFailures": []}
+    records = [lambda_record(m, queue_arn=queue_arn) for m in messages]
+    response = handler({"Records": records}, context or FakeLambdaContext())
+    failed = {f["itemIdentifier"] for f in response.get("batchItemFailures", [])}
+    done = [r for r in records if r["messageId"] not in failed]
+    if done:
+        sqs.delete_message_batch(
+            QueueUrl=queue_url,
+            Entries=[{"Id": str(n), "ReceiptHandle": r["receiptHandle"]} for n, r in enumerate(done)],
+        )
+    return records, response

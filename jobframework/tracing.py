@@ -15,7 +15,6 @@ import contextvars
 import logging
 import os
 import re
-import secrets
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -63,7 +62,7 @@ class TraceContext:
     def child(self) -> TraceContext:
         """The same trace with a new span id (a job's own span)."""
         return TraceContext(
-            f"00-{self.trace_id}-{secrets.token_hex(8)}-{self.traceparent[-2:]}",
+            f"00-{self.trace_id}-{os.urandom(8).hex()}-{self.traceparent[-2:]}",
             self.tracestate,
             self.xray_header,
         )
@@ -81,7 +80,7 @@ def valid_traceparent(value: str | None) -> bool:
 
 
 def new_trace() -> TraceContext:
-    return TraceContext(f"00-{secrets.token_hex(16)}-{secrets.token_hex(8)}-01")
+    return TraceContext(f"00-{os.urandom(16).hex()}-{os.urandom(8).hex()}-01")
 
 
 def from_xray_header(header: str) -> TraceContext | None:
@@ -91,7 +90,7 @@ def from_xray_header(header: str) -> TraceContext | None:
         return None
     epoch, unique, parent, sampled = match.groups()
     flags = "00" if sampled == "0" else "01"
-    return TraceContext(f"00-{epoch}{unique}-{parent or secrets.token_hex(8)}-{flags}", None, header)
+    return TraceContext(f"00-{epoch}{unique}-{parent or os.urandom(8).hex()}-{flags}", None, header)
 
 
 def to_xray_header(ctx: TraceContext) -> str:
@@ -99,13 +98,47 @@ def to_xray_header(ctx: TraceContext) -> str:
     return f"Root=1-{tid[:8]}-{tid[8:]};Parent={ctx.span_id};Sampled={'1' if ctx.sampled else '0'}"
 
 
-def _otel_context() -> TraceContext | None:
-    try:
-        from opentelemetry import propagate, trace
-    except ImportError:
+_otel: Any = None
+_otel_checked = False
+
+
+def _opentelemetry() -> Any:
+    """The ``opentelemetry`` API modules when installed (checked once: a failed import is slow)."""
+    global _otel, _otel_checked
+    if not _otel_checked:
+        _otel_checked = True
+        try:
+            from types import SimpleNamespace
+
+            from opentelemetry import propagate, trace
+            from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+
+            _otel = SimpleNamespace(
+                propagate=propagate,
+                trace=trace,
+                w3c=TraceContextTextMapPropagator(),
+                no_sdk=trace.ProxyTracerProvider,
+            )
+        except ImportError:
+            _otel = None
+    return _otel
+
+
+def _otel_recording() -> Any:
+    """The OpenTelemetry API when an SDK tracer provider is configured (spans would be recorded)."""
+    otel = _opentelemetry()
+    if otel is None or isinstance(otel.trace.get_tracer_provider(), otel.no_sdk):
         return None
+    return otel
+
+
+def _otel_context() -> TraceContext | None:
+    otel = _otel_recording()
+    if otel is None:
+        return None
+    propagate, trace = otel.propagate, otel.trace
     span = trace.get_current_span()
-    if not span.get_span_context().is_valid:
+    if not (span.is_recording() and span.get_span_context().is_valid):
         return None
     carrier: dict[str, str] = {}
     propagate.inject(carrier)
@@ -119,7 +152,8 @@ def _otel_context() -> TraceContext | None:
 def current() -> TraceContext:
     """The trace context to send with a new job.
 
-    Order: the running job's span, OpenTelemetry's active span, the Lambda X-Ray trace, a fresh trace.
+    Order: OpenTelemetry's active (recording) span, the running job's span, the Lambda X-Ray trace, a
+    fresh trace.
     """
     active = _otel_context() or _current.get()
     if active is None:
@@ -182,14 +216,10 @@ def job_span(parent: TraceContext, job_type: str, job_id: str, attempt: int) -> 
     """Run a job in a span whose parent is the producer's context; yields the job's own context."""
     own = parent.child()
     with contextlib.ExitStack() as stack:
-        try:
-            from opentelemetry import trace
-            from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
-        except ImportError:
-            pass
-        else:
-            carrier = parent.as_attributes()
-            otel_parent = TraceContextTextMapPropagator().extract(carrier)
+        otel = _otel_recording()
+        if otel is not None:
+            trace = otel.trace
+            otel_parent = otel.w3c.extract(parent.as_attributes())
             span = stack.enter_context(
                 trace.get_tracer("jobframework").start_as_current_span(
                     f"job {job_type}",
@@ -205,7 +235,7 @@ def job_span(parent: TraceContext, job_type: str, job_id: str, attempt: int) -> 
                 )
             )
             span_ctx = span.get_span_context()
-            if span_ctx.is_valid:
+            if span.is_recording() and span_ctx.is_valid:
                 own = TraceContext(
                     f"00-{span_ctx.trace_id:032x}-{span_ctx.span_id:016x}-{int(span_ctx.trace_flags):02x}",
                     parent.tracestate,

@@ -1,0 +1,121 @@
+"""CPU per message of ``consumer()`` against a bare Powertools BatchProcessor.
+
+Both process the same batch of 10 no-op jobs. The baseline's record handler only
+parses the body with the same pydantic models; ``consumer()`` adds what it is for:
+registry lookup, payload validation, the job context, log correlation, the trace
+span, classification and metrics (EMF, written to a buffer). No AWS call happens
+on the success path. Runs alternate between the two and the ratio of the medians
+is printed. Target: at most 1.3x.
+
+    python bench/consumer_overhead.py [--rounds 30] [--batches 200]
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import os
+import statistics
+import sys
+import time
+from typing import Any
+
+os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
+os.environ.setdefault("POWERTOOLS_LOG_LEVEL", "WARNING")
+
+from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
+from pydantic import BaseModel
+
+from jobframework.consumer import consumer
+from jobframework.envelope import Envelope
+from jobframework.jobs import JobRegistry, job
+from jobframework.testing import FakeLambdaContext, sqs_event
+from jobframework.topology import QueueEndpoints, RuntimeConfig
+
+ARN = "arn:aws:sqs:us-east-1:123456789012:bench-default"
+
+
+class Ping(BaseModel):
+    user_id: str
+    count: int = 0
+
+
+class BareEnvelope(BaseModel):
+    v: int
+    id: str
+    type: str
+    payload: Ping
+    payload_version: int
+    key: str
+    enqueued_at: str
+
+
+registry = JobRegistry()
+
+
+@job("bench.noop", registry=registry)
+def noop(ping: Ping) -> None:
+    """Does nothing: the bench measures the framework around it."""
+
+
+def make_event() -> dict[str, Any]:
+    return sqs_event(*(Envelope.new("bench.noop", {"user_id": f"u{i}", "count": i}) for i in range(10)), queue_arn=ARN)
+
+
+def bare_handler() -> Any:
+    processor = BatchProcessor(event_type=EventType.SQS)
+
+    def record_handler(record: Any) -> None:
+        BareEnvelope.model_validate_json(record.body)
+
+    def handler(event: dict[str, Any], context: Any) -> Any:
+        return process_partial_response(event, record_handler, processor, context)
+
+    return handler
+
+
+def framework_handler() -> Any:
+    config = RuntimeConfig(queues={"default": QueueEndpoints(url="https://sqs/bench-default", dlq_url="https://sqs/dlq")})
+    return consumer(registry, config=config, sqs_client=object())  # type: ignore[arg-type]
+
+
+def cpu_per_message(handler: Any, event: dict[str, Any], batches: int) -> float:
+    context = FakeLambdaContext(900)
+    sink = io.StringIO()
+    with contextlib.redirect_stdout(sink):
+        started = time.process_time()
+        for _ in range(batches):
+            response = handler(event, context)
+        elapsed = time.process_time() - started
+    assert not response["batchItemFailures"], response
+    return elapsed / (batches * len(event["Records"]))
+
+
+def measure(rounds: int = 30, batches: int = 200) -> dict[str, float]:
+    event = make_event()
+    bare, framework = bare_handler(), framework_handler()
+    cpu_per_message(bare, event, 20)  # warm up both
+    cpu_per_message(framework, event, 20)
+    bare_runs, framework_runs = [], []
+    for _ in range(rounds):
+        bare_runs.append(cpu_per_message(bare, event, batches))
+        framework_runs.append(cpu_per_message(framework, event, batches))
+    bare_us = statistics.median(bare_runs) * 1e6
+    framework_us = statistics.median(framework_runs) * 1e6
+    return {"bare_us": bare_us, "framework_us": framework_us, "ratio": framework_us / bare_us}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=30)
+    parser.add_argument("--batches", type=int, default=200)
+    args = parser.parse_args(argv)
+    r = measure(args.rounds, args.batches)
+    print(f"consumer overhead: bare BatchProcessor {r['bare_us']:.1f} us/msg, "
+          f"consumer() {r['framework_us']:.1f} us/msg, ratio {r['ratio']:.2f}x (target <= 1.3x)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,67 @@
+"""Jobs the functional tests run, in a registry of their own."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from jobframework import JobContext, PermanentError, RetryableError, RetryPolicy, job
+from jobframework.jobs import JobRegistry
+
+registry = JobRegistry()
+calls: Counter[str] = Counter()
+seen: list[dict[str, Any]] = []
+
+
+class Work(BaseModel):
+    name: str
+    fail_times: int = Field(default=0, ge=0)
+    delay: float | None = None
+
+
+@job("t.ok", registry=registry, priority="high")
+def ok(work: Work, ctx: JobContext) -> None:
+    calls[work.name] += 1
+    seen.append({"name": work.name, "traceparent": ctx.traceparent, "trace_id": ctx.trace_id, "ctx": ctx})
+
+
+@job(
+    "t.flaky", registry=registry, retry=RetryPolicy(max_attempts=4, base_delay=2, max_delay=10, jitter="none")
+)
+def flaky(work: Work, ctx: JobContext) -> None:
+    calls[work.name] += 1
+    if ctx.attempt <= work.fail_times:
+        if work.delay is not None:
+            raise RetryableError("rate limited", delay=work.delay)
+        raise ConnectionError("downstream reset the connection")
+
+
+@job("t.declined", registry=registry, priority="high")
+def declined(work: Work) -> None:
+    calls[work.name] += 1
+    raise PermanentError(f"{work.name} declined")
+
+
+@job(
+    "t.broken", registry=registry, retry=RetryPolicy(max_attempts=2, base_delay=0, max_delay=1, jitter="none")
+)
+def broken(work: Work) -> None:
+    calls[work.name] += 1
+    raise RuntimeError(f"{work.name} always fails")
+
+
+@job("t.slow", registry=registry, timeout=30)
+def slow(work: Work) -> None:
+    calls[work.name] += 1
+
+
+child_client: list[Any] = []
+
+
+@job("t.parent", registry=registry)
+def parent(work: Work, ctx: JobContext) -> None:
+    """Enqueues a child job from inside a job (the trace must continue)."""
+    seen.append({"name": work.name, "traceparent": ctx.traceparent})
+    child_client[0].enqueue("t.ok", Work(name=f"{work.name}-child"))

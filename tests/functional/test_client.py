@@ -1,0 +1,158 @@
+"""The client against the embedded AWS: validation, routing, size and delay limits, batches."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+from jobframework.client import EnqueueRequest, set_default_client
+from jobframework.errors import (
+    ConfigurationError,
+    PayloadTooLargeError,
+    PayloadValidationError,
+    UnknownJobError,
+)
+from jobframework.testing import receive_all
+
+from .jobs_under_test import Work, ok
+
+
+def bodies(rt, priority):
+    return [json.loads(m["Body"]) for m in receive_all(rt.sqs, rt.url(priority))]
+
+
+def test_enqueue_sends_the_envelope_to_the_jobs_priority_queue(rt):
+    result = rt.client.enqueue("t.ok", {"name": "a"}, key="order:1")
+    (env,) = bodies(rt, "high")
+    assert env["id"] == result.id and env["type"] == "t.ok" and env["key"] == "order:1"
+    assert env["payload"] == {"name": "a", "fail_times": 0, "delay": None}
+    assert env["v"] == 1 and env["payload_version"] == 1 and env["enqueued_at"].endswith("Z")
+    assert result.ok and result.priority == "high" and result.message_id
+
+
+def test_priority_can_be_overridden_per_enqueue(rt):
+    rt.client.enqueue(ok, Work(name="urgent"), priority="critical")
+    assert [b["payload"]["name"] for b in bodies(rt, "critical")] == ["urgent"]
+    assert bodies(rt, "high") == []
+
+
+def test_a_bad_payload_is_a_clear_value_error_and_nothing_is_sent(rt):
+    with pytest.raises(
+        PayloadValidationError, match=r"t\.ok does not match Work: name: Field required"
+    ) as info:
+        rt.client.enqueue("t.ok", {"nam": "typo"})
+    assert isinstance(info.value, ValueError)
+    with pytest.raises(PayloadValidationError, match="fail_times"):
+        rt.client.enqueue_many(
+            [
+                EnqueueRequest("t.ok", {"name": "fine"}),
+                EnqueueRequest("t.ok", {"name": "x", "fail_times": -2}),
+            ]
+        )
+    assert bodies(rt, "high") == []  # not even the valid one of the batch
+
+
+def test_an_unknown_job_names_the_known_ones(rt):
+    with pytest.raises(UnknownJobError, match=r"no job named 't\.nope' is registered \(known: t\.broken"):
+        rt.client.enqueue("t.nope", {})
+
+
+def test_a_message_over_the_sqs_limit_is_refused_and_nothing_is_sent(rt):
+    with pytest.raises(PayloadTooLargeError, match="over the SQS limit of 1,048,576"):
+        rt.client.enqueue("t.ok", {"name": "x" * 1_100_000})
+    assert bodies(rt, "high") == []
+
+
+@pytest.mark.parametrize(("delay", "message"), [(-1, ">= 0"), (901, "15-minute limit"), ("soon", "seconds")])
+def test_bad_delays_are_refused_with_what_to_do(rt, delay, message):
+    with pytest.raises(ConfigurationError, match=message):
+        rt.client.enqueue("t.ok", {"name": "d"}, delay=delay)
+
+
+def test_a_delay_keeps_the_job_invisible_until_it_passes(rt):
+    rt.client.enqueue("t.ok", {"name": "later"}, delay=2)
+    started = time.monotonic()
+    assert bodies(rt, "high") == []
+    while not bodies(rt, "high"):
+        time.sleep(0.2)
+        assert time.monotonic() - started < 6
+    assert time.monotonic() - started >= 1.5
+
+
+def test_the_jobs_key_function_gives_the_key(rt, jf_aws):
+    from jobframework import job
+    from jobframework.jobs import JobRegistry
+
+    reg = JobRegistry()
+
+    @job("t.keyed", registry=reg, priority="high", key=lambda w: f"work:{w.name}")
+    def keyed(work: Work) -> None:
+        pass
+
+    from jobframework.client import JobClient
+
+    result = JobClient(rt.config, registry=reg, sqs_client=rt.sqs).enqueue(keyed, {"name": "n1"})
+    assert result.key == "work:n1"
+    assert bodies(rt, "high")[0]["key"] == "work:n1"
+
+
+def test_job_enqueue_uses_the_default_client(rt):
+    set_default_client(rt.client)
+    try:
+        result = ok.enqueue({"name": "sugar"})
+        results = ok.enqueue_many([{"name": "m1"}, {"name": "m2"}])
+    finally:
+        set_default_client(None)
+    sent = {b["id"] for b in bodies(rt, "high")}
+    assert sent == {result.id, *(r.id for r in results)}
+
+
+def test_enqueue_many_sends_25_jobs_in_batches_and_retries_an_entry_the_batch_failed(rt):
+    calls = []
+    dropped = {}
+
+    def drop_one_entry(params, **_):
+        calls.append(len(params["Entries"]))
+        if len(calls) == 2:  # second batch: SQS "fails" its third entry
+            entry = params["Entries"].pop(2)
+            dropped["id"] = entry["Id"]
+
+    def report_it_failed(parsed, **_):
+        if dropped and len(calls) == 2:
+            parsed.setdefault("Failed", []).append(
+                {"Id": dropped["id"], "SenderFault": False, "Code": "InternalError", "Message": "try again"}
+            )
+
+    events = rt.sqs.meta.events
+    events.register("before-parameter-build.sqs.SendMessageBatch", drop_one_entry)
+    events.register("after-call.sqs.SendMessageBatch", report_it_failed)
+    try:
+        results = rt.client.enqueue_many([ok.request({"name": f"n{i}"}) for i in range(25)])
+    finally:
+        events.unregister("before-parameter-build.sqs.SendMessageBatch", drop_one_entry)
+        events.unregister("after-call.sqs.SendMessageBatch", report_it_failed)
+    assert calls[:3] == [10, 10, 5] and calls[3] == 1  # the failed entry was resent on its own
+    assert len(results) == 25 and all(r.ok for r in results)
+    sent = {b["id"]: b["payload"]["name"] for b in bodies(rt, "high")}
+    assert len(sent) == 25  # each exactly once
+    assert [sent[r.id] for r in results] == [f"n{i}" for i in range(25)]  # a result per job, in order
+
+
+def test_an_entry_sqs_blames_on_the_sender_is_reported_not_retried(rt):
+    def blame(parsed, **_):
+        if parsed.get("Successful"):
+            first = parsed["Successful"][0]["Id"]
+            parsed["Failed"] = [
+                {"Id": first, "SenderFault": True, "Code": "InvalidMessageContents", "Message": "bad"}
+            ]
+            parsed["Successful"] = parsed["Successful"][1:]
+
+    rt.sqs.meta.events.register("after-call.sqs.SendMessageBatch", blame)
+    try:
+        results = rt.client.enqueue_many([ok.request({"name": "a"}), ok.request({"name": "b"})])
+    finally:
+        rt.sqs.meta.events.unregister("after-call.sqs.SendMessageBatch", blame)
+    assert [r.ok for r in results] == [False, True]
+    assert results[0].error == "InvalidMessageContents: bad"

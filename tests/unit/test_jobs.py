@@ -1,0 +1,176 @@
+"""@job options, the registry, the envelope and the topology: pure logic."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from pydantic import BaseModel
+
+from jobframework.envelope import Envelope, parse_body
+from jobframework.errors import ConfigurationError, DuplicateJobError, MalformedMessageError
+from jobframework.jobs import JobContext, JobRegistry, Priority, Schedule, job
+from jobframework.retry import RetryPolicy
+from jobframework.testing import run_inline
+from jobframework.topology import RuntimeConfig, Topology, TopologySettings
+
+
+class Order(BaseModel):
+    order_id: str
+    amount: int = 1
+
+
+@pytest.fixture
+def reg() -> JobRegistry:
+    return JobRegistry()
+
+
+def test_job_takes_its_model_from_the_first_parameter(reg):
+    @job("orders.ship", registry=reg, priority="high", key=lambda o: f"ship:{o.order_id}")
+    def ship(order: Order, ctx: JobContext) -> str:
+        return f"{order.order_id}@{ctx.attempt}"
+
+    assert ship.payload_model is Order and ship.takes_context
+    assert ship.priority is Priority.HIGH and ship.retry.max_attempts == 5
+    assert reg.get("orders.ship") is ship
+    assert ship.key_for(Order(order_id="7")) == "ship:7"
+    assert run_inline(ship, {"order_id": "7"}, attempt=2) == "7@2"
+
+
+def test_a_job_without_context_is_called_with_the_payload_only(reg):
+    @job("orders.count", registry=reg)
+    def count(order: Order) -> int:
+        return order.amount
+
+    assert not count.takes_context
+    assert run_inline(count, Order(order_id="1", amount=3)) == 3
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"priority": "urgent"}, "critical, high, default, low"),
+        ({"retry": 3}, "RetryPolicy"),
+        ({"permanent": ValueError, "transient": ValueError}, "choose one"),
+        ({"permanent": "ValueError"}, "exception classes"),
+        ({"timeout": 901}, "jf worker"),
+        ({"timeout": 0}, "within"),
+        ({"key": "order_id"}, "function of the payload"),
+        ({"schedule": "every day"}, "EventBridge expression"),
+    ],
+)
+def test_bad_options_fail_when_the_decorator_is_applied(reg, options, message):
+    with pytest.raises(ConfigurationError, match=message):
+        job("orders.bad", registry=reg, **options)
+
+
+def test_unknown_options_are_refused(reg):
+    with pytest.raises(TypeError):
+        job("orders.bad", registry=reg, retries=3)  # type: ignore[call-arg]
+
+
+@pytest.mark.parametrize("name", ["", "has space", "1starts.with.digit", "trailing."])
+def test_bad_names_are_refused(reg, name):
+    with pytest.raises(ConfigurationError, match="not valid"):
+        job(name, registry=reg)
+
+
+def test_the_payload_must_be_annotated_with_a_model(reg):
+    with pytest.raises(ConfigurationError, match="pydantic BaseModel"):
+
+        @job("orders.untyped", registry=reg)
+        def untyped(order: dict) -> None:  # type: ignore[type-arg]
+            pass
+
+    with pytest.raises(ConfigurationError, match="first parameter"):
+
+        @job("orders.none", registry=reg)
+        def nothing() -> None:
+            pass
+
+
+def test_a_duplicate_name_is_an_error(reg):
+    @job("orders.dup", registry=reg)
+    def first(order: Order) -> None:
+        pass
+
+    with pytest.raises(DuplicateJobError, match="already registered"):
+
+        @job("orders.dup", registry=reg)
+        def second(order: Order) -> None:
+            pass
+
+
+def test_a_schedule_payload_must_match_the_model(reg):
+    with pytest.raises(ConfigurationError, match="schedule's payload"):
+
+        @job("orders.nightly", registry=reg, schedule=Schedule("rate(1 day)", payload={"amount": 1}))
+        def nightly(order: Order) -> None:
+            pass
+
+
+def test_envelope_round_trips_and_keeps_unknown_fields():
+    env = Envelope.new("orders.ship", {"order_id": "1"}, key="ship:1")
+    again = parse_body(env.to_body())
+    assert again == env
+    assert env.key == "ship:1" and Envelope.new("a", {}).key  # defaults to the id
+    newer = json.loads(env.to_body()) | {"priority_hint": "x"}
+    assert parse_body(json.dumps(newer)).model_extra == {"priority_hint": "x"}
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        ("", "empty"),
+        ("not json", "not JSON"),
+        ("[1, 2]", "JSON list"),
+        ('{"v": 9, "id": "x"}', "version 9"),
+        ('{"v": 1, "id": "x", "type": "a"}', "payload"),
+        ("[" * 100_000 + "]" * 100_000, "JSON|nested"),
+    ],
+)
+def test_bad_bodies_are_malformed_with_a_reason(body, message):
+    with pytest.raises(MalformedMessageError, match=message):
+        parse_body(body)
+
+
+def test_ids_are_unique_and_time_sortable():
+    ids = [Envelope.new("a", {}).id for _ in range(1000)]
+    assert len(set(ids)) == 1000
+    assert ids[0][:13] <= ids[-1][:13]
+
+
+def test_topology_sets_receive_count_above_every_jobs_attempts(reg):
+    @job("orders.many", registry=reg, priority="low", retry=RetryPolicy(max_attempts=8))
+    def many(order: Order) -> None:
+        pass
+
+    topology = Topology.from_registry(reg)
+    low = topology.queue("low")
+    assert low.max_receive_count > 8
+    assert low.visibility_timeout >= 6 * topology.consumer(low.consumer).timeout
+    assert low.dlq_retention > low.retention
+    assert [q.priority for q in topology.queues] == list(Priority)
+
+
+def test_topology_refuses_a_receive_count_at_or_below_a_jobs_attempts_naming_the_job(reg):
+    @job("orders.patient", registry=reg, priority="low", retry=RetryPolicy(max_attempts=6))
+    def patient(order: Order) -> None:
+        pass
+
+    with pytest.raises(ConfigurationError, match=r"orders\.patient"):
+        Topology.from_registry(reg, TopologySettings(max_receive_count={Priority.LOW: 6}))
+
+
+def test_runtime_config_round_trips_through_the_environment():
+    config = RuntimeConfig(
+        queues={p: {"url": f"https://q/{p.value}", "dlq_url": f"https://q/{p.value}-dlq"} for p in Priority},
+        state_table="s",
+        idempotency_table="i",
+    )
+    assert RuntimeConfig.from_env(config.to_env()) == config
+
+
+def test_runtime_config_says_how_to_configure_when_nothing_is_set():
+    with pytest.raises(ConfigurationError, match="JF_QUEUE_URL"):
+        RuntimeConfig.from_env({})

@@ -1,0 +1,184 @@
+"""Backoff, retry policies and failure classification: pure logic."""
+
+from __future__ import annotations
+
+import random
+from datetime import timedelta
+
+import pytest
+from botocore.exceptions import ClientError, EndpointConnectionError
+from pydantic import BaseModel, ValidationError
+
+from jobframework.errors import ConfigurationError, PermanentError, RetryableError
+from jobframework.jobs import Priority
+from jobframework.retry import (
+    MAX_VISIBILITY_SECONDS,
+    Action,
+    Jitter,
+    Reason,
+    RetryPolicy,
+    classify,
+    compute_backoff,
+    default_policy,
+)
+
+
+def test_backoff_doubles_from_the_base_and_stops_at_the_cap():
+    delays = [compute_backoff(n, base_delay=1, max_delay=10, jitter=Jitter.NONE) for n in range(1, 7)]
+    assert delays == [1, 2, 4, 8, 10, 10]
+
+
+def test_proportional_jitter_stays_within_thirty_percent():
+    rng = random.Random(1)
+    for attempt in range(1, 8):
+        exact = min(300, 2 ** (attempt - 1))
+        for _ in range(200):
+            d = compute_backoff(attempt, base_delay=1, max_delay=300, rand=rng.random)
+            assert exact * 0.7 - 1e-9 <= d <= min(300, exact * 1.3) + 1e-9
+
+
+def test_full_jitter_spreads_between_zero_and_the_exponential_value():
+    rng = random.Random(2)
+    values = [
+        compute_backoff(5, base_delay=1, max_delay=300, jitter=Jitter.FULL, rand=rng.random)
+        for _ in range(500)
+    ]
+    assert min(values) >= 0 and max(values) <= 16
+    assert min(values) < 2 and max(values) > 14  # really spread, not clustered
+
+
+def test_backoff_is_reproducible_with_an_injected_random_source():
+    a = RetryPolicy(random=random.Random(42).random)
+    b = RetryPolicy(random=random.Random(42).random)
+    assert [a.delay(n) for n in range(1, 6)] == [b.delay(n) for n in range(1, 6)]
+
+
+def test_huge_attempt_numbers_never_overflow_or_pass_the_visibility_limit():
+    assert (
+        compute_backoff(10_000, base_delay=5, max_delay=MAX_VISIBILITY_SECONDS, jitter=Jitter.NONE) == 43_200
+    )
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"max_attempts": 0}, "between 1 and 1000"),
+        ({"max_delay": 50_000}, "12 hours"),
+        ({"base_delay": 10, "max_delay": 5}, "above max_delay"),
+        ({"jitter": "wild"}, "proportional, full, none"),
+        ({"base_delay": -1}, ">= 0"),
+        ({"jitter_ratio": 2}, "0..1"),
+    ],
+)
+def test_bad_policies_are_refused_with_what_to_change(kwargs, message):
+    with pytest.raises(ConfigurationError, match=message):
+        RetryPolicy(**kwargs)
+
+
+def test_policy_is_frozen():
+    policy = RetryPolicy()
+    with pytest.raises(AttributeError):
+        policy.max_attempts = 9  # type: ignore[misc]
+
+
+def test_spanning_rides_out_the_window_even_with_the_shortest_jitter():
+    policy = RetryPolicy.spanning(minutes=15)
+    shortest_total = sum(policy.delay_range(n)[0] for n in range(1, policy.max_attempts))
+    assert shortest_total >= 15 * 60
+    one_less = sum(policy.delay_range(n)[0] for n in range(1, policy.max_attempts - 1))
+    assert one_less < 15 * 60  # and no more attempts than needed
+    assert RetryPolicy.spanning(timedelta(minutes=15)) == policy
+
+
+def test_schedule_lists_each_retry_with_its_range():
+    plan = RetryPolicy(max_attempts=3, base_delay=2, jitter="none").schedule()
+    assert plan == [(1, 2.0, 2.0), (2, 4.0, 4.0)]
+
+
+def test_priority_defaults_follow_the_design_table():
+    assert default_policy(Priority.CRITICAL).max_attempts == 5
+    assert default_policy(Priority.CRITICAL).max_delay <= 30
+    assert default_policy(Priority.HIGH).max_attempts == 5
+    assert default_policy(Priority.DEFAULT).max_attempts == 3
+    assert default_policy(Priority.LOW).max_attempts == 3
+    assert default_policy(Priority.LOW).base_delay == 1 and default_policy(Priority.LOW).max_delay == 300
+
+
+class _M(BaseModel):
+    n: int
+
+
+def _validation_error() -> ValidationError:
+    try:
+        _M.model_validate({"n": "x"})
+    except ValidationError as exc:
+        return exc
+    raise AssertionError("unreachable")
+
+
+POLICY = RetryPolicy(max_attempts=3, jitter="none")
+
+
+@pytest.mark.parametrize(
+    ("exc", "reason"),
+    [(PermanentError("no"), Reason.PERMANENT), (_validation_error(), Reason.INVALID_PAYLOAD)],
+)
+def test_permanent_failures_dead_letter_on_the_first_attempt(exc, reason):
+    decision = classify(exc, attempt=1, policy=POLICY)
+    assert decision.action is Action.DEAD_LETTER and decision.reason is reason
+
+
+def test_other_failures_retry_then_exhaust():
+    assert classify(ValueError("x"), attempt=1, policy=POLICY).action is Action.RETRY
+    assert classify(ValueError("x"), attempt=2, policy=POLICY).delay == 2
+    final = classify(ValueError("x"), attempt=3, policy=POLICY)
+    assert final.action is Action.DEAD_LETTER and final.reason is Reason.EXHAUSTED
+
+
+def test_an_explicit_retry_delay_wins_over_the_policy_and_is_capped():
+    assert classify(RetryableError("slow down", delay=42), attempt=1, policy=POLICY).delay == 42
+    assert (
+        classify(RetryableError("later", delay=10**6), attempt=1, policy=POLICY).delay
+        == MAX_VISIBILITY_SECONDS
+    )
+
+
+@pytest.mark.parametrize(
+    "exc",
+    [
+        TimeoutError(),
+        ConnectionResetError(),
+        EndpointConnectionError(endpoint_url="http://x"),
+        ClientError({"Error": {"Code": "ThrottlingException"}}, "PutItem"),
+        ClientError({"Error": {"Code": "X"}, "ResponseMetadata": {"HTTPStatusCode": 503}}, "PutItem"),  # type: ignore[typeddict-item]
+    ],
+)
+def test_timeouts_connections_and_throttling_are_transient(exc):
+    assert classify(exc, attempt=1, policy=POLICY).transient
+
+
+def test_a_client_error_that_is_not_throttling_is_not_transient():
+    exc = ClientError(
+        {"Error": {"Code": "AccessDenied"}, "ResponseMetadata": {"HTTPStatusCode": 403}}, "GetItem"
+    )
+    assert not classify(exc, attempt=1, policy=POLICY).transient
+
+
+def test_job_declared_types_override_the_defaults():
+    class Declined(PermanentError):
+        pass
+
+    class Flaky(Exception):
+        pass
+
+    retried = classify(Declined(), attempt=1, policy=POLICY, transient=(Declined,))
+    assert retried.action is Action.RETRY and retried.transient
+    dead = classify(KeyError("k"), attempt=1, policy=POLICY, permanent=(KeyError,))
+    assert dead.reason is Reason.PERMANENT
+    assert classify(Flaky(), attempt=1, policy=POLICY, transient=(Flaky,)).transient
+
+
+def test_retryable_error_refuses_a_negative_delay():
+    with pytest.raises(ValueError, match=">= 0"):
+        RetryableError("x", delay=-1)
+    assert RetryableError("x", delay=timedelta(minutes=1)).delay == 60
