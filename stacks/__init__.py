@@ -1,0 +1,26 @@
+"""CDK constructs and stacks: the only place that imports ``aws_cdk``.
+
+Everything is built from :class:`jobframework.topology.Topology`, so nothing about a queue is written
+twice. ``app.py`` at the repository root calls :func:`stacks.application.build_app`.
+"""
+
+from __future__ import annotations
+
+from stacks.defaults import StageConfig, secure_queue
+from stacks.job_framework_stack import JobFrameworkStack
+from stacks.monitoring import Monitoring
+from stacks.priority_queue import PriorityQueue
+from stacks.schedules import Schedules
+from stacks.tables import JobTables
+from stacks.workers import Workers
+
+__all__ = [
+    "JobFrameworkStack",
+    "JobTables",
+    "Monitoring",
+    "PriorityQueue",
+    "Schedules",
+    "StageConfig",
+    "Workers",
+    "secure_queue",
+]

@@ -1,0 +1,194 @@
+"""The stack that provisions one app and stage of the framework from its :class:`Topology`."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+
+from aws_cdk import CfnOutput, Environment, Stack
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_ssm as ssm
+from constructs import Construct
+
+from jobframework.jobs import Priority
+from jobframework.topology import (
+    ENV_JOBS,
+    ENV_TOPOLOGY_PARAMETER,
+    QueueEndpoints,
+    RuntimeConfig,
+    Topology,
+)
+from stacks.defaults import METRICS_NAMESPACE, POWERTOOLS_LAYER_VERSION, StageConfig
+from stacks.monitoring import Monitoring
+from stacks.priority_queue import PriorityQueue
+from stacks.schedules import Schedules
+from stacks.tables import JobTables
+from stacks.workers import CODE_PACKAGES, Workers, code_asset
+
+
+class JobFrameworkStack(Stack):
+    """Queues, DLQs, consumers, tables, schedules, alarms and the dashboard of one topology.
+
+    Props:
+        topology: what to build (from :meth:`Topology.from_registry`).
+        job_modules: the modules the consumers import (``JF_JOBS``), e.g. ``("handlers.jobs",)``.
+        stage_config: default from ``topology.stage`` (prod retains data, keeps logs longer).
+        code_packages: the top-level packages shipped as the Lambda asset (default
+            ``jobframework`` and ``handlers`` plus the job modules' packages).
+        powertools_layer_version: the official Powertools v3 layer's version.
+        env, description: as for any ``Stack``.
+
+    Attributes:
+        topology, queues (by priority), tables, workers, schedules (``None`` without scheduled jobs),
+        monitoring, runtime_config, topology_parameter.
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        topology: Topology,
+        job_modules: Sequence[str] = ("handlers.jobs",),
+        stage_config: StageConfig | None = None,
+        code_packages: Sequence[str] | None = None,
+        powertools_layer_version: int = POWERTOOLS_LAYER_VERSION,
+        env: Environment | None = None,
+        description: str | None = None,
+    ) -> None:
+        super().__init__(scope, construct_id, env=env, description=description)
+        self.topology = topology
+        stage = stage_config or StageConfig.for_stage(topology.stage)
+        prefix = f"{topology.app}-{topology.stage}"
+        max_attempts = {j.name: j.max_attempts for j in topology.jobs}
+
+        self.queues: dict[Priority, PriorityQueue] = {}
+        for spec in topology.queues:
+            consumer = topology.consumer(spec.consumer)
+            self.queues[spec.priority] = PriorityQueue(
+                self,
+                f"{spec.priority.value.capitalize()}Queue",
+                queue_name=spec.name,
+                dead_letter_queue_name=spec.dlq_name,
+                consumer_timeout=consumer.timeout,
+                visibility_timeout=spec.visibility_timeout,
+                max_receive_count=spec.max_receive_count,
+                job_max_attempts={name: max_attempts[name] for name in spec.jobs},
+                retention=spec.retention,
+                dead_letter_retention=spec.dlq_retention,
+                target_latency=spec.target_latency,
+                removal_policy=stage.removal_policy,
+            )
+
+        self.tables = JobTables(
+            self,
+            "Tables",
+            state_table_name=topology.state_table,
+            idempotency_table_name=topology.idempotency_table,
+            removal_policy=stage.removal_policy,
+            deletion_protection=stage.retain,
+        )
+
+        self.runtime_config = RuntimeConfig(
+            queues={
+                p: QueueEndpoints(url=q.queue.queue_url, dlq_url=q.dead_letter_queue.queue_url)
+                for p, q in self.queues.items()
+            },
+            state_table=self.tables.state_table.table_name,
+            idempotency_table=self.tables.idempotency_table.table_name,
+        )
+        environment = {
+            **self.runtime_config.to_env(),
+            ENV_JOBS: ",".join(job_modules),
+            ENV_TOPOLOGY_PARAMETER: topology.topology_parameter,
+            "POWERTOOLS_SERVICE_NAME": topology.app,
+            "POWERTOOLS_METRICS_NAMESPACE": METRICS_NAMESPACE,
+        }
+        packages = code_packages or _packages(job_modules)
+        self.workers = Workers(
+            self,
+            "Workers",
+            consumers=topology.consumers,
+            queue_specs=topology.queues,
+            queues=self.queues,
+            tables=self.tables,
+            environment=environment,
+            code=code_asset(packages=packages),
+            powertools_layer_version=powertools_layer_version,
+            log_retention=stage.log_retention,
+            removal_policy=stage.removal_policy,
+        )
+
+        self.schedules: Schedules | None = None
+        if topology.schedules:
+            self.schedules = Schedules(
+                self,
+                "Schedules",
+                schedules=topology.schedules,
+                queues={p: q.queue for p, q in self.queues.items()},
+                group_name=prefix,
+                dead_letter_queue_name=f"{prefix}-schedules-dlq",
+                removal_policy=stage.removal_policy,
+            )
+
+        self.monitoring = Monitoring(
+            self,
+            "Monitoring",
+            dashboard_name=f"{prefix}-jobs",
+            topic_name=f"{prefix}-alarms",
+            queues=list(self.queues.values()),
+            functions=self.workers.functions,
+            removal_policy=stage.removal_policy,
+        )
+        for q in self.queues.values():
+            self.monitoring.route(*q.alarms)
+        if self.schedules is not None:
+            self.monitoring.route(*self.schedules.alarms)
+
+        self.topology_parameter = ssm.StringParameter(
+            self,
+            "TopologyParameter",
+            parameter_name=topology.topology_parameter,
+            description=f"jobframework {prefix}: queue URLs and ARNs, table names (a RuntimeConfig)",
+            string_value=self._parameter_value(),
+        )
+        self._outputs(prefix)
+
+    def _parameter_value(self) -> str:
+        """``RuntimeConfig`` JSON (what ``RuntimeConfig.from_parameter`` reads) plus the queue ARNs."""
+        value = json.loads(self.runtime_config.model_copy(update={"region": self.region}).model_dump_json())
+        value["queue_arns"] = {
+            p.value: {"arn": q.queue.queue_arn, "dlq_arn": q.dead_letter_queue.queue_arn}
+            for p, q in self.queues.items()
+        }
+        return json.dumps(value, separators=(",", ":"))
+
+    def _outputs(self, prefix: str) -> None:
+        for p, q in self.queues.items():
+            name = p.value.capitalize()
+            CfnOutput(self, f"{name}QueueUrl", value=q.queue.queue_url)
+            CfnOutput(self, f"{name}QueueArn", value=q.queue.queue_arn)
+            CfnOutput(self, f"{name}DeadLetterQueueUrl", value=q.dead_letter_queue.queue_url)
+            CfnOutput(self, f"{name}DeadLetterQueueArn", value=q.dead_letter_queue.queue_arn)
+        CfnOutput(self, "StateTableName", value=self.tables.state_table.table_name)
+        CfnOutput(self, "IdempotencyTableName", value=self.tables.idempotency_table.table_name)
+        CfnOutput(self, "AlarmTopicArn", value=self.monitoring.topic.topic_arn)
+        CfnOutput(
+            self,
+            "TopologyParameterName",
+            value=self.topology_parameter.parameter_name,
+            export_name=f"{prefix}-topology-parameter",
+            description="set JF_TOPOLOGY_PARAMETER to this in services that enqueue jobs",
+        )
+
+    def grant_enqueue(self, grantee: iam.IGrantable) -> None:
+        """What a producer service needs and nothing more: SendMessage (and the queue attributes and
+        URL lookups boto3 makes) on the four queues, and read of the topology parameter."""
+        for q in self.queues.values():
+            q.queue.grant_send_messages(grantee)
+        self.topology_parameter.grant_read(grantee)
+
+
+def _packages(job_modules: Sequence[str]) -> tuple[str, ...]:
+    extra = [m.split(".", 1)[0] for m in job_modules]
+    return tuple(dict.fromkeys([*CODE_PACKAGES, *extra]))

@@ -1,0 +1,144 @@
+"""The dashboard and the alarm topic: every alarm of the framework is routed here."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from aws_cdk import Duration, RemovalPolicy
+from aws_cdk import aws_cloudwatch as cloudwatch
+from aws_cdk import aws_cloudwatch_actions as cw_actions
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_sns as sns
+from constructs import Construct
+
+from stacks.defaults import METRICS_NAMESPACE
+from stacks.priority_queue import PriorityQueue
+
+GRAPH_PERIOD = Duration.minutes(1)
+
+
+class Monitoring(Construct):
+    """A CloudWatch dashboard over the queues, consumers and job metrics, and an SNS topic for alarms.
+
+    Props:
+        dashboard_name, topic_name: physical names.
+        queues: the :class:`PriorityQueue` of each priority, in display order.
+        functions: the consumer functions by name.
+        metrics_namespace: the EMF namespace of the consumer's metrics (default ``JobFramework``).
+        removal_policy: of the topic's KMS key; default ``DESTROY``.
+
+    Attributes:
+        topic, key, dashboard. Call :meth:`route` to send an alarm to the topic.
+
+    The topic is encrypted with a customer-managed key (CloudWatch cannot publish to a topic that
+    uses the AWS-managed SNS key) whose policy lets CloudWatch use it; publishers need TLS.
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        dashboard_name: str,
+        topic_name: str,
+        queues: Sequence[PriorityQueue],
+        functions: Mapping[str, lambda_.IFunction],
+        metrics_namespace: str = METRICS_NAMESPACE,
+        removal_policy: RemovalPolicy = RemovalPolicy.DESTROY,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        self.key = kms.Key(
+            self,
+            "AlarmTopicKey",
+            description=f"encrypts the {topic_name} SNS topic",
+            enable_key_rotation=True,
+            removal_policy=removal_policy,
+        )
+        self.key.add_to_resource_policy(
+            iam.PolicyStatement(
+                sid="AllowCloudWatchAlarmsToPublish",
+                principals=[iam.ServicePrincipal("cloudwatch.amazonaws.com")],
+                actions=["kms:Decrypt", "kms:GenerateDataKey"],
+                resources=["*"],
+            )
+        )
+        self.topic = sns.Topic(
+            self, "AlarmTopic", topic_name=topic_name, master_key=self.key, enforce_ssl=True
+        )
+        self._action = cw_actions.SnsAction(self.topic)
+
+        self.dashboard = cloudwatch.Dashboard(self, "Dashboard", dashboard_name=dashboard_name)
+        self.dashboard.add_widgets(
+            cloudwatch.GraphWidget(
+                title="Queue depth (visible messages)",
+                left=[
+                    q.queue.metric_approximate_number_of_messages_visible(
+                        period=GRAPH_PERIOD, statistic="Maximum", label=q.queue_name
+                    )
+                    for q in queues
+                ],
+                width=8,
+            ),
+            cloudwatch.GraphWidget(
+                title="Age of oldest message (s)",
+                left=[
+                    q.queue.metric_approximate_age_of_oldest_message(
+                        period=GRAPH_PERIOD, statistic="Maximum", label=q.queue_name
+                    )
+                    for q in queues
+                ],
+                width=8,
+            ),
+            cloudwatch.GraphWidget(
+                title="Dead letters (DLQ depth)",
+                left=[
+                    q.dead_letter_queue.metric_approximate_number_of_messages_visible(
+                        period=GRAPH_PERIOD, statistic="Maximum", label=f"{q.queue_name}-dlq"
+                    )
+                    for q in queues
+                ],
+                width=8,
+            ),
+        )
+        self.dashboard.add_widgets(
+            cloudwatch.GraphWidget(
+                title="Jobs by type (framework EMF metrics)",
+                left=[
+                    cloudwatch.MathExpression(
+                        expression=f"SEARCH('Namespace=\"{metrics_namespace}\"', 'Sum', 60)",
+                        label="",
+                        period=GRAPH_PERIOD,
+                    )
+                ],
+                width=24,
+            ),
+        )
+        functions_in_order = list(functions.items())
+        self.dashboard.add_widgets(
+            cloudwatch.GraphWidget(
+                title="Consumer errors",
+                left=[f.metric_errors(period=GRAPH_PERIOD, label=name) for name, f in functions_in_order],
+                width=8,
+            ),
+            cloudwatch.GraphWidget(
+                title="Consumer throttles",
+                left=[f.metric_throttles(period=GRAPH_PERIOD, label=name) for name, f in functions_in_order],
+                width=8,
+            ),
+            cloudwatch.GraphWidget(
+                title="Consumer concurrency",
+                left=[
+                    f.metric("ConcurrentExecutions", period=GRAPH_PERIOD, statistic="Maximum", label=name)
+                    for name, f in functions_in_order
+                ],
+                width=8,
+            ),
+        )
+
+    def route(self, *alarms: cloudwatch.Alarm) -> None:
+        """Send the alarms' ALARM and OK transitions to the topic."""
+        for alarm in alarms:
+            alarm.add_alarm_action(self._action)
+            alarm.add_ok_action(self._action)

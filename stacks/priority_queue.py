@@ -1,0 +1,143 @@
+"""One priority's queue, its dead-letter queue, and the two alarms that say it is unhealthy."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from aws_cdk import Duration, RemovalPolicy, Stack
+from aws_cdk import aws_cloudwatch as cloudwatch
+from aws_cdk import aws_sqs as sqs
+from constructs import Construct
+
+from jobframework.errors import ConfigurationError
+from jobframework.topology import MAX_RETENTION, MAX_VISIBILITY
+from stacks.defaults import ALARM_PERIOD, secure_queue
+
+VISIBILITY_FACTOR = 6
+"""AWS's advice for Lambda event sources: visibility timeout at least 6x the function timeout."""
+
+
+class PriorityQueue(Construct):
+    """A priority queue and its DLQ, with the framework's safety checks done at synth time.
+
+    Props (flat; durations are seconds):
+        queue_name, dead_letter_queue_name: physical names.
+        consumer_timeout: the consuming function's timeout; the visibility timeout must be at least
+            6x it (AWS's advice, so a retried batch never overlaps a running one).
+        visibility_timeout: default ``min(6 * consumer_timeout, 43200)``.
+        max_receive_count: the redrive policy's safety net; must be above every routed job's
+            ``max_attempts`` (the framework dead-letters itself before SQS would).
+        job_max_attempts: ``{job name: max_attempts}`` of the jobs routed here.
+        retention: default 4 days; dead_letter_retention: default 14 days (must be longer).
+        target_latency: the age of the oldest message above which the queue alarms (default 60).
+        removal_policy: default ``DESTROY``.
+
+    Attributes:
+        queue, dead_letter_queue, dead_letter_alarm, age_alarm, alarms.
+
+    Raises:
+        ConfigurationError: a job's max attempts is not below ``max_receive_count`` (naming the
+            job), the visibility timeout is under 6x the consumer timeout, or the DLQ would not
+            outlive the queue's messages.
+
+    The DLQ's ``redriveAllowPolicy`` names its source queue by ARN built from the queue's name
+    (a reference would be a dependency cycle: the queue's redrive policy already names the DLQ).
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        queue_name: str,
+        dead_letter_queue_name: str,
+        consumer_timeout: int,
+        max_receive_count: int,
+        job_max_attempts: Mapping[str, int] | None = None,
+        visibility_timeout: int | None = None,
+        retention: int = 4 * 24 * 3600,
+        dead_letter_retention: int = MAX_RETENTION,
+        target_latency: int = 60,
+        removal_policy: RemovalPolicy = RemovalPolicy.DESTROY,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        visibility = visibility_timeout if visibility_timeout is not None else min(
+            MAX_VISIBILITY, VISIBILITY_FACTOR * consumer_timeout
+        )
+        for job_name, attempts in sorted((job_max_attempts or {}).items()):
+            if attempts >= max_receive_count:
+                raise ConfigurationError(
+                    f"job {job_name} has max_attempts={attempts} but queue {queue_name} has "
+                    f"maxReceiveCount={max_receive_count}: SQS would dead-letter it before its retries run "
+                    f"out; raise max_receive_count above {attempts} or lower the job's max_attempts"
+                )
+        if visibility < VISIBILITY_FACTOR * consumer_timeout:
+            raise ConfigurationError(
+                f"queue {queue_name}: visibility timeout {visibility}s is under {VISIBILITY_FACTOR}x the "
+                f"consumer's timeout ({consumer_timeout}s); raise it to at least "
+                f"{VISIBILITY_FACTOR * consumer_timeout}s or shorten the jobs' timeouts"
+            )
+        if dead_letter_retention <= retention:
+            raise ConfigurationError(
+                f"queue {queue_name}: the DLQ's retention ({dead_letter_retention}s) must be longer than the "
+                f"queue's ({retention}s), or a message could expire in the DLQ before anyone sees it"
+            )
+
+        self.queue_name = queue_name
+        self.max_receive_count = max_receive_count
+        source_arn = Stack.of(self).format_arn(service="sqs", resource=queue_name)
+        self.dead_letter_queue: sqs.Queue = secure_queue(
+            self,
+            "DeadLetterQueue",
+            queue_name=dead_letter_queue_name,
+            retention=dead_letter_retention,
+            removal_policy=removal_policy,
+            redrive_allow_policy=sqs.RedriveAllowPolicy(
+                redrive_permission=sqs.RedrivePermission.BY_QUEUE,
+                source_queues=[sqs.Queue.from_queue_arn(self, "SourceQueueRef", source_arn)],
+            ),
+        )
+        self.queue: sqs.Queue = secure_queue(
+            self,
+            "Queue",
+            queue_name=queue_name,
+            retention=retention,
+            visibility_timeout=visibility,
+            removal_policy=removal_policy,
+            dead_letter_queue=sqs.DeadLetterQueue(
+                queue=self.dead_letter_queue, max_receive_count=max_receive_count
+            ),
+        )
+
+        self.dead_letter_alarm = cloudwatch.Alarm(
+            self,
+            "DeadLetterAlarm",
+            alarm_description=(
+                f"{dead_letter_queue_name} holds dead letters: inspect with `jf dlq ls`, fix the cause, "
+                "then redrive (`jf dlq redrive` or the SQS console)"
+            ),
+            metric=self.dead_letter_queue.metric_approximate_number_of_messages_visible(
+                period=ALARM_PERIOD, statistic="Maximum"
+            ),
+            threshold=1,
+            evaluation_periods=1,
+            comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+            treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+        )
+        self.age_alarm = cloudwatch.Alarm(
+            self,
+            "AgeOfOldestAlarm",
+            alarm_description=(
+                f"the oldest message in {queue_name} is older than its target latency ({target_latency}s): "
+                "the consumer is behind, throttled or failing"
+            ),
+            metric=self.queue.metric_approximate_age_of_oldest_message(
+                period=ALARM_PERIOD, statistic="Maximum"
+            ),
+            threshold=target_latency,
+            evaluation_periods=1,
+            comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
+            treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+        )
+        self.alarms: list[cloudwatch.Alarm] = [self.dead_letter_alarm, self.age_alarm]
+        self.visibility_timeout = Duration.seconds(visibility)

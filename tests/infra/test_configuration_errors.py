@@ -1,0 +1,64 @@
+"""Synth-time errors that name what to change."""
+
+from __future__ import annotations
+
+import pytest
+from aws_cdk import App, Stack
+from pydantic import BaseModel
+
+from jobframework.errors import ConfigurationError
+from jobframework.jobs import JobRegistry, Priority, job
+from jobframework.retry import RetryPolicy
+from jobframework.topology import Topology, TopologySettings
+from stacks.application import build_app
+from stacks.priority_queue import PriorityQueue
+
+
+class Ping(BaseModel):
+    n: int = 0
+
+
+def test_max_receive_count_not_above_a_jobs_max_attempts_fails_the_synth_naming_the_job():
+    registry = JobRegistry()
+
+    @job(
+        "billing.retry_forever", priority=Priority.HIGH, retry=RetryPolicy(max_attempts=8), registry=registry
+    )
+    def retry_forever(p: Ping) -> None: ...
+
+    settings = TopologySettings(max_receive_count={Priority.HIGH: 8})
+    with pytest.raises(ConfigurationError, match=r"billing\.retry_forever.*max_attempts=8"):
+        build_app(App(context={"jobs": "handlers.jobs"}), registry=registry, settings=settings, nag=False)
+
+
+def test_priority_queue_refuses_a_max_receive_count_below_a_jobs_attempts():
+    stack = Stack(App(), "S")
+    with pytest.raises(ConfigurationError, match=r"job reports\.huge has max_attempts=7.*maxReceiveCount=5"):
+        PriorityQueue(
+            stack,
+            "Q",
+            queue_name="q",
+            dead_letter_queue_name="q-dlq",
+            consumer_timeout=30,
+            max_receive_count=5,
+            job_max_attempts={"reports.small": 3, "reports.huge": 7},
+        )
+
+
+def test_priority_queue_refuses_a_visibility_under_six_times_the_consumer_timeout():
+    stack = Stack(App(), "S")
+    with pytest.raises(ConfigurationError, match=r"visibility timeout 60s is under 6x.*at least 180s"):
+        PriorityQueue(
+            stack,
+            "Q",
+            queue_name="q",
+            dead_letter_queue_name="q-dlq",
+            consumer_timeout=30,
+            visibility_timeout=60,
+            max_receive_count=5,
+        )
+
+
+def test_topology_and_stack_agree_on_names():
+    topology = Topology.from_registry(JobRegistry(), TopologySettings(app="shop", stage="prod"))
+    assert topology.queue(Priority.LOW).name == "shop-prod-low"

@@ -1,0 +1,60 @@
+"""The dashboard, the alarm topic and the stack outputs."""
+
+from __future__ import annotations
+
+import json
+
+from aws_cdk.assertions import Match
+
+
+def test_dashboard_shows_queues_dlqs_job_metrics_and_consumers(synth):
+    [dashboard] = synth.template.find_resources("AWS::CloudWatch::Dashboard").values()
+    body = json.dumps(dashboard["Properties"]["DashboardBody"])
+    for needle in (
+        "ApproximateNumberOfMessagesVisible",
+        "ApproximateAgeOfOldestMessage",
+        '\\\\\\"JobFramework\\\\\\"',  # the SEARCH over the framework's EMF namespace
+        '\\"Errors\\"',
+        '\\"Throttles\\"',
+        '\\"ConcurrentExecutions\\"',
+    ):
+        assert needle in body, needle
+    for spec in synth.topology.queues:
+        assert f"{spec.name}-dlq" in body
+
+
+def test_alarm_topic_is_encrypted_with_a_key_cloudwatch_may_use(synth):
+    synth.template.has_resource_properties(
+        "AWS::SNS::Topic",
+        {"TopicName": "jf-dev-alarms", "KmsMasterKeyId": {"Fn::GetAtt": [Match.any_value(), "Arn"]}},
+    )
+    synth.template.has_resource_properties(
+        "AWS::KMS::Key",
+        {
+            "EnableKeyRotation": True,
+            "KeyPolicy": {
+                "Statement": Match.array_with(
+                    [
+                        Match.object_like(
+                            {
+                                "Principal": {"Service": "cloudwatch.amazonaws.com"},
+                                "Action": ["kms:Decrypt", "kms:GenerateDataKey"],
+                            }
+                        )
+                    ]
+                )
+            },
+        },
+    )
+
+
+def test_stack_writes_the_topology_parameter_and_outputs_the_queues(synth):
+    synth.template.has_resource_properties(
+        "AWS::SSM::Parameter", {"Name": "/jf/dev/topology", "Type": "String"}
+    )
+    synth.template.has_output("TopologyParameterName", {"Export": {"Name": "jf-dev-topology-parameter"}})
+    for name in ("Critical", "High", "Default", "Low"):
+        for suffix in ("QueueUrl", "QueueArn", "DeadLetterQueueUrl", "DeadLetterQueueArn"):
+            synth.template.has_output(f"{name}{suffix}", {})
+    synth.template.has_output("StateTableName", {})
+    synth.template.has_output("IdempotencyTableName", {})

@@ -1,0 +1,93 @@
+"""The consumer functions and their event source mappings."""
+
+from __future__ import annotations
+
+from aws_cdk.assertions import Match
+
+from jobframework.jobs import Priority
+from jobframework.topology import RuntimeConfig
+
+
+def test_each_queue_has_one_event_source_mapping_reporting_batch_item_failures(synth):
+    mappings = synth.template.find_resources("AWS::Lambda::EventSourceMapping")
+    assert len(mappings) == 4
+    for mapping in mappings.values():
+        assert mapping["Properties"]["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
+
+
+def test_shared_consumer_concurrency_is_weighted_3_2_1(synth):
+    concurrency = {}
+    for spec in synth.topology.queues:
+        if spec.priority is Priority.CRITICAL:
+            continue
+        synth.template.has_resource_properties(
+            "AWS::Lambda::EventSourceMapping",
+            {
+                "EventSourceArn": {
+                    "Fn::GetAtt": [
+                        Match.string_like_regexp(f"^{spec.priority.value.capitalize()}Queue"),
+                        "Arn",
+                    ]
+                },
+                "FunctionName": {"Ref": Match.string_like_regexp("^WorkersSharedFunction")},
+                "BatchSize": spec.batch_size,
+                "ScalingConfig": {"MaximumConcurrency": spec.max_concurrency},
+            },
+        )
+        concurrency[spec.priority] = spec.max_concurrency
+    assert concurrency == {Priority.HIGH: 6, Priority.DEFAULT: 4, Priority.LOW: 2}
+
+
+def test_critical_consumer_is_dedicated_with_reserved_concurrency(synth):
+    critical = synth.topology.consumer("critical")
+    synth.template.has_resource_properties(
+        "AWS::Lambda::Function",
+        {
+            "FunctionName": critical.function_name,
+            "ReservedConcurrentExecutions": critical.reserved_concurrency,
+        },
+    )
+    synth.template.has_resource_properties(
+        "AWS::Lambda::EventSourceMapping",
+        {
+            "EventSourceArn": {"Fn::GetAtt": [Match.string_like_regexp("^CriticalQueue"), "Arn"]},
+            "FunctionName": {"Ref": Match.string_like_regexp("^WorkersCriticalFunction")},
+            "ScalingConfig": {"MaximumConcurrency": synth.topology.queue(Priority.CRITICAL).max_concurrency},
+        },
+    )
+
+
+def test_functions_run_the_worker_on_the_latest_python_with_the_powertools_layer_and_xray(synth):
+    functions = synth.template.find_resources("AWS::Lambda::Function")
+    assert len(functions) == 2
+    for function in functions.values():
+        props = function["Properties"]
+        assert props["Handler"] == "handlers.worker.lambda_handler"
+        assert props["Runtime"] == "python3.14"
+        assert props["TracingConfig"] == {"Mode": "Active"}
+        [layer] = props["Layers"]
+        parts = layer["Fn::Join"][1]
+        assert ":017000801446:layer:AWSLambdaPowertoolsPythonV3-python314-x86_64:" in parts[-1]
+
+
+def test_functions_get_the_jf_environment_the_client_and_consumer_read(synth):
+    functions = synth.template.find_resources("AWS::Lambda::Function")
+    for function in functions.values():
+        variables = function["Properties"]["Environment"]["Variables"]
+        config = RuntimeConfig.from_env(
+            {k: v if isinstance(v, str) else "token" for k, v in variables.items()}
+        )
+        assert set(config.queues) == set(Priority)
+        assert variables["JF_JOBS"] == "handlers.jobs"
+        assert variables["JF_TOPOLOGY_PARAMETER"] == "/jf/dev/topology"
+        assert variables["POWERTOOLS_METRICS_NAMESPACE"] == "JobFramework"
+        assert variables["JF_STATE_TABLE"]["Ref"].startswith("TablesStateTable")
+        assert variables["JF_IDEMPOTENCY_TABLE"]["Ref"].startswith("TablesIdempotencyTable")
+
+
+def test_lambda_asset_holds_only_the_framework_and_handlers(synth):
+    [asset] = synth.zip_assets()
+    asset_dir = synth.outdir / asset["source"]["path"]
+    top = sorted(p.name for p in asset_dir.iterdir())
+    assert top == ["handlers", "jobframework"]
+    assert not list(asset_dir.rglob("__pycache__"))
