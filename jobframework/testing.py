@@ -22,27 +22,15 @@ from pydantic import BaseModel
 
 from jobframework.envelope import Envelope, lambda_record, string_attribute
 from jobframework.jobs import Job, JobContext, JobRegistry
+from jobframework.local.context import LocalLambdaContext
 from jobframework.topology import RuntimeConfig, Topology, TopologySettings
 from jobframework.tracing import new_trace
 
 DEFAULT_QUEUE_ARN = "arn:aws:sqs:us-east-1:123456789012:jf-dev-default"
 
 
-class FakeLambdaContext:
-    """A Lambda context whose remaining time counts down from ``timeout`` seconds."""
-
-    def __init__(self, timeout: float = 120.0, function_name: str = "jf-local-consumer") -> None:
-        self.function_name = function_name
-        self.function_version = "$LATEST"
-        self.invoked_function_arn = f"arn:aws:lambda:us-east-1:123456789012:function:{function_name}"
-        self.memory_limit_in_mb = 512
-        self.aws_request_id = str(uuid.uuid4())
-        self.log_group_name = f"/aws/lambda/{function_name}"
-        self.log_stream_name = "local"
-        self._deadline = time.monotonic() + timeout
-
-    def get_remaining_time_in_millis(self) -> int:
-        return max(0, int((self._deadline - time.monotonic()) * 1000))
+FakeLambdaContext = LocalLambdaContext
+"""A Lambda context whose remaining time counts down from ``timeout`` seconds (default 120)."""
 
 
 def sqs_record(

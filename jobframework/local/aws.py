@@ -7,6 +7,7 @@ the CDK stack deploys, so nothing about a queue is written twice.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -96,7 +97,8 @@ class EmbeddedAWS:
 
 
 def provision(topology: Topology, session: boto3.Session, endpoint_url: str | None) -> RuntimeConfig:
-    """Create what the CDK stack would: queues with redrive policies, DLQs, tables, the SSM parameter.
+    """Create what the CDK stack would: queues with redrive policies, DLQs, tables, the payload bucket,
+    the SSM parameter.
 
     Idempotent: existing queues and tables are reused.
     """
@@ -131,29 +133,38 @@ def provision(topology: Topology, session: boto3.Session, endpoint_url: str | No
         queues[spec.priority] = QueueEndpoints(url=url, dlq_url=dlq_url)
 
     dynamodb = session.client("dynamodb", endpoint_url=endpoint_url)
-    existing = set(dynamodb.list_tables()["TableNames"])
     for name, keys, ttl in (
         (topology.state_table, (("pk", "HASH"), ("sk", "RANGE")), "expires_at"),
         (topology.idempotency_table, (("id", "HASH"),), "expiration"),
     ):
-        if name in existing:
-            continue
-        dynamodb.create_table(
-            TableName=name,
-            KeySchema=[{"AttributeName": k, "KeyType": "HASH" if t == "HASH" else "RANGE"} for k, t in keys],
-            AttributeDefinitions=[{"AttributeName": k, "AttributeType": "S"} for k, _ in keys],
-            BillingMode="PAY_PER_REQUEST",
-        )
+        try:
+            dynamodb.create_table(
+                TableName=name,
+                KeySchema=[
+                    {"AttributeName": k, "KeyType": "HASH" if t == "HASH" else "RANGE"} for k, t in keys
+                ],
+                AttributeDefinitions=[{"AttributeName": k, "AttributeType": "S"} for k, _ in keys],
+                BillingMode="PAY_PER_REQUEST",
+            )
+        except dynamodb.exceptions.ResourceInUseException:
+            continue  # provisioned before: reuse it
         dynamodb.update_time_to_live(
             TableName=name, TimeToLiveSpecification={"Enabled": True, "AttributeName": ttl}
         )
 
+    bucket = f"{topology.app}-{topology.stage}-payloads"
+    s3 = session.client("s3", endpoint_url=endpoint_url)
+    with contextlib.suppress(s3.exceptions.BucketAlreadyOwnedByYou, s3.exceptions.BucketAlreadyExists):
+        s3.create_bucket(Bucket=bucket)
     config = RuntimeConfig(
         queues=queues,
         state_table=topology.state_table,
         idempotency_table=topology.idempotency_table,
         endpoint_url=endpoint_url,
         region=session.region_name,
+        payload_bucket=bucket,
+        # The embedded Scheduler never assumes it; `jf dev` fires due delays itself.
+        scheduler_role_arn=f"arn:aws:iam::123456789012:role/{topology.app}-{topology.stage}-scheduler",
     )
     ssm = session.client("ssm", endpoint_url=endpoint_url)
     ssm.put_parameter(

@@ -1,0 +1,348 @@
+"""``jf demo``: the whole job lifecycle on the embedded AWS, in well under a minute.
+
+It starts the embedded AWS, provisions the example jobs' topology (:mod:`handlers.jobs`),
+runs the event-source-mapping emulator with the real consumer, and enqueues a mixed
+workload on all four priorities: jobs that succeed, webhooks that fail transiently and
+then succeed, a declined payment (permanent), a poison-pill report (exhausted), a
+malformed message, CRM syncs that fail while the CRM is "broken", and the scheduled
+cleanup (fired once by the local scheduler). When every job has settled it "fixes" the
+CRM, redrives the CRM dead letters and shows them succeed, then prints a summary.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from collections import Counter, defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from jobframework.consumer import Outcome, RecordOutcome
+from jobframework.jobs import Priority
+
+DEMO_STAGE = "demo"
+CRM = "crm"
+
+
+def percentile(values: list[float], q: float) -> float | None:
+    """The nearest-rank ``q`` percentile (0..100) of ``values``, None when empty.
+
+    Example:
+        >>> percentile([1.0, 2.0, 3.0, 4.0], 50)
+        2.0
+    """
+    if not values:
+        return None
+    ordered = sorted(values)
+    rank = max(1, -(-len(ordered) * q // 100))
+    return ordered[min(len(ordered), int(rank)) - 1]
+
+
+@dataclass
+class Tally:
+    """Counts the consumer's record outcomes (a consumer listener; thread-safe)."""
+
+    succeeded: Counter[str] = field(default_factory=Counter)  # by priority
+    dead: Counter[str] = field(default_factory=Counter)  # by priority
+    retried: Counter[str] = field(default_factory=Counter)  # by priority
+    reasons: Counter[str] = field(default_factory=Counter)
+    succeeded_types: Counter[str] = field(default_factory=Counter)
+    retried_then_succeeded: int = 0
+    queue_wait_ms: list[float] = field(default_factory=list)
+    processing_ms: list[float] = field(default_factory=list)
+    retried_ids: set[str] = field(default_factory=set)
+    timing: bool = True
+    """Record queue waits (off during the redrive phase: a redriven job's wait spans its DLQ stay)."""
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def __call__(self, outcome: RecordOutcome) -> None:
+        prio = outcome.priority or "?"
+        with self._lock:
+            if outcome.outcome == Outcome.SUCCEEDED:
+                self.succeeded[prio] += 1
+                self.succeeded_types[outcome.job_type or "?"] += 1
+                if outcome.job_id in self.retried_ids:
+                    self.retried_then_succeeded += 1
+                if outcome.queue_wait_ms is not None and self.timing:
+                    self.queue_wait_ms.append(outcome.queue_wait_ms)
+                if outcome.processing_ms is not None:
+                    self.processing_ms.append(outcome.processing_ms)
+            elif outcome.outcome == Outcome.DEAD_LETTERED:
+                self.dead[prio] += 1
+                self.reasons[str(outcome.reason)] += 1
+            elif outcome.outcome == Outcome.RETRIED:
+                self.retried[prio] += 1
+                if outcome.job_id:
+                    self.retried_ids.add(outcome.job_id)
+
+    def settled(self, prio: str | None = None) -> int:
+        with self._lock:
+            if prio is None:
+                return sum(self.succeeded.values()) + sum(self.dead.values())
+            return self.succeeded[prio] + self.dead[prio]
+
+
+@dataclass
+class DemoReport:
+    """What the demo did; ``jf demo --json`` prints :meth:`as_dict`."""
+
+    enqueued: dict[str, int]
+    succeeded: int
+    retries: int
+    retried_then_succeeded: int
+    dead_lettered: dict[str, int]
+    queue_wait_ms: dict[str, float | None]
+    processing_ms: dict[str, float | None]
+    redriven: int
+    redriven_succeeded: int
+    left_in_dlqs: dict[str, int]
+    scheduled: list[str]
+    elapsed_seconds: float
+    settled: bool
+
+    def as_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+def _workload() -> list[tuple[str, dict[str, Any]]]:
+    jobs: list[tuple[str, dict[str, Any]]] = []
+    jobs += [
+        ("auth.password_reset", {"user_id": f"u-{i}", "email": f"user{i}@example.com"}) for i in range(5)
+    ]
+    jobs += [("emails.send", {"to": f"c{i}@example.com", "subject": f"Order {i} shipped"}) for i in range(8)]
+    jobs += [
+        ("payments.capture", {"order_id": "o-1", "amount_cents": 1999, "card_token": "tok_visa"}),
+        ("payments.capture", {"order_id": "o-2", "amount_cents": 4500, "card_token": "tok_mc"}),
+        ("payments.capture", {"order_id": "o-3", "amount_cents": 999, "card_token": "declined_insufficient"}),
+    ]
+    jobs += [
+        (
+            "webhooks.deliver",
+            {"url": f"https://hooks.example.com/{i}", "event": "order.paid", "fail_times": f},
+        )
+        for i, f in enumerate((0, 0, 2, 2))
+    ]
+    jobs += [("crm.sync", {"account_id": f"acct-{i}"}) for i in range(3)]
+    jobs += [("reports.generate", {"report_id": f"r-{i}", "rows": 10 * i}) for i in range(6)]
+    jobs += [("reports.generate", {"report_id": "poison"})]
+    return jobs
+
+
+MALFORMED_BODY = '{"v": 1, "type": "emails.send", "payload": "not an object"'
+
+
+def run_demo(
+    *,
+    console: Any = None,
+    live: bool = True,
+    port: int = 0,
+    timeout: float = 50.0,
+    verbose: bool = False,
+) -> DemoReport:
+    """Run the demo; returns its report (``settled`` is False if it did not finish in ``timeout`` s)."""
+    os.environ.setdefault("POWERTOOLS_METRICS_DISABLED", "true")
+    os.environ.setdefault("POWERTOOLS_LOG_LEVEL", "WARNING" if not verbose else "INFO")
+    from jobframework.telemetry import job_logger
+
+    job_logger()  # Powertools' Logger is the "jobframework" logger; create it before quieting it
+    fw_logger = logging.getLogger("jobframework")
+    old_level = fw_logger.level
+    if not verbose:
+        fw_logger.setLevel(logging.CRITICAL)
+    try:
+        return _run(console=console, live=live, port=port, timeout=timeout)
+    finally:
+        fw_logger.setLevel(old_level)
+
+
+def _run(*, console: Any, live: bool, port: int, timeout: float) -> DemoReport:
+    import handlers.jobs as example
+    from jobframework.client import EnqueueRequest, JobClient
+    from jobframework.consumer import consumer
+    from jobframework.dlq import DeadLetters
+    from jobframework.jobs import registry
+    from jobframework.local.aws import EmbeddedAWS
+    from jobframework.local.emulator import Emulator, pollers_for
+    from jobframework.local.scheduler import LocalScheduler, sqs_sender
+    from jobframework.topology import Topology, TopologySettings
+
+    started = time.monotonic()
+    tally = Tally()
+    example.BROKEN_DOWNSTREAMS.add(CRM)
+    aws = EmbeddedAWS(port).start()
+    emulator: Emulator | None = None
+    try:
+        topology = Topology.from_registry(registry, TopologySettings(stage=DEMO_STAGE))
+        config = aws.provision(topology)
+        sqs = aws.client("sqs")
+        handler = consumer(registry, config=config, sqs_client=sqs, listeners=[tally])
+        emulator = Emulator(
+            pollers_for(config, topology), handler, sqs, idle_seconds=0.02, max_idle_seconds=0.05
+        ).start()
+
+        expected: Counter[str] = Counter()
+        client = JobClient(config, registry=registry, sqs_client=sqs)
+        requests = [EnqueueRequest(name, payload) for name, payload in _workload()]
+        for result in client.enqueue_many(requests):
+            if not result.ok:
+                raise RuntimeError(f"enqueue failed: {result.error}")
+            expected[result.priority.value] += 1
+        sqs.send_message(QueueUrl=config.endpoints(Priority.DEFAULT).url, MessageBody=MALFORMED_BODY)
+        expected[Priority.DEFAULT.value] += 1
+        scheduler = LocalScheduler(topology.schedules, sqs_sender(config, sqs))
+        scheduled = []
+        slot = datetime.now(UTC).replace(second=0, microsecond=0)
+        for spec in topology.schedules:  # fire each schedule's current slot now
+            scheduled.append(scheduler.fire(spec, slot).key)
+            expected[spec.priority.value] += 1
+
+        total = sum(expected.values())
+        settled = _wait(
+            lambda: tally.settled() >= total,
+            started + timeout,
+            console=console if live else None,
+            tally=tally,
+            expected=expected,
+            title="running the workload",
+        )
+
+        # The operator fixes the CRM and redrives its dead letters; they now succeed.
+        example.BROKEN_DOWNSTREAMS.discard(CRM)
+        tally.timing = False
+        crm_before = tally.succeeded_types["crm.sync"]
+        dead_letters = DeadLetters(config, sqs)
+        redrive = dead_letters.redrive(Priority.DEFAULT, job_type="crm.sync")
+        expected[Priority.DEFAULT.value] += redrive.moved
+        settled = (
+            _wait(
+                lambda: tally.succeeded_types["crm.sync"] - crm_before >= redrive.moved,
+                started + timeout,
+                console=console if live else None,
+                tally=tally,
+                expected=expected,
+                title=f"redriving {redrive.moved} crm.sync dead letters (CRM fixed)",
+            )
+            and settled
+        )
+        emulator.stop(drain_timeout=5)
+        emulator = None
+        left = {d.priority: d.depth for d in dead_letters.depths(sample=0)}
+    finally:
+        if emulator is not None:
+            emulator.stop(drain_timeout=2)
+        example.BROKEN_DOWNSTREAMS.discard(CRM)
+        aws.stop()
+
+    return DemoReport(
+        enqueued=dict(expected - Counter({Priority.DEFAULT.value: redrive.moved})),
+        succeeded=sum(tally.succeeded.values()),
+        retries=sum(tally.retried.values()),
+        retried_then_succeeded=tally.retried_then_succeeded,
+        dead_lettered=dict(tally.reasons),
+        queue_wait_ms={
+            "p50": percentile(tally.queue_wait_ms, 50),
+            "p95": percentile(tally.queue_wait_ms, 95),
+        },
+        processing_ms={
+            "p50": percentile(tally.processing_ms, 50),
+            "p95": percentile(tally.processing_ms, 95),
+        },
+        redriven=redrive.moved,
+        redriven_succeeded=tally.succeeded_types["crm.sync"] - crm_before,
+        left_in_dlqs=left,
+        scheduled=scheduled,
+        elapsed_seconds=round(time.monotonic() - started, 2),
+        settled=settled,
+    )
+
+
+def _wait(
+    done: Callable[[], bool],
+    deadline: float,
+    *,
+    console: Any,
+    tally: Tally,
+    expected: Counter[str],
+    title: str,
+) -> bool:
+    """Wait until ``done()`` or the deadline, showing live progress when a console is given."""
+    if console is None:
+        while not done() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        return done()
+    from rich.live import Live
+
+    with Live(progress_table(tally, expected, title), console=console, refresh_per_second=10) as view:
+        while not done() and time.monotonic() < deadline:
+            time.sleep(0.1)
+            view.update(progress_table(tally, expected, title))
+        view.update(progress_table(tally, expected, title))
+    console.line()
+    return done()
+
+
+def progress_table(tally: Tally, expected: Counter[str], title: str) -> Any:
+    from rich.progress_bar import ProgressBar
+    from rich.table import Table
+
+    table = Table(title=title, title_justify="left", box=None, pad_edge=False)
+    for name in ("queue", "", "settled", "succeeded", "retries", "dead-lettered"):
+        table.add_column(name, justify="left" if name in ("queue", "") else "right")
+    for prio in Priority:
+        total = expected[prio.value]
+        settled = tally.settled(prio.value)
+        table.add_row(
+            prio.value,
+            ProgressBar(total=max(total, 1), completed=min(settled, total), width=30),
+            f"{settled}/{total}",
+            str(tally.succeeded[prio.value]),
+            str(tally.retried[prio.value]),
+            str(tally.dead[prio.value]),
+        )
+    return table
+
+
+def _ms(value: float | None) -> str:
+    return "-" if value is None else f"{value:,.0f} ms"
+
+
+def render_summary(report: DemoReport) -> Any:
+    """The summary as rich renderables."""
+    from rich.console import Group
+    from rich.table import Table
+
+    outcomes = Table(title="summary", title_justify="left", show_header=False, box=None)
+    outcomes.add_column(style="bold")
+    outcomes.add_column(justify="right")
+    outcomes.add_row("jobs enqueued", str(sum(report.enqueued.values())))
+    outcomes.add_row("succeeded", str(report.succeeded))
+    outcomes.add_row("retries", str(report.retries))
+    outcomes.add_row("jobs that retried, then succeeded", str(report.retried_then_succeeded))
+    for reason, count in sorted(report.dead_lettered.items()):
+        outcomes.add_row(f"dead-lettered: {reason}", str(count))
+    outcomes.add_row(
+        "redriven after the CRM fix", f"{report.redriven} -> {report.redriven_succeeded} succeeded"
+    )
+    outcomes.add_row(
+        "left in the DLQs", ", ".join(f"{k} {v}" for k, v in report.left_in_dlqs.items() if v) or "0"
+    )
+    outcomes.add_row("scheduled runs fired", str(len(report.scheduled)))
+    outcomes.add_row("elapsed", f"{report.elapsed_seconds:.1f} s")
+
+    timings = Table(title="timings of successful attempts", title_justify="left")
+    timings.add_column("")
+    timings.add_column("p50", justify="right")
+    timings.add_column("p95", justify="right")
+    timings.add_row("queue wait", _ms(report.queue_wait_ms["p50"]), _ms(report.queue_wait_ms["p95"]))
+    timings.add_row("processing", _ms(report.processing_ms["p50"]), _ms(report.processing_ms["p95"]))
+    by_queue: defaultdict[str, int] = defaultdict(int, report.enqueued)
+    mix = Table(title="workload", title_justify="left")
+    mix.add_column("queue")
+    mix.add_column("jobs", justify="right")
+    for prio in Priority:
+        mix.add_row(prio.value, str(by_queue[prio.value]))
+    return Group(mix, outcomes, timings)

@@ -1,0 +1,435 @@
+"""The event-source-mapping emulator: polls the priority queues and invokes the real consumer.
+
+It does locally (and, as ``jf worker``, against any endpoint) what Lambda's SQS event
+source mapping does in AWS:
+
+- receives batches of up to ``batch_size`` records, waiting up to ``batching_window``
+  seconds to fill a batch;
+- calls the handler with an event of the exact Lambda shape
+  (:func:`jobframework.envelope.lambda_record`) and a context whose remaining time counts
+  down from the consumer function's timeout;
+- applies the partial batch response as AWS does: the records not in
+  ``batchItemFailures`` are deleted (``DeleteMessageBatch``); the reported ones are left
+  alone and come back when their visibility (as the consumer set it) runs out. A handler
+  that raises, or a response that names an unknown record, fails the whole batch;
+- runs at most ``max_concurrency`` batches of a queue at once (one thread a batch);
+- shares its worker threads between the queues with weighted fairness (``POLL_WEIGHT``,
+  6:3:2:1): a free worker takes the next queue of a smooth weighted round robin that has
+  work and spare concurrency, so critical work never waits behind a burst of low work and
+  low work still progresses.
+
+:meth:`Emulator.stop` stops polling and waits (at most ``drain_timeout`` seconds) for the
+batches in flight. A batch cut off by the drain time is not lost: its records stay in the
+queue and reappear when their visibility runs out.
+
+Example:
+    >>> emulator = Emulator(config, topology, handler=consumer(config=config))  # doctest: +SKIP
+    >>> emulator.start(); ...; emulator.stop(drain_timeout=10)                    # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from jobframework.envelope import lambda_record
+from jobframework.jobs import Priority
+from jobframework.local.context import LocalLambdaContext as EmulatorContext
+from jobframework.topology import POLL_WEIGHT, QueueSpec, RuntimeConfig, Topology
+
+if TYPE_CHECKING:
+    from mypy_boto3_sqs import SQSClient
+
+log = logging.getLogger(__name__)
+
+Handler = Callable[[dict[str, Any], Any], Any]
+SQS_MAX_RECEIVE = 10
+
+
+@dataclass(frozen=True, slots=True)
+class QueuePoller:
+    """How one queue is polled: the event source mapping's settings, from the topology."""
+
+    priority: Priority
+    url: str
+    arn: str
+    batch_size: int
+    batching_window: float
+    max_concurrency: int
+    weight: int
+    function_name: str
+    timeout: float
+
+
+@dataclass(slots=True)
+class BatchStats:
+    """Counters of the emulator (for the demo, the worker's log and tests)."""
+
+    batches: int = 0
+    records: int = 0
+    deleted: int = 0
+    failed: int = 0
+    invocation_errors: int = 0
+    by_priority: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class _QueueState:
+    poller: QueuePoller
+    in_flight: int = 0
+    idle_until: float = 0.0
+
+
+class WeightedPicker:
+    """Smooth weighted round robin over the queues that are eligible now.
+
+    With weights 6:3:2:1 and every queue busy, twelve picks give critical 6, high 3,
+    default 2 and low 1, interleaved (never six criticals and then the rest).
+
+    Example:
+        >>> picker = WeightedPicker({"a": 2, "b": 1})
+        >>> [picker.pick(["a", "b"]) for _ in range(3)]
+        ['a', 'b', 'a']
+    """
+
+    def __init__(self, weights: Mapping[str, int]) -> None:
+        self.weights = dict(weights)
+        self._current = dict.fromkeys(self.weights, 0)
+
+    def pick(self, eligible: Iterable[str]) -> str | None:
+        names = [n for n in eligible if self.weights.get(n, 0) > 0]
+        if not names:
+            return None
+        total = sum(self.weights[n] for n in names)
+        for n in names:
+            self._current[n] += self.weights[n]
+        best = max(names, key=lambda n: self._current[n])
+        self._current[best] -= total
+        return best
+
+
+def pollers_for(
+    config: RuntimeConfig,
+    topology: Topology,
+    priorities: Iterable[Priority | str] | None = None,
+    *,
+    weights: Mapping[Priority, int] | None = None,
+    region: str | None = None,
+) -> list[QueuePoller]:
+    """The pollers of the topology's queues that ``config`` has URLs for (all, or ``priorities``)."""
+    chosen = [Priority(p) for p in priorities] if priorities is not None else list(Priority)
+    result = []
+    for prio in chosen:
+        spec: QueueSpec = topology.queue(prio)
+        url = config.endpoints(prio).url
+        consumer = topology.consumer(spec.consumer)
+        result.append(
+            QueuePoller(
+                priority=prio,
+                url=url,
+                arn=queue_arn_from_url(url, region or config.region or "us-east-1"),
+                batch_size=spec.batch_size,
+                batching_window=float(spec.batching_window),
+                max_concurrency=spec.max_concurrency,
+                weight=(weights or POLL_WEIGHT).get(prio, 1),
+                function_name=consumer.function_name,
+                timeout=float(consumer.timeout),
+            )
+        )
+    return result
+
+
+def queue_arn_from_url(url: str, region: str) -> str:
+    """``https://sqs.us-east-1.amazonaws.com/123456789012/jf-dev-high`` -> the queue's ARN.
+
+    Example:
+        >>> queue_arn_from_url("http://127.0.0.1:5000/123456789012/jf-dev-high", "us-east-1")
+        'arn:aws:sqs:us-east-1:123456789012:jf-dev-high'
+    """
+    parts = url.rstrip("/").split("/")
+    return f"arn:aws:sqs:{region}:{parts[-2]}:{parts[-1]}"
+
+
+class Emulator:
+    """Lambda's SQS event source mapping, in threads.
+
+    Args:
+        pollers: the queues to poll (see :func:`pollers_for`).
+        handler: the Lambda handler, called as ``handler(event, context)``.
+        sqs_client: a boto3 SQS client (thread-safe; shared by the workers).
+        workers: worker threads shared by all queues (default: the sum of the queues' max
+            concurrency, capped at 32).
+        wait_time_seconds: ``WaitTimeSeconds`` of each receive (0 on the embedded AWS, where long
+            polling really blocks; up to 20 against AWS).
+        idle_seconds: how long a queue found empty is left alone before the next poll (it grows up
+            to ``max_idle_seconds`` while the queue stays empty).
+    """
+
+    def __init__(
+        self,
+        pollers: Iterable[QueuePoller],
+        handler: Handler,
+        sqs_client: SQSClient,
+        *,
+        workers: int | None = None,
+        wait_time_seconds: int = 0,
+        idle_seconds: float = 0.05,
+        max_idle_seconds: float = 1.0,
+        region: str = "us-east-1",
+    ) -> None:
+        self.pollers = list(pollers)
+        if not self.pollers:
+            raise ValueError("the emulator needs at least one queue to poll")
+        self.handler = handler
+        self.sqs = sqs_client
+        self.region = region
+        self.wait_time_seconds = wait_time_seconds
+        self.idle_seconds = idle_seconds
+        self.max_idle_seconds = max_idle_seconds
+        total = sum(p.max_concurrency for p in self.pollers)
+        self.workers = workers or min(32, max(1, total))
+        self.stats = BatchStats()
+        self._states = {p.priority.value: _QueueState(p) for p in self.pollers}
+        self._picker = WeightedPicker({p.priority.value: p.weight for p in self.pollers})
+        self._lock = threading.Condition()
+        self._stopping = threading.Event()
+        self._threads: list[threading.Thread] = []
+        self._idle_streak: dict[str, int] = dict.fromkeys(self._states, 0)
+
+    # -- lifecycle -------------------------------------------------------------------------------------
+
+    def start(self) -> Emulator:
+        for n in range(self.workers):
+            thread = threading.Thread(target=self._work, name=f"jf-poller-{n}", daemon=True)
+            thread.start()
+            self._threads.append(thread)
+        log.info(
+            "emulator polling %s with %d workers",
+            ", ".join(f"{p.priority.value}(w{p.weight},c{p.max_concurrency})" for p in self.pollers),
+            self.workers,
+        )
+        return self
+
+    @property
+    def running(self) -> bool:
+        return any(t.is_alive() for t in self._threads)
+
+    def in_flight(self) -> int:
+        with self._lock:
+            return sum(s.in_flight for s in self._states.values())
+
+    def stop(self, drain_timeout: float = 30.0) -> bool:
+        """Stop polling and wait up to ``drain_timeout`` seconds for the batches in flight.
+
+        Returns:
+            True when every batch finished; False when the drain time ran out (those batches'
+            records stay in their queue and reappear after their visibility timeout).
+        """
+        self._stopping.set()
+        with self._lock:
+            self._lock.notify_all()
+        deadline = time.monotonic() + max(0.0, drain_timeout)
+        for thread in self._threads:
+            thread.join(max(0.0, deadline - time.monotonic()))
+        drained = not self.running
+        if not drained:
+            log.warning(
+                "drain time of %gs ran out with %d batch(es) in flight; their records reappear "
+                "in the queue after the visibility timeout",
+                drain_timeout,
+                self.in_flight(),
+            )
+        return drained
+
+    def run_until_signal(
+        self, drain_timeout: float = 30.0, on_stop: Callable[[], None] | None = None
+    ) -> bool:
+        """Run until SIGTERM or SIGINT (main thread only), then drain; returns :meth:`stop`'s result."""
+        stop = threading.Event()
+
+        def handle(signum: int, frame: Any) -> None:
+            log.info("signal %d: draining", signum)
+            stop.set()
+
+        previous = {sig: signal.signal(sig, handle) for sig in (signal.SIGTERM, signal.SIGINT)}
+        try:
+            if not self._threads:
+                self.start()
+            while not stop.wait(0.2):
+                pass
+            if on_stop is not None:
+                on_stop()
+            return self.stop(drain_timeout)
+        finally:
+            for sig, old in previous.items():
+                signal.signal(sig, old)
+
+    # -- a worker --------------------------------------------------------------------------------------
+
+    def _claim(self) -> _QueueState | None:
+        """The next queue to poll (weighted, with spare concurrency, not idle), or None to wait."""
+        now = time.monotonic()
+        eligible = [
+            name
+            for name, s in self._states.items()
+            if s.in_flight < s.poller.max_concurrency and s.idle_until <= now
+        ]
+        name = self._picker.pick(eligible)
+        if name is None:
+            return None
+        state = self._states[name]
+        state.in_flight += 1
+        return state
+
+    def _work(self) -> None:
+        while not self._stopping.is_set():
+            with self._lock:
+                state = self._claim()
+                if state is None:
+                    now = time.monotonic()
+                    waits = [s.idle_until - now for s in self._states.values() if s.idle_until > now]
+                    self._lock.wait(min([*waits, self.idle_seconds]) if waits else self.idle_seconds)
+                    continue
+            try:
+                got = self._poll_once(state.poller)
+            except Exception:
+                log.warning("polling %s failed", state.poller.priority.value, exc_info=True)
+                got = 0
+            finally:
+                with self._lock:
+                    state.in_flight -= 1
+                    self._lock.notify_all()
+            with self._lock:
+                name = state.poller.priority.value
+                if got:
+                    self._idle_streak[name] = 0
+                else:
+                    streak = self._idle_streak[name] = self._idle_streak[name] + 1
+                    pause = min(self.max_idle_seconds, self.idle_seconds * (2 ** min(streak - 1, 6)))
+                    state.idle_until = max(state.idle_until, time.monotonic() + pause)
+
+    def _receive(self, poller: QueuePoller, count: int, wait: int) -> list[dict[str, Any]]:
+        response: Any = self.sqs.receive_message(
+            QueueUrl=poller.url,
+            MaxNumberOfMessages=max(1, min(SQS_MAX_RECEIVE, count)),
+            WaitTimeSeconds=wait,
+            AttributeNames=["All"],
+            MessageSystemAttributeNames=["All"],
+            MessageAttributeNames=["All"],
+        )
+        return list(response.get("Messages", []))
+
+    def _collect(self, poller: QueuePoller) -> list[dict[str, Any]]:
+        """One batch: up to ``batch_size`` messages, waiting at most the batching window to fill it."""
+        messages = self._receive(poller, poller.batch_size, self.wait_time_seconds)
+        if not messages or poller.batching_window <= 0:
+            return messages
+        deadline = time.monotonic() + poller.batching_window
+        while len(messages) < poller.batch_size and not self._stopping.is_set():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                break
+            more = self._receive(poller, poller.batch_size - len(messages), 0)
+            if more:
+                messages.extend(more)
+            else:
+                self._stopping.wait(min(left, max(self.idle_seconds, 0.05)))
+        return messages
+
+    def _poll_once(self, poller: QueuePoller) -> int:
+        messages = self._collect(poller)
+        if messages:
+            self.invoke(poller, messages)
+        return len(messages)
+
+    def invoke(self, poller: QueuePoller, messages: list[dict[str, Any]]) -> list[str]:
+        """Call the handler with one batch and apply its partial batch response.
+
+        Returns the ids of the records deleted.
+        """
+        records = [lambda_record(m, queue_arn=poller.arn, region=self.region) for m in messages]
+        event = {"Records": records}
+        context = EmulatorContext(poller.timeout, function_name=poller.function_name)
+        by_id = {m["MessageId"]: m for m in messages}
+        try:
+            response = self.handler(event, context)
+            failed = _failed_ids(response, set(by_id))
+        except Exception:
+            log.error(
+                "%s invocation failed; the whole batch of %d returns after its visibility timeout",
+                poller.function_name,
+                len(messages),
+                exc_info=True,
+            )
+            with self._lock:
+                self.stats.invocation_errors += 1
+            failed = set(by_id)
+        if context.get_remaining_time_in_millis() <= 0:
+            log.warning(
+                "%s ran past its %gs timeout (Lambda would have cut it off)",
+                poller.function_name,
+                poller.timeout,
+            )
+        done = [mid for mid in by_id if mid not in failed]
+        deleted = self._delete(poller, [by_id[mid] for mid in done])
+        with self._lock:
+            self.stats.batches += 1
+            self.stats.records += len(messages)
+            self.stats.deleted += len(deleted)
+            self.stats.failed += len(failed)
+            key = poller.priority.value
+            self.stats.by_priority[key] = self.stats.by_priority.get(key, 0) + len(messages)
+        return deleted
+
+    def _delete(self, poller: QueuePoller, messages: list[dict[str, Any]]) -> list[str]:
+        deleted: list[str] = []
+        for start in range(0, len(messages), SQS_MAX_RECEIVE):
+            chunk = messages[start : start + SQS_MAX_RECEIVE]
+            try:
+                response = self.sqs.delete_message_batch(
+                    QueueUrl=poller.url,
+                    Entries=[
+                        {"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(chunk)
+                    ],
+                )
+            except Exception:
+                log.warning(
+                    "DeleteMessageBatch on %s failed; the records reappear", poller.url, exc_info=True
+                )
+                continue
+            for ok in response.get("Successful", []):
+                deleted.append(chunk[int(ok["Id"])]["MessageId"])
+            for bad in response.get("Failed", []):
+                log.warning("deleting %s failed: %s", chunk[int(bad["Id"])]["MessageId"], bad.get("Message"))
+        return deleted
+
+
+def _failed_ids(response: Any, ids: set[str]) -> set[str]:
+    """The record ids a partial batch response reports as failed, as Lambda reads it.
+
+    ``None`` or an empty list means all succeeded; a response naming an unknown or empty
+    identifier, or of the wrong shape, fails the whole batch.
+    """
+    if response is None:
+        return set()
+    if not isinstance(response, Mapping):
+        return set()
+    failures = response.get("batchItemFailures")
+    if failures is None:
+        return set()
+    if not isinstance(failures, list):
+        log.error("batchItemFailures is not a list: the whole batch failed")
+        return set(ids)
+    failed: set[str] = set()
+    for item in failures:
+        ident = item.get("itemIdentifier") if isinstance(item, Mapping) else None
+        if not isinstance(ident, str) or ident not in ids:
+            log.error("batchItemFailures names %r, not a record of the batch: the whole batch failed", ident)
+            return set(ids)
+        failed.add(ident)
+    return failed

@@ -1,0 +1,93 @@
+"""Fixtures and helpers of the local runtime's and the CLI's tests.
+
+Test modules import what they use: ``from tests.functional.conftest_local import *``.
+The embedded AWS fixtures come from :mod:`jobframework.testing`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from jobframework.envelope import Envelope, string_attribute
+from jobframework.local.aws import FAKE_CREDENTIALS
+from jobframework.testing import jf_aws, jf_config
+from jobframework.topology import RuntimeConfig
+from jobframework.tracing import new_trace
+
+__all__ = ["cli_env", "dead_letter", "invoke", "jf_aws", "jf_config", "queue_counts", "sqs"]
+
+
+def cli_env(config: RuntimeConfig) -> dict[str, str]:
+    """The environment a `jf` command needs to reach ``config``'s queues on the embedded AWS."""
+    env = {**FAKE_CREDENTIALS, **config.to_env()}
+    env.pop("JF_TOPOLOGY_PARAMETER", None)
+    return env
+
+
+def invoke(args: list[str], env: dict[str, str] | None = None) -> Any:
+    """Run `jf ARGS` through the real typer app (CliRunner); returns the click Result."""
+    from jobframework.cli import app
+
+    result = CliRunner().invoke(app, args, env=env, catch_exceptions=False)
+    return result
+
+
+@pytest.fixture
+def sqs(jf_aws: Any) -> Any:
+    return jf_aws.client("sqs")
+
+
+def queue_counts(sqs_client: Any, url: str) -> tuple[int, int]:
+    """(visible, in flight) of a queue."""
+    attrs = sqs_client.get_queue_attributes(
+        QueueUrl=url,
+        AttributeNames=["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"],
+    )["Attributes"]
+    return int(attrs["ApproximateNumberOfMessages"]), int(attrs["ApproximateNumberOfMessagesNotVisible"])
+
+
+def dead_letter(
+    sqs_client: Any,
+    config: RuntimeConfig,
+    priority: str,
+    job_type: str,
+    payload: dict[str, Any],
+    *,
+    key: str | None = None,
+    reason: str = "exhausted",
+    attempts: int = 3,
+    dead_at: str = "2026-01-01T00:00:00.000+00:00",
+) -> Envelope:
+    """Put a dead letter on ``priority``'s DLQ exactly as the consumer writes one; returns its envelope."""
+    env = Envelope.new(job_type, payload, key=key)
+    trace = new_trace()
+    ep = config.endpoints(priority)
+    sqs_client.send_message(
+        QueueUrl=ep.dlq_url,
+        MessageBody=env.to_body(),
+        MessageAttributes={
+            "jf-type": string_attribute(job_type),
+            "traceparent": string_attribute(trace.traceparent),
+            "jf-reason": string_attribute(reason),
+            "jf-error": string_attribute("RuntimeError: boom"),
+            "jf-attempts": string_attribute(str(attempts)),
+            "jf-source": string_attribute(ep.name),
+            "jf-dead-at": string_attribute(dead_at),
+        },
+    )
+    return env
+
+
+def parse_json(text: str) -> Any:
+    return json.loads(text)
+
+
+def subprocess_env(extra: dict[str, str]) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("JF_")}
+    env.update(extra)
+    return env
