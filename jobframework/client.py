@@ -13,7 +13,7 @@ import logging
 import math
 import time
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -32,6 +32,8 @@ from jobframework.errors import (
 from jobframework.jobs import Job, JobRegistry, Priority, parse_priority
 from jobframework.jobs import registry as default_registry
 from jobframework.retry import compute_backoff
+from jobframework.signing import ATTR_KID, ATTR_SIG
+from jobframework.state import JobState, JobStatus, StateStore
 from jobframework.tracing import current as current_trace
 from jobframework.tracing import to_xray_header
 
@@ -40,18 +42,22 @@ if TYPE_CHECKING:
     from mypy_boto3_sqs import SQSClient
     from mypy_boto3_sqs.type_defs import SendMessageBatchRequestEntryTypeDef
 
+    from jobframework.signing import KeySource
+
 log = logging.getLogger(__name__)
 
 MAX_DELAY_SECONDS = 900
-"""SQS DelaySeconds limit (15 minutes)."""
+"""SQS DelaySeconds limit (15 minutes); longer delays go through EventBridge Scheduler."""
+MAX_SCHEDULED_DELAY_SECONDS = 365 * 24 * 3600
+"""The longest delay a job can be given (one year)."""
 BATCH_ENTRIES = 10
 
 
 def delay_seconds(delay: float | timedelta | None) -> int:
-    """A delay as whole seconds for SQS ``DelaySeconds``.
+    """A delay as whole seconds (up to 900 via SQS ``DelaySeconds``, up to a year via Scheduler).
 
     Raises:
-        ConfigurationError: negative, not a number, or longer than 15 minutes.
+        ConfigurationError: negative, not a number, or longer than a year.
     """
     if delay is None:
         return 0
@@ -60,12 +66,19 @@ def delay_seconds(delay: float | timedelta | None) -> int:
         raise ConfigurationError(f"delay must be seconds (a number) or a timedelta, got {delay!r}")
     if seconds < 0:
         raise ConfigurationError(f"delay must be >= 0 seconds, got {seconds:g}")
-    if seconds > MAX_DELAY_SECONDS:
+    if seconds > MAX_SCHEDULED_DELAY_SECONDS:
         raise ConfigurationError(
-            f"delay {seconds:g}s is over SQS's 15-minute limit ({MAX_DELAY_SECONDS}s); "
-            "enqueue it later or use a schedule"
+            f"delay {seconds:g}s is over the one-year limit ({MAX_SCHEDULED_DELAY_SECONDS}s); "
+            "use a recurring schedule or enqueue it later"
         )
     return round(seconds)
+
+
+def _window(value: float | timedelta) -> float:
+    seconds = value.total_seconds() if isinstance(value, timedelta) else float(value)
+    if not 0 < seconds <= 7 * 24 * 3600:
+        raise ConfigurationError(f"dedup_window must be within (0, 7 days] seconds, got {seconds:g}")
+    return seconds
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,6 +109,7 @@ class EnqueueRequest:
     priority: Priority | str | None = None
     saga: SagaRef | None = None
     job_id: str | None = None
+    dedup_window: float | timedelta | None = None
 
 
 @dataclass(slots=True)
@@ -107,12 +121,24 @@ class _Prepared:
     attributes: dict[str, Any]
     delay: int
     xray: str | None
-    extra: dict[str, Any] = field(default_factory=dict)
+    dedup_window: float | None = None
 
-    def result(self, message_id: str | None = None, error: str | None = None) -> EnqueueResult:
-        return EnqueueResult(
-            self.envelope.id, self.envelope.key, self.envelope.type, self.priority, message_id, error=error
-        )
+    @property
+    def scheduled(self) -> bool:
+        """Delayed beyond SQS's 15 minutes: sent by an EventBridge Scheduler one-time schedule."""
+        return self.delay > MAX_DELAY_SECONDS
+
+    @property
+    def batchable(self) -> bool:
+        return not self.scheduled and self.dedup_window is None
+
+    def result(
+        self, message_id: str | None = None, error: str | None = None, duplicate_of: str | None = None
+    ) -> EnqueueResult:
+        env = self.envelope
+        if duplicate_of is not None:
+            return EnqueueResult(duplicate_of, env.key, env.type, self.priority, None, duplicate=True)
+        return EnqueueResult(env.id, env.key, env.type, self.priority, message_id, error=error)
 
 
 class JobClient:
@@ -143,7 +169,15 @@ class JobClient:
         self.registry = registry if registry is not None else default_registry
         self._session = session
         self._sqs = sqs_client
+        self._clients: dict[str, Any] = {}
         self.batch_retries = batch_retries
+        self._keys: KeySource | None = None
+        if self.config.signing_keys:
+            from jobframework.signing import KeySource
+
+            self._keys = KeySource(
+                self.config.signing_keys, session=session, endpoint_url=self.config.endpoint_url
+            )
 
     @property
     def sqs(self) -> SQSClient:
@@ -155,6 +189,40 @@ class JobClient:
                 "sqs", endpoint_url=self.config.endpoint_url, region_name=self.config.region
             )
         return self._sqs
+
+    def _client(self, service: str) -> Any:
+        client = self._clients.get(service)
+        if client is None:
+            import boto3
+
+            session = self._session or boto3.Session()
+            client = session.client(  # type: ignore[call-overload]
+                service, endpoint_url=self.config.endpoint_url, region_name=self.config.region
+            )
+            self._clients[service] = client
+        return client
+
+    @property
+    def state(self) -> StateStore | None:
+        """The state table (job status, dedup markers), when one is configured."""
+        if not self.config.state_table:
+            return None
+        return StateStore(self.config.state_table, self._client("dynamodb"))
+
+    def status(self, job_id: str) -> JobStatus | None:
+        """What is known of a job: queued, scheduled, running, retrying, succeeded or dead.
+
+        Returns ``None`` for an id the state table does not know (or that expired).
+
+        Raises:
+            ConfigurationError: no state table is configured.
+        """
+        state = self.state
+        if state is None:
+            raise ConfigurationError("job status needs the state table: set JF_STATE_TABLE")
+        if not isinstance(job_id, str) or not 0 < len(job_id) <= 128:
+            raise ConfigurationError(f"a job id is a string of 1 to 128 characters, got {job_id!r}")
+        return state.get_status(job_id)
 
     def job(self, job: Job[Any] | str) -> Job[Any]:
         if isinstance(job, Job):
@@ -183,28 +251,59 @@ class JobClient:
         key = request.key if request.key is not None else job.key_for(payload)
         if key is not None and (not isinstance(key, str) or not key or len(key) > 1024):
             raise ConfigurationError(f"key must be a non-empty str of at most 1024 characters, got {key!r}")
+        window = _window(request.dedup_window) if request.dedup_window is not None else job.dedup_window
+        if window is not None and key is None:
+            raise ConfigurationError(
+                f"dedup of {job.name} needs a key: pass key= or give the job a key= function"
+            )
+        if window is not None and self.config.state_table is None:
+            raise ConfigurationError("enqueue dedup needs the state table: set JF_STATE_TABLE")
+        delay = delay_seconds(request.delay)
         env = Envelope.new(
-            job.name, payload.model_dump(mode="json"), key=key, saga=request.saga, job_id=request.job_id
+            job.name,
+            payload.model_dump(mode="json"),
+            key=key,
+            saga=request.saga,
+            job_id=request.job_id,
+            payload_version=job.version,
         )
         trace = current_trace()
-        body = env.to_body()
         attributes = wire.send_attributes(env, trace.as_attributes())
-        size = wire.message_size(body, attributes)
-        if size > wire.SQS_MAX_MESSAGE_BYTES:
-            raise PayloadTooLargeError(
-                f"{job.name} message is {size:,} bytes, over the SQS limit of "
-                f"{wire.SQS_MAX_MESSAGE_BYTES:,}; "
-                "store the data elsewhere (e.g. S3) and enqueue a reference to it"
-            )
+        if wire.message_size(env.to_body(), attributes) > self.config.offload_threshold:
+            env = self._offload(env, attributes)
+        if self._keys is not None:
+            kid, mac = self._keys.ring().sign(env)
+            if delay > MAX_DELAY_SECONDS:
+                env = env.model_copy(update={"sig": f"{kid}:{mac}"})  # Scheduler cannot set attributes
+            else:
+                attributes[ATTR_SIG] = wire.string_attribute(mac)
+                attributes[ATTR_KID] = wire.string_attribute(kid)
         return _Prepared(
             envelope=env,
             priority=priority,
             queue_url=self.config.endpoints(priority).url,
-            body=body,
+            body=env.to_body(),
             attributes=attributes,
-            delay=delay_seconds(request.delay),
+            delay=delay,
             xray=to_xray_header(trace) if trace.xray_header else None,
+            dedup_window=window,
         )
+
+    def _offload(self, env: Envelope, attributes: dict[str, Any]) -> Envelope:
+        """Store the payload in S3 and point to it; refuse when it cannot be sent either way."""
+        size = wire.message_size(env.to_body(), attributes)
+        if not self.config.payload_bucket:
+            if size <= wire.SQS_MAX_MESSAGE_BYTES:
+                return env
+            raise PayloadTooLargeError(
+                f"{env.type} message is {size:,} bytes, over the SQS limit of "
+                f"{wire.SQS_MAX_MESSAGE_BYTES:,}; "
+                "configure a payload bucket (JF_PAYLOAD_BUCKET) to offload it, or enqueue a reference"
+            )
+        from jobframework.payloads import PayloadStore
+
+        ref = PayloadStore(self.config.payload_bucket, self._client("s3")).put(env.type, env.id, env.payload)
+        return env.model_copy(update={"payload": {}, "payload_ref": ref})
 
     # -- sending --------------------------------------------------------------------------------------
 
@@ -216,6 +315,7 @@ class JobClient:
         key: str | None = None,
         delay: float | timedelta | None = None,
         priority: Priority | str | None = None,
+        dedup_window: float | timedelta | None = None,
     ) -> EnqueueResult:
         """Send one job.
 
@@ -223,8 +323,11 @@ class JobClient:
             job: the job or its registered name.
             payload: the job's model, or a dict validated against it.
             key: the idempotency/dedup key (the job's ``key=`` function, else the job id, when ``None``).
-            delay: seconds (or ``timedelta``) before the job becomes visible, at most 900.
+            delay: seconds (or ``timedelta``) before the job becomes visible: up to 900 via SQS
+                ``DelaySeconds``, up to a year via an EventBridge Scheduler one-time schedule.
             priority: send to another priority's queue than the job's own.
+            dedup_window: seconds in which another enqueue with the same key sends nothing and
+                returns this job's id (``duplicate=True``); the job's own ``dedup_window`` when ``None``.
 
         Raises:
             PayloadValidationError: the payload does not match (nothing sent).
@@ -233,7 +336,61 @@ class JobClient:
             UnknownJobError: no job of that name.
             EnqueueError: SQS failed to take it.
         """
-        prepared = self.prepare(EnqueueRequest(job, payload, key=key, delay=delay, priority=priority))
+        return self._send_one(
+            self.prepare(
+                EnqueueRequest(
+                    job, payload, key=key, delay=delay, priority=priority, dedup_window=dedup_window
+                )
+            )
+        )
+
+    def _send_one(self, prepared: _Prepared) -> EnqueueResult:
+        env = prepared.envelope
+        state = self.state
+        if prepared.dedup_window is not None and state is not None:
+            holder = state.claim_key(env.key, env.id, prepared.dedup_window)
+            if holder is not None:
+                log.info(
+                    "%s job with key %s already enqueued as %s; not sent again", env.type, env.key, holder
+                )
+                return prepared.result(duplicate_of=holder)
+        try:
+            message_id = self._schedule(prepared) if prepared.scheduled else self._send_message(prepared)
+        except BaseException:
+            if prepared.dedup_window is not None and state is not None:
+                state.release_key(env.key, env.id)  # a retry of this enqueue must not be blocked
+            raise
+        if prepared.dedup_window is not None and state is not None:
+            state.confirm_key(env.key, env.id)
+        self._record_status(prepared)
+        log.debug("enqueued %s job %s", env.type, env.id)
+        return prepared.result(message_id)
+
+    def _record_status(self, prepared: _Prepared) -> None:
+        state = self.state
+        if state is None:
+            return
+        env = prepared.envelope
+        try:
+            state.set_status(
+                env.id,
+                JobState.SCHEDULED if prepared.scheduled else JobState.QUEUED,
+                job_type=env.type,
+                key=env.key,
+                attempts=0,
+                enqueued_at=env.enqueued_at.isoformat(),
+            )
+        except Exception:
+            log.warning("recording the queued status of job %s failed", env.id, exc_info=True)
+
+    def _schedule(self, prepared: _Prepared) -> str:
+        from jobframework.delays import create_one_time_schedule
+
+        return create_one_time_schedule(
+            self._client("scheduler"), self.config, prepared.envelope, prepared.delay, prepared.queue_url
+        )
+
+    def _send_message(self, prepared: _Prepared) -> str:
         kwargs: dict[str, Any] = {
             "QueueUrl": prepared.queue_url,
             "MessageBody": prepared.body,
@@ -249,8 +406,7 @@ class JobClient:
             raise EnqueueError(
                 f"sending {prepared.envelope.type} job {prepared.envelope.id} failed: {exc}"
             ) from exc
-        log.debug("enqueued %s job %s", prepared.envelope.type, prepared.envelope.id)
-        return prepared.result(response.get("MessageId"))
+        return str(response.get("MessageId", ""))
 
     def enqueue_many(self, requests: Iterable[EnqueueRequest]) -> list[EnqueueResult]:
         """Send many jobs, ten per ``SendMessageBatch``, in the order given.
@@ -261,7 +417,13 @@ class JobClient:
         """
         prepared = [self.prepare(r) for r in requests]
         results: list[EnqueueResult | None] = [None] * len(prepared)
-        pending = list(range(len(prepared)))
+        for i, p in enumerate(prepared):
+            if not p.batchable:  # dedup and long delays take the one-by-one path
+                try:
+                    results[i] = self._send_one(p)
+                except Exception as exc:
+                    results[i] = p.result(error=str(exc))
+        pending = [i for i, p in enumerate(prepared) if p.batchable]
         for round_ in range(self.batch_retries + 1):
             if not pending:
                 break
@@ -326,6 +488,7 @@ class JobClient:
         for ok in response.get("Successful", []):
             i = batch[int(ok["Id"])]
             results[i] = prepared[i].result(ok["MessageId"])
+            self._record_status(prepared[i])
         retry: list[int] = []
         for bad in response.get("Failed", []):
             i = batch[int(bad["Id"])]

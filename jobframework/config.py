@@ -11,7 +11,7 @@ import os
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from jobframework.errors import ConfigurationError
 from jobframework.jobs import Priority
@@ -44,6 +44,20 @@ ENV_REGION = "JF_REGION"
 ENV_TOPOLOGY_PARAMETER = "JF_TOPOLOGY_PARAMETER"
 ENV_JOBS = "JF_JOBS"
 
+OPTIONAL_SETTINGS: dict[str, str] = {
+    "state_table": ENV_STATE_TABLE,
+    "idempotency_table": ENV_IDEMPOTENCY_TABLE,
+    "endpoint_url": ENV_ENDPOINT_URL,
+    "region": ENV_REGION,
+    "payload_bucket": "JF_PAYLOAD_BUCKET",
+    "offload_threshold": "JF_OFFLOAD_THRESHOLD",
+    "signing_keys": "JF_SIGNING_KEYS",
+    "scheduler_role_arn": "JF_SCHEDULER_ROLE_ARN",
+    "schedule_group": "JF_SCHEDULE_GROUP",
+    "retry_budget": "JF_RETRY_BUDGET",
+}
+"""Each optional setting of :class:`RuntimeConfig` and the environment variable that carries it."""
+
 
 class RuntimeConfig(BaseModel):
     """What the client, consumer and CLI need at run time: where the queues and tables are.
@@ -56,9 +70,26 @@ class RuntimeConfig(BaseModel):
 
     queues: dict[Priority, QueueEndpoints]
     state_table: str | None = None
+    """Job status, dedup markers, retry-budget counters, sagas (off when unset)."""
     idempotency_table: str | None = None
+    """Powertools idempotency records (idempotent execution is off when unset)."""
     endpoint_url: str | None = None
     region: str | None = None
+    payload_bucket: str | None = None
+    """Where payloads over ``offload_threshold`` bytes go (refused as too large when unset)."""
+    offload_threshold: int = Field(default=256 * 1024, ge=1024, le=1_048_576)
+    signing_keys: str | None = None
+    """``ssm:<parameter>`` or ``secretsmanager:<secret>`` with the HMAC keys (signing is off when unset)."""
+    scheduler_role_arn: str | None = None
+    """The role EventBridge Scheduler assumes to send delayed jobs (delays over 15 minutes)."""
+    schedule_group: str = "default"
+    retry_budget: float | None = Field(default=0.2, ge=0, le=10)
+    """Retries allowed per first attempt in the window; ``None`` (``JF_RETRY_BUDGET=off``) disables it."""
+
+    @field_validator("retry_budget", mode="before")
+    @classmethod
+    def _budget_off(cls, value: object) -> object:
+        return None if isinstance(value, str) and value.strip().lower() in ("off", "none", "") else value
 
     def endpoints(self, priority: Priority | str) -> QueueEndpoints:
         prio = Priority(priority)
@@ -81,14 +112,12 @@ class RuntimeConfig(BaseModel):
         for prio, ep in self.queues.items():
             env[ENV_QUEUE_URL.format(prio.value.upper())] = ep.url
             env[ENV_DLQ_URL.format(prio.value.upper())] = ep.dlq_url
-        for name, value in (
-            (ENV_STATE_TABLE, self.state_table),
-            (ENV_IDEMPOTENCY_TABLE, self.idempotency_table),
-            (ENV_ENDPOINT_URL, self.endpoint_url),
-            (ENV_REGION, self.region),
-        ):
-            if value:
-                env[name] = value
+        for field, name in OPTIONAL_SETTINGS.items():
+            value = getattr(self, field)
+            if field == "retry_budget" and value is None:
+                env[name] = "off"
+            elif value is not None and value != RuntimeConfig.model_fields[field].default:
+                env[name] = str(value)
         return env
 
     @classmethod
@@ -110,14 +139,12 @@ class RuntimeConfig(BaseModel):
                 queues[prio] = QueueEndpoints(url=url, dlq_url=dlq)
         endpoint = env.get(ENV_ENDPOINT_URL) or None
         region = env.get(ENV_REGION) or None
+        settings = {field: env[name] for field, name in OPTIONAL_SETTINGS.items() if env.get(name)}
         if queues:
-            return cls(
-                queues=queues,
-                state_table=env.get(ENV_STATE_TABLE) or None,
-                idempotency_table=env.get(ENV_IDEMPOTENCY_TABLE) or None,
-                endpoint_url=endpoint,
-                region=region,
-            )
+            try:
+                return cls(queues=queues, **settings)
+            except ValidationError as exc:
+                raise ConfigurationError(f"bad JF_* setting: {exc}") from exc
         parameter = env.get(ENV_TOPOLOGY_PARAMETER)
         if not parameter:
             raise ConfigurationError(

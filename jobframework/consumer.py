@@ -34,17 +34,23 @@ from typing import TYPE_CHECKING, Any
 from pydantic import ValidationError
 
 from jobframework import envelope as wire
+from jobframework.budget import BatchBudget, RetryBudget
 from jobframework.config import ENV_JOBS, RuntimeConfig
 from jobframework.envelope import Envelope, parse_body
-from jobframework.errors import MalformedMessageError
+from jobframework.errors import MalformedMessageError, PayloadVersionError, SignatureError
+from jobframework.idempotency import AlreadyInProgress
 from jobframework.jobs import Job, JobContext, JobRegistry, Priority
 from jobframework.jobs import registry as default_registry
 from jobframework.retry import MAX_VISIBILITY_SECONDS, Action, Reason, classify
+from jobframework.state import JobState, StateStore, summarize
 from jobframework.telemetry import BatchMetrics, job_logger
 from jobframework.tracing import extract, job_span
 
 if TYPE_CHECKING:
     from mypy_boto3_sqs import SQSClient
+
+    from jobframework.idempotency import IdempotentRunner
+    from jobframework.signing import KeySource
 
 log = logging.getLogger(__name__)
 
@@ -79,9 +85,19 @@ class RecordOutcome:
     delay: float | None = None
     queue_wait_ms: float | None = None
     processing_ms: float | None = None
+    duplicate: bool = False
+    """A delivery of a job that had already completed: skipped (counted as succeeded)."""
 
 
 Listener = Callable[[RecordOutcome], None]
+
+
+@dataclass(slots=True)
+class _Batch:
+    """What the records of one invocation share: the metrics and the retry budget."""
+
+    metrics: BatchMetrics
+    budget: BatchBudget | None
 
 
 @dataclass(slots=True)
@@ -176,6 +192,12 @@ class Consumer:
         self._setup = setup
         self._queue_urls: dict[str, str] = {}
         self._dlq_urls: dict[str, str] = {}
+        self._clients: dict[str, Any] = {}
+        self._features_ready = False
+        self.state: StateStore | None = None
+        self.idempotency: IdempotentRunner | None = None
+        self.keys: KeySource | None = None
+        self.retry_budget: RetryBudget | None = None
 
     # -- configuration, resolved on the first invocation ------------------------------------------------
 
@@ -185,18 +207,45 @@ class Consumer:
             self._config = RuntimeConfig.from_env()
         return self._config
 
-    @property
-    def sqs(self) -> SQSClient:
-        if self._sqs is None:
+    def _client(self, service: str) -> Any:
+        client = self._clients.get(service)
+        if client is None:
             import boto3
 
             config = self._config if self._config is not None else _try_env_config()
-            self._sqs = boto3.client(
-                "sqs",
+            client = boto3.client(  # type: ignore[call-overload]
+                service,
                 endpoint_url=(config.endpoint_url if config else None) or os.environ.get("JF_ENDPOINT_URL"),
                 region_name=(config.region if config else None) or None,
             )
+            self._clients[service] = client
+        return client
+
+    @property
+    def sqs(self) -> SQSClient:
+        if self._sqs is None:
+            self._sqs = self._client("sqs")
         return self._sqs
+
+    def _features(self) -> None:
+        """Set up what the configuration turns on: state, idempotency, signing, the payload store."""
+        if self._features_ready:
+            return
+        config = self._config if self._config is not None else _try_env_config()
+        if config is not None:
+            if config.state_table:
+                self.state = StateStore(config.state_table, self._client("dynamodb"))
+            if config.idempotency_table:
+                from jobframework.idempotency import IdempotentRunner
+
+                self.idempotency = IdempotentRunner(config.idempotency_table, self._client("dynamodb"))
+            if config.signing_keys:
+                from jobframework.signing import KeySource
+
+                self.keys = KeySource(config.signing_keys, endpoint_url=config.endpoint_url)
+            if config.retry_budget is not None and self.state is not None:
+                self.retry_budget = RetryBudget(fraction=config.retry_budget)
+        self._features_ready = True
 
     def _load_modules(self) -> None:
         if self._modules_loaded:
@@ -232,16 +281,24 @@ class Consumer:
         records = event.get("Records") if isinstance(event, Mapping) else None
         if not isinstance(records, list):
             raise ValueError("not an SQS event: it has no 'Records' list")
-        metrics = BatchMetrics()
+        self._features()
+        if self.idempotency is not None:
+            self.idempotency.register_context(context)
+        batch = _Batch(
+            BatchMetrics(),
+            BatchBudget(self.retry_budget, self.state) if self.retry_budget and self.state else None,
+        )
         processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
 
         def record_handler(record: Any) -> None:
-            self._process(record.raw_event, context, metrics)
+            self._process(record.raw_event, context, batch)
 
         try:
             response = process_partial_response(dict(event), record_handler, processor, context)
         finally:
-            metrics.flush()
+            batch.metrics.flush()
+            if batch.budget is not None:
+                batch.budget.flush()
         failures = [
             {"itemIdentifier": str(f["itemIdentifier"])} for f in response.get("batchItemFailures", [])
         ]
@@ -249,25 +306,34 @@ class Consumer:
 
     # -- one record ------------------------------------------------------------------------------------
 
-    def _process(self, record: dict[str, Any], context: Any, metrics: BatchMetrics) -> None:
+    def _process(self, record: dict[str, Any], context: Any, batch: _Batch) -> None:
         d = _Delivery.of(record)
         d.priority = self._priority_of(d.source)
         try:
             d.envelope = parse_body(record.get("body"))
         except MalformedMessageError as exc:
-            self._give_up(d, Reason.MALFORMED, str(exc), metrics)
+            self._give_up(d, Reason.MALFORMED, str(exc), batch)
             return
         env = d.envelope
         job = self.registry.find(env.type)
         if job is None:
-            self._give_up(d, Reason.UNKNOWN_TYPE, f"no job named {env.type!r} is registered here", metrics)
+            self._give_up(d, Reason.UNKNOWN_TYPE, f"no job named {env.type!r} is registered here", batch)
             return
         d.priority = d.priority or job.priority.value
+        if self.keys is not None:
+            try:
+                self._verify(d)
+            except SignatureError as exc:
+                self._give_up(d, Reason.SIGNATURE, str(exc), batch)
+                return
         try:
-            payload = job.validate(env.payload)
-        except ValidationError as exc:
+            payload = self._payload(d, job)
+        except PayloadVersionError as exc:
+            self._give_up(d, Reason.VERSION, str(exc), batch)
+            return
+        except (ValidationError, ValueError) as exc:
             error = f"payload does not match {job.payload_model.__name__}: {exc}"
-            self._give_up(d, Reason.INVALID_PAYLOAD, error, metrics)
+            self._give_up(d, Reason.INVALID_PAYLOAD, error, batch)
             return
 
         remaining = _remaining_seconds(context)
@@ -281,23 +347,59 @@ class Consumer:
                 job.timeout,
             )
             self._change_visibility(d, 0)
-            self._emit(metrics, d.outcome(Outcome.RELEASED))
+            self._emit(batch, d.outcome(Outcome.RELEASED))
             raise RecordRetry(f"job {env.id} released: {remaining:.1f}s left, job needs {job.timeout:g}s")
 
-        self._run(d, job, payload, context, metrics)
+        if d.attempt == 1 and batch.budget is not None:
+            batch.budget.first_attempt(d.source)
+        self._run(d, job, payload, context, batch)
 
-    def _run(self, d: _Delivery, job: Job[Any], payload: Any, context: Any, metrics: BatchMetrics) -> None:
+    def _verify(self, d: _Delivery) -> None:
+        """Check the signature before anything runs; an unreadable key ring is retried, not fatal."""
+        from jobframework.signing import ATTR_KID, ATTR_SIG
+
+        env = d.require_envelope()
+        kid, mac = wire.record_attribute(d.record, ATTR_KID), wire.record_attribute(d.record, ATTR_SIG)
+        if not (kid and mac) and env.sig:
+            kid, _, mac = env.sig.partition(":")
+        assert self.keys is not None
+        try:
+            ring = self.keys.ring()
+        except Exception as exc:
+            log.error("reading the signing keys failed; job %s will be retried", env.id, exc_info=True)
+            raise RecordRetry("signing keys unavailable") from exc
+        ring.verify(env, kid, mac)
+
+    def _payload(self, d: _Delivery, job: Job[Any]) -> Any:
+        """The validated payload: fetched from S3 if offloaded, upgraded to the job's version."""
+        env = d.require_envelope()
+        data = env.payload
+        if env.payload_ref is not None:
+            from jobframework.errors import PayloadStoreError
+            from jobframework.payloads import fetch
+
+            try:
+                data = fetch(env.payload_ref, self._client("s3"))
+            except PayloadStoreError as exc:
+                log.warning("job %s: %s; retrying", env.id, exc)
+                self._change_visibility(d, math.ceil(job.retry.delay(d.attempt)))
+                raise RecordRetry(str(exc)) from exc
+        if env.payload_version != job.version:
+            data = job.upgrade(data, env.payload_version)
+        return job.validate(data)
+
+    def _run(self, d: _Delivery, job: Job[Any], payload: Any, context: Any, batch: _Batch) -> None:
         env = d.require_envelope()
         trace = extract(d.record)
         logger = job_logger()
-        started_wall = datetime.now(UTC)
-        queue_wait_ms = (
-            max(0.0, (started_wall - env.enqueued_at).total_seconds() * 1000) if d.attempt == 1 else None
-        )
+        queue_wait_ms = _queue_wait_ms(d.record, env) if d.attempt == 1 else None
         logger.append_keys(
             job_id=env.id, job_type=env.type, job_key=env.key, attempt=d.attempt, trace_id=trace.trace_id
         )
+        self._status(d, JobState.RUNNING, attempts=d.attempt, key=env.key)
         started = time.perf_counter()
+        ran = True
+        result: str | None = None
         try:
             with job_span(trace, env.type, env.id, d.attempt) as own:
                 ctx = JobContext(
@@ -315,26 +417,63 @@ class Consumer:
                     logger=logger,
                     _remaining=lambda: _remaining_seconds(context),
                 )
-                job(payload, ctx)
+                if self.idempotency is not None and job.idempotent:
+                    result, ran = self.idempotency.run(env.type, env.key, lambda: job(payload, ctx))
+                else:
+                    result = summarize(job(payload, ctx))
+        except AlreadyInProgress as exc:
+            delay = math.ceil(job.timeout)
+            log.info(
+                "job %s (%s) is running in another delivery; checking again in %ds", env.id, env.type, delay
+            )
+            self._change_visibility(d, delay)
+            self._emit(batch, d.outcome(Outcome.RETRIED, error=str(exc), delay=delay))
+            raise RecordRetry(str(exc)) from exc
         except Exception as exc:
-            self._failed(d, job, exc, (time.perf_counter() - started) * 1000, metrics)
+            self._failed(d, job, exc, (time.perf_counter() - started) * 1000, batch)
         else:
             elapsed_ms = (time.perf_counter() - started) * 1000
+            if not ran:
+                log.info(
+                    "job %s (%s) key %s already completed; duplicate delivery skipped",
+                    env.id,
+                    env.type,
+                    env.key,
+                )
+            self._status(d, JobState.SUCCEEDED, attempts=d.attempt, result=result)
             self._emit(
-                metrics, d.outcome(Outcome.SUCCEEDED, queue_wait_ms=queue_wait_ms, processing_ms=elapsed_ms)
+                batch,
+                d.outcome(
+                    Outcome.SUCCEEDED,
+                    queue_wait_ms=queue_wait_ms,
+                    processing_ms=elapsed_ms,
+                    duplicate=not ran,
+                ),
             )
         finally:
             logger.remove_keys(["job_id", "job_type", "job_key", "attempt", "trace_id"])
 
-    def _failed(
-        self, d: _Delivery, job: Job[Any], exc: Exception, elapsed_ms: float, metrics: BatchMetrics
-    ) -> None:
+    def _failed(self, d: _Delivery, job: Job[Any], exc: Exception, elapsed_ms: float, batch: _Batch) -> None:
         env = d.require_envelope()
         decision = classify(
             exc, attempt=d.attempt, policy=job.retry, permanent=job.permanent, transient=job.transient
         )
         error = describe(exc)
         max_attempts = job.retry.max_attempts
+        if (
+            decision.action is Action.RETRY
+            and batch.budget is not None
+            and not batch.budget.allow_retry(d.source)
+        ):
+            log.error(
+                "job %s (%s) failed and the retry budget of %s is spent: %s",
+                env.id,
+                env.type,
+                d.source,
+                error,
+            )
+            self._give_up(d, Reason.BUDGET, error, batch, processing_ms=elapsed_ms)
+            return
         if decision.action is Action.RETRY:
             delay = min(MAX_VISIBILITY_SECONDS, math.ceil(decision.delay))
             if decision.transient:
@@ -358,9 +497,8 @@ class Consumer:
                     exc_info=exc,
                 )
             self._change_visibility(d, delay)
-            self._emit(
-                metrics, d.outcome(Outcome.RETRIED, error=error, delay=delay, processing_ms=elapsed_ms)
-            )
+            self._status(d, JobState.RETRYING, attempts=d.attempt, error=error)
+            self._emit(batch, d.outcome(Outcome.RETRIED, error=error, delay=delay, processing_ms=elapsed_ms))
             raise RecordRetry(f"job {env.id} retries in {delay}s") from exc
         reason = decision.reason or Reason.EXHAUSTED
         log.error(
@@ -371,22 +509,33 @@ class Consumer:
             d.attempt,
             error,
         )
-        self._give_up(d, reason, error, metrics, processing_ms=elapsed_ms)
+        self._give_up(d, reason, error, batch, processing_ms=elapsed_ms)
 
     def _give_up(
         self,
         d: _Delivery,
         reason: Reason,
         error: str,
-        metrics: BatchMetrics,
+        batch: _Batch,
         processing_ms: float | None = None,
     ) -> None:
         """Dead-letter the record (then it is acknowledged) and report the outcome."""
         error = _safe_text(error)
         self._dead_letter(d, reason, error)
+        if d.envelope is not None:
+            self._status(d, JobState.DEAD, attempts=d.attempt, error=error, reason=reason.value)
         self._emit(
-            metrics, d.outcome(Outcome.DEAD_LETTERED, reason=reason, error=error, processing_ms=processing_ms)
+            batch, d.outcome(Outcome.DEAD_LETTERED, reason=reason, error=error, processing_ms=processing_ms)
         )
+
+    def _status(self, d: _Delivery, state: JobState, **fields: Any) -> None:
+        """Record the job's status; a failure to do so is logged, never fatal to the job."""
+        if self.state is None or d.envelope is None:
+            return
+        try:
+            self.state.set_status(d.envelope.id, state, job_type=d.envelope.type, **fields)
+        except Exception:
+            log.warning("recording status %s of job %s failed", state.value, d.envelope.id, exc_info=True)
 
     # -- SQS side effects ------------------------------------------------------------------------------
 
@@ -486,7 +635,8 @@ class Consumer:
             )
             raise RecordRetry(f"dead-lettering failed: {exc}") from exc
 
-    def _emit(self, metrics: BatchMetrics, outcome: RecordOutcome) -> None:
+    def _emit(self, batch: _Batch, outcome: RecordOutcome) -> None:
+        metrics = batch.metrics
         job_type = outcome.job_type or "-"
         priority = outcome.priority or "-"
         if outcome.outcome == Outcome.SUCCEEDED:
@@ -500,6 +650,18 @@ class Consumer:
                 listener(outcome)
             except Exception:
                 log.warning("consumer listener failed", exc_info=True)
+
+
+def _queue_wait_ms(record: dict[str, Any], env: Envelope) -> float:
+    """Milliseconds from the send onto this queue (``SentTimestamp``; a redrive is a new send) to now."""
+    now_ms = time.time() * 1000
+    attributes = record.get("attributes")
+    sent = attributes.get("SentTimestamp") if isinstance(attributes, dict) else None
+    try:
+        sent_ms = float(sent) if sent is not None else env.enqueued_at.timestamp() * 1000
+    except (TypeError, ValueError):
+        sent_ms = env.enqueued_at.timestamp() * 1000
+    return max(0.0, now_ms - sent_ms)
 
 
 def _remaining_seconds(context: Any) -> float:

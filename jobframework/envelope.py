@@ -62,6 +62,16 @@ class SagaRef(BaseModel):
     step: str
 
 
+class PayloadRef(BaseModel):
+    """Where an offloaded payload is: the object, its size in bytes and its SHA-256."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    bucket: str = Field(min_length=3, max_length=63)
+    key: str = Field(min_length=1, max_length=1024)
+    size: int = Field(ge=0)
+    sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
+
+
 class Envelope(BaseModel):
     """The message body. Unknown fields are kept (a newer producer may add some)."""
 
@@ -75,6 +85,9 @@ class Envelope(BaseModel):
     key: str = Field(min_length=1, max_length=1024)
     enqueued_at: datetime
     saga: SagaRef | None = None
+    payload_ref: PayloadRef | None = None
+    sig: str | None = Field(default=None, max_length=200)
+    """``<kid>:<mac>`` for messages sent by EventBridge Scheduler (which cannot set attributes)."""
 
     @classmethod
     def new(

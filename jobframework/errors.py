@@ -73,3 +73,15 @@ class EnqueueError(JobFrameworkError):
 
 class EndpointNotSupportedError(JobFrameworkError):
     """The AWS endpoint does not implement an operation (e.g. the embedded AWS and native redrive)."""
+
+
+class PayloadVersionError(JobFrameworkError, ValueError):
+    """A payload's schema version cannot be brought to the job's (dead-lettered with reason ``version``)."""
+
+
+class SignatureError(JobFrameworkError, ValueError):
+    """A message is unsigned, tampered with, or signed under an unknown key id (reason ``signature``)."""
+
+
+class PayloadStoreError(JobFrameworkError):
+    """An offloaded payload could not be stored or fetched (S3)."""

@@ -15,7 +15,7 @@ import inspect
 import logging
 import re
 import typing
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from enum import StrEnum
@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from jobframework.errors import ConfigurationError, DuplicateJobError, UnknownJobError
+from jobframework.errors import ConfigurationError, DuplicateJobError, PayloadVersionError, UnknownJobError
 from jobframework.retry import RetryPolicy, default_policy
 
 if TYPE_CHECKING:
@@ -132,6 +132,10 @@ class Job(Generic[P]):
         key: Callable[[P], str] | None,
         timeout: float,
         schedule: Schedule | None,
+        version: int = 1,
+        upgrade: Mapping[int, Callable[[dict[str, Any]], dict[str, Any]]] | None = None,
+        idempotent: bool = True,
+        dedup_window: float | None = None,
     ) -> None:
         self.name = name
         self.fn = fn
@@ -144,6 +148,10 @@ class Job(Generic[P]):
         self.key_fn = key
         self.timeout = timeout
         self.schedule = schedule
+        self.version = version
+        self.upgraders = dict(upgrade or {})
+        self.idempotent = idempotent
+        self.dedup_window = dedup_window
         self.__doc__ = fn.__doc__
         self.__wrapped__ = fn
 
@@ -163,6 +171,33 @@ class Job(Generic[P]):
         if isinstance(payload, BaseModel):
             payload = payload.model_dump(mode="json")
         return self.payload_model.model_validate(payload)
+
+    def upgrade(self, payload: dict[str, Any], from_version: int) -> dict[str, Any]:
+        """Bring a payload of an older schema version up to :attr:`version`, one step at a time.
+
+        Raises:
+            PayloadVersionError: the version is newer than this job knows, or no upgrade step exists.
+        """
+        if from_version > self.version:
+            raise PayloadVersionError(
+                f"{self.name} payload is version {from_version}, newer than this consumer's {self.version}: "
+                "deploy the new handler before producers send the new schema"
+            )
+        for step in range(from_version, self.version):
+            upgrader = self.upgraders.get(step)
+            if upgrader is None:
+                raise PayloadVersionError(
+                    f"{self.name} has no upgrade from payload version {step} to {step + 1}"
+                )
+            try:
+                payload = upgrader(payload)
+            except Exception as exc:
+                raise PayloadVersionError(f"{self.name} upgrade from version {step} failed: {exc!r}") from exc
+            if not isinstance(payload, dict):
+                raise PayloadVersionError(
+                    f"{self.name} upgrade from version {step} returned {type(payload).__name__}"
+                )
+        return payload
 
     def key_for(self, payload: P) -> str | None:
         """The deterministic key the job's ``key=`` function gives, or ``None``."""
@@ -286,6 +321,10 @@ def job(
     key: Callable[[Any], str] | None = None,
     timeout: float | timedelta = 60.0,
     schedule: Schedule | str | None = None,
+    version: int = 1,
+    upgrade: Mapping[int, Callable[[dict[str, Any]], dict[str, Any]]] | None = None,
+    idempotent: bool = True,
+    dedup_window: float | timedelta | None = None,
     registry: JobRegistry | None = None,
 ) -> Callable[[Callable[..., Any]], Job[Any]]:
     """Register a function as a job.
@@ -301,6 +340,13 @@ def job(
         timeout: seconds one attempt may take (at most 900, Lambda's limit). The consumer does not
             start a job when less time than this is left in the invocation.
         schedule: run on a schedule: a :class:`Schedule` or an expression such as ``rate(1 hour)``.
+        version: the payload schema version this job reads (and producers send).
+        upgrade: ``{n: fn}`` turning a version-``n`` payload dict into version ``n + 1``; the consumer
+            upgrades older payloads before validation, and dead-letters newer ones (reason ``version``).
+        idempotent: run at most once per key (Powertools idempotency on the state's idempotency
+            table); ``False`` opts out.
+        dedup_window: seconds during which a second enqueue with the same key sends nothing and
+            returns the first job's id (needs a key: ``key=`` here or at enqueue).
         registry: where to register (the default registry when ``None``).
 
     Raises:
@@ -329,6 +375,18 @@ def job(
             f"job {name}: timeout must be within (0, {LAMBDA_MAX_TIMEOUT:g}] seconds (Lambda's limit), "
             f"got {seconds:g}; run longer jobs with `jf worker`"
         )
+    if isinstance(version, bool) or not isinstance(version, int) or version < 1:
+        raise ConfigurationError(f"job {name}: version must be an int >= 1, got {version!r}")
+    steps = dict(upgrade or {})
+    for step, fn in steps.items():
+        if not isinstance(step, int) or not 1 <= step < version or not callable(fn):
+            raise ConfigurationError(
+                f"job {name}: upgrade= maps an older version n (1 <= n < {version}) to a function that "
+                f"turns a version-n payload dict into version n+1; got {step!r}: {fn!r}"
+            )
+    window = None if dedup_window is None else _duration(dedup_window, f"job {name}: dedup_window")
+    if window is not None and not 0 < window <= 7 * 24 * 3600:
+        raise ConfigurationError(f"job {name}: dedup_window must be within (0, 7 days], got {window:g}s")
     sched = Schedule(schedule) if isinstance(schedule, str) else schedule
     if sched is not None and not isinstance(sched, Schedule):
         raise ConfigurationError(f"job {name}: schedule= takes a Schedule or an expression string")
@@ -357,6 +415,10 @@ def job(
             key=key,
             timeout=seconds,
             schedule=sched,
+            version=version,
+            upgrade=steps,
+            idempotent=bool(idempotent),
+            dedup_window=window,
         )
         target.register(created)
         return created

@@ -65,8 +65,12 @@ def test_a_message_over_the_sqs_limit_is_refused_and_nothing_is_sent(rt):
     assert bodies(rt, "high") == []
 
 
-@pytest.mark.parametrize(("delay", "message"), [(-1, ">= 0"), (901, "15-minute limit"), ("soon", "seconds")])
+@pytest.mark.parametrize(
+    ("delay", "message"),
+    [(-1, ">= 0"), (366 * 24 * 3600, "one-year limit"), ("soon", "seconds"), (901, "JF_SCHEDULER_ROLE_ARN")],
+)
 def test_bad_delays_are_refused_with_what_to_do(rt, delay, message):
+    rt.client.config = rt.config.model_copy(update={"scheduler_role_arn": None})
     with pytest.raises(ConfigurationError, match=message):
         rt.client.enqueue("t.ok", {"name": "d"}, delay=delay)
 

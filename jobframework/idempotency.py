@@ -1,0 +1,99 @@
+"""Idempotent execution on Powertools' idempotency utility (DynamoDB persistence).
+
+Each job runs at most once per ``(type, key)``: the envelope's key, never the SQS
+messageId (which changes on redrive). The in-progress record expires with the
+Lambda's remaining time, so a job whose invocation was killed can run again; a
+job that raised leaves no record (Powertools deletes it), so its retry is not
+blocked; a duplicate delivery of a completed job is skipped and reported.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import logging
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from jobframework.state import summarize
+
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb import DynamoDBClient
+
+log = logging.getLogger(__name__)
+
+DEFAULT_EXPIRY_SECONDS = 24 * 3600
+"""How long a completed job's record keeps duplicates away (Powertools' default is one hour)."""
+
+_current: contextvars.ContextVar[Callable[[], Any]] = contextvars.ContextVar("jf_idempotent_call")
+_ran: contextvars.ContextVar[list[bool]] = contextvars.ContextVar("jf_idempotent_ran")
+
+
+class AlreadyInProgress(Exception):
+    """Another delivery of the same job is running now (retry it later)."""
+
+
+class IdempotentRunner:
+    """Runs callables at most once per key.
+
+    Args:
+        table: the idempotency table (partition key ``id``, TTL ``expiration``).
+        client: a boto3 DynamoDB client.
+        expires_after: seconds a completed record suppresses duplicates.
+    """
+
+    def __init__(
+        self, table: str, client: DynamoDBClient, expires_after: int = DEFAULT_EXPIRY_SECONDS
+    ) -> None:
+        from aws_lambda_powertools.utilities.idempotency import (
+            DynamoDBPersistenceLayer,
+            IdempotencyConfig,
+            idempotent_function,
+        )
+
+        self.table = table
+        self.persistence = DynamoDBPersistenceLayer(table_name=table, boto3_client=client)
+        self.config = IdempotencyConfig(
+            event_key_jmespath="key",
+            raise_on_no_idempotency_key=True,
+            expires_after_seconds=expires_after,
+        )
+
+        @idempotent_function(  # type: ignore[untyped-decorator]
+            data_keyword_argument="item",
+            persistence_store=self.persistence,
+            config=self.config,
+            key_prefix="jf",
+        )
+        def execute(item: dict[str, str]) -> dict[str, Any]:
+            _ran.get().append(True)
+            return {"result": summarize(_current.get()())}
+
+        self._execute = execute
+
+    def register_context(self, context: Any) -> None:
+        """Let in-progress records expire with this invocation's remaining time."""
+        if context is not None and hasattr(context, "get_remaining_time_in_millis"):
+            self.config.register_lambda_context(context)
+
+    def run(self, job_type: str, key: str, fn: Callable[[], Any]) -> tuple[str | None, bool]:
+        """Run ``fn`` unless ``(job_type, key)`` already completed.
+
+        Returns ``(result summary, ran)``; ``ran`` is ``False`` for a skipped duplicate.
+
+        Raises:
+            AlreadyInProgress: another delivery holds the key right now.
+            Exception: whatever ``fn`` raised (no record is left behind).
+        """
+        from aws_lambda_powertools.utilities.idempotency.exceptions import IdempotencyAlreadyInProgressError
+
+        ran: list[bool] = []
+        token_fn, token_ran = _current.set(fn), _ran.set(ran)
+        try:
+            response = self._execute(item={"key": f"{job_type}:{key}"})
+        except IdempotencyAlreadyInProgressError as exc:
+            raise AlreadyInProgress(f"{job_type} {key} is being processed by another delivery") from exc
+        finally:
+            _current.reset(token_fn)
+            _ran.reset(token_ran)
+        result = response.get("result") if isinstance(response, dict) else None
+        return result, bool(ran)

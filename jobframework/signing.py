@@ -1,0 +1,137 @@
+"""Message signing: HMAC-SHA256 over a job's content, under a key id, with rotation.
+
+The producer signs; the consumer rejects an unsigned message, a tampered one, or
+one signed under a key id it does not hold, to the DLQ with reason ``signature``,
+before anything runs. The MAC covers what runs — ``type``, ``payload`` (or the
+offloaded payload's pointer and checksum), ``payload_version`` and ``saga`` — not
+per-delivery fields. It travels in the ``jf-sig`` and ``jf-kid`` attributes, or,
+for messages that EventBridge Scheduler sends (which cannot carry attributes), in
+the envelope's ``sig`` field as ``<kid>:<mac>``.
+
+Keys are a JSON document ``{"current": "k2", "keys": {"k1": "<secret>", "k2": "<secret>"}}``
+kept in an SSM SecureString (``ssm:/jf/prod/signing-keys``) or a Secrets Manager
+secret (``secretsmanager:jf/prod/signing-keys``), read once and cached for five
+minutes. Rotation: add the new key, make it ``current``, and drop the old one once
+no message signed under it can still be in flight (the DLQ retention).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import threading
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from jobframework.errors import ConfigurationError, SignatureError
+
+if TYPE_CHECKING:
+    import boto3
+
+    from jobframework.envelope import Envelope
+
+ATTR_SIG = "jf-sig"
+ATTR_KID = "jf-kid"
+CACHE_SECONDS = 300.0
+
+
+def canonical(envelope: Envelope) -> bytes:
+    """The bytes the MAC covers: the job's content, canonical JSON."""
+    content: dict[str, Any] = {
+        "type": envelope.type,
+        "payload": envelope.payload,
+        "payload_version": envelope.payload_version,
+        "saga": envelope.saga.model_dump() if envelope.saga else None,
+        "payload_ref": envelope.payload_ref.model_dump() if envelope.payload_ref else None,
+    }
+    return json.dumps(content, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+@dataclass(frozen=True, slots=True)
+class KeyRing:
+    """The signing keys: ``current`` signs, every key in ``keys`` verifies."""
+
+    current: str
+    keys: dict[str, bytes]
+
+    @classmethod
+    def from_json(cls, text: str) -> KeyRing:
+        try:
+            doc = json.loads(text)
+            keys = {str(k): str(v).encode() for k, v in doc["keys"].items()}
+            current = str(doc["current"])
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            raise ConfigurationError(
+                'signing keys must be JSON {"current": "<kid>", "keys": {"<kid>": "<secret>", ...}}'
+            ) from exc
+        if current not in keys:
+            raise ConfigurationError(f"signing key id {current!r} is current but not among the keys")
+        if any(len(v) < 16 for v in keys.values()):
+            raise ConfigurationError("every signing key must be at least 16 characters long")
+        return cls(current, keys)
+
+    def sign(self, envelope: Envelope) -> tuple[str, str]:
+        """``(kid, hex MAC)`` under the current key."""
+        return self.current, hmac.new(
+            self.keys[self.current], canonical(envelope), hashlib.sha256
+        ).hexdigest()
+
+    def verify(self, envelope: Envelope, kid: str | None, mac: str | None) -> None:
+        """Raises :class:`SignatureError` unless ``mac`` is the MAC of ``envelope`` under ``kid``."""
+        if not kid or not mac:
+            raise SignatureError("the message is not signed")
+        key = self.keys.get(kid)
+        if key is None:
+            raise SignatureError(f"unknown signing key id {kid[:64]!r}")
+        expected = hmac.new(key, canonical(envelope), hashlib.sha256).hexdigest()
+        if not hmac.compare_digest(expected, mac):
+            raise SignatureError("the signature does not match the message (tampered or wrong key)")
+
+
+class KeySource:
+    """Reads the key ring from SSM or Secrets Manager and caches it for ``ttl`` seconds.
+
+    Args:
+        source: ``ssm:<parameter name>`` or ``secretsmanager:<secret id>``.
+        session: the boto3 session to read with.
+        endpoint_url: an endpoint to use instead of AWS's (the embedded AWS).
+    """
+
+    def __init__(
+        self,
+        source: str,
+        session: boto3.Session | None = None,
+        endpoint_url: str | None = None,
+        ttl: float = CACHE_SECONDS,
+    ) -> None:
+        kind, _, name = source.partition(":")
+        if kind not in ("ssm", "secretsmanager") or not name:
+            raise ConfigurationError(
+                f"signing keys source {source!r} must be 'ssm:<parameter>' or 'secretsmanager:<secret id>'"
+            )
+        self.kind, self.name = kind, name
+        self._session = session
+        self._endpoint = endpoint_url
+        self.ttl = ttl
+        self._ring: KeyRing | None = None
+        self._read_at = 0.0
+        self._lock = threading.Lock()
+
+    def ring(self) -> KeyRing:
+        with self._lock:
+            if self._ring is None or time.monotonic() - self._read_at > self.ttl:
+                self._ring = KeyRing.from_json(self._read())
+                self._read_at = time.monotonic()
+            return self._ring
+
+    def _read(self) -> str:
+        import boto3
+
+        session = self._session or boto3.Session()
+        if self.kind == "ssm":
+            ssm = session.client("ssm", endpoint_url=self._endpoint)
+            return ssm.get_parameter(Name=self.name, WithDecryption=True)["Parameter"]["Value"]
+        secrets = session.client("secretsmanager", endpoint_url=self._endpoint)
+        return str(secrets.get_secret_value(SecretId=self.name)["SecretString"])

@@ -1,0 +1,270 @@
+"""The framework's state table: job status, enqueue dedup markers, retry-budget counters.
+
+One DynamoDB table (``pk``, ``sk``, TTL attribute ``expires_at``), reached with the
+low-level client so that Lambda loads nothing heavy. Items:
+
+| item | pk | sk |
+|---|---|---|
+| job status | ``job#<id>`` | ``status`` |
+| dedup marker | ``dedup#<key>`` | ``marker`` |
+| retry-budget counter | ``budget#<queue>`` | ``<minute bucket>`` |
+| saga record | ``saga#<id>`` | ``saga`` |
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from datetime import UTC, datetime
+from enum import StrEnum
+from typing import TYPE_CHECKING, Any
+
+from pydantic import BaseModel
+
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb import DynamoDBClient
+
+STATUS_TTL_SECONDS = 7 * 24 * 3600
+MAX_RESULT_CHARS = 1000
+
+
+class JobState(StrEnum):
+    QUEUED = "queued"
+    SCHEDULED = "scheduled"
+    RUNNING = "running"
+    RETRYING = "retrying"
+    SUCCEEDED = "succeeded"
+    DEAD = "dead"
+
+
+class JobStatus(BaseModel):
+    """What is known of one job (``client.status(job_id)``, ``jf status ID``, ``GET /jobs/{id}``)."""
+
+    id: str
+    type: str | None = None
+    status: JobState
+    attempts: int = 0
+    key: str | None = None
+    enqueued_at: str | None = None
+    started_at: str | None = None
+    finished_at: str | None = None
+    updated_at: str | None = None
+    error: str | None = None
+    reason: str | None = None
+    result: Any = None
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="milliseconds")
+
+
+def summarize(result: Any) -> str | None:
+    """A JSON summary of a job's return value, at most 1000 characters (``None`` for ``None``)."""
+    if result is None:
+        return None
+    from pydantic_core import to_jsonable_python
+
+    try:
+        text = json.dumps(to_jsonable_python(result), separators=(",", ":"))
+    except Exception:
+        text = json.dumps(repr(result))
+    return text if len(text) <= MAX_RESULT_CHARS else json.dumps(text[: MAX_RESULT_CHARS - 20] + "...")
+
+
+class StateStore:
+    """Reads and writes the state table.
+
+    Args:
+        table: the table's name.
+        client: a boto3 DynamoDB client.
+    """
+
+    def __init__(self, table: str, client: DynamoDBClient) -> None:
+        self.table = table
+        self.client = client
+
+    # -- job status ------------------------------------------------------------------------------------
+
+    def set_status(
+        self,
+        job_id: str,
+        state: JobState,
+        *,
+        job_type: str | None = None,
+        attempts: int | None = None,
+        key: str | None = None,
+        enqueued_at: str | None = None,
+        error: str | None = None,
+        reason: str | None = None,
+        result: str | None = None,
+        ttl: int = STATUS_TTL_SECONDS,
+    ) -> None:
+        """Record a job's state; later fields overwrite earlier ones, ``started_at`` is set once."""
+        now = _now()
+        values: dict[str, Any] = {
+            ":status": {"S": state.value},
+            ":now": {"S": now},
+            ":exp": {"N": str(int(time.time()) + ttl)},
+        }
+        sets = ["#status = :status", "updated_at = :now", "expires_at = :exp"]
+        for name, value in (
+            ("job_type", job_type),
+            ("job_key", key),
+            ("enqueued_at", enqueued_at),
+            ("error", error),
+            ("reason", reason),
+            ("job_result", result),
+        ):
+            if value is not None:
+                values[f":{name}"] = {"S": value}
+                sets.append(f"{name} = :{name}")
+        if attempts is not None:
+            values[":attempts"] = {"N": str(attempts)}
+            sets.append("attempts = :attempts")
+        if state is JobState.RUNNING:
+            sets.append("started_at = if_not_exists(started_at, :now)")
+        if state in (JobState.SUCCEEDED, JobState.DEAD):
+            sets.append("finished_at = :now")
+        if state is JobState.SUCCEEDED:
+            sets.append("error = :none")
+            values[":none"] = {"NULL": True}
+        self.client.update_item(
+            TableName=self.table,
+            Key={"pk": {"S": f"job#{job_id}"}, "sk": {"S": "status"}},
+            UpdateExpression="SET " + ", ".join(sets),
+            ExpressionAttributeNames={"#status": "status"},
+            ExpressionAttributeValues=values,
+        )
+
+    def get_status(self, job_id: str) -> JobStatus | None:
+        item = self.client.get_item(
+            TableName=self.table,
+            Key={"pk": {"S": f"job#{job_id}"}, "sk": {"S": "status"}},
+            ConsistentRead=True,
+        ).get("Item")
+        if not item:
+            return None
+        plain = {k: _plain(v) for k, v in item.items()}
+        result = plain.get("job_result")
+        return JobStatus(
+            id=job_id,
+            type=plain.get("job_type"),
+            status=JobState(plain["status"]),
+            attempts=int(plain.get("attempts") or 0),
+            key=plain.get("job_key"),
+            enqueued_at=plain.get("enqueued_at"),
+            started_at=plain.get("started_at"),
+            finished_at=plain.get("finished_at"),
+            updated_at=plain.get("updated_at"),
+            error=plain.get("error"),
+            reason=plain.get("reason"),
+            result=json.loads(result) if isinstance(result, str) else None,
+        )
+
+    # -- enqueue dedup ----------------------------------------------------------------------------------
+
+    def claim_key(self, key: str, job_id: str, window: float, lease: float = 30.0) -> str | None:
+        """Claim ``key`` for ``job_id`` for ``window`` seconds.
+
+        Returns ``None`` when the claim is ours, else the id of the job that holds the key. A claim
+        whose send never completed (``pending`` past its lease) is taken over.
+        """
+        from botocore.exceptions import ClientError
+
+        now = time.time()
+        try:
+            self.client.put_item(
+                TableName=self.table,
+                Item={
+                    "pk": {"S": f"dedup#{key}"},
+                    "sk": {"S": "marker"},
+                    "job_id": {"S": job_id},
+                    "state": {"S": "pending"},
+                    "lease_until": {"N": f"{now + lease:.3f}"},
+                    "expires_at": {"N": f"{now + window:.3f}"},
+                },
+                ConditionExpression=(
+                    "attribute_not_exists(pk) OR expires_at < :now"
+                    " OR (#state = :pending AND lease_until < :now)"
+                ),
+                ExpressionAttributeNames={"#state": "state"},
+                ExpressionAttributeValues={":now": {"N": f"{now:.3f}"}, ":pending": {"S": "pending"}},
+            )
+            return None
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") != "ConditionalCheckFailedException":
+                raise
+        item = self.client.get_item(
+            TableName=self.table,
+            Key={"pk": {"S": f"dedup#{key}"}, "sk": {"S": "marker"}},
+            ConsistentRead=True,
+        ).get("Item", {})
+        return str(item.get("job_id", {}).get("S", "")) or None
+
+    def confirm_key(self, key: str, job_id: str) -> None:
+        """Mark the claim as sent (no longer taken over when its lease passes)."""
+        self.client.update_item(
+            TableName=self.table,
+            Key={"pk": {"S": f"dedup#{key}"}, "sk": {"S": "marker"}},
+            UpdateExpression="SET #state = :sent",
+            ConditionExpression="job_id = :id",
+            ExpressionAttributeNames={"#state": "state"},
+            ExpressionAttributeValues={":sent": {"S": "sent"}, ":id": {"S": job_id}},
+        )
+
+    def release_key(self, key: str, job_id: str) -> None:
+        """Drop our claim (the send failed), so that a retry of the enqueue is not blocked."""
+        from botocore.exceptions import ClientError
+
+        try:
+            self.client.delete_item(
+                TableName=self.table,
+                Key={"pk": {"S": f"dedup#{key}"}, "sk": {"S": "marker"}},
+                ConditionExpression="job_id = :id",
+                ExpressionAttributeValues={":id": {"S": job_id}},
+            )
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") != "ConditionalCheckFailedException":
+                raise
+
+    # -- retry budget -----------------------------------------------------------------------------------
+
+    def budget_window(self, queue: str, since_bucket: int) -> tuple[int, int]:
+        """First attempts and retries of ``queue`` counted in buckets ``>= since_bucket``."""
+        response = self.client.query(
+            TableName=self.table,
+            KeyConditionExpression="pk = :pk AND sk >= :since",
+            ExpressionAttributeValues={
+                ":pk": {"S": f"budget#{queue}"},
+                ":since": {"S": f"{since_bucket:012d}"},
+            },
+            ConsistentRead=True,
+        )
+        first = retries = 0
+        for item in response.get("Items", []):
+            first += int(item.get("first_attempts", {}).get("N", "0"))
+            retries += int(item.get("retries", {}).get("N", "0"))
+        return first, retries
+
+    def budget_add(self, queue: str, bucket: int, first_attempts: int, retries: int, ttl: int) -> None:
+        """Add this batch's counts to the current bucket (one write per batch)."""
+        self.client.update_item(
+            TableName=self.table,
+            Key={"pk": {"S": f"budget#{queue}"}, "sk": {"S": f"{bucket:012d}"}},
+            UpdateExpression="ADD first_attempts :f, retries :r SET expires_at = :exp",
+            ExpressionAttributeValues={
+                ":f": {"N": str(first_attempts)},
+                ":r": {"N": str(retries)},
+                ":exp": {"N": str(int(time.time()) + ttl)},
+            },
+        )
+
+
+def _plain(value: Any) -> Any:
+    if "S" in value:
+        return value["S"]
+    if "N" in value:
+        return value["N"]
+    if "BOOL" in value:
+        return value["BOOL"]
+    return None
