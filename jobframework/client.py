@@ -29,7 +29,7 @@ from jobframework.errors import (
     PayloadValidationError,
     UnknownJobError,
 )
-from jobframework.jobs import Job, JobRegistry, Priority, parse_priority
+from jobframework.jobs import Job, JobRegistry, Priority, lane_name, parse_priority
 from jobframework.jobs import registry as default_registry
 from jobframework.retry import compute_backoff
 from jobframework.signing import ATTR_KID, ATTR_SIG
@@ -281,7 +281,7 @@ class JobClient:
         return _Prepared(
             envelope=env,
             priority=priority,
-            queue_url=self.config.endpoints(priority).url,
+            queue_url=self.config.endpoints(lane_name(priority, job.profile)).url,
             body=env.to_body(),
             attributes=attributes,
             delay=delay,

@@ -59,6 +59,11 @@ OPTIONAL_SETTINGS: dict[str, str] = {
 """Each optional setting of :class:`RuntimeConfig` and the environment variable that carries it."""
 
 
+def _env_name(template: str, lane: str) -> str:
+    """``JF_QUEUE_URL_{}`` and ``high-cpu`` -> ``JF_QUEUE_URL_HIGH_CPU``."""
+    return template.format(lane.upper().replace("-", "_"))
+
+
 class RuntimeConfig(BaseModel):
     """What the client, consumer and CLI need at run time: where the queues and tables are.
 
@@ -68,7 +73,8 @@ class RuntimeConfig(BaseModel):
 
     model_config = ConfigDict(frozen=True)
 
-    queues: dict[Priority, QueueEndpoints]
+    queues: dict[str, QueueEndpoints]
+    """Endpoints by lane: a priority (``high``), or a priority and worker profile (``high-cpu``)."""
     state_table: str | None = None
     """Job status, dedup markers, retry-budget counters, sagas (off when unset)."""
     idempotency_table: str | None = None
@@ -91,27 +97,36 @@ class RuntimeConfig(BaseModel):
     def _budget_off(cls, value: object) -> object:
         return None if isinstance(value, str) and value.strip().lower() in ("off", "none", "") else value
 
-    def endpoints(self, priority: Priority | str) -> QueueEndpoints:
-        prio = Priority(priority)
+    @field_validator("queues", mode="before")
+    @classmethod
+    def _lane_keys(cls, value: object) -> object:
+        if isinstance(value, dict):
+            return {str(getattr(k, "value", k)): v for k, v in value.items()}
+        return value
+
+    def endpoints(self, lane: Priority | str) -> QueueEndpoints:
+        """The queue and DLQ of a lane (a priority, or ``<priority>-<profile>``)."""
+        name = str(getattr(lane, "value", lane))
         try:
-            return self.queues[prio]
+            return self.queues[name]
         except KeyError:
+            known = ", ".join(self.queues) or "none"
             raise ConfigurationError(
-                f"no {prio.value} queue is configured; set {ENV_QUEUE_URL.format(prio.value.upper())}"
+                f"no {name} queue is configured (known: {known}); set {_env_name(ENV_QUEUE_URL, name)}"
             ) from None
 
-    def by_queue_name(self, name: str) -> tuple[Priority, QueueEndpoints] | None:
-        """The priority and endpoints of the queue (or DLQ) called ``name``."""
-        for prio, ep in self.queues.items():
+    def by_queue_name(self, name: str) -> tuple[str, QueueEndpoints] | None:
+        """The lane and endpoints of the queue (or DLQ) called ``name``."""
+        for lane, ep in self.queues.items():
             if name in (ep.name, ep.dlq_name):
-                return prio, ep
+                return lane, ep
         return None
 
     def to_env(self) -> dict[str, str]:
         env = {}
-        for prio, ep in self.queues.items():
-            env[ENV_QUEUE_URL.format(prio.value.upper())] = ep.url
-            env[ENV_DLQ_URL.format(prio.value.upper())] = ep.dlq_url
+        for lane, ep in self.queues.items():
+            env[_env_name(ENV_QUEUE_URL, lane)] = ep.url
+            env[_env_name(ENV_DLQ_URL, lane)] = ep.dlq_url
         for field, name in OPTIONAL_SETTINGS.items():
             value = getattr(self, field)
             if field == "retry_budget" and value is None:
@@ -132,11 +147,13 @@ class RuntimeConfig(BaseModel):
         """
         env = os.environ if environ is None else environ
         queues = {}
-        for prio in Priority:
-            url = env.get(ENV_QUEUE_URL.format(prio.value.upper()))
-            dlq = env.get(ENV_DLQ_URL.format(prio.value.upper()))
-            if url and dlq:
-                queues[prio] = QueueEndpoints(url=url, dlq_url=dlq)
+        prefix = ENV_QUEUE_URL.format("")
+        for name, url in env.items():
+            if name.startswith(prefix) and url:
+                lane = name[len(prefix) :].lower().replace("_", "-")
+                dlq = env.get(_env_name(ENV_DLQ_URL, lane))
+                if dlq:
+                    queues[lane] = QueueEndpoints(url=url, dlq_url=dlq)
         endpoint = env.get(ENV_ENDPOINT_URL) or None
         region = env.get(ENV_REGION) or None
         settings = {field: env[name] for field, name in OPTIONAL_SETTINGS.items() if env.get(name)}

@@ -39,7 +39,7 @@ from jobframework.config import ENV_JOBS, RuntimeConfig
 from jobframework.envelope import Envelope, parse_body
 from jobframework.errors import MalformedMessageError, PayloadVersionError, SignatureError
 from jobframework.idempotency import AlreadyInProgress
-from jobframework.jobs import Job, JobContext, JobRegistry, Priority
+from jobframework.jobs import Job, JobContext, JobRegistry, Priority, lane_priority
 from jobframework.jobs import registry as default_registry
 from jobframework.retry import MAX_VISIBILITY_SECONDS, Action, Reason, classify
 from jobframework.state import JobState, StateStore, summarize
@@ -441,6 +441,8 @@ class Consumer:
                     env.key,
                 )
             self._status(d, JobState.SUCCEEDED, attempts=d.attempt, result=result)
+            if env.saga is not None:
+                self._saga_hook(d, "completed", result=result)
             self._emit(
                 batch,
                 d.outcome(
@@ -521,12 +523,32 @@ class Consumer:
     ) -> None:
         """Dead-letter the record (then it is acknowledged) and report the outcome."""
         error = _safe_text(error)
+        if d.envelope is not None and d.envelope.saga is not None:
+            # Before the dead letter: if the saga cannot be told now, the record is retried, not doubled.
+            self._saga_hook(d, "failed", reason=reason.value, error=error)
         self._dead_letter(d, reason, error)
         if d.envelope is not None:
             self._status(d, JobState.DEAD, attempts=d.attempt, error=error, reason=reason.value)
         self._emit(
             batch, d.outcome(Outcome.DEAD_LETTERED, reason=reason, error=error, processing_ms=processing_ms)
         )
+
+    def _saga_hook(self, d: _Delivery, event: str, **details: Any) -> None:
+        """Tell the saga its step completed (``result``: JSON summary) or failed for good.
+
+        The job's effect is already done (and recorded by idempotency), so if the saga cannot be
+        advanced now the record is retried: the job is then skipped as a duplicate and the saga
+        advanced again, which its conditional writes make happen once.
+        """
+        from jobframework import saga
+
+        env = d.require_envelope()
+        try:
+            saga.on_step_event(self, env, event, **details)
+        except Exception as exc:
+            log.error("advancing saga %s after step %s failed; retrying", env.saga, env.id, exc_info=True)
+            self._change_visibility(d, 1)
+            raise RecordRetry(f"saga {env.saga} not advanced: {exc}") from exc
 
     def _status(self, d: _Delivery, state: JobState, **fields: Any) -> None:
         """Record the job's status; a failure to do so is logged, never fatal to the job."""
@@ -542,7 +564,7 @@ class Consumer:
     def _priority_of(self, queue_name: str) -> str | None:
         config = self._config if self._config is not None else _try_env_config()
         found = config.by_queue_name(queue_name) if config else None
-        return found[0].value if found else None
+        return lane_priority(found[0]).value if found else None
 
     def queue_url(self, queue_name: str) -> str:
         """The URL of a source queue named in a record's ARN (from the config, else GetQueueUrl)."""

@@ -32,7 +32,7 @@ from typing import IO, TYPE_CHECKING, Any
 from jobframework import envelope as wire
 from jobframework.consumer import KEPT_ATTRIBUTES, arn_queue_name
 from jobframework.errors import EndpointNotSupportedError, JobFrameworkError
-from jobframework.jobs import Priority
+from jobframework.jobs import Priority, lane_sort_key
 from jobframework.topology import RuntimeConfig
 
 if TYPE_CHECKING:
@@ -312,19 +312,19 @@ class DeadLetters:
         says how many; with fewer than the depth it is a lower bound).
         """
         result = []
-        for prio, ep in sorted(self.config.queues.items(), key=lambda kv: list(Priority).index(kv[0])):
+        for lane, ep in sorted(self.config.queues.items(), key=lambda kv: lane_sort_key(kv[0])):
             attrs = self.sqs.get_queue_attributes(
                 QueueUrl=ep.dlq_url,
                 AttributeNames=["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"],
             )["Attributes"]
             depth = int(attrs.get("ApproximateNumberOfMessages", 0))
             oldest: float | None = None
-            letters = self.peek(prio, limit=sample) if depth and sample else []
+            letters = self.peek(lane, limit=sample) if depth and sample else []
             ages = [a for a in (d.age() for d in letters) if a is not None]
             oldest = max(ages) if ages else None
             result.append(
                 DlqDepth(
-                    priority=prio.value,
+                    priority=lane,
                     name=ep.dlq_name,
                     url=ep.dlq_url,
                     depth=depth,
@@ -373,7 +373,7 @@ class DeadLetters:
 
     # -- redrive ---------------------------------------------------------------------------------------
 
-    def _source_url(self, priority: Priority, letter: DeadLetter, default: str) -> str:
+    def _source_url(self, priority: Priority | str, letter: DeadLetter, default: str) -> str:
         if letter.source and letter.source != "-":
             found = self.config.by_queue_name(letter.source)
             if found and found[1].name == letter.source:
@@ -388,8 +388,7 @@ class DeadLetters:
 
     def default_source(self, priority: Priority | str) -> str:
         """The DLQ's source queue: the one its redrive allow policy names, else the topology's."""
-        prio = Priority(priority)
-        ep = self.config.endpoints(prio)
+        ep = self.config.endpoints(priority)
         try:
             attrs = self.sqs.get_queue_attributes(QueueUrl=ep.dlq_url, AttributeNames=["RedriveAllowPolicy"])
             policy = json.loads(attrs.get("Attributes", {}).get("RedriveAllowPolicy", "{}"))
@@ -428,10 +427,10 @@ class DeadLetters:
         Raises:
             DeadLetterError: the DLQ cannot be read (messages already moved stay moved; nothing is lost).
         """
-        prio = Priority(priority)
-        url = self.dlq_url(prio)
-        default = self.default_source(prio)
-        result = RedriveResult(priority=prio.value, dry_run=dry_run)
+        lane = str(getattr(priority, "value", priority))
+        url = self.dlq_url(lane)
+        default = self.default_source(lane)
+        result = RedriveResult(priority=lane, dry_run=dry_run)
         # Every message read and not yet deleted: made visible again at the end, whatever happens.
         outstanding: dict[str, dict[str, Any]] = {}
         started = time.monotonic()
@@ -455,7 +454,7 @@ class DeadLetters:
                     if progress:
                         progress(len(chosen))
                 else:
-                    moved = self._move(prio, url, chosen, default, result, outstanding)
+                    moved = self._move(lane, url, chosen, default, result, outstanding)
                     if progress and moved:
                         progress(moved)
                 if rate:
@@ -466,14 +465,14 @@ class DeadLetters:
                 if limit is not None and result.matched >= limit:
                     break
         except Exception as exc:
-            raise DeadLetterError(f"redrive of the {prio.value} DLQ stopped: {exc}") from exc
+            raise DeadLetterError(f"redrive of the {lane} DLQ stopped: {exc}") from exc
         finally:
             self._release(url, list(outstanding.values()))
         return result
 
     def _move(  # noqa: PLR0917
         self,
-        prio: Priority,
+        prio: Priority | str,
         dlq_url: str,
         chosen: list[tuple[dict[str, Any], DeadLetter]],
         default: str,

@@ -45,6 +45,33 @@ class Priority(StrEnum):
     LOW = "low"
 
 
+class Profile(StrEnum):
+    """What a job mostly waits for: I/O (many concurrent, modest memory) or CPU (more memory each)."""
+
+    IO = "io"
+    CPU = "cpu"
+
+
+def lane_name(priority: Priority, profile: Profile | None) -> str:
+    """The queue a job goes to: its priority, or ``<priority>-<profile>`` for a worker profile.
+
+    Example:
+        >>> lane_name(Priority.HIGH, None), lane_name(Priority.LOW, Profile.CPU)
+        ('high', 'low-cpu')
+    """
+    return priority.value if profile is None else f"{priority.value}-{profile.value}"
+
+
+def lane_priority(lane: str) -> Priority:
+    """The priority of a lane (``high-cpu`` -> ``high``)."""
+    return parse_priority(str(getattr(lane, "value", lane)).split("-", 1)[0])
+
+
+def lane_sort_key(lane: str) -> tuple[int, str]:
+    """Lanes from most to least urgent, plain before profiled."""
+    return (list(Priority).index(lane_priority(lane)), str(lane))
+
+
 def parse_priority(value: Priority | str) -> Priority:
     """``Priority`` from its name; a clear ``ConfigurationError`` otherwise."""
     try:
@@ -74,6 +101,42 @@ class Schedule:
                 f"schedule {self.expression!r} is not an EventBridge expression; "
                 "use 'rate(N minutes|hours|days)' or 'cron(min hour day month weekday year)'"
             )
+
+
+@dataclass(frozen=True, slots=True)
+class BatchOptions:
+    """Run many payloads of one type in one call (e.g. one SMTP connection for 500 emails).
+
+    Args:
+        max_size: at most this many records per call (the event source mapping's batch size, up to
+            10,000; over 10 needs a batching window of at least 1 s, which is then applied).
+        max_wait: seconds to gather a batch before the call (the batching window, up to 300).
+    """
+
+    max_size: int = 100
+    max_wait: float = 1.0
+
+    def __post_init__(self) -> None:
+        if (
+            isinstance(self.max_size, bool)
+            or not isinstance(self.max_size, int)
+            or not 1 <= self.max_size <= 10_000
+        ):
+            raise ConfigurationError(
+                f"BatchOptions max_size must be an int within 1..10000, got {self.max_size!r}"
+            )
+        if not 0 <= self.max_wait <= 300:
+            raise ConfigurationError(
+                f"BatchOptions max_wait must be within 0..300 seconds, got {self.max_wait!r}"
+            )
+
+
+class WhenBacklogged(StrEnum):
+    """What a scheduled run does when its queue is backlogged."""
+
+    RUN = "run"
+    SKIP = "skip"
+    DEFER = "defer"
 
 
 @dataclass(slots=True)
@@ -136,6 +199,11 @@ class Job(Generic[P]):
         upgrade: Mapping[int, Callable[[dict[str, Any]], dict[str, Any]]] | None = None,
         idempotent: bool = True,
         dedup_window: float | None = None,
+        batch: BatchOptions | None = None,
+        profile: Profile | None = None,
+        when_backlogged: WhenBacklogged = WhenBacklogged.RUN,
+        backlog_depth: int = 1000,
+        backlog_age: float | None = None,
     ) -> None:
         self.name = name
         self.fn = fn
@@ -152,11 +220,21 @@ class Job(Generic[P]):
         self.upgraders = dict(upgrade or {})
         self.idempotent = idempotent
         self.dedup_window = dedup_window
+        self.batch = batch
+        self.profile = profile
+        self.when_backlogged = when_backlogged
+        self.backlog_depth = backlog_depth
+        self.backlog_age = backlog_age
         self.__doc__ = fn.__doc__
         self.__wrapped__ = fn
 
     def __repr__(self) -> str:
         return f"<Job {self.name} priority={self.priority.value} max_attempts={self.retry.max_attempts}>"
+
+    @property
+    def lane(self) -> str:
+        """The queue this job goes to: its priority, or ``<priority>-<profile>``."""
+        return lane_name(self.priority, self.profile)
 
     def __call__(self, payload: P, ctx: JobContext | None = None) -> Any:
         """Call the function directly (no queue): ``ctx`` is required if the job takes one."""
@@ -272,7 +350,7 @@ registry = JobRegistry()
 """The default registry that :func:`job` registers into."""
 
 
-def _payload_model(fn: Callable[..., Any], name: str) -> tuple[type[BaseModel], bool]:
+def _payload_model(fn: Callable[..., Any], name: str, batched: bool = False) -> tuple[type[BaseModel], bool]:
     params = list(inspect.signature(fn).parameters.values())
     if not params or params[0].kind not in (params[0].POSITIONAL_ONLY, params[0].POSITIONAL_OR_KEYWORD):
         raise ConfigurationError(
@@ -286,6 +364,14 @@ def _payload_model(fn: Callable[..., Any], name: str) -> tuple[type[BaseModel], 
             f"job {name}: cannot resolve the type hints of {fn.__qualname__}: {exc}"
         ) from exc
     model = hints.get(params[0].name)
+    if batched:
+        args = typing.get_args(model)
+        if typing.get_origin(model) is not list or len(args) != 1:
+            raise ConfigurationError(
+                f"job {name}: a batched job takes a list of payloads: annotate {params[0].name!r} as "
+                "list[MyModel] (def send(emails: list[Email], ctx: JobContext) -> list[...])"
+            )
+        model = args[0]
     if not (inspect.isclass(model) and issubclass(model, BaseModel)):
         raise ConfigurationError(
             f"job {name}: annotate the first parameter {params[0].name!r} with a pydantic BaseModel "
@@ -325,6 +411,11 @@ def job(
     upgrade: Mapping[int, Callable[[dict[str, Any]], dict[str, Any]]] | None = None,
     idempotent: bool = True,
     dedup_window: float | timedelta | None = None,
+    batch: BatchOptions | None = None,
+    profile: Profile | str | None = None,
+    when_backlogged: WhenBacklogged | str = WhenBacklogged.RUN,
+    backlog_depth: int = 1000,
+    backlog_age: float | timedelta | None = None,
     registry: JobRegistry | None = None,
 ) -> Callable[[Callable[..., Any]], Job[Any]]:
     """Register a function as a job.
@@ -347,6 +438,14 @@ def job(
             table); ``False`` opts out.
         dedup_window: seconds during which a second enqueue with the same key sends nothing and
             returns the first job's id (needs a key: ``key=`` here or at enqueue).
+        batch: :class:`BatchOptions`: the function takes ``list[Model]`` and returns one outcome per
+            item (a value, or an exception instance for an item that failed), or ``None`` when all
+            succeeded; each item is then retried or dead-lettered on its own.
+        profile: ``io`` or ``cpu``: run on functions (and ``jf worker`` pools) shaped for that work;
+            such jobs get a queue of their own per priority (``high-cpu``).
+        when_backlogged: for scheduled jobs, what a run does when its queue's backlog is over
+            ``backlog_depth`` messages (or its oldest is ``backlog_age`` seconds old): ``run``,
+            ``skip`` (dropped, counted), or ``defer`` (put back until the backlog clears).
         registry: where to register (the default registry when ``None``).
 
     Raises:
@@ -387,6 +486,20 @@ def job(
     window = None if dedup_window is None else _duration(dedup_window, f"job {name}: dedup_window")
     if window is not None and not 0 < window <= 7 * 24 * 3600:
         raise ConfigurationError(f"job {name}: dedup_window must be within (0, 7 days], got {window:g}s")
+    if batch is not None and not isinstance(batch, BatchOptions):
+        raise ConfigurationError(f"job {name}: batch= takes BatchOptions(max_size=..., max_wait=...)")
+    try:
+        prof = Profile(profile) if profile is not None else None
+        backlogged = WhenBacklogged(when_backlogged)
+    except ValueError:
+        raise ConfigurationError(
+            f"job {name}: profile must be 'io' or 'cpu' and when_backlogged 'run', 'skip' or 'defer'"
+        ) from None
+    if backlogged is not WhenBacklogged.RUN and schedule is None:
+        raise ConfigurationError(f"job {name}: when_backlogged= applies to scheduled jobs: add schedule=")
+    if isinstance(backlog_depth, bool) or not isinstance(backlog_depth, int) or backlog_depth < 1:
+        raise ConfigurationError(f"job {name}: backlog_depth must be an int >= 1, got {backlog_depth!r}")
+    age = None if backlog_age is None else _duration(backlog_age, f"job {name}: backlog_age")
     sched = Schedule(schedule) if isinstance(schedule, str) else schedule
     if sched is not None and not isinstance(sched, Schedule):
         raise ConfigurationError(f"job {name}: schedule= takes a Schedule or an expression string")
@@ -395,7 +508,7 @@ def job(
     def decorate(fn: Callable[..., Any]) -> Job[Any]:
         if not callable(fn):
             raise ConfigurationError(f"@job({name!r}) must decorate a function")
-        model, takes_context = _payload_model(fn, name)
+        model, takes_context = _payload_model(fn, name, batched=batch is not None)
         if sched is not None:
             try:
                 model.model_validate(sched.payload)
@@ -419,6 +532,11 @@ def job(
             upgrade=steps,
             idempotent=bool(idempotent),
             dedup_window=window,
+            batch=batch,
+            profile=prof,
+            when_backlogged=backlogged,
+            backlog_depth=backlog_depth,
+            backlog_age=age,
         )
         target.register(created)
         return created

@@ -106,6 +106,8 @@ class StateStore:
             ":now": {"S": now},
             ":exp": {"N": str(int(time.time()) + ttl)},
         }
+        # Every attribute by placeholder: several (status, error, ...) are DynamoDB reserved words.
+        names = {"#status": "status"}
         sets = ["#status = :status", "updated_at = :now", "expires_at = :exp"]
         for name, value in (
             ("job_type", job_type),
@@ -117,7 +119,8 @@ class StateStore:
         ):
             if value is not None:
                 values[f":{name}"] = {"S": value}
-                sets.append(f"{name} = :{name}")
+                sets.append(f"#{name} = :{name}")
+                names[f"#{name}"] = name
         if attempts is not None:
             values[":attempts"] = {"N": str(attempts)}
             sets.append("attempts = :attempts")
@@ -126,13 +129,14 @@ class StateStore:
         if state in (JobState.SUCCEEDED, JobState.DEAD):
             sets.append("finished_at = :now")
         if state is JobState.SUCCEEDED:
-            sets.append("error = :none")
+            sets.append("#error = :none")
+            names["#error"] = "error"
             values[":none"] = {"NULL": True}
         self.client.update_item(
             TableName=self.table,
             Key={"pk": {"S": f"job#{job_id}"}, "sk": {"S": "status"}},
             UpdateExpression="SET " + ", ".join(sets),
-            ExpressionAttributeNames={"#status": "status"},
+            ExpressionAttributeNames=names,
             ExpressionAttributeValues=values,
         )
 

@@ -27,7 +27,7 @@ from jobframework.config import (
     RuntimeConfig,
 )
 from jobframework.errors import ConfigurationError
-from jobframework.jobs import Job, JobRegistry, Priority
+from jobframework.jobs import Job, JobRegistry, Priority, Profile, lane_priority, lane_sort_key
 from jobframework.jobs import registry as default_registry
 
 MAX_VISIBILITY = 43_200
@@ -74,6 +74,12 @@ class TopologySettings(BaseModel):
     max_receive_count: dict[Priority, int] = Field(default_factory=dict)
     """Override the derived maxReceiveCount of a queue (must stay above its jobs' max attempts)."""
     retention: int = Field(default=DEFAULT_RETENTION, ge=60, le=MAX_RETENTION - 1)
+    io_memory_mb: int = Field(default=256, ge=128, le=10_240)
+    """Memory of the ``io`` profile's function: modest, many concurrent executions."""
+    io_max_concurrency: int = Field(default=50, ge=2, le=1000)
+    cpu_memory_mb: int = Field(default=3538, ge=128, le=10_240)
+    """Memory of the ``cpu`` profile's function (3,538 MB buys two full vCPUs)."""
+    cpu_max_concurrency: int = Field(default=6, ge=2, le=1000)
 
 
 class QueueSpec(BaseModel):
@@ -82,6 +88,9 @@ class QueueSpec(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     priority: Priority
+    lane: str
+    """The routing name: the priority, or ``<priority>-<profile>``."""
+    profile: Profile | None = None
     name: str
     dlq_name: str
     visibility_timeout: int
@@ -104,9 +113,11 @@ class ConsumerSpec(BaseModel):
     name: str
     function_name: str
     priorities: tuple[Priority, ...]
+    lanes: tuple[str, ...] = ()
     timeout: int
     memory_mb: int
     reserved_concurrency: int | None
+    profile: Profile | None = None
 
 
 class JobSpec(BaseModel):
@@ -127,6 +138,20 @@ class ScheduleSpec(BaseModel):
     timezone: str
     payload: dict[str, Any]
     priority: Priority
+    lane: str = ""
+
+
+def _lane_concurrency(lane: str, consumer: ConsumerSpec, s: TopologySettings) -> int:
+    """The event source mapping's maximum concurrency of a lane (at least 2, AWS's minimum)."""
+    priority = lane_priority(lane)
+    if consumer.name == CRITICAL_CONSUMER:
+        return s.critical_reserved_concurrency
+    total = {SHARED_CONSUMER: s.shared_max_concurrency, Profile.IO.value: s.io_max_concurrency}.get(
+        consumer.name, s.cpu_max_concurrency
+    )
+    weights = {**CONCURRENCY_WEIGHT, Priority.CRITICAL: 4}
+    share = weights[priority] / sum(weights[lane_priority(other)] for other in consumer.lanes)
+    return max(2, int(total * share))
 
 
 def _consumer_timeout(jobs: Iterable[Job[Any]]) -> int:
@@ -156,6 +181,9 @@ class Topology(BaseModel):
     ) -> Topology:
         """Derive the topology of the registered jobs.
 
+        Every priority has a queue (a lane); a priority whose jobs declare a worker profile gets a
+        lane per profile too (``high-cpu``), only where such jobs exist.
+
         Raises:
             ConfigurationError: a ``max_receive_count`` override is not above the max attempts of a
                 job on that queue (the message names the job).
@@ -164,65 +192,79 @@ class Topology(BaseModel):
         s = settings or TopologySettings()
         prefix = f"{s.app}-{s.stage}"
         jobs = list(reg)
-        by_priority: dict[Priority, list[Job[Any]]] = {p: [] for p in Priority}
+        lanes: dict[str, list[Job[Any]]] = {p.value: [] for p in Priority}
         for j in jobs:
-            by_priority[j.priority].append(j)
+            lanes.setdefault(j.lane, []).append(j)
 
-        critical_timeout = _consumer_timeout(by_priority[Priority.CRITICAL])
-        shared_timeout = _consumer_timeout(
-            by_priority[Priority.HIGH] + by_priority[Priority.DEFAULT] + by_priority[Priority.LOW]
-        )
-        consumers = (
+        def consumer_of(lane: str) -> str:
+            if "-" in lane:
+                return lane.split("-", 1)[1]  # the profile's function
+            return CRITICAL_CONSUMER if lane == Priority.CRITICAL.value else SHARED_CONSUMER
+
+        on_consumer: dict[str, list[Job[Any]]] = {}
+        for lane, routed in lanes.items():
+            on_consumer.setdefault(consumer_of(lane), []).extend(routed)
+        shapes = {
+            CRITICAL_CONSUMER: (s.memory_mb, s.critical_reserved_concurrency),
+            SHARED_CONSUMER: (s.memory_mb, None),
+            Profile.IO.value: (s.io_memory_mb, None),
+            Profile.CPU.value: (s.cpu_memory_mb, None),
+        }
+        consumers = tuple(
             ConsumerSpec(
-                name=CRITICAL_CONSUMER,
-                function_name=f"{prefix}-consumer-critical",
-                priorities=(Priority.CRITICAL,),
-                timeout=critical_timeout,
-                memory_mb=s.memory_mb,
-                reserved_concurrency=s.critical_reserved_concurrency,
-            ),
-            ConsumerSpec(
-                name=SHARED_CONSUMER,
-                function_name=f"{prefix}-consumer-shared",
-                priorities=(Priority.HIGH, Priority.DEFAULT, Priority.LOW),
-                timeout=shared_timeout,
-                memory_mb=s.memory_mb,
-                reserved_concurrency=None,
-            ),
+                name=name,
+                function_name=f"{prefix}-consumer-{name}",
+                priorities=tuple(
+                    dict.fromkeys(lane_priority(lane) for lane in lanes if consumer_of(lane) == name)
+                ),
+                lanes=tuple(lane for lane in lanes if consumer_of(lane) == name),
+                timeout=_consumer_timeout(on_consumer[name]),
+                memory_mb=shapes[name][0],
+                reserved_concurrency=shapes[name][1],
+                profile=Profile(name) if name in (Profile.IO.value, Profile.CPU.value) else None,
+            )
+            for name in shapes
+            if name in on_consumer
         )
-        total_weight = sum(CONCURRENCY_WEIGHT.values())
+        by_name = {c.name: c for c in consumers}
         queues = []
-        for p in Priority:
-            routed = by_priority[p]
-            consumer = consumers[0] if p is Priority.CRITICAL else consumers[1]
+        for lane, routed in sorted(lanes.items(), key=lambda kv: lane_sort_key(kv[0])):
+            priority = lane_priority(lane)
+            consumer = by_name[consumer_of(lane)]
             largest = max((j.retry.max_attempts for j in routed), default=1)
-            receive_count = s.max_receive_count.get(p, max(largest + s.max_receive_count_margin, 5))
+            override = s.max_receive_count.get(priority) if "-" not in lane else None
+            receive_count = override or max(largest + s.max_receive_count_margin, 5)
             for j in routed:
                 if j.retry.max_attempts >= receive_count:
                     raise ConfigurationError(
-                        f"job {j.name} has max_attempts={j.retry.max_attempts} but the {p.value} queue's "
+                        f"job {j.name} has max_attempts={j.retry.max_attempts} but the {lane} queue's "
                         f"maxReceiveCount is {receive_count}: SQS would dead-letter it before its retries "
-                        f"run out; raise max_receive_count[{p.value!r}] above {j.retry.max_attempts} or "
-                        "lower the job's max_attempts"
+                        f"run out; raise max_receive_count[{priority.value!r}] above {j.retry.max_attempts} "
+                        "or lower the job's max_attempts"
                     )
-            if p is Priority.CRITICAL:
-                concurrency = s.critical_reserved_concurrency
-            else:
-                concurrency = max(2, s.shared_max_concurrency * CONCURRENCY_WEIGHT[p] // total_weight)
+            batch_size, window = s.batch_size, s.batching_window
+            batched = [j.batch for j in routed if j.batch is not None]
+            if batched:
+                batch_size = max(b.max_size for b in batched)
+                window = int(-(-max(b.max_wait for b in batched) // 1))
+            if batch_size > 10:
+                window = max(window, 1)  # SQS event source mappings need a window above 10 records
             queues.append(
                 QueueSpec(
-                    priority=p,
-                    name=f"{prefix}-{p.value}",
-                    dlq_name=f"{prefix}-{p.value}-dlq",
+                    priority=priority,
+                    lane=lane,
+                    profile=consumer.profile,
+                    name=f"{prefix}-{lane}",
+                    dlq_name=f"{prefix}-{lane}-dlq",
                     visibility_timeout=min(MAX_VISIBILITY, 6 * consumer.timeout),
                     max_receive_count=receive_count,
                     retention=s.retention,
                     dlq_retention=MAX_RETENTION,
-                    target_latency=TARGET_LATENCY[p],
+                    target_latency=TARGET_LATENCY[priority],
                     consumer=consumer.name,
-                    batch_size=s.batch_size,
-                    batching_window=s.batching_window,
-                    max_concurrency=concurrency,
+                    batch_size=batch_size,
+                    batching_window=window,
+                    max_concurrency=_lane_concurrency(lane, consumer, s),
                     jobs=tuple(j.name for j in routed),
                 )
             )
@@ -234,6 +276,7 @@ class Topology(BaseModel):
                 timezone=j.schedule.timezone,
                 payload=j.schedule.payload,
                 priority=j.priority,
+                lane=j.lane,
             )
             for j in jobs
             if j.schedule is not None
@@ -255,8 +298,10 @@ class Topology(BaseModel):
             topology_parameter=f"/{s.app}/{s.stage}/topology",
         )
 
-    def queue(self, priority: Priority | str) -> QueueSpec:
-        return next(q for q in self.queues if q.priority == Priority(priority))
+    def queue(self, lane: Priority | str) -> QueueSpec:
+        """The queue of a lane: a priority (``high``) or ``<priority>-<profile>``."""
+        name = str(getattr(lane, "value", lane))
+        return next(q for q in self.queues if q.lane == name)
 
     def consumer(self, name: str) -> ConsumerSpec:
         return next(c for c in self.consumers if c.name == name)

@@ -130,7 +130,7 @@ def provision(topology: Topology, session: boto3.Session, endpoint_url: str | No
                 "RedriveAllowPolicy": json.dumps({"redrivePermission": "byQueue", "sourceQueueArns": [arn]})
             },
         )
-        queues[spec.priority] = QueueEndpoints(url=url, dlq_url=dlq_url)
+        queues[spec.lane] = QueueEndpoints(url=url, dlq_url=dlq_url)
 
     dynamodb = session.client("dynamodb", endpoint_url=endpoint_url)
     for name, keys, ttl in (

@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Any
 from jobframework.envelope import lambda_record
 from jobframework.jobs import Priority
 from jobframework.local.context import LocalLambdaContext as EmulatorContext
-from jobframework.topology import POLL_WEIGHT, QueueSpec, RuntimeConfig, Topology
+from jobframework.topology import POLL_WEIGHT, RuntimeConfig, Topology
 
 if TYPE_CHECKING:
     from mypy_boto3_sqs import SQSClient
@@ -121,22 +121,24 @@ def pollers_for(
     weights: Mapping[Priority, int] | None = None,
     region: str | None = None,
 ) -> list[QueuePoller]:
-    """The pollers of the topology's queues that ``config`` has URLs for (all, or ``priorities``)."""
-    chosen = [Priority(p) for p in priorities] if priorities is not None else list(Priority)
+    """The pollers of the topology's queues that ``config`` has URLs for (all, or those of ``priorities``;
+    a priority names its plain lane and its profile lanes, e.g. ``high`` and ``high-cpu``)."""
+    chosen = {Priority(p) for p in priorities} if priorities is not None else set(Priority)
     result = []
-    for prio in chosen:
-        spec: QueueSpec = topology.queue(prio)
-        url = config.endpoints(prio).url
+    for spec in topology.queues:
+        if spec.priority not in chosen or spec.lane not in config.queues:
+            continue
+        url = config.endpoints(spec.lane).url
         consumer = topology.consumer(spec.consumer)
         result.append(
             QueuePoller(
-                priority=prio,
+                priority=spec.priority,
                 url=url,
                 arn=queue_arn_from_url(url, region or config.region or "us-east-1"),
                 batch_size=spec.batch_size,
                 batching_window=float(spec.batching_window),
                 max_concurrency=spec.max_concurrency,
-                weight=(weights or POLL_WEIGHT).get(prio, 1),
+                weight=(weights or POLL_WEIGHT).get(spec.priority, 1),
                 function_name=consumer.function_name,
                 timeout=float(consumer.timeout),
             )
