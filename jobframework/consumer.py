@@ -44,7 +44,7 @@ from jobframework.jobs import registry as default_registry
 from jobframework.retry import MAX_VISIBILITY_SECONDS, Action, Reason, classify
 from jobframework.state import JobState, StateStore, summarize
 from jobframework.telemetry import BatchMetrics, job_logger
-from jobframework.tracing import extract, job_span
+from jobframework.tracing import TraceContext, extract, job_span
 
 if TYPE_CHECKING:
     from mypy_boto3_sqs import SQSClient
@@ -194,6 +194,8 @@ class Consumer:
         self._dlq_urls: dict[str, str] = {}
         self._clients: dict[str, Any] = {}
         self._features_ready = False
+        self._batched = False
+        self._batched_count = -1
         self.state: StateStore | None = None
         self.idempotency: IdempotentRunner | None = None
         self.keys: KeySource | None = None
@@ -289,9 +291,16 @@ class Consumer:
             BatchBudget(self.retry_budget, self.state) if self.retry_budget and self.state else None,
         )
         processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
+        settled = self._run_batched(records, context, batch) if self._has_batched_jobs() else {}
 
         def record_handler(record: Any) -> None:
-            self._process(record.raw_event, context, batch)
+            raw = record.raw_event
+            if raw.get("messageId") in settled:  # ran in a batched call: report what it came to
+                failure = settled[raw["messageId"]]
+                if failure is not None:
+                    raise failure
+                return
+            self._process(raw, context, batch)
 
         try:
             response = process_partial_response(dict(event), record_handler, processor, context)
@@ -307,34 +316,46 @@ class Consumer:
     # -- one record ------------------------------------------------------------------------------------
 
     def _process(self, record: dict[str, Any], context: Any, batch: _Batch) -> None:
+        admitted = self._admit(record, context, batch)
+        if admitted is not None:
+            self._run(*admitted, context, batch)
+
+    def _admit(
+        self, record: dict[str, Any], context: Any, batch: _Batch
+    ) -> tuple[_Delivery, Job[Any], Any] | None:
+        """Everything before running: parse, look up, verify, fetch, upgrade and validate the payload.
+
+        Returns what to run, or ``None`` when the record was dead-lettered instead; raises
+        :class:`RecordRetry` when it was released for lack of time.
+        """
         d = _Delivery.of(record)
         d.priority = self._priority_of(d.source)
         try:
             d.envelope = parse_body(record.get("body"))
         except MalformedMessageError as exc:
             self._give_up(d, Reason.MALFORMED, str(exc), batch)
-            return
+            return None
         env = d.envelope
         job = self.registry.find(env.type)
         if job is None:
             self._give_up(d, Reason.UNKNOWN_TYPE, f"no job named {env.type!r} is registered here", batch)
-            return
+            return None
         d.priority = d.priority or job.priority.value
         if self.keys is not None:
             try:
                 self._verify(d)
             except SignatureError as exc:
                 self._give_up(d, Reason.SIGNATURE, str(exc), batch)
-                return
+                return None
         try:
             payload = self._payload(d, job)
         except PayloadVersionError as exc:
             self._give_up(d, Reason.VERSION, str(exc), batch)
-            return
+            return None
         except (ValidationError, ValueError) as exc:
             error = f"payload does not match {job.payload_model.__name__}: {exc}"
             self._give_up(d, Reason.INVALID_PAYLOAD, error, batch)
-            return
+            return None
 
         remaining = _remaining_seconds(context)
         if remaining < job.timeout + RELEASE_MARGIN_SECONDS:
@@ -352,7 +373,93 @@ class Consumer:
 
         if d.attempt == 1 and batch.budget is not None:
             batch.budget.first_attempt(d.source)
-        self._run(d, job, payload, context, batch)
+        return d, job, payload
+
+    # -- batched jobs ----------------------------------------------------------------------------------
+
+    def _has_batched_jobs(self) -> bool:
+        if self._batched_count != len(self.registry):
+            self._batched = any(j.batch is not None for j in self.registry)
+            self._batched_count = len(self.registry)
+        return self._batched
+
+    def _run_batched(
+        self, records: list[dict[str, Any]], context: Any, batch: _Batch
+    ) -> dict[str, RecordRetry | None]:
+        """Run the records of batched jobs, one call per job type (and per ``max_size``).
+
+        Returns, per message id handled here, ``None`` when it is settled (succeeded or
+        dead-lettered) or the :class:`RecordRetry` to report it as failed.
+        """
+        settled: dict[str, RecordRetry | None] = {}
+        groups: dict[str, list[tuple[_Delivery, Any]]] = {}
+        for record in records:
+            try:
+                job = self.registry.find(parse_body(record.get("body")).type)
+            except MalformedMessageError:
+                continue  # the ordinary path dead-letters it
+            if job is None or job.batch is None:
+                continue
+            message_id = str(record.get("messageId", ""))
+            try:
+                admitted = self._admit(record, context, batch)
+            except RecordRetry as exc:
+                settled[message_id] = exc
+                continue
+            settled[message_id] = None
+            if admitted is not None:
+                groups.setdefault(job.name, []).append((admitted[0], admitted[2]))
+        for name, items in groups.items():
+            job = self.registry.get(name)
+            size = job.batch.max_size if job.batch else len(items)
+            for start in range(0, len(items), size):
+                settled.update(self._run_batch(job, items[start : start + size], context, batch))
+        return settled
+
+    def _run_batch(
+        self, job: Job[Any], items: list[tuple[_Delivery, Any]], context: Any, batch: _Batch
+    ) -> dict[str, RecordRetry | None]:
+        """One call of a batched job; then each item is settled, retried or dead-lettered on its own."""
+        first = items[0][0]
+        env = first.require_envelope()
+        trace = extract(first.record)
+        logger = job_logger()
+        for d, _ in items:
+            self._status(d, JobState.RUNNING, attempts=d.attempt, key=d.require_envelope().key)
+        logger.append_keys(job_type=env.type, batch_size=len(items), trace_id=trace.trace_id)
+        started = time.perf_counter()
+        try:
+            with job_span(trace, env.type, env.id, first.attempt) as own:
+                outcomes = job(
+                    [payload for _, payload in items],
+                    _job_context(first, job, own=own, parent=trace, context=context, logger=logger),
+                )
+            if outcomes is None:
+                outcomes = [None] * len(items)
+            if not isinstance(outcomes, list | tuple) or len(outcomes) != len(items):
+                raise TypeError(
+                    f"batched job {job.name} must return None or one outcome per payload "
+                    f"({len(items)}), got {type(outcomes).__name__}"
+                )
+        except Exception as exc:
+            outcomes = [exc] * len(items)
+        finally:
+            logger.remove_keys(["job_type", "batch_size", "trace_id"])
+        per_item_ms = (time.perf_counter() - started) * 1000 / len(items)
+        settled: dict[str, RecordRetry | None] = {}
+        for (d, _), outcome in zip(items, outcomes, strict=True):
+            settled[d.message_id] = None
+            if isinstance(outcome, BaseException):
+                failure = outcome if isinstance(outcome, Exception) else RuntimeError(repr(outcome))
+                try:
+                    self._failed(d, job, failure, per_item_ms, batch)
+                except RecordRetry as retry:
+                    settled[d.message_id] = retry
+                continue
+            self._status(d, JobState.SUCCEEDED, attempts=d.attempt, result=summarize(outcome))
+            wait = _queue_wait_ms(d.record, d.require_envelope()) if d.attempt == 1 else None
+            self._emit(batch, d.outcome(Outcome.SUCCEEDED, queue_wait_ms=wait, processing_ms=per_item_ms))
+        return settled
 
     def _verify(self, d: _Delivery) -> None:
         """Check the signature before anything runs; an unreadable key ring is retried, not fatal."""
@@ -402,21 +509,7 @@ class Consumer:
         result: str | None = None
         try:
             with job_span(trace, env.type, env.id, d.attempt) as own:
-                ctx = JobContext(
-                    job_id=env.id,
-                    job_type=env.type,
-                    key=env.key,
-                    attempt=d.attempt,
-                    max_attempts=job.retry.max_attempts,
-                    priority=job.priority,
-                    enqueued_at=env.enqueued_at,
-                    trace_id=own.trace_id,
-                    traceparent=own.traceparent,
-                    xray_trace_header=trace.xray_header,
-                    saga=env.saga.model_dump() if env.saga else None,
-                    logger=logger,
-                    _remaining=lambda: _remaining_seconds(context),
-                )
+                ctx = _job_context(d, job, own=own, parent=trace, context=context, logger=logger)
                 if self.idempotency is not None and job.idempotent:
                     result, ran = self.idempotency.run(env.type, env.key, lambda: job(payload, ctx))
                 else:
@@ -672,6 +765,27 @@ class Consumer:
                 listener(outcome)
             except Exception:
                 log.warning("consumer listener failed", exc_info=True)
+
+
+def _job_context(
+    d: _Delivery, job: Job[Any], *, own: TraceContext, parent: TraceContext, context: Any, logger: Any
+) -> JobContext:
+    env = d.require_envelope()
+    return JobContext(
+        job_id=env.id,
+        job_type=env.type,
+        key=env.key,
+        attempt=d.attempt,
+        max_attempts=job.retry.max_attempts,
+        priority=job.priority,
+        enqueued_at=env.enqueued_at,
+        trace_id=own.trace_id,
+        traceparent=own.traceparent,
+        xray_trace_header=parent.xray_header,
+        saga=env.saga.model_dump() if env.saga else None,
+        logger=logger,
+        _remaining=lambda: _remaining_seconds(context),
+    )
 
 
 def _queue_wait_ms(record: dict[str, Any], env: Envelope) -> float:

@@ -7,6 +7,10 @@ Context (``-c key=value`` or ``cdk.json``):
     shared_max_concurrency, critical_reserved_concurrency, batch_size, batching_window, memory_mb:
         :class:`~jobframework.topology.TopologySettings`.
     powertools_layer_version: the Powertools v3 layer version.
+    signing_keys: ``ssm:<parameter>`` or ``secretsmanager:<secret>`` with the HMAC keys (signing off
+        when unset), e.g. ``-c signing_keys=ssm:/jf/prod/signing-keys``.
+    retry_budget: retries per first attempt, default 0.2; ``off`` disables the budget and its alarms.
+    api: ``false`` leaves out the example HTTP API (default ``true``).
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from stacks.defaults import POWERTOOLS_LAYER_VERSION
 from stacks.job_framework_stack import JobFrameworkStack
 
 DEFAULT_JOBS = "handlers.jobs"
+DEFAULT_RETRY_BUDGET = 0.2
 INT_SETTINGS = (
     "shared_max_concurrency",
     "critical_reserved_concurrency",
@@ -56,6 +61,24 @@ def settings_from_context(app: App) -> TopologySettings:
     return TopologySettings(**values)
 
 
+def flag_from_context(app: App, name: str, *, default: bool) -> bool:
+    """``-c name=false`` (or ``0``, ``no``, ``off``) is false, any other value true."""
+    raw = _context(app, name)
+    if raw is None:
+        return default
+    return str(raw).strip().lower() not in ("false", "0", "no", "off")
+
+
+def retry_budget_from_context(app: App) -> float | None:
+    """``-c retry_budget=0.1`` or ``off``; default 0.2."""
+    raw = _context(app, "retry_budget")
+    if raw is None:
+        return DEFAULT_RETRY_BUDGET
+    if str(raw).strip().lower() in ("off", "none", "false", ""):
+        return None
+    return float(raw)
+
+
 def build_app(
     app: App | None = None,
     *,
@@ -80,9 +103,11 @@ def build_app(
         topology=topology,
         job_modules=modules,
         powertools_layer_version=int(_context(app, "powertools_layer_version") or POWERTOOLS_LAYER_VERSION),
+        signing_keys=str(_context(app, "signing_keys") or "") or None,
+        retry_budget=retry_budget_from_context(app),
+        api=flag_from_context(app, "api", default=True),
         description=f"jobframework {topology.app} ({topology.stage}): priority queues, consumers, schedules",
     )
     if nag:
         Validations.of(app).add_plugins(AwsSolutionsChecks(app))
     return app, stack
-

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from aws_cdk import Duration, RemovalPolicy
+from aws_cdk import Acknowledgment, Duration, RemovalPolicy, Validations
+from aws_cdk import aws_iam as iam
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
@@ -25,14 +26,21 @@ POWERTOOLS_LAYER_VERSION = 38
 ``-c powertools_layer_version=N`` (check with ``aws lambda get-layer-version-by-arn``)."""
 
 METRICS_NAMESPACE = "JobFramework"
+METRICS_SERVICE = "jobframework"
+"""The ``service`` dimension Powertools adds to every EMF metric of the consumer
+(``jobframework.telemetry.SERVICE``); an alarm must name it or it watches a metric nobody writes."""
+
+DELAY_GROUP_SUFFIX = "delays"
+"""The schedule group of one-time delays is ``<app>-<stage>-delays``."""
 
 
 @dataclass(frozen=True, slots=True)
 class StageConfig:
-    """What the stage decides: whether data outlives the stack, and how long logs are kept.
+    """What the stage decides: whether data outlives the stack, how long logs and payloads are kept.
 
-    ``prod`` retains tables, queues and logs when the stack is deleted and keeps logs a year;
-    any other stage (``dev``, ``test``, a developer's name) destroys them and keeps logs two weeks.
+    ``prod`` retains tables, queues and logs when the stack is deleted, keeps logs a year and offloaded
+    payloads 30 days; any other stage (``dev``, ``test``, a developer's name) destroys them, keeps logs
+    two weeks and payloads 7 days.
 
     Example:
         >>> StageConfig.for_stage("prod").retain
@@ -42,11 +50,16 @@ class StageConfig:
     stage: str
     retain: bool
     log_retention: logs.RetentionDays
+    payload_expiry_days: int = 7
+    """Days an offloaded payload is kept. Prod keeps them longer than a DLQ keeps messages (14 days), so
+    that a dead letter's pointer still resolves when it is redriven; dev's 7 days do not."""
 
     @classmethod
     def for_stage(cls, stage: str) -> StageConfig:
         if stage == "prod":
-            return cls(stage=stage, retain=True, log_retention=logs.RetentionDays.ONE_YEAR)
+            return cls(
+                stage=stage, retain=True, log_retention=logs.RetentionDays.ONE_YEAR, payload_expiry_days=30
+            )
         return cls(stage=stage, retain=False, log_retention=logs.RetentionDays.TWO_WEEKS)
 
     @property
@@ -83,3 +96,14 @@ def secure_queue(
         redrive_allow_policy=redrive_allow_policy,
         removal_policy=removal_policy,
     )
+
+
+def acknowledge_wildcard(grantee: iam.IGrantable, finding: str, reason: str) -> None:
+    """Acknowledge one cdk-nag IAM5 ``finding`` (e.g. ``Resource::<PayloadBucket.Arn>/*``) on the
+    grantee's principal, when it is a construct of this app; the acknowledgment names that one
+    resource pattern, never the rule as a whole."""
+    target = grantee.grant_principal
+    if isinstance(target, Construct):
+        Validations.of(target).acknowledge(
+            Acknowledgment(id=f"AwsSolutions::AwsSolutions-IAM5[{finding}]", reason=reason)
+        )

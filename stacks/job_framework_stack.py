@@ -18,16 +18,31 @@ from jobframework.topology import (
     RuntimeConfig,
     Topology,
 )
-from stacks.defaults import METRICS_NAMESPACE, POWERTOOLS_LAYER_VERSION, StageConfig
+from stacks.api import JobApi
+from stacks.defaults import DELAY_GROUP_SUFFIX, METRICS_NAMESPACE, POWERTOOLS_LAYER_VERSION, StageConfig
+from stacks.delays import DelayedJobs
 from stacks.monitoring import Monitoring
+from stacks.payloads import PayloadBucket
 from stacks.priority_queue import PriorityQueue
 from stacks.schedules import Schedules
+from stacks.signing import SigningKeys
 from stacks.tables import JobTables
 from stacks.workers import CODE_PACKAGES, Workers, code_asset
 
+PRODUCER_TABLE_ACTIONS: tuple[str, ...] = (
+    "dynamodb:GetItem",
+    "dynamodb:PutItem",
+    "dynamodb:UpdateItem",
+    "dynamodb:DeleteItem",
+)
+PRODUCER_LEADING_KEYS: tuple[str, ...] = ("dedup#*", "job#*")
+"""A producer writes dedup markers and the ``queued`` status, and reads status; nothing else of the
+state table (not the budget counters, not sagas)."""
+
 
 class JobFrameworkStack(Stack):
-    """Queues, DLQs, consumers, tables, schedules, alarms and the dashboard of one topology.
+    """Queues, DLQs, consumers, tables, schedules, the payload bucket, the delay group, the example API,
+    alarms and the dashboard of one topology.
 
     Props:
         topology: what to build (from :meth:`Topology.from_registry`).
@@ -36,11 +51,17 @@ class JobFrameworkStack(Stack):
         code_packages: the top-level packages shipped as the Lambda asset (default
             ``jobframework`` and ``handlers`` plus the job modules' packages).
         powertools_layer_version: the official Powertools v3 layer's version.
+        signing_keys: ``ssm:<parameter>`` or ``secretsmanager:<secret>`` holding the HMAC keys; default
+            ``None`` (signing off). Producers and consumers get read of that one item.
+        retry_budget: retries allowed per first attempt (``JF_RETRY_BUDGET``); default 0.2, ``None``
+            turns the budget off (and its alarms).
+        api: build the example HTTP API (``handlers.api``); default ``True``.
         env, description: as for any ``Stack``.
 
     Attributes:
-        topology, queues (by priority), tables, workers, schedules (``None`` without scheduled jobs),
-        monitoring, runtime_config, topology_parameter.
+        topology, queues (by priority), tables, payloads, delays, signing_keys (``None`` when off),
+        workers, api (``None`` when off), schedules (``None`` without scheduled jobs), monitoring,
+        runtime_config, topology_parameter.
     """
 
     def __init__(
@@ -53,6 +74,9 @@ class JobFrameworkStack(Stack):
         stage_config: StageConfig | None = None,
         code_packages: Sequence[str] | None = None,
         powertools_layer_version: int = POWERTOOLS_LAYER_VERSION,
+        signing_keys: str | None = None,
+        retry_budget: float | None = 0.2,
+        api: bool = True,
         env: Environment | None = None,
         description: str | None = None,
     ) -> None:
@@ -89,6 +113,21 @@ class JobFrameworkStack(Stack):
             deletion_protection=stage.retain,
         )
 
+        self.payloads = PayloadBucket(
+            self,
+            "Payloads",
+            expiry_days=stage.payload_expiry_days,
+            removal_policy=stage.removal_policy,
+        )
+        self.delays = DelayedJobs(
+            self,
+            "Delays",
+            group_name=f"{prefix}-{DELAY_GROUP_SUFFIX}",
+            queues=[q.queue for q in self.queues.values()],
+            removal_policy=stage.removal_policy,
+        )
+        self.signing_keys = SigningKeys(self, "SigningKeys", source=signing_keys) if signing_keys else None
+
         self.runtime_config = RuntimeConfig(
             queues={
                 p: QueueEndpoints(url=q.queue.queue_url, dlq_url=q.dead_letter_queue.queue_url)
@@ -96,6 +135,11 @@ class JobFrameworkStack(Stack):
             },
             state_table=self.tables.state_table.table_name,
             idempotency_table=self.tables.idempotency_table.table_name,
+            payload_bucket=self.payloads.bucket.bucket_name,
+            signing_keys=signing_keys,
+            scheduler_role_arn=self.delays.role.role_arn,
+            schedule_group=self.delays.group_name,
+            retry_budget=retry_budget,
         )
         environment = {
             **self.runtime_config.to_env(),
@@ -118,6 +162,10 @@ class JobFrameworkStack(Stack):
             log_retention=stage.log_retention,
             removal_policy=stage.removal_policy,
         )
+        for role in self.workers.roles.values():
+            self.payloads.grant_get(role)
+            if self.signing_keys is not None:
+                self.signing_keys.grant_read(role)
 
         self.schedules: Schedules | None = None
         if topology.schedules:
@@ -144,6 +192,9 @@ class JobFrameworkStack(Stack):
             self.monitoring.route(*q.alarms)
         if self.schedules is not None:
             self.monitoring.route(*self.schedules.alarms)
+        self.monitoring.route(*self.delays.alarms)
+        if retry_budget is not None:
+            self.monitoring.add_budget_alarms([p.value for p in self.queues])
 
         self.topology_parameter = ssm.StringParameter(
             self,
@@ -152,6 +203,21 @@ class JobFrameworkStack(Stack):
             description=f"jobframework {prefix}: queue URLs and ARNs, table names (a RuntimeConfig)",
             string_value=self._parameter_value(),
         )
+
+        self.api: JobApi | None = None
+        if api:
+            self.api = JobApi(
+                self,
+                "Api",
+                api_name=f"{prefix}-jobs",
+                function_name=f"{prefix}-api",
+                environment=environment,
+                code=self.workers.code,
+                layers=self.workers.layers,
+                log_retention=stage.log_retention,
+                removal_policy=stage.removal_policy,
+            )
+            self.grant_enqueue(self.api.function)
         self._outputs(prefix)
 
     def _parameter_value(self) -> str:
@@ -173,6 +239,10 @@ class JobFrameworkStack(Stack):
         CfnOutput(self, "StateTableName", value=self.tables.state_table.table_name)
         CfnOutput(self, "IdempotencyTableName", value=self.tables.idempotency_table.table_name)
         CfnOutput(self, "AlarmTopicArn", value=self.monitoring.topic.topic_arn)
+        CfnOutput(self, "PayloadBucketName", value=self.payloads.bucket.bucket_name)
+        CfnOutput(self, "SchedulerRoleArn", value=self.delays.role.role_arn)
+        if self.api is not None:
+            CfnOutput(self, "ApiUrl", value=self.api.url, description="POST /jobs/{type}, GET /jobs/{id}")
         CfnOutput(
             self,
             "TopologyParameterName",
@@ -183,10 +253,24 @@ class JobFrameworkStack(Stack):
 
     def grant_enqueue(self, grantee: iam.IGrantable) -> None:
         """What a producer service needs and nothing more: SendMessage (and the queue attributes and
-        URL lookups boto3 makes) on the four queues, and read of the topology parameter."""
+        URL lookups boto3 makes) on the four queues; read of the topology parameter; PutObject on the
+        payload bucket's objects; Get/Put/Update/DeleteItem on the ``dedup#`` and ``job#`` items of the
+        state table (``dynamodb:LeadingKeys``); CreateSchedule in the delay group and PassRole of the
+        scheduler role; read of the signing keys when signing is on.
+        """
         for q in self.queues.values():
             q.queue.grant_send_messages(grantee)
         self.topology_parameter.grant_read(grantee)
+        self.payloads.grant_put(grantee)
+        iam.Grant.add_to_principal(
+            grantee=grantee,
+            actions=list(PRODUCER_TABLE_ACTIONS),
+            resource_arns=[self.tables.state_table.table_arn],
+            conditions={"ForAllValues:StringLike": {"dynamodb:LeadingKeys": list(PRODUCER_LEADING_KEYS)}},
+        )
+        self.delays.grant_schedule(grantee)
+        if self.signing_keys is not None:
+            self.signing_keys.grant_read(grantee)
 
 
 def _packages(job_modules: Sequence[str]) -> tuple[str, ...]:

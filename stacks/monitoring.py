@@ -13,7 +13,7 @@ from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_sns as sns
 from constructs import Construct
 
-from stacks.defaults import METRICS_NAMESPACE
+from stacks.defaults import ALARM_PERIOD, METRICS_NAMESPACE, METRICS_SERVICE
 from stacks.priority_queue import PriorityQueue
 
 GRAPH_PERIOD = Duration.minutes(1)
@@ -30,7 +30,8 @@ class Monitoring(Construct):
         removal_policy: of the topic's KMS key; default ``DESTROY``.
 
     Attributes:
-        topic, key, dashboard. Call :meth:`route` to send an alarm to the topic.
+        topic, key, dashboard, budget_alarms (by priority, after :meth:`add_budget_alarms`).
+        Call :meth:`route` to send an alarm to the topic.
 
     The topic is encrypted with a customer-managed key (CloudWatch cannot publish to a topic that
     uses the AWS-managed SNS key) whose policy lets CloudWatch use it; publishers need TLS.
@@ -49,6 +50,8 @@ class Monitoring(Construct):
         removal_policy: RemovalPolicy = RemovalPolicy.DESTROY,
     ) -> None:
         super().__init__(scope, construct_id)
+        self._namespace = metrics_namespace
+        self.budget_alarms: dict[str, cloudwatch.Alarm] = {}
         self.key = kms.Key(
             self,
             "AlarmTopicKey",
@@ -142,3 +145,39 @@ class Monitoring(Construct):
         for alarm in alarms:
             alarm.add_alarm_action(self._action)
             alarm.add_ok_action(self._action)
+
+    def add_budget_alarms(self, priorities: Sequence[str], *, threshold: int = 1) -> list[cloudwatch.Alarm]:
+        """One alarm per priority on the consumer's ``DeadLettered`` metric with ``Reason=budget``: the
+        retry budget is spent and failing jobs go straight to the DLQ. Routed to the topic.
+
+        Args:
+            priorities: the priority names (``critical``, ``high``, ...), as the metric's dimension.
+            threshold: dead letters a minute that raise the alarm; default 1.
+        """
+        alarms = []
+        for priority in priorities:
+            metric = cloudwatch.Metric(
+                namespace=self._namespace,
+                metric_name="DeadLettered",
+                dimensions_map={"Reason": "budget", "Priority": priority, "service": METRICS_SERVICE},
+                statistic="Sum",
+                period=ALARM_PERIOD,
+            )
+            alarm = cloudwatch.Alarm(
+                self,
+                f"RetryBudget{priority.capitalize()}Alarm",
+                alarm_description=(
+                    f"the {priority} queue's retry budget is exhausted: failing jobs are dead-lettered "
+                    "with reason budget instead of retried (a downstream is likely failing); redrive "
+                    "them once it recovers"
+                ),
+                metric=metric,
+                threshold=threshold,
+                evaluation_periods=1,
+                comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+                treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+            )
+            self.budget_alarms[priority] = alarm
+            alarms.append(alarm)
+        self.route(*alarms)
+        return alarms

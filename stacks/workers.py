@@ -76,7 +76,7 @@ class Workers(Construct):
         log_retention: default two weeks; removal_policy (of the log groups): default ``DESTROY``.
 
     Attributes:
-        functions (by consumer name), roles, event_sources (by priority), log_groups.
+        functions (by consumer name), roles, event_sources (by priority), log_groups, code, layers.
 
     Grants are least privilege: consume (receive, delete, change visibility, get attributes) on its
     own queues, SendMessage on its own queues' DLQs, item read/write on the two tables, logs on its own
@@ -101,9 +101,11 @@ class Workers(Construct):
     ) -> None:
         super().__init__(scope, construct_id)
         code = code or code_asset()
+        self.code = code
         if layers is None:
             arn = powertools_layer_arn(RUNTIME, powertools_layer_version, Stack.of(self).region)
             layers = [lambda_.LayerVersion.from_layer_version_arn(self, "PowertoolsLayer", arn)]
+        self.layers: list[lambda_.ILayerVersion] = list(layers)
         self.functions: dict[str, lambda_.Function] = {}
         self.roles: dict[str, iam.Role] = {}
         self.log_groups: dict[str, logs.LogGroup] = {}
@@ -184,4 +186,3 @@ class Workers(Construct):
     @property
     def shared_function(self) -> lambda_.Function:
         return self.functions["shared"]
-

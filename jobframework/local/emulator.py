@@ -64,6 +64,12 @@ class QueuePoller:
     weight: int
     function_name: str
     timeout: float
+    lane: str = ""
+    """The queue's lane (``high``, ``high-cpu``); the priority's name when empty."""
+
+    @property
+    def name(self) -> str:
+        return self.lane or self.priority.value
 
 
 @dataclass(slots=True)
@@ -141,6 +147,7 @@ def pollers_for(
                 weight=(weights or POLL_WEIGHT).get(spec.priority, 1),
                 function_name=consumer.function_name,
                 timeout=float(consumer.timeout),
+                lane=spec.lane,
             )
         )
     return result
@@ -196,8 +203,8 @@ class Emulator:
         total = sum(p.max_concurrency for p in self.pollers)
         self.workers = workers or min(32, max(1, total))
         self.stats = BatchStats()
-        self._states = {p.priority.value: _QueueState(p) for p in self.pollers}
-        self._picker = WeightedPicker({p.priority.value: p.weight for p in self.pollers})
+        self._states = {p.name: _QueueState(p) for p in self.pollers}
+        self._picker = WeightedPicker({p.name: p.weight for p in self.pollers})
         self._lock = threading.Condition()
         self._stopping = threading.Event()
         self._threads: list[threading.Thread] = []
@@ -212,7 +219,7 @@ class Emulator:
             self._threads.append(thread)
         log.info(
             "emulator polling %s with %d workers",
-            ", ".join(f"{p.priority.value}(w{p.weight},c{p.max_concurrency})" for p in self.pollers),
+            ", ".join(f"{p.name}(w{p.weight},c{p.max_concurrency})" for p in self.pollers),
             self.workers,
         )
         return self
@@ -300,14 +307,14 @@ class Emulator:
             try:
                 got = self._poll_once(state.poller)
             except Exception:
-                log.warning("polling %s failed", state.poller.priority.value, exc_info=True)
+                log.warning("polling %s failed", state.poller.name, exc_info=True)
                 got = 0
             finally:
                 with self._lock:
                     state.in_flight -= 1
                     self._lock.notify_all()
             with self._lock:
-                name = state.poller.priority.value
+                name = state.poller.name
                 if got:
                     self._idle_streak[name] = 0
                 else:
@@ -384,7 +391,7 @@ class Emulator:
             self.stats.records += len(messages)
             self.stats.deleted += len(deleted)
             self.stats.failed += len(failed)
-            key = poller.priority.value
+            key = poller.name
             self.stats.by_priority[key] = self.stats.by_priority.get(key, 0) + len(messages)
         return deleted
 

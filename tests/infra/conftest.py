@@ -23,6 +23,9 @@ from jobframework.topology import Topology  # noqa: E402
 from stacks.application import build_app  # noqa: E402
 from stacks.job_framework_stack import JobFrameworkStack  # noqa: E402
 
+SIGNING_KEYS = "ssm:/jf/dev/signing-keys"
+"""The session synth has signing on, so that its grants are checked by cdk-nag and the tests."""
+
 
 @dataclass(frozen=True)
 class Synth:
@@ -50,7 +53,7 @@ class Synth:
 
 @pytest.fixture(scope="session")
 def synth(tmp_path_factory: pytest.TempPathFactory) -> Synth:
-    """The example app synthesized once, with a producer role granted enqueue rights.
+    """The example app synthesized once (signing on), with a producer role granted enqueue rights.
 
     ``app.synth()`` runs cdk-nag; an unacknowledged finding fails it (and so every test here).
     """
@@ -60,7 +63,12 @@ def synth(tmp_path_factory: pytest.TempPathFactory) -> Synth:
     if "maintenance.cleanup" not in registry:  # another suite cleared the default registry
         importlib.reload(handlers.jobs)
     outdir = tmp_path_factory.mktemp("cdk.out")
-    app, stack = build_app(App(outdir=str(outdir), context={"stage": "dev", "jobs": "handlers.jobs"}))
+    app, stack = build_app(
+        App(
+            outdir=str(outdir),
+            context={"stage": "dev", "jobs": "handlers.jobs", "signing_keys": SIGNING_KEYS},
+        )
+    )
     producer = iam.Role(stack, "ExampleProducer", assumed_by=iam.ServicePrincipal("ecs-tasks.amazonaws.com"))
     stack.grant_enqueue(producer)
     assembly = app.synth()

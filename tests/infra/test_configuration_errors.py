@@ -62,3 +62,35 @@ def test_priority_queue_refuses_a_visibility_under_six_times_the_consumer_timeou
 def test_topology_and_stack_agree_on_names():
     topology = Topology.from_registry(JobRegistry(), TopologySettings(app="shop", stage="prod"))
     assert topology.queue(Priority.LOW).name == "shop-prod-low"
+
+
+def test_signing_keys_of_an_unknown_kind_fail_the_synth_saying_what_is_expected():
+    from stacks.signing import SigningKeys
+
+    with pytest.raises(ConfigurationError, match=r"signing_keys='vault:/x'.*ssm:<parameter name>"):
+        SigningKeys(Stack(App(), "S"), "K", source="vault:/x")
+
+
+def test_signing_keys_in_secrets_manager_by_name_grant_the_secret_with_its_random_suffix():
+    from aws_cdk import aws_iam as iam
+    from aws_cdk.assertions import Template
+
+    from stacks.signing import SigningKeys
+
+    stack = Stack(App(), "S")
+    role = iam.Role(stack, "R", assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"))
+    SigningKeys(stack, "K", source="secretsmanager:jf/prod/signing-keys").grant_read(role)
+    [policy] = Template.from_stack(stack).find_resources("AWS::IAM::Policy").values()
+    [statement] = policy["Properties"]["PolicyDocument"]["Statement"]
+    assert statement["Action"] == "secretsmanager:GetSecretValue"
+    assert str(statement["Resource"]).endswith(":secret:jf/prod/signing-keys-??????']]}")
+
+
+def test_retry_budget_and_api_come_from_context():
+    from stacks.application import flag_from_context, retry_budget_from_context
+
+    assert retry_budget_from_context(App()) == 0.2
+    assert retry_budget_from_context(App(context={"retry_budget": "off"})) is None
+    assert retry_budget_from_context(App(context={"retry_budget": "0.1"})) == 0.1
+    assert flag_from_context(App(context={"api": "false"}), "api", default=True) is False
+    assert flag_from_context(App(), "api", default=True) is True

@@ -1,10 +1,11 @@
 """The synthesized template deployed into the embedded AWS's CloudFormation (moto).
 
 What moto does not model is left out before deploying: Scheduler resources and whatever refers to
-them (the scheduler's role), alarms, the dashboard, queue and topic policies (moto would skip most
-of them with a warning, but a skipped resource breaks the ``Fn::GetAtt`` of its dependants); and
-the AWS-owned Powertools layer, which moto cannot resolve. The queues, DLQs, functions, event source
-mappings, tables and the SSM parameter are deployed as synthesized.
+them, alarms, the dashboard, queue, topic and bucket policies, the HTTP API and its permission to
+invoke the API function (moto would skip most of them with a warning, but a skipped resource breaks
+the ``Fn::GetAtt`` of its dependants); and the AWS-owned Powertools layer, which moto cannot resolve.
+The queues, DLQs, functions (the API function too), event source mappings, tables, the payload bucket,
+the delay scheduler's role and the SSM parameter are deployed as synthesized.
 """
 
 from __future__ import annotations
@@ -61,6 +62,8 @@ NOT_MODELLED = (
     "AWS::CloudWatch::",
     "AWS::SQS::QueuePolicy",
     "AWS::SNS::TopicPolicy",
+    "AWS::S3::BucketPolicy",
+    "AWS::ApiGatewayV2::",
 )
 
 
@@ -161,3 +164,16 @@ def test_deployed_topology_parameter_is_a_runtime_config_with_the_real_urls(synt
     assert config.state_table == synth.topology.state_table
     assert config.idempotency_table == synth.topology.idempotency_table
     assert deployed["outputs"]["TopologyParameterName"] == synth.topology.topology_parameter
+
+
+def test_deployed_topology_parameter_names_the_payload_bucket_and_the_delay_scheduler(
+    synth, endpoint, deployed
+):
+    config = RuntimeConfig.from_parameter(
+        synth.topology.topology_parameter, ssm_client=_client("ssm", endpoint)
+    )
+    buckets = {b["Name"] for b in _client("s3", endpoint).list_buckets()["Buckets"]}
+    assert config.payload_bucket in buckets
+    assert config.schedule_group == "jf-dev-delays"
+    assert config.scheduler_role_arn is not None and ":role/" in config.scheduler_role_arn
+    assert config.signing_keys == "ssm:/jf/dev/signing-keys"

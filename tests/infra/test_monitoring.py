@@ -58,3 +58,24 @@ def test_stack_writes_the_topology_parameter_and_outputs_the_queues(synth):
             synth.template.has_output(f"{name}{suffix}", {})
     synth.template.has_output("StateTableName", {})
     synth.template.has_output("IdempotencyTableName", {})
+
+
+def test_retry_budget_alarms_per_priority_route_to_the_topic(synth):
+    from jobframework.telemetry import SERVICE
+
+    alarms = [
+        a
+        for a in synth.template.find_resources("AWS::CloudWatch::Alarm").values()
+        if a["Properties"].get("MetricName") == "DeadLettered"
+    ]
+    priorities = set()
+    for alarm in alarms:
+        props = alarm["Properties"]
+        dimensions = {d["Name"]: d["Value"] for d in props["Dimensions"]}
+        assert dimensions["Reason"] == "budget"
+        assert dimensions["service"] == SERVICE  # Powertools adds it to every EMF metric
+        assert props["Statistic"] == "Sum"
+        [action] = props["AlarmActions"]
+        assert action["Ref"].startswith("MonitoringAlarmTopic")
+        priorities.add(dimensions["Priority"])
+    assert priorities == {"critical", "high", "default", "low"}

@@ -56,6 +56,7 @@ def test_schedule_failures_alarm_to_the_topic(synth):
     synth.template.has_resource_properties(
         "AWS::CloudWatch::Alarm",
         {
+            "AlarmDescription": Match.string_like_regexp("^schedules in "),
             "Metrics": metrics,
             "Threshold": 1,
             "AlarmActions": [{"Ref": Match.string_like_regexp("^MonitoringAlarmTopic")}],

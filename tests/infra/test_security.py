@@ -55,11 +55,22 @@ def test_iam_resource_star_only_where_aws_requires_it(synth):
     assert star_actions == {"xray:PutTraceSegments", "xray:PutTelemetryRecords"}
 
 
-def test_enqueue_grant_is_send_to_the_four_queues_and_read_of_the_topology(synth):
+def _producer_statements(synth) -> list[dict[str, Any]]:
     template = synth.template_json()
     [policy_id] = [k for k in template["Resources"] if k.startswith("ExampleProducerDefaultPolicy")]
-    statements = template["Resources"][policy_id]["Properties"]["PolicyDocument"]["Statement"]
-    sqs = [s for s in statements if any(a.startswith("sqs:") for a in _as_list(s["Action"]))]
+    statements: list[dict[str, Any]] = template["Resources"][policy_id]["Properties"]["PolicyDocument"][
+        "Statement"
+    ]
+    return statements
+
+
+def _with_action_prefix(statements: list[dict[str, Any]], prefix: str) -> list[dict[str, Any]]:
+    return [s for s in statements if any(a.startswith(prefix) for a in _as_list(s["Action"]))]
+
+
+def test_enqueue_grant_is_send_to_the_four_queues_and_read_of_the_topology(synth):
+    statements = _producer_statements(synth)
+    sqs = _with_action_prefix(statements, "sqs:")
     assert {a for s in sqs for a in s["Action"]} == {
         "sqs:SendMessage",
         "sqs:GetQueueAttributes",
@@ -68,14 +79,75 @@ def test_enqueue_grant_is_send_to_the_four_queues_and_read_of_the_topology(synth
     queues = {s["Resource"]["Fn::GetAtt"][0] for s in sqs}
     assert {q.split("Queue")[0] for q in queues} == {"Critical", "High", "Default", "Low"}
     assert not any("DeadLetter" in q for q in queues)
-    ssm = [s for s in statements if s not in sqs]
+    ssm = [s for s in _with_action_prefix(statements, "ssm:") if "TopologyParameter" in json.dumps(s)]
+    assert ssm
     assert {a for s in ssm for a in _as_list(s["Action"])} <= {
         "ssm:DescribeParameters",
         "ssm:GetParameters",
         "ssm:GetParameter",
         "ssm:GetParameterHistory",
     }
-    assert all("TopologyParameter" in json.dumps(s["Resource"]) for s in ssm)
+
+
+def test_enqueue_grant_has_nothing_beyond_what_a_producer_uses(synth):
+    actions = {a for s in _producer_statements(synth) for a in _as_list(s["Action"])}
+    assert actions == {
+        "sqs:SendMessage",
+        "sqs:GetQueueAttributes",
+        "sqs:GetQueueUrl",
+        "ssm:DescribeParameters",
+        "ssm:GetParameters",
+        "ssm:GetParameter",
+        "ssm:GetParameterHistory",
+        "s3:PutObject",
+        "dynamodb:GetItem",
+        "dynamodb:PutItem",
+        "dynamodb:UpdateItem",
+        "dynamodb:DeleteItem",
+        "scheduler:CreateSchedule",
+        "iam:PassRole",
+    }
+
+
+def test_enqueue_grant_touches_only_dedup_and_job_items_of_the_state_table(synth):
+    [statement] = _with_action_prefix(_producer_statements(synth), "dynamodb:")
+    assert sorted(statement["Action"]) == [
+        "dynamodb:DeleteItem",
+        "dynamodb:GetItem",
+        "dynamodb:PutItem",
+        "dynamodb:UpdateItem",
+    ]
+    assert statement["Resource"]["Fn::GetAtt"][0].startswith("TablesStateTable")
+    assert statement["Condition"] == {
+        "ForAllValues:StringLike": {"dynamodb:LeadingKeys": ["dedup#*", "job#*"]}
+    }
+
+
+def test_enqueue_grant_puts_objects_of_the_payload_bucket_only(synth):
+    [statement] = _with_action_prefix(_producer_statements(synth), "s3:")
+    assert statement["Action"] == "s3:PutObject"
+    assert statement["Resource"] == {"Fn::Join": ["", [{"Fn::GetAtt": ["PayloadBucket", "Arn"]}, "/*"]]}
+
+
+def test_enqueue_grant_creates_schedules_in_the_delay_group_and_passes_only_the_scheduler_role(synth):
+    statements = _producer_statements(synth)
+    [create] = _with_action_prefix(statements, "scheduler:")
+    assert create["Action"] == "scheduler:CreateSchedule"
+    assert json.dumps(create["Resource"]).endswith(':schedule/jf-dev-delays/*"]]}')
+    [pass_role] = _with_action_prefix(statements, "iam:")
+    assert pass_role["Action"] == "iam:PassRole"
+    assert pass_role["Resource"]["Fn::GetAtt"][0].startswith("DelaysSchedulerRole")
+    assert pass_role["Condition"] == {"StringEquals": {"iam:PassedToService": "scheduler.amazonaws.com"}}
+
+
+def test_signing_keys_are_readable_by_producers_consumers_and_the_api(synth):
+    template = synth.template_json()
+    readers = set()
+    for logical_id, statement in _identity_statements(template):
+        if "parameter/jf/dev/signing-keys" in json.dumps(statement["Resource"]):
+            assert statement["Action"] == "ssm:GetParameter"
+            readers.add(logical_id.split("DefaultPolicy")[0])
+    assert readers == {"ExampleProducer", "WorkersCriticalRole", "WorkersSharedRole", "ApiRole"}
 
 
 def test_no_unacknowledged_cdk_nag_finding(synth):
@@ -94,9 +166,23 @@ def test_every_cdk_nag_acknowledgment_is_narrow_and_has_a_reason(synth):
                 for rule_id, reason in entry.data.items():
                     acknowledged[(construct.node.path, rule_id)] = reason
     stack = synth.stack.stack_name
+    xray = "AwsSolutions::AwsSolutions-IAM5[Resource::*]"
+    payload_objects = "AwsSolutions::AwsSolutions-IAM5[Resource::<PayloadBucket.Arn>/*]"
+    delay_schedules = (
+        "AwsSolutions::AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:scheduler:<AWS::Region>:"
+        "<AWS::AccountId>:schedule/jf-dev-delays/*]"
+    )
     assert set(acknowledged) == {
-        (f"{stack}/Workers/CriticalRole", "AwsSolutions::AwsSolutions-IAM5[Resource::*]"),
-        (f"{stack}/Workers/SharedRole", "AwsSolutions::AwsSolutions-IAM5[Resource::*]"),
+        (f"{stack}/Workers/CriticalRole", xray),
+        (f"{stack}/Workers/SharedRole", xray),
+        (f"{stack}/Api/Role", xray),
+        (f"{stack}/Workers/CriticalRole", payload_objects),
+        (f"{stack}/Workers/SharedRole", payload_objects),
+        (f"{stack}/Api/Role", payload_objects),
+        (f"{stack}/ExampleProducer", payload_objects),
+        (f"{stack}/Api/Role", delay_schedules),
+        (f"{stack}/ExampleProducer", delay_schedules),
+        (f"{stack}/Payloads/Bucket", "AwsSolutions::AwsSolutions-S1"),
         (f"{stack}/Schedules/DeadLetterQueue", "AwsSolutions::AwsSolutions-SQS3"),
     }
     assert all(len(reason) > 40 for reason in acknowledged.values())

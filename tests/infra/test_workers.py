@@ -57,8 +57,14 @@ def test_critical_consumer_is_dedicated_with_reserved_concurrency(synth):
     )
 
 
-def test_functions_run_the_worker_on_the_latest_python_with_the_powertools_layer_and_xray(synth):
+def _consumer_functions(synth):
+    names = {c.function_name for c in synth.topology.consumers}
     functions = synth.template.find_resources("AWS::Lambda::Function")
+    return {k: f for k, f in functions.items() if f["Properties"]["FunctionName"] in names}
+
+
+def test_functions_run_the_worker_on_the_latest_python_with_the_powertools_layer_and_xray(synth):
+    functions = _consumer_functions(synth)
     assert len(functions) == 2
     for function in functions.values():
         props = function["Properties"]
@@ -91,3 +97,10 @@ def test_lambda_asset_holds_only_the_framework_and_handlers(synth):
     top = sorted(p.name for p in asset_dir.iterdir())
     assert top == ["handlers", "jobframework"]
     assert not list(asset_dir.rglob("__pycache__"))
+
+
+def test_functions_get_the_signing_keys_and_the_default_retry_budget(synth):
+    for function in synth.template.find_resources("AWS::Lambda::Function").values():
+        variables = function["Properties"]["Environment"]["Variables"]
+        assert variables["JF_SIGNING_KEYS"] == "ssm:/jf/dev/signing-keys"
+        assert "JF_RETRY_BUDGET" not in variables  # the default, 0.2, is what the runtime assumes

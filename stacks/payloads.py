@@ -1,0 +1,94 @@
+"""The payload bucket: where the client offloads payloads over ``JF_OFFLOAD_THRESHOLD`` bytes."""
+
+from __future__ import annotations
+
+from aws_cdk import Acknowledgment, Duration, RemovalPolicy, Validations
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_s3 as s3
+from constructs import Construct
+
+from stacks.defaults import acknowledge_wildcard
+
+LOGICAL_ID = "PayloadBucket"
+"""A fixed logical id, so that the cdk-nag acknowledgments of the object grants can name it."""
+OBJECTS_FINDING = f"Resource::<{LOGICAL_ID}.Arn>/*"
+"""cdk-nag's IAM5 finding for a grant on the bucket's objects (see :meth:`PayloadBucket.acknowledge`)."""
+
+
+class PayloadBucket(Construct):
+    """An S3 bucket for large payloads: S3-managed encryption, TLS only, no public access, objects
+    owned by the bucket owner (no ACLs), every object expired after ``expiry_days``.
+
+    Props:
+        expiry_days: days an object is kept; default 7 (``StageConfig`` gives 30 in prod).
+        server_access_logs_bucket: where S3 writes server access logs; default none (acknowledged for
+            cdk-nag: the objects are transient copies of message bodies and every access is made by
+            the framework's own roles, which CloudTrail data events can audit if needed).
+        removal_policy: default ``DESTROY`` (CloudFormation deletes the bucket only when it is empty;
+            the objects expire by themselves).
+
+    Attributes:
+        bucket. Grants: :meth:`grant_put` (producers), :meth:`grant_get` (consumers); each grants the
+        one action on the bucket's objects, nothing on the bucket itself.
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        expiry_days: int = 7,
+        server_access_logs_bucket: s3.IBucket | None = None,
+        removal_policy: RemovalPolicy = RemovalPolicy.DESTROY,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        self.expiry_days = expiry_days
+        self.bucket = s3.Bucket(
+            self,
+            "Bucket",
+            encryption=s3.BucketEncryption.S3_MANAGED,
+            enforce_ssl=True,
+            block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
+            object_ownership=s3.ObjectOwnership.BUCKET_OWNER_ENFORCED,
+            server_access_logs_bucket=server_access_logs_bucket,
+            server_access_logs_prefix="payloads/" if server_access_logs_bucket else None,
+            lifecycle_rules=[
+                s3.LifecycleRule(
+                    id="expire-payloads",
+                    expiration=Duration.days(expiry_days),
+                    abort_incomplete_multipart_upload_after=Duration.days(1),
+                )
+            ],
+            removal_policy=removal_policy,
+        )
+        cfn = self.bucket.node.default_child
+        assert isinstance(cfn, s3.CfnBucket)
+        cfn.override_logical_id(LOGICAL_ID)
+        if server_access_logs_bucket is None:
+            Validations.of(self.bucket).acknowledge(
+                Acknowledgment(
+                    id="AwsSolutions::AwsSolutions-S1",
+                    reason="payload objects are transient copies of job message bodies that expire within "
+                    "days, written and read only by the framework's producer and consumer roles; "
+                    "CloudTrail S3 data events audit them where required",
+                )
+            )
+
+    def grant_put(self, grantee: iam.IGrantable) -> None:
+        """s3:PutObject on the bucket's objects (a producer offloading a payload)."""
+        self._grant(grantee, "s3:PutObject")
+
+    def grant_get(self, grantee: iam.IGrantable) -> None:
+        """s3:GetObject on the bucket's objects (a consumer fetching a payload)."""
+        self._grant(grantee, "s3:GetObject")
+
+    def _grant(self, grantee: iam.IGrantable, action: str) -> None:
+        iam.Grant.add_to_principal(
+            grantee=grantee, actions=[action], resource_arns=[self.bucket.arn_for_objects("*")]
+        )
+        acknowledge_wildcard(
+            grantee,
+            OBJECTS_FINDING,
+            "payload objects are named by job id, unknown at deploy time; the grant is one action on "
+            "the objects of this dedicated bucket only",
+        )
