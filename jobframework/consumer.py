@@ -39,9 +39,10 @@ from jobframework.config import ENV_JOBS, RuntimeConfig
 from jobframework.envelope import Envelope, parse_body
 from jobframework.errors import MalformedMessageError, PayloadVersionError, SignatureError
 from jobframework.idempotency import AlreadyInProgress
-from jobframework.jobs import Job, JobContext, JobRegistry, Priority, lane_priority
+from jobframework.jobs import Job, JobContext, JobRegistry, Priority, WhenBacklogged, lane_priority
 from jobframework.jobs import registry as default_registry
 from jobframework.retry import MAX_VISIBILITY_SECONDS, Action, Reason, classify
+from jobframework.scheduling import SCHEDULE_KEY_PREFIX
 from jobframework.state import JobState, StateStore, summarize
 from jobframework.telemetry import BatchMetrics, job_logger
 from jobframework.tracing import TraceContext, extract, job_span
@@ -57,6 +58,8 @@ log = logging.getLogger(__name__)
 KEPT_ATTRIBUTES = (wire.ATTR_TRACEPARENT, wire.ATTR_TRACESTATE, wire.ATTR_TYPE, "jf-sig", "jf-kid")
 """Message attributes a dead letter keeps from its original (SQS allows 10 in all)."""
 RELEASE_MARGIN_SECONDS = 1.0
+DEFER_SECONDS = 60
+"""How long a deferred scheduled run waits before the backlog is checked again."""
 
 
 class RecordRetry(Exception):
@@ -68,6 +71,8 @@ class Outcome:
     RETRIED = "retried"
     RELEASED = "released"
     DEAD_LETTERED = "dead_lettered"
+    SKIPPED = "skipped"
+    """A scheduled run dropped because its queue was backlogged (``when_backlogged="skip"``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -357,6 +362,11 @@ class Consumer:
             self._give_up(d, Reason.INVALID_PAYLOAD, error, batch)
             return None
 
+        if job.schedule is not None and env.key.startswith(SCHEDULE_KEY_PREFIX):
+            if self._backlog_says_no(d, job, batch):
+                return None
+            batch.metrics.schedule_event(env.type, "Heartbeat")
+
         remaining = _remaining_seconds(context)
         if remaining < job.timeout + RELEASE_MARGIN_SECONDS:
             # Not enough time left to finish: hand it back now rather than be killed midway.
@@ -374,6 +384,50 @@ class Consumer:
         if d.attempt == 1 and batch.budget is not None:
             batch.budget.first_attempt(d.source)
         return d, job, payload
+
+    def _backlog_says_no(self, d: _Delivery, job: Job[Any], batch: _Batch) -> bool:
+        """For a scheduled run: skip it (``True``) or defer it (raises) when its queue is backlogged."""
+        if job.when_backlogged is WhenBacklogged.RUN:
+            return False
+        try:
+            depth = int(
+                self.sqs.get_queue_attributes(
+                    QueueUrl=self.queue_url(d.source), AttributeNames=["ApproximateNumberOfMessages"]
+                )["Attributes"].get("ApproximateNumberOfMessages", 0)
+            )
+        except Exception:
+            log.warning("reading the depth of %s failed; running the scheduled job", d.source, exc_info=True)
+            return False
+        waited = _queue_wait_ms(d.record, d.require_envelope()) / 1000
+        backlogged = depth > job.backlog_depth or (job.backlog_age is not None and waited > job.backlog_age)
+        if not backlogged:
+            return False
+        env = d.require_envelope()
+        if job.when_backlogged is WhenBacklogged.SKIP:
+            log.warning(
+                "scheduled run %s of %s skipped: %s has %d waiting", env.key, env.type, d.source, depth
+            )
+            batch.metrics.schedule_event(env.type, "ScheduleSkipped")
+            self._status(d, JobState.SUCCEEDED, attempts=d.attempt, result='"skipped: queue backlogged"')
+            self._emit(batch, d.outcome(Outcome.SKIPPED, reason="backlogged"))
+            return True
+        if d.attempt >= job.retry.max_attempts:
+            log.warning(
+                "scheduled run %s of %s deferred %d times; running it now", env.key, env.type, d.attempt
+            )
+            return False
+        log.info(
+            "scheduled run %s of %s deferred %ds: %s has %d waiting",
+            env.key,
+            env.type,
+            DEFER_SECONDS,
+            d.source,
+            depth,
+        )
+        batch.metrics.schedule_event(env.type, "ScheduleDeferred")
+        self._change_visibility(d, DEFER_SECONDS)
+        self._emit(batch, d.outcome(Outcome.RETRIED, reason="backlogged", delay=DEFER_SECONDS))
+        raise RecordRetry(f"scheduled run {env.key} deferred: queue backlogged")
 
     # -- batched jobs ----------------------------------------------------------------------------------
 

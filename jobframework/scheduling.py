@@ -12,6 +12,8 @@ from datetime import UTC, datetime
 from jobframework.envelope import ENVELOPE_VERSION, Envelope
 from jobframework.topology import ScheduleSpec
 
+SCHEDULE_KEY_PREFIX = "schedule:"
+"""Keys of scheduled runs start with this (``schedule:<job>:<time>``)."""
 SCHEDULED_TIME = "<aws.scheduler.scheduled-time>"
 """EventBridge Scheduler's context attribute: the slot's time, ISO 8601 UTC (e.g. 2026-12-02T13:00:00Z)."""
 EXECUTION_ID = "<aws.scheduler.execution-id>"
@@ -25,7 +27,7 @@ def schedule_key(job_name: str, scheduled_time: str) -> str:
         >>> schedule_key("maintenance.cleanup", "2026-12-02T13:00:00Z")
         'schedule:maintenance.cleanup:2026-12-02T13:00:00Z'
     """
-    return f"schedule:{job_name}:{scheduled_time}"
+    return f"{SCHEDULE_KEY_PREFIX}{job_name}:{scheduled_time}"
 
 
 def schedule_input(spec: ScheduleSpec) -> str:

@@ -48,12 +48,18 @@ class BatchMetrics:
 
     Metrics (namespace ``JobFramework`` unless ``POWERTOOLS_METRICS_NAMESPACE`` says otherwise), with
     dimensions ``JobType`` and ``Priority``: ``Succeeded``, ``Retried``, ``DeadLettered``,
-    ``QueueWait`` (ms, enqueue to start), ``ProcessingTime`` (ms); and ``DeadLettered`` with dimensions
-    ``Reason`` and ``Priority``.
+    ``QueueWait`` (ms, enqueue to start), ``ProcessingTime`` (ms); ``DeadLettered`` with dimensions
+    ``Reason`` and ``Priority``; and for scheduled jobs ``Heartbeat``, ``ScheduleSkipped`` and
+    ``ScheduleDeferred`` with dimension ``JobType``. Powertools adds ``service`` to every set.
     """
 
     def __init__(self) -> None:
         self._groups: dict[tuple[str, str], _Group] = defaultdict(_Group)
+        self._schedule_events: dict[tuple[str, str], int] = defaultdict(int)
+
+    def schedule_event(self, job_type: str, metric: str) -> None:
+        """``Heartbeat`` (a scheduled job ran), ``ScheduleSkipped`` or ``ScheduleDeferred``, per job type."""
+        self._schedule_events[(job_type, metric)] += 1
 
     def succeeded(
         self, job_type: str, priority: str, queue_wait_ms: float | None, processing_ms: float
@@ -74,7 +80,7 @@ class BatchMetrics:
         self._groups[(job_type, priority)].dead_lettered[reason] += 1
 
     def flush(self) -> None:
-        if not self._groups:
+        if not self._groups and not self._schedule_events:
             return
         try:
             self._flush()
@@ -82,6 +88,7 @@ class BatchMetrics:
             _std_logger.warning("writing job metrics failed; the jobs are not affected", exc_info=True)
         finally:
             self._groups.clear()
+            self._schedule_events.clear()
 
     def _flush(self) -> None:
         from aws_lambda_powertools.metrics import EphemeralMetrics, MetricUnit
@@ -101,6 +108,11 @@ class BatchMetrics:
             metrics.flush_metrics()
             for reason, count in group.dead_lettered.items():
                 by_reason[(reason, priority)] += count
+        for (job_type, name), count in self._schedule_events.items():
+            metrics = EphemeralMetrics(namespace=namespace, service=SERVICE)
+            metrics.add_dimension("JobType", job_type)
+            metrics.add_metric(name=name, unit=MetricUnit.Count, value=count)
+            metrics.flush_metrics()
         for (reason, priority), count in by_reason.items():
             metrics = EphemeralMetrics(namespace=namespace, service=SERVICE)
             metrics.add_dimension("Reason", reason)

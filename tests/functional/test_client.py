@@ -61,7 +61,7 @@ def test_an_unknown_job_names_the_known_ones(rt):
 
 def test_a_message_over_the_sqs_limit_is_refused_and_nothing_is_sent(rt):
     rt.client.config = rt.config.model_copy(update={"payload_bucket": None})  # nowhere to offload it
-    with pytest.raises(PayloadTooLargeError, match="over the SQS limit of 1,048,576.*JF_PAYLOAD_BUCKET"):
+    with pytest.raises(PayloadTooLargeError, match=r"over the SQS limit of 1,048,576.*JF_PAYLOAD_BUCKET"):
         rt.client.enqueue("t.ok", {"name": "x" * 1_100_000})
     assert bodies(rt, "high") == []
 
