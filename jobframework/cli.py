@@ -21,6 +21,8 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
+import subprocess
 import sys
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
@@ -415,11 +417,18 @@ def dev(
 def worker(  # noqa: PLR0917
     ctx: typer.Context,
     queues: Annotated[
-        str, typer.Option(help="Comma-separated priorities to poll, e.g. critical,high.")
+        str,
+        typer.Option(help="Comma-separated priorities or lanes to poll, e.g. critical,high or low-cpu."),
     ] = "critical,high,default,low",
     jobs: JobsOption = None,
     workers: Annotated[
         int | None, typer.Option(help="Worker threads (default: sum of queue concurrency).")
+    ] = None,
+    processes: Annotated[
+        int | None,
+        typer.Option(
+            min=1, help="Worker processes (default: one per core when polling a cpu lane, else one)."
+        ),
     ] = None,
     wait: Annotated[
         int | None,
@@ -437,16 +446,20 @@ def worker(  # noqa: PLR0917
     import logging
 
     from jobframework.consumer import consumer
-    from jobframework.jobs import Priority, registry
-    from jobframework.local.emulator import Emulator, pollers_for
+    from jobframework.errors import ConfigurationError
+    from jobframework.jobs import lane_priority, registry
+    from jobframework.local.emulator import Emulator, pollers_for, worker_processes
     from jobframework.topology import Topology, TopologySettings
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    chosen = [q.strip() for q in queues.split(",") if q.strip()]
     try:
-        chosen = [Priority(q.strip()) for q in queues.split(",") if q.strip()]
-    except ValueError:
+        for name in chosen:
+            lane_priority(name)
+    except ConfigurationError:
         raise typer.BadParameter(
-            f"{queues!r}: use priorities from critical,high,default,low", param_hint="--queues"
+            f"{queues!r}: use priorities from critical,high,default,low, or lanes such as low-cpu",
+            param_hint="--queues",
         ) from None
     if not chosen:
         raise typer.BadParameter("name at least one queue", param_hint="--queues")
@@ -454,22 +467,33 @@ def worker(  # noqa: PLR0917
     aws = _aws(ctx)
     config = aws.runtime_config()
     sqs = aws.sqs(config, attempts=4)
-    for prio in chosen:
-        _check_reachable(sqs, config.endpoints(prio).url)
     topology = Topology.from_registry(registry, TopologySettings(stage=stage))
+    pollers = pollers_for(config, topology, chosen, region=sqs.meta.region_name)
+    if not pollers:
+        raise typer.BadParameter(f"{queues!r} names no queue of this topology", param_hint="--queues")
+    for poller in pollers:
+        _check_reachable(sqs, poller.url)
+    children = _spawn_worker_processes(worker_processes(pollers, topology, processes) - 1)
     wait_seconds = wait if wait is not None else (0 if config.endpoint_url else 1)
     handler = consumer(registry, config=config, sqs_client=sqs)
     emulator = Emulator(
-        pollers_for(config, topology, chosen, region=sqs.meta.region_name),
+        pollers,
         handler,
         sqs,
         workers=workers,
         wait_time_seconds=wait_seconds,
         region=sqs.meta.region_name,
     )
-    typer.echo(f"jf worker: polling {', '.join(p.value for p in chosen)}; SIGTERM or Ctrl-C drains and stops")
+    typer.echo(
+        f"jf worker: polling {', '.join(p.name for p in pollers)} in {len(children) + 1} process(es); "
+        "SIGTERM or Ctrl-C drains and stops"
+    )
     sys.stdout.flush()
-    drained = emulator.run_until_signal(drain_timeout=drain_timeout)
+    try:
+        drained = emulator.run_until_signal(drain_timeout=drain_timeout)
+    finally:
+        drained_children = _stop_worker_processes(children, drain_timeout)
+    drained = drained and drained_children
     stats = emulator.stats
     typer.echo(
         f"jf worker: stopped ({'drained' if drained else 'drain time ran out'}); "
@@ -477,6 +501,35 @@ def worker(  # noqa: PLR0917
     )
     if not drained:
         raise CliError("drain time ran out; the unfinished records reappear after their visibility timeout")
+
+
+def _spawn_worker_processes(count: int) -> list[subprocess.Popen[bytes]]:
+    """Start ``count`` more ``jf worker`` processes with this one's arguments (one process each)."""
+    if count <= 0:
+        return []
+    args = [a for a in sys.argv[1:] if not a.startswith("--processes")]
+    if "--processes" in sys.argv[1:]:  # "--processes N" as two words
+        i = sys.argv.index("--processes")
+        args = sys.argv[1:i] + sys.argv[i + 2 :]
+    command = [sys.executable, "-m", "jobframework.cli", *args, "--processes", "1"]
+    return [subprocess.Popen(command) for _ in range(count)]
+
+
+def _stop_worker_processes(children: list[subprocess.Popen[bytes]], drain_timeout: float) -> bool:
+    """SIGTERM the child workers and wait for their drain; ``True`` when all drained cleanly."""
+    for child in children:
+        if child.poll() is None:
+            child.send_signal(signal.SIGTERM)
+    clean = True
+    for child in children:
+        try:
+            code = child.wait(timeout=drain_timeout + 10)
+            # Killed by the SIGTERM itself: it had not installed its handler, so it had not polled yet.
+            clean = code in (0, -signal.SIGTERM) and clean
+        except subprocess.TimeoutExpired:
+            child.kill()
+            clean = False
+    return clean
 
 
 # --- jf enqueue / retry-plan ------------------------------------------------------------------------------

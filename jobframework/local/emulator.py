@@ -30,6 +30,7 @@ Example:
 from __future__ import annotations
 
 import logging
+import os
 import signal
 import threading
 import time
@@ -127,12 +128,14 @@ def pollers_for(
     weights: Mapping[Priority, int] | None = None,
     region: str | None = None,
 ) -> list[QueuePoller]:
-    """The pollers of the topology's queues that ``config`` has URLs for (all, or those of ``priorities``;
-    a priority names its plain lane and its profile lanes, e.g. ``high`` and ``high-cpu``)."""
-    chosen = {Priority(p) for p in priorities} if priorities is not None else set(Priority)
+    """The pollers of the topology's queues that ``config`` has URLs for: all, or those named in
+    ``priorities`` (a priority names its plain lane and its profile lanes, e.g. ``high`` and
+    ``high-cpu``; a lane such as ``high-cpu`` names itself)."""
+    names = {str(getattr(p, "value", p)) for p in priorities} if priorities is not None else None
     result = []
     for spec in topology.queues:
-        if spec.priority not in chosen or spec.lane not in config.queues:
+        wanted = names is None or spec.lane in names or spec.priority.value in names
+        if not wanted or spec.lane not in config.queues:
             continue
         url = config.endpoints(spec.lane).url
         consumer = topology.consumer(spec.consumer)
@@ -151,6 +154,17 @@ def pollers_for(
             )
         )
     return result
+
+
+def worker_processes(pollers: Iterable[QueuePoller], topology: Topology, requested: int | None = None) -> int:
+    """How many processes ``jf worker`` runs: as asked, else one per core when it polls a ``cpu`` lane
+    (Python threads share one core), else one (``io`` lanes get many threads instead)."""
+    if requested is not None:
+        if requested < 1:
+            raise ValueError("processes must be at least 1")
+        return requested
+    cpu = any(topology.queue(p.name).profile == "cpu" for p in pollers)
+    return max(1, os.cpu_count() or 1) if cpu else 1
 
 
 def queue_arn_from_url(url: str, region: str) -> str:

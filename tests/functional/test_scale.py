@@ -5,15 +5,19 @@ from __future__ import annotations
 import io
 import json
 import os
+import signal
+import subprocess
+import sys
 import time
 from contextlib import redirect_stdout
 from datetime import UTC, datetime
+from pathlib import Path
 
 import pytest
 
 from jobframework.client import JobClient
 from jobframework.consumer import consumer
-from jobframework.local.emulator import Emulator, pollers_for
+from jobframework.local.emulator import Emulator, pollers_for, worker_processes
 from jobframework.scheduling import scheduled_envelope
 from jobframework.telemetry import BatchMetrics
 from jobframework.testing import consume_once, provision_fresh, receive_all
@@ -163,3 +167,56 @@ def test_a_profiled_job_has_a_lane_of_its_own(scale):
     client.enqueue(jobs.render, {"n": 1})
     assert len(receive_all(sqs, config.endpoints("low-cpu").url)) == 1
     assert receive_all(sqs, config.endpoints("low").url) == []
+
+
+def test_worker_runs_a_process_per_core_for_cpu_lanes_and_one_for_others(scale):
+    topology, config = scale[0], scale[1]
+    cpu = pollers_for(config, topology, ["low-cpu"])
+    plain = pollers_for(config, topology, ["default"])
+    assert [p.name for p in cpu] == ["low-cpu"]
+    assert worker_processes(cpu, topology) == (os.cpu_count() or 1)
+    assert worker_processes(plain, topology) == 1
+    assert worker_processes(plain, topology, requested=3) == 3
+    assert {p.name for p in pollers_for(config, topology, ["low"])} == {"low", "low-cpu"}
+
+
+def test_jf_worker_with_two_processes_runs_a_cpu_lane_and_drains_on_sigterm(scale, tmp_path):
+    _topology, config, _sqs, client, _handler, _heard = scale
+    for n in range(6):
+        client.enqueue(jobs.render, {"n": n})
+    ledger = tmp_path / "ledger.txt"
+    ledger.touch()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("JF_")}
+    env.update(config.to_env(), JF_TEST_LEDGER=str(ledger), POWERTOOLS_METRICS_DISABLED="true")
+    jf = str(Path(sys.executable).with_name("jf"))
+    proc = subprocess.Popen(
+        [
+            jf,
+            "worker",
+            "--queues",
+            "low-cpu",
+            "--processes",
+            "2",
+            "--jobs",
+            "tests.functional.worker_cpu_jobs",
+        ],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while len(ledger.read_text().splitlines()) < 6:
+            assert proc.poll() is None, proc.stdout.read() if proc.stdout else ""
+            assert time.monotonic() < deadline, "the worker did not run the jobs"
+            time.sleep(0.2)
+        proc.send_signal(signal.SIGTERM)
+        out, _ = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, out
+    assert "in 2 process(es)" in out
+    assert sorted(int(line.split()[0]) for line in ledger.read_text().splitlines()) == list(range(6))
+    assert receive_all(_sqs, config.endpoints("low-cpu").url) == []
