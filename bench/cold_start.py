@@ -22,7 +22,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 
-BARE_MODULE = '''
+BARE_MODULE = """
 from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
 from pydantic import BaseModel
 
@@ -40,7 +40,7 @@ def record_handler(record):
 
 def lambda_handler(event, context):
     return process_partial_response(event, record_handler, processor, context)
-'''
+"""
 
 TIMER = """
 import time, sys
@@ -51,10 +51,18 @@ print(time.perf_counter() - t)
 
 
 def sample(imports: str, extra_path: str) -> float:
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), extra_path]), PYTHONDONTWRITEBYTECODE="0",
-               AWS_DEFAULT_REGION="us-east-1")
+    env = dict(
+        os.environ,
+        PYTHONPATH=os.pathsep.join([str(ROOT), extra_path]),
+        PYTHONDONTWRITEBYTECODE="0",
+        AWS_DEFAULT_REGION="us-east-1",
+    )
     out = subprocess.run(
-        [sys.executable, "-c", TIMER.format(imports=imports)], env=env, capture_output=True, text=True, check=True
+        [sys.executable, "-c", TIMER.format(imports=imports)],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
     )
     return float(out.stdout.strip().splitlines()[-1])
 
@@ -85,8 +93,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--samples", type=int, default=15)
     args = parser.parse_args(argv)
     r = measure(args.samples)
-    print(f"cold start: bare Powertools handler {r['bare_ms']:.0f} ms, handlers.worker + jobs "
-          f"{r['framework_ms']:.0f} ms, ratio {r['ratio']:.2f}x (target <= 1.2x)")
+    print(
+        f"cold start: bare Powertools handler {r['bare_ms']:.0f} ms, handlers.worker + jobs "
+        f"{r['framework_ms']:.0f} ms, ratio {r['ratio']:.2f}x (target <= 1.2x)"
+    )
     return 0
 
 

@@ -60,7 +60,9 @@ def noop(ping: Ping) -> None:
 
 
 def make_event() -> dict[str, Any]:
-    return sqs_event(*(Envelope.new("bench.noop", {"user_id": f"u{i}", "count": i}) for i in range(10)), queue_arn=ARN)
+    return sqs_event(
+        *(Envelope.new("bench.noop", {"user_id": f"u{i}", "count": i}) for i in range(10)), queue_arn=ARN
+    )
 
 
 def bare_handler() -> Any:
@@ -76,7 +78,9 @@ def bare_handler() -> Any:
 
 
 def framework_handler() -> Any:
-    config = RuntimeConfig(queues={"default": QueueEndpoints(url="https://sqs/bench-default", dlq_url="https://sqs/dlq")})
+    config = RuntimeConfig(
+        queues={"default": QueueEndpoints(url="https://sqs/bench-default", dlq_url="https://sqs/dlq")}
+    )
     return consumer(registry, config=config, sqs_client=object())  # type: ignore[arg-type]
 
 
@@ -112,8 +116,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--batches", type=int, default=200)
     args = parser.parse_args(argv)
     r = measure(args.rounds, args.batches)
-    print(f"consumer overhead: bare BatchProcessor {r['bare_us']:.1f} us/msg, "
-          f"consumer() {r['framework_us']:.1f} us/msg, ratio {r['ratio']:.2f}x (target <= 1.3x)")
+    print(
+        f"consumer overhead: bare BatchProcessor {r['bare_us']:.1f} us/msg, "
+        f"consumer() {r['framework_us']:.1f} us/msg, ratio {r['ratio']:.2f}x (target <= 1.3x)"
+    )
     return 0
 
 

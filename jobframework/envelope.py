@@ -125,6 +125,12 @@ def parse_body(body: str | bytes | None) -> Envelope:
     """
     if body is None or body == "":
         raise MalformedMessageError("empty body")
+    try:  # the common case in one pass; the slow path below says what is wrong
+        envelope = Envelope.model_validate_json(body)
+        if envelope.v == ENVELOPE_VERSION:
+            return envelope
+    except (ValidationError, ValueError, RecursionError):
+        pass
     try:
         data = json.loads(body)
     except (ValueError, RecursionError) as exc:

@@ -7,11 +7,12 @@ failure is logged and never fails a job.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from aws_lambda_powertools import Logger
@@ -91,36 +92,68 @@ class BatchMetrics:
             self._schedule_events.clear()
 
     def _flush(self) -> None:
-        from aws_lambda_powertools.metrics import EphemeralMetrics, MetricUnit
+        from aws_lambda_powertools.metrics.functions import is_metrics_disabled
 
+        if is_metrics_disabled():
+            return
         namespace = os.environ.get(NAMESPACE_ENV, DEFAULT_NAMESPACE)
         by_reason: dict[tuple[str, str], int] = defaultdict(int)
         for (job_type, priority), group in self._groups.items():
-            metrics = EphemeralMetrics(namespace=namespace, service=SERVICE)
-            metrics.add_dimension("JobType", job_type)
-            metrics.add_dimension("Priority", priority)
-            self._add(metrics, "Succeeded", MetricUnit.Count, [group.succeeded] if group.succeeded else [])
-            self._add(metrics, "Retried", MetricUnit.Count, [group.retried] if group.retried else [])
             dead = sum(group.dead_lettered.values())
-            self._add(metrics, "DeadLettered", MetricUnit.Count, [dead] if dead else [])
-            self._add(metrics, "QueueWait", MetricUnit.Milliseconds, group.queue_wait_ms)
-            self._add(metrics, "ProcessingTime", MetricUnit.Milliseconds, group.processing_ms)
-            metrics.flush_metrics()
+            _write_emf(
+                namespace,
+                {"JobType": job_type, "Priority": priority},
+                {
+                    "Succeeded": (COUNT, [group.succeeded] if group.succeeded else []),
+                    "Retried": (COUNT, [group.retried] if group.retried else []),
+                    "DeadLettered": (COUNT, [dead] if dead else []),
+                    "QueueWait": (MILLISECONDS, group.queue_wait_ms),
+                    "ProcessingTime": (MILLISECONDS, group.processing_ms),
+                },
+            )
             for reason, count in group.dead_lettered.items():
                 by_reason[(reason, priority)] += count
         for (job_type, name), count in self._schedule_events.items():
-            metrics = EphemeralMetrics(namespace=namespace, service=SERVICE)
-            metrics.add_dimension("JobType", job_type)
-            metrics.add_metric(name=name, unit=MetricUnit.Count, value=count)
-            metrics.flush_metrics()
+            _write_emf(namespace, {"JobType": job_type}, {name: (COUNT, [count])})
         for (reason, priority), count in by_reason.items():
-            metrics = EphemeralMetrics(namespace=namespace, service=SERVICE)
-            metrics.add_dimension("Reason", reason)
-            metrics.add_dimension("Priority", priority)
-            metrics.add_metric(name="DeadLettered", unit=MetricUnit.Count, value=count)
-            metrics.flush_metrics()
+            _write_emf(
+                namespace, {"Reason": reason, "Priority": priority}, {"DeadLettered": (COUNT, [count])}
+            )
 
-    @staticmethod
-    def _add(metrics: Any, name: str, unit: Any, values: list[float]) -> None:
-        for value in values:
-            metrics.add_metric(name=name, unit=unit, value=value)
+
+COUNT = "Count"
+MILLISECONDS = "Milliseconds"
+EMF_MAX_VALUES = 100
+"""CloudWatch takes at most 100 values of one metric in one EMF document."""
+
+
+def _write_emf(
+    namespace: str, dimensions: dict[str, str], metrics: dict[str, tuple[str, list[float]]]
+) -> None:
+    """Print EMF documents through Powertools' serializer, with every value of a metric in one array.
+
+    (Powertools' ``add_metric`` takes one value a call; a batch has many. Values past 100 go into
+    further documents.)
+    """
+    from aws_lambda_powertools.metrics import EphemeralMetrics
+
+    pending = {name: (unit, list(values)) for name, (unit, values) in metrics.items() if values}
+    while pending:
+        chunk = {
+            name: {
+                "Unit": unit,
+                "StorageResolution": 60,
+                "Value": [float(v) for v in values[:EMF_MAX_VALUES]],
+            }
+            for name, (unit, values) in pending.items()
+        }
+        emf = EphemeralMetrics(namespace=namespace, service=SERVICE)
+        document = emf.serialize_metric_set(
+            metrics=chunk, dimensions={"service": SERVICE, **dimensions}, metadata={}
+        )
+        print(json.dumps(document, separators=(",", ":")))
+        pending = {
+            name: (unit, values[EMF_MAX_VALUES:])
+            for name, (unit, values) in pending.items()
+            if len(values) > EMF_MAX_VALUES
+        }

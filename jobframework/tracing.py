@@ -69,6 +69,17 @@ class TraceContext:
 
 
 _current: contextvars.ContextVar[TraceContext | None] = contextvars.ContextVar("jf_trace", default=None)
+_continued: contextvars.ContextVar[TraceContext | None] = contextvars.ContextVar("jf_continued", default=None)
+
+
+@contextlib.contextmanager
+def continue_trace(ctx: TraceContext) -> Iterator[TraceContext]:
+    """Jobs enqueued inside this block continue ``ctx`` (e.g. a saga's root trace), whatever is active."""
+    token = _continued.set(ctx)
+    try:
+        yield ctx
+    finally:
+        _continued.reset(token)
 
 
 def valid_traceparent(value: str | None) -> bool:
@@ -152,9 +163,12 @@ def _otel_context() -> TraceContext | None:
 def current() -> TraceContext:
     """The trace context to send with a new job.
 
-    Order: OpenTelemetry's active (recording) span, the running job's span, the Lambda X-Ray trace, a
-    fresh trace.
+    Order: a context given to :func:`continue_trace`, OpenTelemetry's active (recording) span, the
+    running job's span, the Lambda X-Ray trace, a fresh trace.
     """
+    continued = _continued.get()
+    if continued is not None:
+        return continued
     active = _otel_context() or _current.get()
     if active is None:
         header = os.environ.get(XRAY_ENV)
@@ -215,8 +229,15 @@ def _powertools_tracer() -> Any:
 def job_span(parent: TraceContext, job_type: str, job_id: str, attempt: int) -> Iterator[TraceContext]:
     """Run a job in a span whose parent is the producer's context; yields the job's own context."""
     own = parent.child()
+    otel, tracer = _otel_recording(), _powertools_tracer()
+    if otel is None and tracer is None:  # the plain path: no span machinery to enter
+        token = _current.set(own)
+        try:
+            yield own
+        finally:
+            _current.reset(token)
+        return
     with contextlib.ExitStack() as stack:
-        otel = _otel_recording()
         if otel is not None:
             trace = otel.trace
             otel_parent = otel.w3c.extract(parent.as_attributes())
@@ -241,7 +262,6 @@ def job_span(parent: TraceContext, job_type: str, job_id: str, attempt: int) -> 
                     parent.tracestate,
                     parent.xray_header,
                 )
-        tracer = _powertools_tracer()
         if tracer is not None:
             try:
                 subsegment = stack.enter_context(tracer.provider.in_subsegment(f"## job {job_type}"))
