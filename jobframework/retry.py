@@ -173,7 +173,7 @@ class RetryPolicy:
         """A policy whose retries keep going for at least ``window`` (an outage to ride out).
 
         The attempts are chosen so that even with the shortest jitter the retries
-        span the window.
+        span the window (with ``full`` jitter, whose shortest delay is 0, the expected delay).
 
         Example:
             >>> RetryPolicy.spanning(minutes=15).max_attempts
@@ -192,7 +192,9 @@ class RetryPolicy:
         )
         covered, attempts = 0.0, 1
         while covered < seconds:
-            covered += probe.delay_range(attempts)[0] or 1e-3
+            low, high = probe.delay_range(attempts)
+            # Full jitter can draw 0 every time: count its expected delay (half the exponential).
+            covered += (high / 2 if probe.jitter is Jitter.FULL else low) or 1e-3
             attempts += 1
             if attempts > 1000:
                 raise ConfigurationError(f"RetryPolicy.spanning: {seconds:g}s needs more than 1000 attempts")

@@ -182,3 +182,10 @@ def test_retryable_error_refuses_a_negative_delay():
     with pytest.raises(ValueError, match=">= 0"):
         RetryableError("x", delay=-1)
     assert RetryableError("x", delay=timedelta(minutes=1)).delay == 60
+
+
+def test_spanning_with_full_jitter_counts_the_expected_delay():
+    policy = RetryPolicy.spanning(minutes=10, jitter="full")
+    expected_total = sum(policy.delay_range(n)[1] / 2 for n in range(1, policy.max_attempts))
+    assert expected_total >= 600
+    assert policy.max_attempts > RetryPolicy.spanning(minutes=10).max_attempts  # more tries: shorter waits
