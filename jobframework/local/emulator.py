@@ -174,8 +174,9 @@ def queue_arn_from_url(url: str, region: str) -> str:
         >>> queue_arn_from_url("http://127.0.0.1:5000/123456789012/jf-dev-high", "us-east-1")
         'arn:aws:sqs:us-east-1:123456789012:jf-dev-high'
     """
-    parts = url.rstrip("/").split("/")
-    return f"arn:aws:sqs:{region}:{parts[-2]}:{parts[-1]}"
+    from jobframework.delays import queue_arn
+
+    return queue_arn(url, region)
 
 
 class Emulator:
