@@ -3,7 +3,8 @@
 They show the shapes real jobs take: a quick critical job, a job that fails
 transiently and then succeeds, a permanent failure, a poison pill, a job whose
 downstream is broken until an operator fixes it (then its dead letters are
-redriven), and a scheduled job.
+redriven), a scheduled job, and the ``order.place`` saga (charge, reserve, confirm;
+a reservation of an out-of-stock SKU fails and the charge is refunded).
 """
 
 from __future__ import annotations
@@ -11,9 +12,12 @@ from __future__ import annotations
 from pydantic import BaseModel, Field
 
 from jobframework import JobContext, PermanentError, Priority, RetryableError, RetryPolicy, Schedule, job
+from jobframework.saga import saga, step
 
 BROKEN_DOWNSTREAMS: set[str] = set()
 """Downstreams the demo marks as broken (an outage the operator fixes before redriving)."""
+OUT_OF_STOCK: set[str] = {"sku-sold-out"}
+"""SKUs whose reservation fails (the order saga then refunds the charge)."""
 
 
 class PasswordReset(BaseModel):
@@ -113,3 +117,57 @@ def generate_report(req: ReportRequest, ctx: JobContext) -> dict[str, int]:
 def cleanup(req: Cleanup, ctx: JobContext) -> dict[str, int]:
     """Delete expired sessions; runs every hour."""
     return {"older_than_days": req.older_than_days}
+
+
+class Order(BaseModel):
+    order_id: str
+    amount_cents: int = Field(gt=0)
+    sku: str
+
+
+class ChargedOrder(Order):
+    charge_id: str
+
+
+class ReservedOrder(Order):
+    reservation_id: str
+
+
+@job("orders.charge", priority=Priority.HIGH)
+def charge_order(order: Order) -> dict[str, str]:
+    """Charge the card; the charge id is passed on to later steps and to the refund."""
+    return {"charge_id": f"ch_{order.order_id}"}
+
+
+@job("orders.refund", priority=Priority.HIGH)
+def refund_charge(order: ChargedOrder, ctx: JobContext) -> None:
+    """Undo ``orders.charge``."""
+    ctx.logger.info("refunded %s (%d cents)", order.charge_id, order.amount_cents)
+
+
+@job("orders.reserve", priority=Priority.HIGH)
+def reserve_stock(order: Order) -> dict[str, str]:
+    """Reserve the stock; an out-of-stock SKU is final (the saga compensates)."""
+    if order.sku in OUT_OF_STOCK:
+        raise PermanentError(f"{order.sku} is out of stock")
+    return {"reservation_id": f"rsv_{order.order_id}"}
+
+
+@job("orders.release", priority=Priority.HIGH)
+def release_stock(order: ReservedOrder) -> None:
+    """Undo ``orders.reserve``."""
+
+
+@job("orders.confirm", priority=Priority.HIGH)
+def send_confirmation(order: ChargedOrder) -> None:
+    """Email the customer that the order is placed."""
+
+
+order_saga = saga(
+    "order.place",
+    steps=[
+        step(charge_order, compensate=refund_charge),
+        step(reserve_stock, compensate=release_stock),
+        step(send_confirmation),
+    ],
+)

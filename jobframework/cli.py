@@ -157,6 +157,13 @@ dlq_app = typer.Typer(
     rich_markup_mode=None,
 )
 app.add_typer(dlq_app, name="dlq")
+saga_app = typer.Typer(
+    cls=TyperGroup,
+    help="List sagas and show one: steps, states, attempts, outputs, errors, timings.",
+    no_args_is_help=True,
+    rich_markup_mode=None,
+)
+app.add_typer(saga_app, name="saga")
 
 
 # --- AWS access -----------------------------------------------------------------------------------------
@@ -375,6 +382,7 @@ def dev(
     import logging
 
     from jobframework.consumer import consumer
+    from jobframework.delays import fire_due
     from jobframework.jobs import registry
     from jobframework.local.aws import FAKE_CREDENTIALS, EmbeddedAWS
     from jobframework.local.emulator import Emulator, pollers_for
@@ -404,7 +412,13 @@ def dev(
         sys.stdout.flush()
         handler = consumer(registry, config=config, sqs_client=sqs)
         emulator = Emulator(pollers_for(config, topology), handler, sqs, max_idle_seconds=0.25)
-        scheduler = LocalScheduler(topology.schedules, sqs_sender(config, sqs)).start()
+        scheduler_client = aws.client("scheduler")
+        scheduler = LocalScheduler(
+            topology.schedules,
+            sqs_sender(config, sqs),
+            # Delays over 15 minutes are Scheduler one-time schedules; the embedded one never fires them.
+            tasks=[lambda: fire_due(scheduler_client, sqs, config.schedule_group)],
+        ).start()
         for entry in scheduler.describe():
             typer.echo(f"# schedule {entry['job']} {entry['expression']} next {entry['next']}")
         sys.stdout.flush()
@@ -451,7 +465,6 @@ def worker(  # noqa: PLR0917
     from jobframework.local.emulator import Emulator, pollers_for, worker_processes
     from jobframework.topology import Topology, TopologySettings
 
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     chosen = [q.strip() for q in queues.split(",") if q.strip()]
     try:
         for name in chosen:
@@ -463,6 +476,8 @@ def worker(  # noqa: PLR0917
         ) from None
     if not chosen:
         raise typer.BadParameter("name at least one queue", param_hint="--queues")
+    # Only once the arguments are good: a handler left on a closed stream would outlive a bad call.
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     _load_jobs(jobs)
     aws = _aws(ctx)
     config = aws.runtime_config()
@@ -584,6 +599,52 @@ def enqueue(  # noqa: PLR0917
         typer.echo(result.id)
 
 
+@app.command()
+def status(
+    ctx: typer.Context,
+    job_id: Annotated[str, typer.Argument(metavar="ID", help="The job id that enqueue printed.")],
+    json_output: JsonOption = False,
+) -> None:
+    """What is known of a job: queued, scheduled, running, retrying, succeeded or dead.
+
+    Example: jf status 0190b8a4-6f1e-7c3a-9d2b-1a2b3c4d5e6f
+    """
+    if not 0 < len(job_id) <= 128:
+        raise typer.BadParameter("a job id has 1 to 128 characters", param_hint="ID")
+    from jobframework.client import JobClient
+
+    aws = _aws(ctx)
+    config = aws.runtime_config()
+    client = JobClient(
+        config,
+        sqs_client=aws.sqs(config),
+        clients={"dynamodb": aws.client("dynamodb", config=config)},
+    )
+    found = client.status(job_id)
+    if found is None:
+        raise CliError(f"no job {job_id} in the state table (unknown id, or its status expired)")
+    if json_output:
+        _print_json(found.model_dump(mode="json"))
+        return
+    rows = {
+        "id": found.id,
+        "type": found.type,
+        "status": found.status.value,
+        "attempts": found.attempts,
+        "key": found.key,
+        "enqueued at": found.enqueued_at,
+        "started at": found.started_at,
+        "finished at": found.finished_at,
+        "updated at": found.updated_at,
+        "reason": found.reason,
+        "error": found.error,
+        "result": None if found.result is None else json.dumps(found.result),
+    }
+    for name, value in rows.items():
+        if value is not None:
+            typer.echo(f"{name + ':':<13} {value}")
+
+
 @app.command("retry-plan")
 def retry_plan(
     job_type: Annotated[str, typer.Argument(metavar="TYPE", help="Registered job name.")],
@@ -692,25 +753,48 @@ def dlq_peek(
     """
     letters, _ = _dead_letters(ctx)
     found = letters.peek(priority.value, limit=count)
+    pointers = [_payload_pointer(d.body) for d in found]
     if json_output:
-        _print_json([d.summary() for d in found])
+        _print_json(
+            [
+                {**d.summary(), **({"payload_ref": ref} if ref else {})}
+                for d, ref in zip(found, pointers, strict=True)
+            ]
+        )
         return
     from rich.table import Table
 
     table = Table(title=f"{priority.value} DLQ: {len(found)} shown", title_justify="left")
-    for name in ("type", "id", "reason", "error", "attempts", "dead at"):
+    columns = ["type", "id", "reason", "error", "attempts", "dead at"]
+    if any(pointers):
+        columns.append("payload")
+    for name in columns:
         table.add_column(name, overflow="fold")
-    for d in found:
+    for d, ref in zip(found, pointers, strict=True):
         s = d.summary()
-        table.add_row(
+        row = [
             s["type"] or "?",
             s["id"] or "-",
             s["reason"] or "-",
             s["error"] or "-",
             str(s["attempts"] or "-"),
             s["dead_at"] or "-",
-        )
+        ]
+        if any(pointers):
+            row.append(f"{ref['uri']} ({ref['size']:,} bytes)" if ref else "inline")
+        table.add_row(*row)
     _console().print(table)
+
+
+def _payload_pointer(body: str) -> dict[str, Any] | None:
+    """Where an offloaded payload is (``payload_ref`` in the body): ``{"uri": "s3://...", "size": n}``."""
+    try:
+        ref = json.loads(body).get("payload_ref")
+    except (ValueError, AttributeError):
+        return None
+    if not isinstance(ref, dict) or not ref.get("bucket") or not ref.get("key"):
+        return None
+    return {"uri": f"s3://{ref['bucket']}/{ref['key']}", "size": ref.get("size"), "sha256": ref.get("sha256")}
 
 
 @dlq_app.command("export")
@@ -858,6 +942,81 @@ def dlq_tasks(ctx: typer.Context, priority: PriorityArg, json_output: JsonOption
             f"{t.get('ApproximateNumberOfMessagesToMove', '?')} moved, started {t.get('StartedTimestamp')}"
             + (f", {t['FailureReason']}" if t.get("FailureReason") else "")
         )
+
+
+# --- jf saga ... ----------------------------------------------------------------------------------------
+
+
+class SagaStatusName(StrEnum):
+    running = "running"
+    compensating = "compensating"
+    succeeded = "succeeded"
+    compensated = "compensated"
+    failed = "failed"
+
+
+def _saga_store(ctx: typer.Context) -> Any:
+    from jobframework.state import StateStore
+
+    aws = _aws(ctx)
+    config = aws.runtime_config()
+    if not config.state_table:
+        raise CliError("sagas live in the state table: set JF_STATE_TABLE (or use the stack's topology)")
+    return StateStore(config.state_table, aws.client("dynamodb", config=config))
+
+
+@saga_app.command("ls")
+def saga_ls(
+    ctx: typer.Context,
+    status: Annotated[SagaStatusName | None, typer.Option(help="Only sagas with this status.")] = None,
+    name: Annotated[str | None, typer.Option("--name", help="Only sagas of this name.")] = None,
+    limit: Annotated[int, typer.Option(help="At most this many, newest first.", min=1)] = 50,
+    json_output: JsonOption = False,
+) -> None:
+    """Sagas, newest first: id, name, status, current step, age, reason.
+
+    Example: jf saga ls --status failed
+    """
+    from jobframework.saga import list_sagas
+    from jobframework.saga_view import saga_summary
+
+    found = list_sagas(_saga_store(ctx), status=status.value if status else None, name=name, limit=limit)
+    rows = [saga_summary(r) for r in found]
+    if json_output:
+        _print_json(rows)
+        return
+    from rich.table import Table
+
+    table = Table(title=f"{len(rows)} sagas", title_justify="left")
+    for column in ("id", "name", "status", "step", "started", "reason"):
+        table.add_column(column, overflow="fold")
+    for row in rows:
+        table.add_row(
+            row["id"], row["name"], row["status"], row["step"] or "-", row["created_at"], row["reason"] or "-"
+        )
+    _console().print(table)
+
+
+@saga_app.command("show")
+def saga_show(
+    ctx: typer.Context,
+    saga_id: Annotated[str, typer.Argument(metavar="ID", help="The saga id that start() returned.")],
+    json_output: JsonOption = False,
+) -> None:
+    """One saga: status, reason, trace, and each step's state, attempts, output, error and timings.
+
+    Example: jf saga show 0190a5c4-...
+    """
+    from jobframework.saga import load_saga
+    from jobframework.saga_view import saga_table
+
+    record = load_saga(_saga_store(ctx), saga_id)
+    if record is None:
+        raise CliError(f"no saga {saga_id} (never started, or its record expired)")
+    if json_output:
+        _print_json(record.model_dump(mode="json"))
+        return
+    _console().print(saga_table(record))
 
 
 def main(argv: Sequence[str] | None = None) -> None:

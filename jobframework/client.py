@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import math
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
@@ -42,6 +42,7 @@ if TYPE_CHECKING:
     from mypy_boto3_sqs import SQSClient
     from mypy_boto3_sqs.type_defs import SendMessageBatchRequestEntryTypeDef
 
+    from jobframework.saga import SagaRecord
     from jobframework.signing import KeySource
 
 log = logging.getLogger(__name__)
@@ -149,6 +150,8 @@ class JobClient:
         registry: the jobs that can be named by string (the default registry when ``None``).
         session: a boto3 session to make the SQS client from.
         sqs_client: an SQS client to use as is (tests, custom retry config).
+        clients: other boto3 clients to use as is, by service name (``dynamodb``, ``s3``,
+            ``scheduler``); the others are made from ``session`` when first needed.
         batch_retries: how many times ``enqueue_many`` resends entries a batch reports as failed.
 
     Example:
@@ -163,13 +166,14 @@ class JobClient:
         registry: JobRegistry | None = None,
         session: boto3.Session | None = None,
         sqs_client: SQSClient | None = None,
+        clients: Mapping[str, Any] | None = None,
         batch_retries: int = 3,
     ) -> None:
         self.config = config if config is not None else RuntimeConfig.from_env()
         self.registry = registry if registry is not None else default_registry
         self._session = session
         self._sqs = sqs_client
-        self._clients: dict[str, Any] = {}
+        self._clients: dict[str, Any] = dict(clients or {})
         self.batch_retries = batch_retries
         self._keys: KeySource | None = None
         if self.config.signing_keys:
@@ -223,6 +227,21 @@ class JobClient:
         if not isinstance(job_id, str) or not 0 < len(job_id) <= 128:
             raise ConfigurationError(f"a job id is a string of 1 to 128 characters, got {job_id!r}")
         return state.get_status(job_id)
+
+    def saga_status(self, saga_id: str) -> SagaRecord | None:
+        """A saga's record: status, steps (state, output, attempts, error, timings), signals, trace.
+
+        Returns ``None`` for an id the state table does not know (or that expired).
+
+        Raises:
+            ConfigurationError: no state table is configured.
+        """
+        from jobframework.saga import load_saga
+
+        state = self.state
+        if state is None:
+            raise ConfigurationError("saga status needs the state table: set JF_STATE_TABLE")
+        return load_saga(state, saga_id)
 
     def job(self, job: Job[Any] | str) -> Job[Any]:
         if isinstance(job, Job):
@@ -361,7 +380,12 @@ class JobClient:
                 state.release_key(env.key, env.id)  # a retry of this enqueue must not be blocked
             raise
         if prepared.dedup_window is not None and state is not None:
-            state.confirm_key(env.key, env.id)
+            try:
+                state.confirm_key(env.key, env.id)
+            except Exception:
+                # Sent: raising now would make the caller enqueue it again. The pending marker still
+                # dedups until its lease ends.
+                log.warning("confirming the dedup marker of job %s failed", env.id, exc_info=True)
         self._record_status(prepared)
         log.debug("enqueued %s job %s", env.type, env.id)
         return prepared.result(message_id)

@@ -2,11 +2,13 @@
 
 The producer signs; the consumer rejects an unsigned message, a tampered one, or
 one signed under a key id it does not hold, to the DLQ with reason ``signature``,
-before anything runs. The MAC covers what runs — ``type``, ``payload`` (or the
-offloaded payload's pointer and checksum), ``payload_version`` and ``saga`` — not
-per-delivery fields. It travels in the ``jf-sig`` and ``jf-kid`` attributes, or,
-for messages that EventBridge Scheduler sends (which cannot carry attributes), in
-the envelope's ``sig`` field as ``<kid>:<mac>``.
+before anything runs. The MAC covers what runs and what decides whether it runs —
+``id``, ``key``, ``type``, ``payload`` (or the offloaded payload's pointer and
+checksum), ``payload_version`` and ``saga`` (a captured message replayed under a fresh
+key would otherwise escape idempotency) — not per-delivery attributes. It travels
+in the ``jf-sig`` and ``jf-kid`` attributes, or, for messages that EventBridge
+Scheduler sends (which cannot carry attributes), in the envelope's ``sig`` field as
+``<kid>:<mac>``.
 
 Keys are a JSON document ``{"current": "k2", "keys": {"k1": "<secret>", "k2": "<secret>"}}``
 kept in an SSM SecureString (``ssm:/jf/prod/signing-keys``) or a Secrets Manager
@@ -40,6 +42,8 @@ CACHE_SECONDS = 300.0
 def canonical(envelope: Envelope) -> bytes:
     """The bytes the MAC covers: the job's content, canonical JSON."""
     content: dict[str, Any] = {
+        "id": envelope.id,
+        "key": envelope.key,
         "type": envelope.type,
         "payload": envelope.payload,
         "payload_version": envelope.payload_version,

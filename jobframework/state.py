@@ -21,10 +21,13 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 
+from jobframework.errors import EnqueueError
+
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
 
 STATUS_TTL_SECONDS = 7 * 24 * 3600
+CLAIM_ATTEMPTS = 5
 MAX_RESULT_CHARS = 1000
 
 
@@ -99,7 +102,11 @@ class StateStore:
         result: str | None = None,
         ttl: int = STATUS_TTL_SECONDS,
     ) -> None:
-        """Record a job's state; later fields overwrite earlier ones, ``started_at`` is set once."""
+        """Record a job's state; later fields overwrite earlier ones, ``started_at`` is set once.
+
+        ``queued`` and ``scheduled`` are written only over nothing or each other, so a producer that
+        records them after a fast consumer already ran the job does not move the status back.
+        """
         now = _now()
         values: dict[str, Any] = {
             ":status": {"S": state.value},
@@ -132,13 +139,29 @@ class StateStore:
             sets.append("#error = :none")
             names["#error"] = "error"
             values[":none"] = {"NULL": True}
-        self.client.update_item(
-            TableName=self.table,
-            Key={"pk": {"S": f"job#{job_id}"}, "sk": {"S": "status"}},
-            UpdateExpression="SET " + ", ".join(sets),
-            ExpressionAttributeNames=names,
-            ExpressionAttributeValues=values,
-        )
+        from botocore.exceptions import ClientError
+
+        condition: dict[str, str] = {}
+        if state in (JobState.QUEUED, JobState.SCHEDULED):
+            # The consumer may have started (or finished) the job before the producer gets here.
+            condition["ConditionExpression"] = (
+                "attribute_not_exists(#status) OR #status IN (:queued, :scheduled)"
+            )
+            values[":queued"] = {"S": JobState.QUEUED.value}
+            values[":scheduled"] = {"S": JobState.SCHEDULED.value}
+        try:
+            self.client.update_item(
+                TableName=self.table,
+                Key={"pk": {"S": f"job#{job_id}"}, "sk": {"S": "status"}},
+                UpdateExpression="SET " + ", ".join(sets),
+                ExpressionAttributeNames=names,
+                ExpressionAttributeValues=values,
+                **condition,  # type: ignore[arg-type]
+            )
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") != "ConditionalCheckFailedException":
+                raise
+            # Already running or done: a late "queued" must not win.
 
     def get_status(self, job_id: str) -> JobStatus | None:
         item = self.client.get_item(
@@ -175,35 +198,40 @@ class StateStore:
         """
         from botocore.exceptions import ClientError
 
-        now = time.time()
-        try:
-            self.client.put_item(
+        for _ in range(CLAIM_ATTEMPTS):
+            now = time.time()
+            try:
+                self.client.put_item(
+                    TableName=self.table,
+                    Item={
+                        "pk": {"S": f"dedup#{key}"},
+                        "sk": {"S": "marker"},
+                        "job_id": {"S": job_id},
+                        "state": {"S": "pending"},
+                        "lease_until": {"N": f"{now + lease:.3f}"},
+                        "expires_at": {"N": f"{now + window:.3f}"},
+                    },
+                    ConditionExpression=(
+                        "attribute_not_exists(pk) OR expires_at < :now"
+                        " OR (#state = :pending AND lease_until < :now)"
+                    ),
+                    ExpressionAttributeNames={"#state": "state"},
+                    ExpressionAttributeValues={":now": {"N": f"{now:.3f}"}, ":pending": {"S": "pending"}},
+                )
+                return None
+            except ClientError as exc:
+                if exc.response.get("Error", {}).get("Code") != "ConditionalCheckFailedException":
+                    raise
+            item = self.client.get_item(
                 TableName=self.table,
-                Item={
-                    "pk": {"S": f"dedup#{key}"},
-                    "sk": {"S": "marker"},
-                    "job_id": {"S": job_id},
-                    "state": {"S": "pending"},
-                    "lease_until": {"N": f"{now + lease:.3f}"},
-                    "expires_at": {"N": f"{now + window:.3f}"},
-                },
-                ConditionExpression=(
-                    "attribute_not_exists(pk) OR expires_at < :now"
-                    " OR (#state = :pending AND lease_until < :now)"
-                ),
-                ExpressionAttributeNames={"#state": "state"},
-                ExpressionAttributeValues={":now": {"N": f"{now:.3f}"}, ":pending": {"S": "pending"}},
-            )
-            return None
-        except ClientError as exc:
-            if exc.response.get("Error", {}).get("Code") != "ConditionalCheckFailedException":
-                raise
-        item = self.client.get_item(
-            TableName=self.table,
-            Key={"pk": {"S": f"dedup#{key}"}, "sk": {"S": "marker"}},
-            ConsistentRead=True,
-        ).get("Item", {})
-        return str(item.get("job_id", {}).get("S", "")) or None
+                Key={"pk": {"S": f"dedup#{key}"}, "sk": {"S": "marker"}},
+                ConsistentRead=True,
+            ).get("Item", {})
+            holder = str(item.get("job_id", {}).get("S", ""))
+            if holder:
+                return holder
+            # The holder released its claim (its send failed) between our two calls: claim again.
+        raise EnqueueError(f"could not claim dedup key {key!r}: it kept changing hands; try again")
 
     def confirm_key(self, key: str, job_id: str) -> None:
         """Mark the claim as sent (no longer taken over when its lease passes)."""

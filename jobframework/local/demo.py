@@ -5,8 +5,10 @@ runs the event-source-mapping emulator with the real consumer, and enqueues a mi
 workload on all four priorities: jobs that succeed, webhooks that fail transiently and
 then succeed, a declined payment (permanent), a poison-pill report (exhausted), a
 malformed message, CRM syncs that fail while the CRM is "broken", and the scheduled
-cleanup (fired once by the local scheduler). When every job has settled it "fixes" the
-CRM, redrives the CRM dead letters and shows them succeed, then prints a summary.
+cleanup (fired once by the local scheduler), and two ``order.place`` sagas: one that
+succeeds, one whose reservation fails so that the charge is refunded. When every job has
+settled it "fixes" the CRM, redrives the CRM dead letters and shows them succeed, then
+prints a summary.
 """
 
 from __future__ import annotations
@@ -103,6 +105,8 @@ class DemoReport:
     scheduled: list[str]
     elapsed_seconds: float
     settled: bool
+    sagas: list[dict[str, Any]] = field(default_factory=list)
+    """Each order saga: order, id, status, reason, and the steps that were compensated."""
 
     def as_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -130,6 +134,29 @@ def _workload() -> list[tuple[str, dict[str, Any]]]:
     jobs += [("reports.generate", {"report_id": f"r-{i}", "rows": 10 * i}) for i in range(6)]
     jobs += [("reports.generate", {"report_id": "poison"})]
     return jobs
+
+
+DEMO_ORDERS: tuple[dict[str, Any], ...] = (
+    {"order_id": "o-100", "amount_cents": 2599, "sku": "sku-blue-mug"},
+    {"order_id": "o-101", "amount_cents": 4200, "sku": "sku-sold-out"},
+)
+"""Order sagas: the first succeeds; the second's reservation fails and its charge is refunded."""
+SAGA_JOBS = 6
+"""Jobs the two order sagas run: charge, reserve, confirm; charge, reserve (fails), refund."""
+
+
+def _saga_outcome(record: Any, order_id: str) -> dict[str, Any]:
+    return {
+        "order_id": order_id,
+        "id": record.id if record else None,
+        "status": record.status.value if record else "unknown",
+        "reason": record.reason if record else None,
+        "compensated": [
+            s.name
+            for s in (record.steps if record else [])
+            if s.compensation_state is not None and s.compensation_state.value == "compensated"
+        ],
+    }
 
 
 MALFORMED_BODY = '{"v": 1, "type": "emails.send", "payload": "not an object"'
@@ -191,6 +218,15 @@ def _run(*, console: Any, live: bool, port: int, timeout: float) -> DemoReport:
             if not result.ok:
                 raise RuntimeError(f"enqueue failed: {result.error}")
             expected[result.priority.value] += 1
+        saga_ids: dict[str, str] = {
+            str(order["order_id"]): example.order_saga.start(order, client=client) for order in DEMO_ORDERS
+        }
+        expected[Priority.HIGH.value] += SAGA_JOBS
+
+        def sagas_ended() -> bool:
+            records = [client.saga_status(sid) for sid in saga_ids.values()]
+            return all(r is not None and r.status.terminal for r in records)
+
         sqs.send_message(QueueUrl=config.endpoints(Priority.DEFAULT).url, MessageBody=MALFORMED_BODY)
         expected[Priority.DEFAULT.value] += 1
         scheduler = LocalScheduler(topology.schedules, sqs_sender(config, sqs))
@@ -202,7 +238,7 @@ def _run(*, console: Any, live: bool, port: int, timeout: float) -> DemoReport:
 
         total = sum(expected.values())
         settled = _wait(
-            lambda: tally.settled() >= total,
+            lambda: tally.settled() >= total and sagas_ended(),
             started + timeout,
             console=console if live else None,
             tally=tally,
@@ -231,6 +267,7 @@ def _run(*, console: Any, live: bool, port: int, timeout: float) -> DemoReport:
         emulator.stop(drain_timeout=5)
         emulator = None
         left = {d.priority: d.depth for d in dead_letters.depths(sample=0)}
+        sagas = [_saga_outcome(client.saga_status(sid), order) for order, sid in saga_ids.items()]
     finally:
         if emulator is not None:
             emulator.stop(drain_timeout=2)
@@ -257,6 +294,7 @@ def _run(*, console: Any, live: bool, port: int, timeout: float) -> DemoReport:
         scheduled=scheduled,
         elapsed_seconds=round(time.monotonic() - started, 2),
         settled=settled,
+        sagas=sagas,
     )
 
 
@@ -331,6 +369,11 @@ def render_summary(report: DemoReport) -> Any:
         "left in the DLQs", ", ".join(f"{k} {v}" for k, v in report.left_in_dlqs.items() if v) or "0"
     )
     outcomes.add_row("scheduled runs fired", str(len(report.scheduled)))
+    for s in report.sagas:
+        detail = s["status"]
+        if s["reason"]:
+            detail += f" ({s['reason']}; undone: {', '.join(s['compensated']) or 'nothing'})"
+        outcomes.add_row(f"saga order.place {s['order_id']}", detail)
     outcomes.add_row("elapsed", f"{report.elapsed_seconds:.1f} s")
 
     timings = Table(title="timings of successful attempts", title_justify="left")

@@ -204,6 +204,8 @@ class LocalScheduler:
         schedules: the topology's :class:`ScheduleSpec`\\ s.
         send: what to do with each firing (see :func:`sqs_sender`).
         now: the clock (UTC), injectable for tests.
+        tasks: more work for each tick, about once a second (``jf dev`` fires the due one-time
+            delay schedules with :func:`jobframework.delays.fire_due`); a failing task is logged.
 
     Example:
         >>> scheduler = LocalScheduler(topology.schedules, sqs_sender(config, sqs))  # doctest: +SKIP
@@ -216,9 +218,11 @@ class LocalScheduler:
         send: Sender,
         *,
         now: Callable[[], datetime] = lambda: datetime.now(UTC),
+        tasks: Iterable[Callable[[], object]] = (),
     ) -> None:
         self.send = send
         self.now = now
+        self.tasks = list(tasks)
         start = now()
         self.entries = []
         for spec in schedules:
@@ -237,7 +241,12 @@ class LocalScheduler:
         return envelope
 
     def tick(self) -> list[Envelope]:
-        """Fire every schedule whose slot has come (a missed run of slots fires once)."""
+        """Fire every schedule whose slot has come (a missed run of slots fires once); run the tasks."""
+        for task in self.tasks:
+            try:
+                task()
+            except Exception:
+                log.warning("scheduler task %r failed", task, exc_info=True)
         now = self.now()
         fired = []
         for entry in self.entries:
@@ -269,7 +278,7 @@ class LocalScheduler:
             self._stop.wait(1.0 if wait is None else min(max(wait, 0.01), 1.0))
 
     def start(self) -> LocalScheduler:
-        if self.entries and self._thread is None:
+        if (self.entries or self.tasks) and self._thread is None:
             self._thread = threading.Thread(target=self._run, name="jf-scheduler", daemon=True)
             self._thread.start()
         return self

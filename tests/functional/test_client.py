@@ -82,7 +82,7 @@ def test_a_delay_keeps_the_job_invisible_until_it_passes(rt):
     assert bodies(rt, "high") == []
     while not bodies(rt, "high"):
         time.sleep(0.2)
-        assert time.monotonic() - started < 6
+        assert time.monotonic() - started < 15, "the delayed job never became visible"
     assert time.monotonic() - started >= 1.5
 
 

@@ -1,0 +1,186 @@
+"""`jf status`, `jf dlq peek` of offloaded payloads, and `jf dev` firing long delays."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import time
+from typing import Any
+
+import pytest
+
+from jobframework.client import JobClient
+from jobframework.consumer import consumer
+from jobframework.delays import create_one_time_schedule, fire_due, schedule_name
+from jobframework.envelope import Envelope
+from jobframework.local.aws import free_port
+from jobframework.local.scheduler import LocalScheduler
+from jobframework.testing import consume_once, provision_fresh, receive_all
+from jobframework.topology import RuntimeConfig
+from tests.functional.conftest_local import cli_env, invoke, jf_aws
+from tests.functional.test_cli import JF, _env
+
+from . import jobs_effectively_once as jobs
+
+__all__ = ["jf_aws"]
+
+
+@pytest.fixture
+def env_config(jf_aws: Any) -> tuple[RuntimeConfig, JobClient, Any]:
+    jobs.effects.clear()
+    jobs.observed.clear()
+    jobs.while_running.clear()
+    _, config = provision_fresh(jf_aws.endpoint_url, jobs.registry)
+    sqs = jf_aws.client("sqs")
+    return config, JobClient(config, registry=jobs.registry, sqs_client=sqs), sqs
+
+
+def _one_error_line(result: Any) -> str:
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.output
+    assert lines[0].startswith("jf: error: ")
+    assert "Traceback" not in result.output
+    return str(lines[0])
+
+
+def test_status_shows_a_queued_then_a_succeeded_job(env_config):
+    config, client, sqs = env_config
+    sent = client.enqueue("eo.effect", {"name": "cli"})
+    queued = invoke(["status", sent.id], cli_env(config))
+    assert queued.exit_code == 0, queued.output
+    assert "status:       queued" in queued.stdout
+    assert f"id:           {sent.id}" in queued.stdout
+
+    handler = consumer(jobs.registry, config=config, sqs_client=sqs)
+    consume_once(handler, sqs, config.endpoints("high").url)
+    done = invoke(["status", sent.id, "--json"], cli_env(config))
+    assert done.exit_code == 0, done.output
+    info = json.loads(done.stdout)
+    assert (info["status"], info["attempts"], info["type"]) == ("succeeded", 1, "eo.effect")
+    assert info["result"] == {"applied": "cli"} and info["finished_at"]
+
+
+def test_status_of_an_unknown_id_is_one_line_and_exit_1(env_config):
+    config, _, _ = env_config
+    result = invoke(["status", "0190b8a4-0000-7000-8000-000000000000"], cli_env(config))
+    assert result.exit_code == 1
+    assert "no job 0190b8a4-0000-7000-8000-000000000000" in _one_error_line(result)
+
+
+@pytest.mark.parametrize("args", [["status"], ["status", "x" * 129], ["status", "id", "--jsn"]])
+def test_status_with_bad_arguments_exits_2(args):
+    result = invoke(args, {"JF_ENDPOINT_URL": "http://127.0.0.1:9"})
+    assert result.exit_code == 2, result.output
+    _one_error_line(result)
+
+
+def test_status_with_an_unreachable_endpoint_exits_3(env_config):
+    config, _, _ = env_config
+    env = cli_env(config)
+    env["JF_ENDPOINT_URL"] = f"http://127.0.0.1:{free_port()}"
+    started = time.monotonic()
+    result = invoke(["status", "some-id"], env)
+    assert result.exit_code == 3, result.output
+    assert "cannot reach the AWS endpoint" in _one_error_line(result)
+    assert time.monotonic() - started < 15
+
+
+def test_status_without_a_state_table_says_what_to_set(env_config):
+    config, _, _ = env_config
+    env = cli_env(config.model_copy(update={"state_table": None}))
+    result = invoke(["status", "some-id"], env)
+    assert result.exit_code == 1
+    assert "JF_STATE_TABLE" in _one_error_line(result)
+
+
+def test_dlq_peek_shows_the_pointer_of_an_offloaded_payload(env_config):
+    config, client, sqs = env_config
+    client.enqueue("eo.blob", {"name": "reject-big", "data": "q" * 300_000})
+    client.enqueue("eo.blob", {"name": "reject-small", "data": "q"})
+    handler = consumer(jobs.registry, config=config, sqs_client=sqs)
+    consume_once(handler, sqs, config.endpoints("high").url)
+    result = invoke(["dlq", "peek", "high", "--json"], cli_env(config))
+    assert result.exit_code == 0, result.output
+    pointers = [d.get("payload_ref") for d in json.loads(result.stdout)]
+    big = next(p for p in pointers if p)
+    assert big["uri"].startswith(f"s3://{config.payload_bucket}/payloads/eo.blob/")
+    assert big["size"] > 300_000
+    assert sum(1 for p in pointers if p is None) == 1  # the inline one has none
+    table = invoke(["dlq", "peek", "high"], cli_env(config))
+    assert table.exit_code == 0, table.output
+    assert "payload" in table.stdout and "s3://" in table.stdout and "inline" in table.stdout
+
+
+def test_the_local_scheduler_fires_due_delay_schedules_as_a_task(env_config, jf_aws):
+    config, _, sqs = env_config
+    scheduler_client = jf_aws.client("scheduler")
+    env = Envelope.new("eo.effect", {"name": "due", "fail_times": 0})
+    url = config.endpoints("high").url
+    create_one_time_schedule(scheduler_client, config, env, 0, url)
+    fire = lambda: fire_due(scheduler_client, sqs, config.schedule_group)  # noqa: E731
+    scheduler = LocalScheduler([], lambda spec, envelope: None, tasks=[fire]).start()
+    try:
+        deadline = time.monotonic() + 5
+        while not (got := receive_all(sqs, url, attempts=1)):
+            assert time.monotonic() < deadline, "the due delay schedule was never fired"
+            time.sleep(0.1)
+    finally:
+        scheduler.stop()
+    assert [json.loads(m["Body"])["id"] for m in got] == [env.id]
+    with pytest.raises(scheduler_client.exceptions.ResourceNotFoundException):
+        scheduler_client.get_schedule(Name=schedule_name(env.id), GroupName=config.schedule_group)
+
+
+def test_jf_dev_fires_long_delays_when_they_are_due():
+    port = free_port()
+    proc = subprocess.Popen(
+        [JF, "dev", "--port", str(port)],
+        env=_env({"POWERTOOLS_METRICS_DISABLED": "true", "POWERTOOLS_LOG_LEVEL": "WARNING"}),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    try:
+        exports: dict[str, str] = {}
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            if line.startswith("export "):
+                name, _, value = line[len("export ") :].strip().partition("=")
+                exports[name] = value
+            if line.startswith("# schedule"):
+                break
+        import boto3
+
+        session = boto3.Session(
+            aws_access_key_id="testing", aws_secret_access_key="testing", region_name="us-east-1"
+        )
+        endpoint = exports["JF_ENDPOINT_URL"]
+        config = RuntimeConfig.from_parameter(
+            exports["JF_TOPOLOGY_PARAMETER"],
+            ssm_client=session.client("ssm", endpoint_url=endpoint),
+            endpoint_url=endpoint,
+        )
+        # A declined card, delayed past its due time: once fired, the worker dead-letters it.
+        env = Envelope.new(
+            "payments.capture", {"order_id": "o-late", "amount_cents": 5, "card_token": "declined"}
+        )
+        scheduler = session.client("scheduler", endpoint_url=endpoint)
+        create_one_time_schedule(scheduler, config, env, 0, config.endpoints("high").url)
+        sqs = session.client("sqs", endpoint_url=endpoint)
+        deadline = time.monotonic() + 15
+        dead: list[Any] = []
+        while not dead:
+            assert time.monotonic() < deadline, "jf dev never fired the due delay"
+            time.sleep(0.2)
+            dead = list(receive_all(sqs, config.endpoints("high").dlq_url, attempts=1))
+        assert json.loads(dead[0]["Body"])["id"] == env.id
+        assert scheduler.list_schedules(NamePrefix="jf-delay-")["Schedules"] == []
+    finally:
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(timeout=20)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+    assert proc.returncode == 0

@@ -1,0 +1,328 @@
+"""Sagas against the embedded AWS: steps, compensations, duplicates, signals, a killed worker."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from jobframework.client import JobClient
+from jobframework.consumer import consumer
+from jobframework.envelope import lambda_record, parse_body
+from jobframework.errors import ConfigurationError, PayloadValidationError
+from jobframework.jobs import JobRegistry, job
+from jobframework.local.aws import FAKE_CREDENTIALS
+from jobframework.saga import SagaRecord, SagaStatus, on_step_event, saga, step, wait
+from jobframework.testing import FakeLambdaContext, provision_fresh, receive_all
+
+from . import saga_jobs
+from .conftest import Runtime
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+def srt(jf_aws: Any) -> Runtime:
+    saga_jobs.events.clear()
+    saga_jobs.traces.clear()
+    topology, config = provision_fresh(jf_aws.endpoint_url, saga_jobs.registry)
+    sqs = jf_aws.client("sqs")
+    return Runtime(
+        topology,
+        config,
+        sqs,
+        JobClient(config, registry=saga_jobs.registry, sqs_client=sqs),
+        consumer(saga_jobs.registry, config=config, sqs_client=sqs),
+    )
+
+
+def drive(rt: Runtime, saga_id: str, until: Callable[[SagaRecord], bool], timeout: float = 15) -> SagaRecord:
+    """Run the consumer on the high queue until the saga's record satisfies ``until``."""
+    deadline = time.monotonic() + timeout
+    while True:
+        record = rt.client.saga_status(saga_id)
+        assert record is not None
+        if until(record):
+            return record
+        if time.monotonic() > deadline:
+            raise AssertionError(f"saga did not get there in {timeout}s: {record.model_dump_json(indent=1)}")
+        records, _ = rt.consume("high")
+        if not records:
+            time.sleep(0.05)
+
+
+def ended(record: SagaRecord) -> bool:
+    return record.status.terminal
+
+
+def test_a_saga_that_succeeds_passes_outputs_forward_in_one_trace(srt):
+    saga_id = saga_jobs.order_saga.start({"order_id": "o-1", "amount_cents": 1999}, client=srt.client)
+
+    record = drive(srt, saga_id, ended)
+
+    assert record.status is SagaStatus.SUCCEEDED
+    assert saga_jobs.events == ["charge:o-1", "reserve:o-1", "notify:o-1"]
+    assert [s.state.value for s in record.steps] == ["succeeded"] * 3
+    assert record.steps[0].output == {"charge_id": "ch-o-1"}
+    assert record.steps[2].output == "mailed about ch-o-1"  # notify read the charge's output
+    assert all(s.attempts == 1 and s.started_at and s.finished_at for s in record.steps)
+    assert record.finished_at and record.reason is None and not record.outbox
+    assert set(saga_jobs.traces.values()) == {record.trace_id}  # every step continues the root trace
+    assert srt.client.status(record.steps[1].job_id).key == f"saga:{saga_id}:s.reserve"
+
+
+def test_a_failure_at_step_2_compensates_step_1_only(srt):
+    saga_id = saga_jobs.order_saga.start({"order_id": "o-2", "fail_at": "reserve"}, client=srt.client)
+
+    record = drive(srt, saga_id, ended)
+
+    assert record.status is SagaStatus.COMPENSATED
+    assert saga_jobs.events == ["charge:o-2", "reserve:o-2", "refund ch-o-2:o-2"]
+    charge_, reserve_, notify_ = record.steps
+    assert reserve_.state.value == "failed" and "reserve of o-2 declined" in (reserve_.error or "")
+    assert record.reason == "step s.reserve failed (permanent)"
+    assert charge_.compensation_state.value == "compensated"
+    assert reserve_.compensation_state is None and notify_.state.value == "pending"
+    dead = receive_all(srt.sqs, srt.dlq("high"))
+    assert [parse_body(m["Body"]).type for m in dead] == ["s.reserve"]
+
+
+def test_a_failure_at_step_3_compensates_2_then_1(srt):
+    saga_id = saga_jobs.order_saga.start({"order_id": "o-3", "fail_at": "notify"}, client=srt.client)
+
+    record = drive(srt, saga_id, ended)
+
+    assert record.status is SagaStatus.COMPENSATED
+    assert saga_jobs.events == [
+        "charge:o-3",
+        "reserve:o-3",
+        "notify:o-3",
+        "release rs-sku-1:o-3",
+        "refund ch-o-3:o-3",
+    ]
+    assert [s.compensation_state and s.compensation_state.value for s in record.steps] == [
+        "compensated",
+        "compensated",
+        None,
+    ]
+
+
+def _receive_one(rt: Runtime, job_type: str) -> dict[str, Any]:
+    queue_arn = rt.sqs.get_queue_attributes(QueueUrl=rt.url("high"), AttributeNames=["QueueArn"])[
+        "Attributes"
+    ]["QueueArn"]
+    messages = receive_all(rt.sqs, rt.url("high"))
+    assert [parse_body(m["Body"]).type for m in messages] == [job_type]
+    return lambda_record(messages[0], queue_arn=queue_arn)
+
+
+def _deliver_twice(rt: Runtime, record: dict[str, Any]) -> None:
+    """The same message delivered twice (as SQS at-least-once may), then acknowledged."""
+    for _ in range(2):
+        assert rt.handler({"Records": [record]}, FakeLambdaContext()) == {"batchItemFailures": []}
+    rt.sqs.delete_message(QueueUrl=rt.url("high"), ReceiptHandle=record["receiptHandle"])
+
+
+def test_duplicate_deliveries_neither_double_advance_nor_double_compensate(srt):
+    saga_id = saga_jobs.order_saga.start({"order_id": "o-4", "fail_at": "reserve"}, client=srt.client)
+
+    charged = _receive_one(srt, "s.charge")
+    _deliver_twice(srt, charged)  # a step delivered twice
+    after_charge = srt.client.saga_status(saga_id)
+    # and its completion reported once more, as a retried saga hook does
+    on_step_event(srt.handler, parse_body(charged["body"]), "completed", result='{"charge_id": "other"}')
+    assert srt.client.saga_status(saga_id) == after_charge
+    _deliver_twice(srt, _receive_one(srt, "s.reserve"))  # fails: compensation queued once
+    _deliver_twice(srt, _receive_one(srt, "s.refund"))  # a compensation delivered twice
+
+    record = srt.client.saga_status(saga_id)
+    assert saga_jobs.events.count("charge:o-4") == 1
+    assert saga_jobs.events.count("refund ch-o-4:o-4") == 1
+    assert after_charge.steps[1].state.value == "queued"
+    assert record.status is SagaStatus.COMPENSATED
+    assert receive_all(srt.sqs, srt.url("high")) == []  # nothing was sent twice
+    # start, step 1 done (+ outbox sent), step 2 failed (+ sent), compensated: one write each
+    assert record.version == after_charge.version + 3
+
+
+def test_a_compensation_that_keeps_failing_ends_the_saga_failed_with_its_reason(srt, capsys, monkeypatch):
+    monkeypatch.setitem(os.environ, "POWERTOOLS_METRICS_DISABLED", "false")
+    saga_id = saga_jobs.order_saga.start(
+        {"order_id": "o-5", "fail_at": "notify", "broken_compensation": "release"}, client=srt.client
+    )
+
+    record = drive(srt, saga_id, ended)
+
+    assert record.status is SagaStatus.FAILED
+    assert record.reason == "compensation s.release of step s.reserve was dead-lettered (exhausted)"
+    assert "warehouse API is down" in (record.error or "")
+    release_ = record.steps[1]
+    assert release_.compensation_state.value == "failed" and release_.compensation_attempts == 2
+    assert record.steps[0].compensation_state is None  # never started: compensations run in reverse order
+    assert "refund ch-o-5:o-5" not in saga_jobs.events  # reverse order: it stops where it failed
+    metrics = [json.loads(line) for line in capsys.readouterr().out.splitlines() if '"_aws"' in line]
+    failed = [m for m in metrics if "SagaFailed" in m]
+    assert len(failed) == 1 and failed[0]["Saga"] == "t.order", metrics
+
+
+def test_a_signal_before_the_deadline_continues(srt):
+    saga_id = saga_jobs.approval_saga.start({"order_id": "o-6"}, client=srt.client)
+    record = drive(srt, saga_id, lambda r: r.steps[1].state.value == "waiting")
+
+    assert saga_jobs.approval_saga.signal(saga_id, "approval", {"approved_by": "ops"}, client=srt.client)
+    record = drive(srt, saga_id, ended)
+
+    assert record.status is SagaStatus.SUCCEEDED
+    assert record.steps[1].state.value == "signalled"
+    assert record.steps[1].output == {"approved_by": "ops"}
+    assert saga_jobs.events == ["charge:o-6", "notify:o-6"]
+    time.sleep(2.2)  # the deadline check still arrives; it changes nothing
+    srt.consume("high")
+    assert srt.client.saga_status(saga_id).version == record.version
+
+
+def test_no_signal_before_the_deadline_compensates(srt):
+    saga_id = saga_jobs.approval_saga.start({"order_id": "o-7"}, client=srt.client)
+
+    record = drive(srt, saga_id, ended)
+
+    assert record.status is SagaStatus.COMPENSATED
+    assert record.steps[1].state.value == "timed_out"
+    assert record.reason == "step approval failed (deadline)"
+    assert saga_jobs.events == ["charge:o-7", "refund ch-o-7:o-7"]
+    assert not saga_jobs.approval_saga.signal(saga_id, "approval", {}, client=srt.client)  # too late
+
+
+def test_the_worker_killed_mid_saga_leaves_it_resumable_and_it_completes(srt, tmp_path):
+    srt.sqs.set_queue_attributes(QueueUrl=srt.url("high"), Attributes={"VisibilityTimeout": "3"})
+    marker = tmp_path / "slow-started"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("JF_")}
+    env.update(FAKE_CREDENTIALS)
+    env.update(srt.config.to_env())
+    env.pop("JF_TOPOLOGY_PARAMETER", None)
+    env["PYTHONPATH"] = str(ROOT)
+    log = (tmp_path / "worker.log").open("w")
+
+    def start_worker() -> subprocess.Popen[bytes]:
+        return subprocess.Popen(
+            [sys.executable, "-m", "tests.functional.saga_worker"], cwd=ROOT, env=env, stdout=log, stderr=log
+        )
+
+    saga_id = saga_jobs.slow_saga.start({"order_id": "o-8", "marker": str(marker)}, client=srt.client)
+    first = start_worker()
+    try:
+        deadline = time.monotonic() + 20
+        while not marker.exists() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert marker.exists(), (tmp_path / "worker.log").read_text()
+        first.send_signal(signal.SIGKILL)  # in the middle of the slow step
+        first.wait(5)
+    finally:
+        if first.poll() is None:
+            first.kill()
+    killed = srt.client.saga_status(saga_id)
+    assert killed.status is SagaStatus.RUNNING
+    assert [s.state.value for s in killed.steps] == ["succeeded", "queued", "pending"]
+
+    second = start_worker()
+    try:
+        deadline = time.monotonic() + 25
+        record = killed
+        while not record.status.terminal and time.monotonic() < deadline:
+            time.sleep(0.2)
+            record = srt.client.saga_status(saga_id)
+    finally:
+        second.send_signal(signal.SIGTERM)
+        try:
+            second.wait(10)
+        except subprocess.TimeoutExpired:
+            second.kill()
+    assert record.status is SagaStatus.SUCCEEDED, (tmp_path / "worker.log").read_text()[-3000:]
+    assert record.steps[1].output == {"packed": True}
+
+
+def test_bad_definitions_fail_at_import_with_a_clear_message():
+    reg = JobRegistry()
+
+    @job("b.one", registry=reg)
+    def one(order: saga_jobs.Order) -> None: ...
+
+    def not_a_job(order: saga_jobs.Order) -> None: ...
+
+    with pytest.raises(ConfigurationError, match="has no steps"):
+        saga("b.empty", steps=[], registry=reg)
+    with pytest.raises(ConfigurationError, match=r"compensation of step b\.one must be a registered job"):
+        step(one, compensate=not_a_job)  # type: ignore[arg-type]
+    with pytest.raises(ConfigurationError, match=r"step 'b\.one' appears twice"):
+        saga("b.twice", steps=[step(one), step(one)], registry=reg)
+    with pytest.raises(ConfigurationError, match="not registered in the saga's registry"):
+        saga("b.foreign", steps=[step(saga_jobs.charge)], registry=reg)
+    with pytest.raises(ConfigurationError, match="timeout must be within"):
+        wait("approval", timeout=0)
+    saga("b.ok", steps=[step(one), step(one, name="again"), wait("approval", timeout=60)], registry=reg)
+    assert "jf.saga.deadline" in reg
+
+
+def test_start_validates_the_first_step_before_writing_anything(srt):
+    with pytest.raises(PayloadValidationError, match=r"first step s\.charge"):
+        saga_jobs.order_saga.start({"amount_cents": 5}, client=srt.client)
+    assert receive_all(srt.sqs, srt.url("high")) == []
+
+
+def test_jf_saga_ls_and_show(srt):
+    from tests.functional.conftest_local import cli_env, invoke
+
+    done = saga_jobs.order_saga.start({"order_id": "o-9", "fail_at": "reserve"}, client=srt.client)
+    drive(srt, done, ended)
+    waiting = saga_jobs.approval_saga.start({"order_id": "o-10"}, client=srt.client)
+    env = cli_env(srt.config)
+
+    listed = invoke(["saga", "ls", "--json"], env)
+    compensated = invoke(["saga", "ls", "--status", "compensated", "--json"], env)
+    shown = invoke(["saga", "show", done, "--json"], env)
+    table = invoke(["saga", "show", done], env)
+    missing = invoke(["saga", "show", "nope"], env)
+
+    assert listed.exit_code == 0, listed.output
+    assert {r["id"]: r["status"] for r in json.loads(listed.stdout)} == {
+        done: "compensated",
+        waiting: "running",
+    }
+    assert [r["id"] for r in json.loads(compensated.stdout)] == [done]
+    record = json.loads(shown.stdout)
+    assert record["reason"] == "step s.reserve failed (permanent)"
+    assert [s["state"] for s in record["steps"]] == ["succeeded", "failed", "pending"]
+    assert table.exit_code == 0, table.output
+    assert "reason: step s.reserve failed (permanent)" in table.stdout and "s.refund" in table.stdout
+    assert missing.exit_code == 1 and "no saga nope" in missing.output
+
+
+def test_a_redriven_compensation_that_completes_resumes_the_rollback():
+    from datetime import UTC, datetime
+
+    from jobframework.saga import StepEvent, _enter, advance
+
+    defn, now = saga_jobs.order_saga, datetime.now(UTC)
+    record = defn.new_record({"order_id": "o-11"}, "s-11")
+    _enter(defn, record, 0, now)
+    for name, output in (("s.charge", {"charge_id": "ch"}), ("s.reserve", {"reservation_id": "rs"})):
+        assert advance(defn, record, StepEvent("step", name, "completed", output=output), now)
+    assert advance(defn, record, StepEvent("step", "s.notify", "failed", reason="permanent", error="x"), now)
+    assert advance(defn, record, StepEvent("compensate", "s.reserve", "failed", reason="exhausted"), now)
+    assert record.status is SagaStatus.FAILED and record.steps[0].compensation_state is None
+
+    # the operator fixes the warehouse and redrives the dead letter: it completes
+    assert advance(defn, record, StepEvent("compensate", "s.reserve", "completed"), now)
+    assert record.status is SagaStatus.COMPENSATING
+    assert record.outbox[-1].step == "compensate:s.charge"  # the rollback carries on, in order
+    assert advance(defn, record, StepEvent("compensate", "s.charge", "completed"), now)
+    assert record.status is SagaStatus.COMPENSATED
+    assert not advance(defn, record, StepEvent("compensate", "s.charge", "completed"), now)  # duplicate
