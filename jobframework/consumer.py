@@ -27,7 +27,7 @@ import math
 import os
 import time
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -103,6 +103,8 @@ class _Batch:
 
     metrics: BatchMetrics
     budget: BatchBudget | None
+    statuses: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """Job status records, written together when the batch ends (one ``BatchWriteItem`` per 25)."""
 
 
 @dataclass(slots=True)
@@ -115,6 +117,8 @@ class _Delivery:
     attempt: int
     priority: str | None = None
     envelope: Envelope | None = None
+    statuses: dict[str, dict[str, Any]] | None = None
+    """The batch's pending status records (see ``Consumer._status``)."""
 
     @classmethod
     def of(cls, record: dict[str, Any]) -> _Delivery:
@@ -296,6 +300,7 @@ class Consumer:
             BatchBudget(self.retry_budget, self.state) if self.retry_budget and self.state else None,
         )
         processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
+        self._mark_running(records, batch)
         settled = self._run_batched(records, context, batch) if self._has_batched_jobs() else {}
 
         def record_handler(record: Any) -> None:
@@ -310,6 +315,7 @@ class Consumer:
         try:
             response = process_partial_response(dict(event), record_handler, processor, context)
         finally:
+            self._flush_statuses(batch)
             batch.metrics.flush()
             if batch.budget is not None:
                 batch.budget.flush()
@@ -334,6 +340,7 @@ class Consumer:
         :class:`RecordRetry` when it was released for lack of time.
         """
         d = _Delivery.of(record)
+        d.statuses = batch.statuses
         d.priority = self._priority_of(d.source)
         try:
             d.envelope = parse_body(record.get("body"))
@@ -378,6 +385,7 @@ class Consumer:
                 job.timeout,
             )
             self._change_visibility(d, 0)
+            self._status(d, JobState.QUEUED, attempts=d.attempt)
             self._emit(batch, d.outcome(Outcome.RELEASED))
             raise RecordRetry(f"job {env.id} released: {remaining:.1f}s left, job needs {job.timeout:g}s")
 
@@ -426,6 +434,7 @@ class Consumer:
         )
         batch.metrics.schedule_event(env.type, "ScheduleDeferred")
         self._change_visibility(d, DEFER_SECONDS)
+        self._status(d, JobState.QUEUED, attempts=d.attempt)
         self._emit(batch, d.outcome(Outcome.RETRIED, reason="backlogged", delay=DEFER_SECONDS))
         raise RecordRetry(f"scheduled run {env.key} deferred: queue backlogged")
 
@@ -478,8 +487,6 @@ class Consumer:
         env = first.require_envelope()
         trace = extract(first.record)
         logger = job_logger()
-        for d, _ in items:
-            self._status(d, JobState.RUNNING, attempts=d.attempt, key=d.require_envelope().key)
         logger.append_keys(job_type=env.type, batch_size=len(items), trace_id=trace.trace_id)
         started = time.perf_counter()
         try:
@@ -562,7 +569,6 @@ class Consumer:
         logger.append_keys(
             job_id=env.id, job_type=env.type, job_key=env.key, attempt=d.attempt, trace_id=trace.trace_id
         )
-        self._status(d, JobState.RUNNING, attempts=d.attempt, key=env.key)
         started = time.perf_counter()
         ran = True
         result: str | None = None
@@ -579,6 +585,7 @@ class Consumer:
                 "job %s (%s) is running in another delivery; checking again in %ds", env.id, env.type, delay
             )
             self._change_visibility(d, delay)
+            self._status(d, JobState.RETRYING, attempts=d.attempt)
             self._emit(batch, d.outcome(Outcome.RETRIED, error=str(exc), delay=delay))
             raise RecordRetry(str(exc)) from exc
         except Exception as exc:
@@ -703,13 +710,44 @@ class Consumer:
             raise RecordRetry(f"saga {env.saga} not advanced: {exc}") from exc
 
     def _status(self, d: _Delivery, state: JobState, **fields: Any) -> None:
-        """Record the job's status; a failure to do so is logged, never fatal to the job."""
-        if self.state is None or d.envelope is None:
+        """Note the job's status; the batch writes it when it ends (see :meth:`_flush_statuses`)."""
+        if self.state is None or d.envelope is None or d.statuses is None:
+            return
+        env = d.envelope
+        status = d.statuses.setdefault(
+            env.id,
+            {"id": env.id, "type": env.type, "key": env.key, "enqueued_at": env.enqueued_at.isoformat()},
+        )
+        status.update({k: v for k, v in fields.items() if v is not None}, status=state)
+        if state in (JobState.SUCCEEDED, JobState.DEAD):
+            status["finished_at"] = datetime.now(UTC).isoformat(timespec="milliseconds")
+        if state is JobState.SUCCEEDED:
+            status.pop("error", None)
+            status.pop("reason", None)
+
+    def _mark_running(self, records: list[dict[str, Any]], batch: _Batch) -> None:
+        """Before the batch runs: one write marking every job in it ``running``."""
+        if self.state is None:
+            return
+        now = datetime.now(UTC).isoformat(timespec="milliseconds")
+        for record in records:
+            try:
+                env = parse_body(record.get("body"))
+            except MalformedMessageError:
+                continue
+            d = _Delivery.of(record)
+            d.envelope, d.statuses = env, batch.statuses
+            self._status(d, JobState.RUNNING, attempts=d.attempt, started_at=now)
+        self._flush_statuses(batch)
+
+    def _flush_statuses(self, batch: _Batch) -> None:
+        """Write the batch's status records; a failure is logged, never fatal to the jobs."""
+        if self.state is None or not batch.statuses:
             return
         try:
-            self.state.set_status(d.envelope.id, state, job_type=d.envelope.type, **fields)
+            self.state.put_statuses(list(batch.statuses.values()))
         except Exception:
-            log.warning("recording status %s of job %s failed", state.value, d.envelope.id, exc_info=True)
+            log.warning("recording the status of %d jobs failed", len(batch.statuses), exc_info=True)
 
     # -- SQS side effects ------------------------------------------------------------------------------
 

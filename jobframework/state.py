@@ -163,6 +163,40 @@ class StateStore:
                 raise
             # Already running or done: a late "queued" must not win.
 
+    def put_statuses(self, statuses: list[dict[str, Any]], ttl: int = STATUS_TTL_SECONDS) -> None:
+        """Write whole status records, 25 per ``BatchWriteItem`` (the consumer's per-batch write).
+
+        Each dict has ``id``, ``status`` (a :class:`JobState`) and any of ``type``, ``key``,
+        ``attempts``, ``enqueued_at``, ``started_at``, ``finished_at``, ``error``, ``reason``,
+        ``result``. Unprocessed items are resent a few times; what is still left raises.
+        """
+        now = _now()
+        expires = str(int(time.time()) + ttl)
+        requests = []
+        for st in statuses:
+            item: dict[str, Any] = {
+                "pk": {"S": f"job#{st['id']}"},
+                "sk": {"S": "status"},
+                "status": {"S": JobState(st["status"]).value},
+                "updated_at": {"S": now},
+                "expires_at": {"N": expires},
+            }
+            for field, attribute in _STATUS_ATTRIBUTES.items():
+                value = st.get(field)
+                if value is not None:
+                    item[attribute] = {"N": str(value)} if field == "attempts" else {"S": str(value)}
+            requests.append({"PutRequest": {"Item": item}})
+        for start in range(0, len(requests), 25):
+            pending: dict[str, Any] = {self.table: requests[start : start + 25]}
+            for attempt in range(4):
+                left = self.client.batch_write_item(RequestItems=pending).get("UnprocessedItems") or {}
+                if not left:
+                    break
+                pending = left
+                time.sleep(0.05 * 2**attempt)
+            else:
+                raise RuntimeError(f"{len(pending.get(self.table, []))} status records were not written")
+
     def get_status(self, job_id: str) -> JobStatus | None:
         item = self.client.get_item(
             TableName=self.table,
@@ -290,6 +324,20 @@ class StateStore:
                 ":exp": {"N": str(int(time.time()) + ttl)},
             },
         )
+
+
+_STATUS_ATTRIBUTES = {
+    "type": "job_type",
+    "key": "job_key",
+    "attempts": "attempts",
+    "enqueued_at": "enqueued_at",
+    "started_at": "started_at",
+    "finished_at": "finished_at",
+    "error": "error",
+    "reason": "reason",
+    "result": "job_result",
+}
+"""Status fields and the attributes that hold them (those :meth:`StateStore.get_status` reads)."""
 
 
 def _plain(value: Any) -> Any:

@@ -7,6 +7,7 @@ twice. ``app.py`` at the repository root calls :func:`stacks.application.build_a
 from __future__ import annotations
 
 from stacks.api import JobApi
+from stacks.container_workers import ContainerWorkers
 from stacks.defaults import StageConfig, secure_queue
 from stacks.delays import DelayedJobs
 from stacks.job_framework_stack import JobFrameworkStack
@@ -19,6 +20,7 @@ from stacks.tables import JobTables
 from stacks.workers import Workers
 
 __all__ = [
+    "ContainerWorkers",
     "DelayedJobs",
     "JobApi",
     "JobFrameworkStack",

@@ -11,6 +11,8 @@ Context (``-c key=value`` or ``cdk.json``):
         when unset), e.g. ``-c signing_keys=ssm:/jf/prod/signing-keys``.
     retry_budget: retries per first attempt, default 0.2; ``off`` disables the budget and its alarms.
     api: ``false`` leaves out the example HTTP API (default ``true``).
+    container_workers: comma-separated lanes served by ``jf worker`` on ECS Fargate instead of Lambda
+        (e.g. ``-c container_workers=low,default``); default none.
 """
 
 from __future__ import annotations
@@ -79,6 +81,12 @@ def retry_budget_from_context(app: App) -> float | None:
     return float(raw)
 
 
+def lanes_from_context(app: App, name: str) -> tuple[str, ...]:
+    """``-c container_workers=low,default`` -> ``("low", "default")``; empty when unset."""
+    raw = _context(app, name)
+    return tuple(lane.strip() for lane in str(raw or "").split(",") if lane.strip())
+
+
 def build_app(
     app: App | None = None,
     *,
@@ -106,6 +114,7 @@ def build_app(
         signing_keys=str(_context(app, "signing_keys") or "") or None,
         retry_budget=retry_budget_from_context(app),
         api=flag_from_context(app, "api", default=True),
+        container_lanes=lanes_from_context(app, "container_workers"),
         description=f"jobframework {topology.app} ({topology.stage}): priority queues, consumers, schedules",
     )
     if nag:

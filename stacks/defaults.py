@@ -32,6 +32,18 @@ METRICS_SERVICE = "jobframework"
 
 DELAY_GROUP_SUFFIX = "delays"
 """The schedule group of one-time delays is ``<app>-<stage>-delays``."""
+CANARY_ALIAS = "live"
+"""The alias every consumer's event source mappings invoke; CodeDeploy shifts it to each new version."""
+
+
+def lane_id(lane: str) -> str:
+    """The construct-id stem of a lane: ``high`` -> ``High``, ``high-cpu`` -> ``HighCpu``.
+
+    Example:
+        >>> lane_id("low-io")
+        'LowIo'
+    """
+    return "".join(part.capitalize() for part in str(lane).split("-"))
 
 
 @dataclass(frozen=True, slots=True)

@@ -6,11 +6,12 @@ import json
 from collections.abc import Sequence
 
 from aws_cdk import CfnOutput, Environment, Stack
+from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_ssm as ssm
 from constructs import Construct
 
-from jobframework.jobs import Priority
+from jobframework.errors import ConfigurationError
 from jobframework.topology import (
     ENV_JOBS,
     ENV_TOPOLOGY_PARAMETER,
@@ -19,7 +20,14 @@ from jobframework.topology import (
     Topology,
 )
 from stacks.api import JobApi
-from stacks.defaults import DELAY_GROUP_SUFFIX, METRICS_NAMESPACE, POWERTOOLS_LAYER_VERSION, StageConfig
+from stacks.container_workers import ContainerWorkers, worker_image
+from stacks.defaults import (
+    DELAY_GROUP_SUFFIX,
+    METRICS_NAMESPACE,
+    POWERTOOLS_LAYER_VERSION,
+    StageConfig,
+    lane_id,
+)
 from stacks.delays import DelayedJobs
 from stacks.monitoring import Monitoring
 from stacks.payloads import PayloadBucket
@@ -35,9 +43,9 @@ PRODUCER_TABLE_ACTIONS: tuple[str, ...] = (
     "dynamodb:UpdateItem",
     "dynamodb:DeleteItem",
 )
-PRODUCER_LEADING_KEYS: tuple[str, ...] = ("dedup#*", "job#*")
-"""A producer writes dedup markers and the ``queued`` status, and reads status; nothing else of the
-state table (not the budget counters, not sagas)."""
+PRODUCER_LEADING_KEYS: tuple[str, ...] = ("dedup#*", "job#*", "saga#*")
+"""A producer writes dedup markers and the ``queued`` status, reads status, and starts sagas (by writing
+the saga record); nothing else of the state table (not the budget counters)."""
 
 
 class JobFrameworkStack(Stack):
@@ -56,12 +64,22 @@ class JobFrameworkStack(Stack):
         retry_budget: retries allowed per first attempt (``JF_RETRY_BUDGET``); default 0.2, ``None``
             turns the budget off (and its alarms).
         api: build the example HTTP API (``handlers.api``); default ``True``.
+        container_lanes: lanes served by ``jf worker`` on ECS Fargate (:class:`ContainerWorkers`)
+            instead of Lambda, e.g. ``("low",)`` for jobs longer than Lambda allows; default none. Such a
+            lane gets no event source mapping (a job must never run on both), and a Lambda consumer left
+            without lanes is not created.
+        vpc: the container workers' VPC; default a new one (see :class:`ContainerWorkers`).
         env, description: as for any ``Stack``.
 
     Attributes:
-        topology, queues (by priority), tables, payloads, delays, signing_keys (``None`` when off),
-        workers, api (``None`` when off), schedules (``None`` without scheduled jobs), monitoring,
-        runtime_config, topology_parameter.
+        topology, queues (by lane: ``high``, ``high-cpu``), tables, payloads, delays, signing_keys
+        (``None`` when off), workers, container_workers (``None`` without container lanes), api
+        (``None`` when off), schedules (``None`` without scheduled jobs), monitoring, runtime_config,
+        topology_parameter.
+
+    Raises:
+        ConfigurationError: a container lane that the topology does not have (and the checks of
+            :class:`PriorityQueue` and :class:`Workers`).
     """
 
     def __init__(
@@ -77,6 +95,8 @@ class JobFrameworkStack(Stack):
         signing_keys: str | None = None,
         retry_budget: float | None = 0.2,
         api: bool = True,
+        container_lanes: Sequence[str] = (),
+        vpc: ec2.IVpc | None = None,
         env: Environment | None = None,
         description: str | None = None,
     ) -> None:
@@ -85,13 +105,20 @@ class JobFrameworkStack(Stack):
         stage = stage_config or StageConfig.for_stage(topology.stage)
         prefix = f"{topology.app}-{topology.stage}"
         max_attempts = {j.name: j.max_attempts for j in topology.jobs}
+        lanes = [q.lane for q in topology.queues]
+        unknown = [lane for lane in container_lanes if lane not in lanes]
+        if unknown:
+            raise ConfigurationError(
+                f"container_workers names {', '.join(unknown)}, not a lane of this topology "
+                f"({', '.join(lanes)})"
+            )
 
-        self.queues: dict[Priority, PriorityQueue] = {}
+        self.queues: dict[str, PriorityQueue] = {}
         for spec in topology.queues:
             consumer = topology.consumer(spec.consumer)
-            self.queues[spec.priority] = PriorityQueue(
+            self.queues[spec.lane] = PriorityQueue(
                 self,
-                f"{spec.priority.value.capitalize()}Queue",
+                f"{lane_id(spec.lane)}Queue",
                 queue_name=spec.name,
                 dead_letter_queue_name=spec.dlq_name,
                 consumer_timeout=consumer.timeout,
@@ -130,8 +157,8 @@ class JobFrameworkStack(Stack):
 
         self.runtime_config = RuntimeConfig(
             queues={
-                p: QueueEndpoints(url=q.queue.queue_url, dlq_url=q.dead_letter_queue.queue_url)
-                for p, q in self.queues.items()
+                lane: QueueEndpoints(url=q.queue.queue_url, dlq_url=q.dead_letter_queue.queue_url)
+                for lane, q in self.queues.items()
             },
             state_table=self.tables.state_table.table_name,
             idempotency_table=self.tables.idempotency_table.table_name,
@@ -157,12 +184,31 @@ class JobFrameworkStack(Stack):
             queues=self.queues,
             tables=self.tables,
             environment=environment,
+            skip_lanes=container_lanes,
             code=code_asset(packages=packages),
             powertools_layer_version=powertools_layer_version,
             log_retention=stage.log_retention,
             removal_policy=stage.removal_policy,
         )
-        for role in self.workers.roles.values():
+        self.container_workers: ContainerWorkers | None = None
+        if container_lanes:
+            self.container_workers = ContainerWorkers(
+                self,
+                "ContainerWorkers",
+                lanes=[topology.queue(lane) for lane in dict.fromkeys(container_lanes)],
+                queues=self.queues,
+                tables=self.tables,
+                environment=environment,
+                image=worker_image(packages=packages),
+                vpc=vpc,
+                stage=topology.stage,
+                log_retention=stage.log_retention,
+                removal_policy=stage.removal_policy,
+            )
+        consumer_roles: list[iam.IRole] = list(self.workers.roles.values())
+        if self.container_workers is not None:
+            consumer_roles += self.container_workers.task_roles.values()
+        for role in consumer_roles:
             self.payloads.grant_get(role)
             if self.signing_keys is not None:
                 self.signing_keys.grant_read(role)
@@ -173,7 +219,7 @@ class JobFrameworkStack(Stack):
                 self,
                 "Schedules",
                 schedules=topology.schedules,
-                queues={p: q.queue for p, q in self.queues.items()},
+                queues={lane: q.queue for lane, q in self.queues.items()},
                 group_name=prefix,
                 dead_letter_queue_name=f"{prefix}-schedules-dlq",
                 removal_policy=stage.removal_policy,
@@ -192,9 +238,10 @@ class JobFrameworkStack(Stack):
             self.monitoring.route(*q.alarms)
         if self.schedules is not None:
             self.monitoring.route(*self.schedules.alarms)
+            self.monitoring.add_schedule_widgets([s.job for s in topology.schedules])
         self.monitoring.route(*self.delays.alarms)
         if retry_budget is not None:
-            self.monitoring.add_budget_alarms([p.value for p in self.queues])
+            self.monitoring.add_budget_alarms(list(dict.fromkeys(s.priority.value for s in topology.queues)))
 
         self.topology_parameter = ssm.StringParameter(
             self,
@@ -224,14 +271,14 @@ class JobFrameworkStack(Stack):
         """``RuntimeConfig`` JSON (what ``RuntimeConfig.from_parameter`` reads) plus the queue ARNs."""
         value = json.loads(self.runtime_config.model_copy(update={"region": self.region}).model_dump_json())
         value["queue_arns"] = {
-            p.value: {"arn": q.queue.queue_arn, "dlq_arn": q.dead_letter_queue.queue_arn}
-            for p, q in self.queues.items()
+            lane: {"arn": q.queue.queue_arn, "dlq_arn": q.dead_letter_queue.queue_arn}
+            for lane, q in self.queues.items()
         }
         return json.dumps(value, separators=(",", ":"))
 
     def _outputs(self, prefix: str) -> None:
-        for p, q in self.queues.items():
-            name = p.value.capitalize()
+        for lane, q in self.queues.items():
+            name = lane_id(lane)
             CfnOutput(self, f"{name}QueueUrl", value=q.queue.queue_url)
             CfnOutput(self, f"{name}QueueArn", value=q.queue.queue_arn)
             CfnOutput(self, f"{name}DeadLetterQueueUrl", value=q.dead_letter_queue.queue_url)
@@ -253,10 +300,10 @@ class JobFrameworkStack(Stack):
 
     def grant_enqueue(self, grantee: iam.IGrantable) -> None:
         """What a producer service needs and nothing more: SendMessage (and the queue attributes and
-        URL lookups boto3 makes) on the four queues; read of the topology parameter; PutObject on the
-        payload bucket's objects; Get/Put/Update/DeleteItem on the ``dedup#`` and ``job#`` items of the
-        state table (``dynamodb:LeadingKeys``); CreateSchedule in the delay group and PassRole of the
-        scheduler role; read of the signing keys when signing is on.
+        URL lookups boto3 makes) on every lane's queue; read of the topology parameter; PutObject on the
+        payload bucket's objects; Get/Put/Update/DeleteItem on the ``dedup#``, ``job#`` and ``saga#``
+        items of the state table (``dynamodb:LeadingKeys``); CreateSchedule in the delay group and
+        PassRole of the scheduler role; read of the signing keys when signing is on.
         """
         for q in self.queues.values():
             q.queue.grant_send_messages(grantee)

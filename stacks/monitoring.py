@@ -17,6 +17,7 @@ from stacks.defaults import ALARM_PERIOD, METRICS_NAMESPACE, METRICS_SERVICE
 from stacks.priority_queue import PriorityQueue
 
 GRAPH_PERIOD = Duration.minutes(1)
+SCHEDULE_GRAPH_PERIOD = Duration.hours(1)
 
 
 class Monitoring(Construct):
@@ -24,14 +25,15 @@ class Monitoring(Construct):
 
     Props:
         dashboard_name, topic_name: physical names.
-        queues: the :class:`PriorityQueue` of each priority, in display order.
+        queues: the :class:`PriorityQueue` of each lane, in display order.
         functions: the consumer functions by name.
         metrics_namespace: the EMF namespace of the consumer's metrics (default ``JobFramework``).
         removal_policy: of the topic's KMS key; default ``DESTROY``.
 
     Attributes:
         topic, key, dashboard, budget_alarms (by priority, after :meth:`add_budget_alarms`).
-        Call :meth:`route` to send an alarm to the topic.
+        Call :meth:`route` to send an alarm to the topic, :meth:`add_schedule_widgets` for the scheduled
+        jobs' runs, skips and deferrals.
 
     The topic is encrypted with a customer-managed key (CloudWatch cannot publish to a topic that
     uses the AWS-managed SNS key) whose policy lets CloudWatch use it; publishers need TLS.
@@ -137,6 +139,35 @@ class Monitoring(Construct):
                     for name, f in functions_in_order
                 ],
                 width=8,
+            ),
+        )
+
+    def add_schedule_widgets(self, jobs: Sequence[str]) -> None:
+        """A row for the scheduled jobs: runs (``Heartbeat``) and the runs skipped or deferred because
+        their queue was backlogged (``ScheduleSkipped``, ``ScheduleDeferred``), per job, hourly sums."""
+        if not jobs:
+            return
+
+        def per_job(metric_name: str) -> list[cloudwatch.IMetric]:
+            return [
+                cloudwatch.Metric(
+                    namespace=self._namespace,
+                    metric_name=metric_name,
+                    dimensions_map={"JobType": job, "service": METRICS_SERVICE},
+                    statistic="Sum",
+                    period=SCHEDULE_GRAPH_PERIOD,
+                    label=job,
+                )
+                for job in jobs
+            ]
+
+        self.dashboard.add_widgets(
+            cloudwatch.GraphWidget(title="Scheduled runs (Heartbeat)", left=per_job("Heartbeat"), width=8),
+            cloudwatch.GraphWidget(
+                title="Scheduled runs skipped (queue backlogged)", left=per_job("ScheduleSkipped"), width=8
+            ),
+            cloudwatch.GraphWidget(
+                title="Scheduled runs deferred (queue backlogged)", left=per_job("ScheduleDeferred"), width=8
             ),
         )
 

@@ -33,7 +33,8 @@ class PriorityQueue(Construct):
         removal_policy: default ``DESTROY``.
 
     Attributes:
-        queue, dead_letter_queue, dead_letter_alarm, age_alarm, alarms.
+        queue, dead_letter_queue, dead_letter_alarm (depth, pages), dead_letter_inflow_alarm (new dead
+        letters in the last minute: what a canary deployment rolls back on), age_alarm, alarms.
 
     Raises:
         ConfigurationError: a job's max attempts is not below ``max_receive_count`` (naming the
@@ -61,8 +62,10 @@ class PriorityQueue(Construct):
         removal_policy: RemovalPolicy = RemovalPolicy.DESTROY,
     ) -> None:
         super().__init__(scope, construct_id)
-        visibility = visibility_timeout if visibility_timeout is not None else min(
-            MAX_VISIBILITY, VISIBILITY_FACTOR * consumer_timeout
+        visibility = (
+            visibility_timeout
+            if visibility_timeout is not None
+            else min(MAX_VISIBILITY, VISIBILITY_FACTOR * consumer_timeout)
         )
         for job_name, attempts in sorted((job_max_attempts or {}).items()):
             if attempts >= max_receive_count:
@@ -139,5 +142,21 @@ class PriorityQueue(Construct):
             comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
             treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
         )
+        self.dead_letter_inflow_alarm = cloudwatch.Alarm(
+            self,
+            "DeadLetterInflowAlarm",
+            alarm_description=(
+                f"jobs were dead-lettered into {dead_letter_queue_name} in the last minute: a canary "
+                "deployment of the consumer rolls back on it (not routed to the topic: the DLQ alarm pages)"
+            ),
+            metric=self.dead_letter_queue.metric_number_of_messages_sent(
+                period=ALARM_PERIOD, statistic="Sum"
+            ),
+            threshold=1,
+            evaluation_periods=1,
+            comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+            treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+        )
         self.alarms: list[cloudwatch.Alarm] = [self.dead_letter_alarm, self.age_alarm]
+        """The alarms to route to the topic (the inflow alarm is a rollback signal only)."""
         self.visibility_timeout = Duration.seconds(visibility)

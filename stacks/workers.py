@@ -1,4 +1,6 @@
-"""The consumer functions: a dedicated one for critical, one shared by high, default and low."""
+"""The consumer functions: one per consumer of the topology (a dedicated one for critical, one shared by
+high, default and low, and one per worker profile in use), each deployed through a ``live`` alias that
+CodeDeploy shifts to a new version gradually, rolling back on alarms."""
 
 from __future__ import annotations
 
@@ -6,6 +8,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from aws_cdk import Acknowledgment, Duration, RemovalPolicy, Stack, Validations
+from aws_cdk import aws_cloudwatch as cloudwatch
+from aws_cdk import aws_codedeploy as codedeploy
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_lambda_event_sources as event_sources
@@ -13,9 +17,14 @@ from aws_cdk import aws_logs as logs
 from constructs import Construct
 
 from jobframework.errors import ConfigurationError
-from jobframework.jobs import Priority
 from jobframework.topology import ConsumerSpec, QueueSpec
-from stacks.defaults import POWERTOOLS_LAYER_ACCOUNT, POWERTOOLS_LAYER_VERSION
+from stacks.defaults import (
+    ALARM_PERIOD,
+    CANARY_ALIAS,
+    POWERTOOLS_LAYER_ACCOUNT,
+    POWERTOOLS_LAYER_VERSION,
+    lane_id,
+)
 from stacks.priority_queue import PriorityQueue
 from stacks.tables import JobTables
 
@@ -35,6 +44,11 @@ TABLE_ACTIONS: tuple[str, ...] = (
 )
 """Item-level read/write (idempotency records, dedup markers, status, saga records, budget counters):
 no Scan, no streams, no table management."""
+DEFAULT_DEPLOYMENT_CONFIG = codedeploy.LambdaDeploymentConfig.CANARY_10_PERCENT_5_MINUTES
+"""10 % of invocations go to the new version for 5 minutes, then all of them (unless an alarm fires)."""
+CODEDEPLOY_MANAGED_POLICY = (
+    "Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AWSCodeDeployRoleForLambdaLimited"
+)
 
 
 def powertools_layer_arn(runtime: lambda_.Runtime, version: int, region: str) -> str:
@@ -63,24 +77,38 @@ def code_asset(root: Path = REPO_ROOT, packages: Sequence[str] = CODE_PACKAGES) 
 
 
 class Workers(Construct):
-    """One Lambda function per consumer of the topology, each with an SQS event source per queue.
+    """One Lambda function per consumer of the topology, each with an SQS event source per lane, invoked
+    through a ``live`` alias that CodeDeploy moves to each new version as a canary.
 
     Props:
-        consumers: the topology's consumer specs (``critical`` gets reserved concurrency).
+        consumers: the topology's consumer specs (``critical`` gets reserved concurrency; ``io`` and
+            ``cpu`` their profile's memory).
         queue_specs: the topology's queue specs (batch size, window, maximum concurrency, consumer).
-        queues: the :class:`PriorityQueue` of each priority.
+        queues: the :class:`PriorityQueue` of each lane (``high``, ``high-cpu``).
         tables: the framework's tables (read/write for every consumer).
         environment: the ``JF_*`` and Powertools variables every function gets.
+        skip_lanes: lanes another worker (e.g. :class:`~stacks.container_workers.ContainerWorkers`)
+            consumes; they get no event source mapping, and a consumer left without lanes no function.
+        deployment_config: default canary 10 % for 5 minutes.
         code: default :func:`code_asset`; layers: default the official Powertools v3 layer.
         powertools_layer_version: default :data:`~stacks.defaults.POWERTOOLS_LAYER_VERSION`.
         log_retention: default two weeks; removal_policy (of the log groups): default ``DESTROY``.
 
     Attributes:
-        functions (by consumer name), roles, event_sources (by priority), log_groups, code, layers.
+        functions, aliases, roles, error_alarms, deployment_groups (by consumer name), event_sources
+        (by lane), log_groups, application (the CodeDeploy application), code, layers.
+
+    Safe deploys: the event source mappings invoke the ``live`` alias, never ``$LATEST``; each deploy
+    publishes a version and CodeDeploy shifts the alias to it with ``deployment_config``, rolling back
+    when the consumer's errors alarm (``Errors`` of the alias) or the dead-letter inflow alarm of one of
+    its queues fires while the canary runs.
 
     Grants are least privilege: consume (receive, delete, change visibility, get attributes) on its
     own queues, SendMessage on its own queues' DLQs, item read/write on the two tables, logs on its own
     log group; X-Ray ``PutTraceSegments`` needs ``Resource: *`` (acknowledged for cdk-nag).
+
+    Raises:
+        ConfigurationError: a lane batches more than 10 records without a batching window.
     """
 
     def __init__(
@@ -90,9 +118,11 @@ class Workers(Construct):
         *,
         consumers: Sequence[ConsumerSpec],
         queue_specs: Sequence[QueueSpec],
-        queues: Mapping[Priority, PriorityQueue],
+        queues: Mapping[str, PriorityQueue],
         tables: JobTables,
         environment: Mapping[str, str],
+        skip_lanes: Sequence[str] = (),
+        deployment_config: codedeploy.ILambdaDeploymentConfig = DEFAULT_DEPLOYMENT_CONFIG,
         code: lambda_.Code | None = None,
         layers: Sequence[lambda_.ILayerVersion] | None = None,
         powertools_layer_version: int = POWERTOOLS_LAYER_VERSION,
@@ -107,13 +137,21 @@ class Workers(Construct):
             layers = [lambda_.LayerVersion.from_layer_version_arn(self, "PowertoolsLayer", arn)]
         self.layers: list[lambda_.ILayerVersion] = list(layers)
         self.functions: dict[str, lambda_.Function] = {}
+        self.aliases: dict[str, lambda_.Alias] = {}
         self.roles: dict[str, iam.Role] = {}
         self.log_groups: dict[str, logs.LogGroup] = {}
-        self.event_sources: dict[Priority, event_sources.SqsEventSource] = {}
-        specs_by_priority = {q.priority: q for q in queue_specs}
+        self.error_alarms: dict[str, cloudwatch.Alarm] = {}
+        self.deployment_groups: dict[str, codedeploy.LambdaDeploymentGroup] = {}
+        self.event_sources: dict[str, event_sources.SqsEventSource] = {}
+        self.application = codedeploy.LambdaApplication(self, "Deployments")
+        specs_by_lane = {q.lane: q for q in queue_specs}
+        skipped = set(skip_lanes)
 
         for consumer in consumers:
-            cid = consumer.name.capitalize()
+            lanes = [lane for lane in (consumer.lanes or consumer.priorities) if lane not in skipped]
+            if not lanes:
+                continue
+            cid = lane_id(consumer.name)
             log_group = logs.LogGroup(
                 self,
                 f"{cid}LogGroup",
@@ -132,7 +170,7 @@ class Workers(Construct):
                 self,
                 f"{cid}Function",
                 function_name=consumer.function_name,
-                description=f"jobframework consumer of the {'/'.join(consumer.priorities)} queue(s)",
+                description=f"jobframework consumer of the {'/'.join(lanes)} queue(s)",
                 runtime=RUNTIME,
                 handler=HANDLER,
                 code=code,
@@ -145,11 +183,15 @@ class Workers(Construct):
                 role=role,
                 log_group=log_group,
             )
+            alias = lambda_.Alias(
+                self, f"{cid}Alias", alias_name=CANARY_ALIAS, version=function.current_version
+            )
             for table in (tables.state_table, tables.idempotency_table):
                 table.grant(role, *TABLE_ACTIONS)
-            for priority in consumer.priorities:
-                spec = specs_by_priority[priority]
-                pq = queues[priority]
+            rollback_alarms: list[cloudwatch.IAlarm] = []
+            for lane in lanes:
+                spec = specs_by_lane[lane]
+                pq = queues[lane]
                 if spec.batch_size > MAX_BATCH_WITHOUT_WINDOW and spec.batching_window < 1:
                     raise ConfigurationError(
                         f"queue {spec.name}: batch_size={spec.batch_size} needs a batching window of at "
@@ -165,9 +207,43 @@ class Workers(Construct):
                     max_concurrency=spec.max_concurrency,
                     report_batch_item_failures=True,
                 )
-                function.add_event_source(source)
+                alias.add_event_source(source)
                 pq.dead_letter_queue.grant_send_messages(role)
-                self.event_sources[priority] = source
+                rollback_alarms.append(pq.dead_letter_inflow_alarm)
+                self.event_sources[lane] = source
+            errors = cloudwatch.Alarm(
+                self,
+                f"{cid}ErrorsAlarm",
+                alarm_description=(
+                    f"{consumer.function_name}:{CANARY_ALIAS} failed invocations (the handler crashed, timed "
+                    "out or could not start; job failures are reported per record, not here): CodeDeploy "
+                    "rolls a canary back on it"
+                ),
+                metric=alias.metric_errors(period=ALARM_PERIOD, statistic="Sum"),
+                threshold=1,
+                evaluation_periods=1,
+                comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+                treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+            )
+            rollback_alarms.insert(0, errors)
+            group = codedeploy.LambdaDeploymentGroup(
+                self,
+                f"{cid}DeploymentGroup",
+                application=self.application,
+                alias=alias,
+                deployment_config=deployment_config,
+                alarms=rollback_alarms,
+                auto_rollback=codedeploy.AutoRollbackConfig(
+                    failed_deployment=True, stopped_deployment=True, deployment_in_alarm=True
+                ),
+            )
+            Validations.of(group.role).acknowledge(
+                Acknowledgment(
+                    id=f"AwsSolutions::AwsSolutions-IAM4[{CODEDEPLOY_MANAGED_POLICY}]",
+                    reason="CodeDeploy's own service-role policy for Lambda deployments, limited by AWS to "
+                    "invoking the hooks and updating the aliases of the deployment",
+                )
+            )
             Validations.of(role).acknowledge(
                 Acknowledgment(
                     id="AwsSolutions::AwsSolutions-IAM5[Resource::*]",
@@ -176,8 +252,11 @@ class Workers(Construct):
                 )
             )
             self.functions[consumer.name] = function
+            self.aliases[consumer.name] = alias
             self.roles[consumer.name] = role
             self.log_groups[consumer.name] = log_group
+            self.error_alarms[consumer.name] = errors
+            self.deployment_groups[consumer.name] = group
 
     @property
     def critical_function(self) -> lambda_.Function:

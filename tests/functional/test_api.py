@@ -46,7 +46,7 @@ def http_event(method: str, path: str, body: Any = None, *, raw_body: str | None
 
 
 def call(method: str, path: str, body: Any = None, **kwargs: Any) -> tuple[int, dict[str, str], Any]:
-    response = api.lambda_handler(http_event(method, path, body, **kwargs), FakeLambdaContext())
+    response = api.lambda_handler(http_event(method, path, body, **kwargs), FakeLambdaContext())  # type: ignore[arg-type]
     return response["statusCode"], response.get("headers", {}), json.loads(response["body"])
 
 

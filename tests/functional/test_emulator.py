@@ -56,7 +56,7 @@ def _wait(predicate, timeout: float = 10.0) -> bool:
         if predicate():
             return True
         time.sleep(0.05)
-    return predicate()
+    return bool(predicate())
 
 
 def test_picker_is_weighted_and_interleaved():

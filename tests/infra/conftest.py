@@ -1,4 +1,5 @@
-"""One synth of the default app (example jobs, stage dev, cdk-nag on) for the whole session."""
+"""One synth of the default app (example jobs, stage dev, cdk-nag on, the low lane on Fargate) for the
+whole session, and one small synth of an app whose jobs use worker profiles and batching."""
 
 from __future__ import annotations
 
@@ -18,13 +19,19 @@ os.environ.setdefault("JSII_RUNTIME_PACKAGE_CACHE_ROOT", str(ROOT / ".jsii-cache
 from aws_cdk import App, cx_api  # noqa: E402
 from aws_cdk import aws_iam as iam  # noqa: E402
 from aws_cdk.assertions import Template  # noqa: E402
+from pydantic import BaseModel  # noqa: E402
 
-from jobframework.topology import Topology  # noqa: E402
+from jobframework.jobs import BatchOptions, JobRegistry, Priority, job  # noqa: E402
+from jobframework.topology import Topology, TopologySettings  # noqa: E402
 from stacks.application import build_app  # noqa: E402
 from stacks.job_framework_stack import JobFrameworkStack  # noqa: E402
 
 SIGNING_KEYS = "ssm:/jf/dev/signing-keys"
 """The session synth has signing on, so that its grants are checked by cdk-nag and the tests."""
+CONTAINER_LANES = ("low",)
+"""The session synth serves these lanes with ``jf worker`` on Fargate instead of Lambda."""
+PROFILE_CONTAINER_LANES = ("critical", "low-cpu")
+"""The profiles app serves these on Fargate (a critical lane keeps one task; low-cpu scales from 0)."""
 
 
 @dataclass(frozen=True)
@@ -66,11 +73,86 @@ def synth(tmp_path_factory: pytest.TempPathFactory) -> Synth:
     app, stack = build_app(
         App(
             outdir=str(outdir),
-            context={"stage": "dev", "jobs": "handlers.jobs", "signing_keys": SIGNING_KEYS},
+            context={
+                "stage": "dev",
+                "jobs": "handlers.jobs",
+                "signing_keys": SIGNING_KEYS,
+                "container_workers": ",".join(CONTAINER_LANES),
+            },
         )
     )
     producer = iam.Role(stack, "ExampleProducer", assumed_by=iam.ServicePrincipal("ecs-tasks.amazonaws.com"))
     stack.grant_enqueue(producer)
+    assembly = app.synth()
+    artifact = assembly.get_stack_artifact(stack.artifact_id)
+    return Synth(
+        app=app,
+        stack=stack,
+        assembly=assembly,
+        template=Template.from_stack(stack),
+        template_path=Path(artifact.template_full_path),
+        outdir=outdir,
+    )
+
+
+class Item(BaseModel):
+    n: int = 0
+
+
+def profiles_registry() -> JobRegistry:
+    """Jobs on every kind of lane: critical, shared, a batched shared lane (default, 50 records, 2 s),
+    a batched io lane (high-io, 200 records, 5 s) and two cpu lanes (default-cpu, low-cpu)."""
+    registry = JobRegistry()
+
+    @job("auth.otp", priority=Priority.CRITICAL, timeout=10, registry=registry)
+    def otp(p: Item) -> None: ...
+
+    @job("crm.sync", priority=Priority.DEFAULT, registry=registry)
+    def sync(p: Item) -> None: ...
+
+    @job(
+        "events.ingest",
+        priority=Priority.DEFAULT,
+        batch=BatchOptions(max_size=50, max_wait=2),
+        registry=registry,
+    )
+    def ingest(items: list[Item]) -> None: ...
+
+    @job(
+        "emails.bulk",
+        priority=Priority.HIGH,
+        profile="io",
+        batch=BatchOptions(max_size=200, max_wait=5),
+        registry=registry,
+    )
+    def bulk(items: list[Item]) -> None: ...
+
+    @job("images.render", priority=Priority.DEFAULT, profile="cpu", timeout=300, registry=registry)
+    def render(p: Item) -> None: ...
+
+    @job("videos.transcode", priority=Priority.LOW, profile="cpu", timeout=900, registry=registry)
+    def transcode(p: Item) -> None: ...
+
+    return registry
+
+
+@pytest.fixture(scope="session")
+def profiles(tmp_path_factory: pytest.TempPathFactory) -> Synth:
+    """The profiles app (``prof-dev``, no API), synthesized once with cdk-nag, critical and low-cpu on
+    Fargate."""
+    outdir = tmp_path_factory.mktemp("cdk.out.profiles")
+    app, stack = build_app(
+        App(
+            outdir=str(outdir),
+            context={
+                "jobs": "handlers.jobs",
+                "api": "false",
+                "container_workers": ",".join(PROFILE_CONTAINER_LANES),
+            },
+        ),
+        registry=profiles_registry(),
+        settings=TopologySettings(app="prof"),
+    )
     assembly = app.synth()
     artifact = assembly.get_stack_artifact(stack.artifact_id)
     return Synth(

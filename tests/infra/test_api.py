@@ -49,7 +49,11 @@ def test_api_function_has_enqueue_rights_and_reads_job_status(synth):
     }
     assert {"sqs:SendMessage", "s3:PutObject", "scheduler:CreateSchedule", "iam:PassRole"} <= actions
     [table] = [s for s in statements if "dynamodb:GetItem" in s["Action"]]
-    assert table["Condition"]["ForAllValues:StringLike"]["dynamodb:LeadingKeys"] == ["dedup#*", "job#*"]
+    assert table["Condition"]["ForAllValues:StringLike"]["dynamodb:LeadingKeys"] == [
+        "dedup#*",
+        "job#*",
+        "saga#*",
+    ]
 
 
 def test_api_gateway_may_invoke_the_api_function(synth):

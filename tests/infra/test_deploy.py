@@ -2,10 +2,13 @@
 
 What moto does not model is left out before deploying: Scheduler resources and whatever refers to
 them, alarms, the dashboard, queue, topic and bucket policies, the HTTP API and its permission to
-invoke the API function (moto would skip most of them with a warning, but a skipped resource breaks
-the ``Fn::GetAtt`` of its dependants); and the AWS-owned Powertools layer, which moto cannot resolve.
-The queues, DLQs, functions (the API function too), event source mappings, tables, the payload bucket,
-the delay scheduler's role and the SSM parameter are deployed as synthesized.
+invoke the API function, CodeDeploy, the Lambda aliases, the container workers' VPC, ECS cluster,
+services and scaling (moto would skip most of them with a warning, but a skipped resource breaks the
+``Fn::GetAtt`` of its dependants); and the AWS-owned Powertools layer, which moto cannot resolve. An
+event source mapping that invokes a ``live`` alias invokes its function instead. The queues, DLQs,
+functions and their versions (the API function too), event source mappings, tables, the payload
+bucket, the delay scheduler's role, the container task roles and the SSM parameter are deployed as
+synthesized.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ import pytest
 from moto.server import ThreadedMotoServer
 
 from jobframework.topology import RuntimeConfig
+from tests.infra.conftest import CONTAINER_LANES
 
 ACCOUNT = "123456789012"
 REGION = "us-east-1"
@@ -64,6 +68,11 @@ NOT_MODELLED = (
     "AWS::SNS::TopicPolicy",
     "AWS::S3::BucketPolicy",
     "AWS::ApiGatewayV2::",
+    "AWS::CodeDeploy::",
+    "AWS::Lambda::Alias",
+    "AWS::EC2::",
+    "AWS::ECS::",
+    "AWS::ApplicationAutoScaling::",
 )
 
 
@@ -81,6 +90,15 @@ def deployable(template: dict[str, Any]) -> dict[str, Any]:
     """The template without what moto cannot deploy (see the module docstring)."""
     result = copy.deepcopy(template)
     resources = result["Resources"]
+    aliases = {
+        k: r["Properties"]["FunctionName"] for k, r in resources.items() if r["Type"] == "AWS::Lambda::Alias"
+    }
+    for resource in resources.values():
+        if resource["Type"] == "AWS::Lambda::EventSourceMapping":
+            target = json.dumps(resource["Properties"]["FunctionName"])
+            for alias_id, function in aliases.items():
+                if f'"{alias_id}"' in target:
+                    resource["Properties"]["FunctionName"] = function
     removed = {k for k, r in resources.items() if r["Type"].startswith(NOT_MODELLED)}
     while True:
         dependants = {k for k, r in resources.items() if k not in removed and _refers_to(r, removed)}
@@ -138,11 +156,12 @@ def test_deployed_event_source_mappings_match_the_topology(synth, endpoint, depl
     lam = _client("lambda", endpoint)
     sqs = _client("sqs", endpoint)
     for consumer in synth.topology.consumers:
+        lanes = [lane for lane in consumer.lanes if lane not in CONTAINER_LANES]
         mappings = lam.list_event_source_mappings(FunctionName=consumer.function_name)["EventSourceMappings"]
         by_queue = {m["EventSourceArn"].rsplit(":", 1)[-1]: m for m in mappings}
-        assert set(by_queue) == {synth.topology.queue(p).name for p in consumer.priorities}
-        for priority in consumer.priorities:
-            spec = synth.topology.queue(priority)
+        assert set(by_queue) == {synth.topology.queue(lane).name for lane in lanes}
+        for lane in lanes:
+            spec = synth.topology.queue(lane)
             mapping = by_queue[spec.name]
             url = sqs.get_queue_url(QueueName=spec.name)["QueueUrl"]
             arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"][

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime
 
 from aws_cdk.assertions import Capture, Match
@@ -70,3 +71,43 @@ def test_schedule_failures_alarm_to_the_topic(synth):
     }
     namespaces = {m["MetricStat"]["Metric"]["Namespace"] for m in metrics.as_array() if "MetricStat" in m}
     assert namespaces == {"AWS/Scheduler"}
+
+
+def test_missed_run_alarm_on_the_heartbeat_treats_missing_data_as_breaching(synth):
+    [spec] = synth.topology.schedules
+    synth.template.has_resource_properties(
+        "AWS::CloudWatch::Alarm",
+        {
+            "Namespace": "JobFramework",
+            "MetricName": "Heartbeat",
+            "Dimensions": Match.array_with(
+                [{"Name": "JobType", "Value": spec.job}, {"Name": "service", "Value": "jobframework"}]
+            ),
+            "Statistic": "Sum",
+            "Period": 3600,  # rate(1 hour): one-hour buckets, two of them empty
+            "EvaluationPeriods": 2,
+            "DatapointsToAlarm": 2,
+            "Threshold": 1,
+            "ComparisonOperator": "LessThanThreshold",
+            "TreatMissingData": "breaching",
+            "AlarmActions": [{"Ref": Match.string_like_regexp("^MonitoringAlarmTopic")}],
+        },
+    )
+
+
+def test_dashboard_shows_scheduled_runs_skips_and_deferrals(synth):
+    [dashboard] = synth.template.find_resources("AWS::CloudWatch::Dashboard").values()
+    body = json.dumps(dashboard["Properties"]["DashboardBody"])
+    for metric in ("Heartbeat", "ScheduleSkipped", "ScheduleDeferred"):
+        assert f'\\"{metric}\\"' in body, metric
+
+
+def test_heartbeat_window_covers_two_intervals_within_cloudwatch_limits():
+    from stacks.schedules import heartbeat_window, schedule_gap
+
+    assert schedule_gap("rate(15 minutes)") == 900
+    assert schedule_gap("cron(0 3 ? * MON-FRI *)") == 3 * 86400  # Friday to Monday
+    assert heartbeat_window(900) == (900, 2)
+    assert heartbeat_window(60) == (300, 1)  # buckets of at least 5 minutes
+    assert heartbeat_window(3 * 86400) == (86400, 6)
+    assert heartbeat_window(7 * 86400) is None  # two weeks is beyond an alarm's 7-day look-back

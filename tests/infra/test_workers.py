@@ -6,11 +6,19 @@ from aws_cdk.assertions import Match
 
 from jobframework.jobs import Priority
 from jobframework.topology import RuntimeConfig
+from tests.infra.conftest import CONTAINER_LANES
+
+ALIAS_OF_SHARED = Match.string_like_regexp("^WorkersSharedAlias")
 
 
-def test_each_queue_has_one_event_source_mapping_reporting_batch_item_failures(synth):
+def _invokes(alias_pattern):
+    """The ``FunctionName`` of a mapping that invokes the ``live`` alias (``<function name>:live``)."""
+    return {"Fn::Join": ["", [{"Fn::Select": [6, {"Fn::Split": [":", {"Ref": alias_pattern}]}]}, ":live"]]}
+
+
+def test_each_lambda_lane_has_one_event_source_mapping_reporting_batch_item_failures(synth):
     mappings = synth.template.find_resources("AWS::Lambda::EventSourceMapping")
-    assert len(mappings) == 4
+    assert len(mappings) == len(synth.topology.queues) - len(CONTAINER_LANES) == 3
     for mapping in mappings.values():
         assert mapping["Properties"]["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
 
@@ -18,7 +26,7 @@ def test_each_queue_has_one_event_source_mapping_reporting_batch_item_failures(s
 def test_shared_consumer_concurrency_is_weighted_3_2_1(synth):
     concurrency = {}
     for spec in synth.topology.queues:
-        if spec.priority is Priority.CRITICAL:
+        if spec.priority is Priority.CRITICAL or spec.lane in CONTAINER_LANES:
             continue
         synth.template.has_resource_properties(
             "AWS::Lambda::EventSourceMapping",
@@ -29,13 +37,14 @@ def test_shared_consumer_concurrency_is_weighted_3_2_1(synth):
                         "Arn",
                     ]
                 },
-                "FunctionName": {"Ref": Match.string_like_regexp("^WorkersSharedFunction")},
+                "FunctionName": _invokes(ALIAS_OF_SHARED),
                 "BatchSize": spec.batch_size,
                 "ScalingConfig": {"MaximumConcurrency": spec.max_concurrency},
             },
         )
         concurrency[spec.priority] = spec.max_concurrency
-    assert concurrency == {Priority.HIGH: 6, Priority.DEFAULT: 4, Priority.LOW: 2}
+    assert concurrency == {Priority.HIGH: 6, Priority.DEFAULT: 4}  # low (2) runs on Fargate here
+    assert synth.topology.queue(Priority.LOW).max_concurrency == 2
 
 
 def test_critical_consumer_is_dedicated_with_reserved_concurrency(synth):
@@ -51,7 +60,7 @@ def test_critical_consumer_is_dedicated_with_reserved_concurrency(synth):
         "AWS::Lambda::EventSourceMapping",
         {
             "EventSourceArn": {"Fn::GetAtt": [Match.string_like_regexp("^CriticalQueue"), "Arn"]},
-            "FunctionName": {"Ref": Match.string_like_regexp("^WorkersCriticalFunction")},
+            "FunctionName": _invokes(Match.string_like_regexp("^WorkersCriticalAlias")),
             "ScalingConfig": {"MaximumConcurrency": synth.topology.queue(Priority.CRITICAL).max_concurrency},
         },
     )
