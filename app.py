@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """The CDK app: loads the job modules, derives the topology, builds the stack, applies cdk-nag.
 
-    npx cdk synth -c stage=dev -c jobs=handlers.jobs
-    npx cdk deploy -c stage=prod -c jobs=my_service.jobs
+npx cdk synth -c stage=dev -c jobs=handlers.jobs
+npx cdk deploy -c stage=prod -c jobs=my_service.jobs
 """
 
 from __future__ import annotations
