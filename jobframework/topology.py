@@ -154,6 +154,12 @@ def _lane_concurrency(lane: str, consumer: ConsumerSpec, s: TopologySettings) ->
     return max(2, int(total * share))
 
 
+def _saga_names(registry: JobRegistry) -> tuple[str, ...]:
+    from jobframework.saga import sagas_of  # sagas are declared on top of the registry's jobs
+
+    return tuple(s.name for s in sagas_of(registry))
+
+
 def _consumer_timeout(jobs: Iterable[Job[Any]]) -> int:
     """Lambda timeout: the longest job's timeout plus 10 s for the framework, at least 30 s."""
     longest = max((j.timeout for j in jobs), default=20.0)
@@ -171,6 +177,8 @@ class Topology(BaseModel):
     consumers: tuple[ConsumerSpec, ...]
     jobs: tuple[JobSpec, ...]
     schedules: tuple[ScheduleSpec, ...]
+    sagas: tuple[str, ...] = ()
+    """Names of the sagas declared on the registry's jobs (each alarmed when one ends ``failed``)."""
     state_table: str
     idempotency_table: str
     topology_parameter: str
@@ -293,6 +301,7 @@ class Topology(BaseModel):
                 for j in jobs
             ),
             schedules=schedules,
+            sagas=_saga_names(reg),
             state_table=f"{prefix}-state",
             idempotency_table=f"{prefix}-idempotency",
             topology_parameter=f"/{s.app}/{s.stage}/topology",

@@ -242,6 +242,7 @@ class JobFrameworkStack(Stack):
         self.monitoring.route(*self.delays.alarms)
         if retry_budget is not None:
             self.monitoring.add_budget_alarms(list(dict.fromkeys(s.priority.value for s in topology.queues)))
+        self.monitoring.add_saga_alarms(topology.sagas)
 
         self.topology_parameter = ssm.StringParameter(
             self,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 
 from aws_cdk import Duration, RemovalPolicy
@@ -176,6 +177,41 @@ class Monitoring(Construct):
         for alarm in alarms:
             alarm.add_alarm_action(self._action)
             alarm.add_ok_action(self._action)
+
+    def add_saga_alarms(self, sagas: Sequence[str]) -> list[cloudwatch.Alarm]:
+        """One alarm per saga on ``SagaFailed``: a compensation was dead-lettered and the saga stopped
+        ``failed`` (never silently stuck). Routed to the topic.
+
+        Args:
+            sagas: the saga names, as the metric's ``Saga`` dimension.
+        """
+        alarms = []
+        for name in sagas:
+            construct_id = "".join(part.capitalize() for part in re.split(r"[^A-Za-z0-9]+", name))
+            metric = cloudwatch.Metric(
+                namespace=self._namespace,
+                metric_name="SagaFailed",
+                dimensions_map={"Saga": name, "service": METRICS_SERVICE},
+                statistic="Sum",
+                period=ALARM_PERIOD,
+            )
+            alarms.append(
+                cloudwatch.Alarm(
+                    self,
+                    f"SagaFailed{construct_id}Alarm",
+                    alarm_description=(
+                        f"saga {name} ended failed: a compensation was dead-lettered; see `jf saga ls "
+                        "--status failed`, fix the cause and redrive the compensation's dead letter"
+                    ),
+                    metric=metric,
+                    threshold=1,
+                    evaluation_periods=1,
+                    comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+                    treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+                )
+            )
+        self.route(*alarms)
+        return alarms
 
     def add_budget_alarms(self, priorities: Sequence[str], *, threshold: int = 1) -> list[cloudwatch.Alarm]:
         """One alarm per priority on the consumer's ``DeadLettered`` metric with ``Reason=budget``: the

@@ -79,3 +79,18 @@ def test_retry_budget_alarms_per_priority_route_to_the_topic(synth):
         assert action["Ref"].startswith("MonitoringAlarmTopic")
         priorities.add(dimensions["Priority"])
     assert priorities == {"critical", "high", "default", "low"}
+
+
+def test_a_failed_saga_raises_an_alarm_routed_to_the_topic(synth):
+    synth.template.has_resource_properties(
+        "AWS::CloudWatch::Alarm",
+        Match.object_like(
+            {
+                "MetricName": "SagaFailed",
+                "Namespace": "JobFramework",
+                "Dimensions": Match.array_with([{"Name": "Saga", "Value": "order.place"}]),
+                "Threshold": 1,
+                "AlarmActions": Match.any_value(),
+            }
+        ),
+    )
