@@ -62,6 +62,10 @@ DEFER_SECONDS = 60
 """How long a deferred scheduled run waits before the backlog is checked again."""
 
 
+class _Unavailable(Exception):
+    """Something a record needs before its job can run (key ring, payload store) cannot be read now."""
+
+
 class RecordRetry(Exception):
     """Raised inside the batch to report a record in ``batchItemFailures`` (it comes back later)."""
 
@@ -353,14 +357,24 @@ class Consumer:
             self._give_up(d, Reason.UNKNOWN_TYPE, f"no job named {env.type!r} is registered here", batch)
             return None
         d.priority = d.priority or job.priority.value
-        if self.keys is not None:
-            try:
-                self._verify(d)
-            except SignatureError as exc:
-                self._give_up(d, Reason.SIGNATURE, str(exc), batch)
-                return None
         try:
+            if self.keys is not None:
+                self._verify(d)
             payload = self._payload(d, job)
+        except SignatureError as exc:
+            self._give_up(d, Reason.SIGNATURE, str(exc), batch)
+            return None
+        except _Unavailable as exc:
+            # The key ring or the payload store cannot be read: retried like a failed job, then exhausted.
+            if d.attempt >= job.retry.max_attempts:
+                self._give_up(d, Reason.EXHAUSTED, str(exc), batch)
+                return None
+            delay = math.ceil(job.retry.delay(d.attempt))
+            log.warning("job %s: %s; retrying in %ds", env.id, exc, delay)
+            self._change_visibility(d, delay)
+            self._status(d, JobState.RETRYING, attempts=d.attempt, error=_safe_text(str(exc)))
+            self._emit(batch, d.outcome(Outcome.RETRIED, error=str(exc), delay=delay))
+            raise RecordRetry(str(exc)) from exc
         except PayloadVersionError as exc:
             self._give_up(d, Reason.VERSION, str(exc), batch)
             return None
@@ -487,7 +501,7 @@ class Consumer:
         env = first.require_envelope()
         trace = extract(first.record)
         logger = job_logger()
-        logger.append_keys(job_type=env.type, batch_size=len(items), trace_id=trace.trace_id)
+        logger.thread_safe_append_keys(job_type=env.type, batch_size=len(items), trace_id=trace.trace_id)
         started = time.perf_counter()
         try:
             with job_span(trace, env.type, env.id, first.attempt) as own:
@@ -505,7 +519,7 @@ class Consumer:
         except Exception as exc:
             outcomes = [exc] * len(items)
         finally:
-            logger.remove_keys(["job_type", "batch_size", "trace_id"])
+            logger.thread_safe_remove_keys(["job_type", "batch_size", "trace_id"])
         per_item_ms = (time.perf_counter() - started) * 1000 / len(items)
         settled: dict[str, RecordRetry | None] = {}
         for (d, _), outcome in zip(items, outcomes, strict=True):
@@ -539,8 +553,8 @@ class Consumer:
         try:
             ring = self.keys.ring()
         except Exception as exc:
-            log.error("reading the signing keys failed; job %s will be retried", env.id, exc_info=True)
-            raise RecordRetry("signing keys unavailable") from exc
+            log.error("reading the signing keys failed (job %s)", env.id, exc_info=True)
+            raise _Unavailable(f"signing keys unavailable: {exc}") from exc
         ring.verify(env, kid, mac)
 
     def _payload(self, d: _Delivery, job: Job[Any]) -> Any:
@@ -554,9 +568,7 @@ class Consumer:
             try:
                 data = fetch(env.payload_ref, self._client("s3"))
             except PayloadStoreError as exc:
-                log.warning("job %s: %s; retrying", env.id, exc)
-                self._change_visibility(d, math.ceil(job.retry.delay(d.attempt)))
-                raise RecordRetry(str(exc)) from exc
+                raise _Unavailable(str(exc)) from exc
         if env.payload_version != job.version:
             data = job.upgrade(data, env.payload_version)
         return job.validate(data)
@@ -566,7 +578,7 @@ class Consumer:
         trace = extract(d.record)
         logger = job_logger()
         queue_wait_ms = _queue_wait_ms(d.record, env) if d.attempt == 1 else None
-        logger.append_keys(
+        logger.thread_safe_append_keys(
             job_id=env.id, job_type=env.type, job_key=env.key, attempt=d.attempt, trace_id=trace.trace_id
         )
         started = time.perf_counter()
@@ -612,7 +624,7 @@ class Consumer:
                 ),
             )
         finally:
-            logger.remove_keys(["job_id", "job_type", "job_key", "attempt", "trace_id"])
+            logger.thread_safe_remove_keys(["job_id", "job_type", "job_key", "attempt", "trace_id"])
 
     def _failed(self, d: _Delivery, job: Job[Any], exc: Exception, elapsed_ms: float, batch: _Batch) -> None:
         env = d.require_envelope()
@@ -831,10 +843,12 @@ class Consumer:
         if isinstance(xray, str) and 0 < len(xray) <= wire.MAX_TRACE_ATTRIBUTE_CHARS:
             kwargs["MessageSystemAttributes"] = {"AWSTraceHeader": wire.string_attribute(xray)}
         body = record.get("body")
+        body = body if isinstance(body, str) and body else "<empty body>"
+        _fit_dead_letter(body, attributes)
         try:
             self.sqs.send_message(
                 QueueUrl=self.dlq_url(source),
-                MessageBody=body if isinstance(body, str) and body else "<empty body>",
+                MessageBody=body,
                 MessageAttributes=attributes,
                 **kwargs,
             )
@@ -862,6 +876,19 @@ class Consumer:
                 listener(outcome)
             except Exception:
                 log.warning("consumer listener failed", exc_info=True)
+
+
+def _fit_dead_letter(body: str, attributes: dict[str, Any]) -> None:
+    """Keep a dead letter within SQS's 1 MiB: shorten ``jf-error``, then drop the trace and signature
+    attributes (the body, kept byte for byte, always wins)."""
+    if wire.message_size(body, attributes) <= wire.SQS_MAX_MESSAGE_BYTES:
+        return
+    attributes[wire.ATTR_ERROR] = wire.string_attribute(attributes[wire.ATTR_ERROR]["StringValue"][:100])
+    for name in KEPT_ATTRIBUTES:
+        if wire.message_size(body, attributes) <= wire.SQS_MAX_MESSAGE_BYTES:
+            return
+        if name != wire.ATTR_TYPE:
+            attributes.pop(name, None)
 
 
 def _job_context(

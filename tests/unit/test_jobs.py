@@ -174,3 +174,22 @@ def test_runtime_config_round_trips_through_the_environment():
 def test_runtime_config_says_how_to_configure_when_nothing_is_set():
     with pytest.raises(ConfigurationError, match="JF_QUEUE_URL"):
         RuntimeConfig.from_env({})
+
+
+def test_a_dead_letter_near_the_sqs_limit_sheds_attributes_but_keeps_its_body():
+    from jobframework import envelope as wire
+    from jobframework.consumer import _fit_dead_letter
+
+    body = "x" * (wire.SQS_MAX_MESSAGE_BYTES - 600)
+    attributes = {
+        "traceparent": wire.string_attribute("00-" + "a" * 32 + "-" + "b" * 16 + "-01"),
+        "tracestate": wire.string_attribute("v" * 300),
+        "jf-type": wire.string_attribute("t.big"),
+        "jf-reason": wire.string_attribute("exhausted"),
+        "jf-error": wire.string_attribute("E" * 1000),
+    }
+    _fit_dead_letter(body, attributes)
+    assert wire.message_size(body, attributes) <= wire.SQS_MAX_MESSAGE_BYTES
+    assert attributes["jf-reason"]["StringValue"] == "exhausted"
+    assert attributes["jf-type"]["StringValue"] == "t.big"
+    assert len(attributes["jf-error"]["StringValue"]) == 100
