@@ -32,6 +32,9 @@ if TYPE_CHECKING:
 P = TypeVar("P", bound=BaseModel)
 
 LAMBDA_MAX_TIMEOUT = 900.0
+"""Lambda's limit: jobs with a longer ``timeout`` run only on ``jf worker`` (container lanes)."""
+MAX_JOB_TIMEOUT = 43_200.0
+"""SQS can hide a message for 12 hours at most: no attempt may take longer."""
 _NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_\-]*(\.[A-Za-z0-9_\-]+)*$")
 _SCHEDULE = re.compile(r"^(rate\(\s*\d+\s+(minute|minutes|hour|hours|day|days)\s*\)|cron\(.+\))$")
 
@@ -428,8 +431,9 @@ def job(
         transient: exception types always retried (within ``max_attempts``), even subclasses of
             ``PermanentError``.
         key: a function of the payload giving the deterministic idempotency/dedup key.
-        timeout: seconds one attempt may take (at most 900, Lambda's limit). The consumer does not
-            start a job when less time than this is left in the invocation.
+        timeout: seconds one attempt may take. The consumer does not start a job when less time than
+            this is left in the invocation. Up to 900 (Lambda's limit) a job runs on Lambda; longer (up
+            to 12 hours) it runs on ``jf worker`` (a container lane: ``-c container_workers=<lane>``).
         schedule: run on a schedule: a :class:`Schedule` or an expression such as ``rate(1 hour)``.
         version: the payload schema version this job reads (and producers send).
         upgrade: ``{n: fn}`` turning a version-``n`` payload dict into version ``n + 1``; the consumer
@@ -469,10 +473,10 @@ def job(
     if key is not None and not callable(key):
         raise ConfigurationError(f"job {name}: key= must be a function of the payload returning a str")
     seconds = _duration(timeout, f"job {name}: timeout")
-    if not 0 < seconds <= LAMBDA_MAX_TIMEOUT:
+    if not 0 < seconds <= MAX_JOB_TIMEOUT:
         raise ConfigurationError(
-            f"job {name}: timeout must be within (0, {LAMBDA_MAX_TIMEOUT:g}] seconds (Lambda's limit), "
-            f"got {seconds:g}; run longer jobs with `jf worker`"
+            f"job {name}: timeout must be within (0, {MAX_JOB_TIMEOUT:g}] seconds (SQS hides a message for "
+            f"12 hours at most), got {seconds:g}; split the work into smaller jobs"
         )
     if isinstance(version, bool) or not isinstance(version, int) or version < 1:
         raise ConfigurationError(f"job {name}: version must be an int >= 1, got {version!r}")

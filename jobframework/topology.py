@@ -103,6 +103,8 @@ class QueueSpec(BaseModel):
     batching_window: int
     max_concurrency: int
     jobs: tuple[str, ...]
+    longest_job_timeout: int = 0
+    """Seconds of the lane's longest job: over 900 (Lambda's limit) the lane needs ``jf worker``."""
 
 
 class ConsumerSpec(BaseModel):
@@ -250,6 +252,7 @@ class Topology(BaseModel):
                         f"run out; raise max_receive_count[{priority.value!r}] above {j.retry.max_attempts} "
                         "or lower the job's max_attempts"
                     )
+            longest = int(-(-max((j.timeout for j in routed), default=0) // 1))
             batch_size, window = s.batch_size, s.batching_window
             batched = [j.batch for j in routed if j.batch is not None]
             if batched:
@@ -264,7 +267,8 @@ class Topology(BaseModel):
                     profile=consumer.profile,
                     name=f"{prefix}-{lane}",
                     dlq_name=f"{prefix}-{lane}-dlq",
-                    visibility_timeout=min(MAX_VISIBILITY, 6 * consumer.timeout),
+                    visibility_timeout=min(MAX_VISIBILITY, max(6 * consumer.timeout, longest + 60)),
+                    longest_job_timeout=longest,
                     max_receive_count=receive_count,
                     retention=s.retention,
                     dlq_retention=MAX_RETENTION,

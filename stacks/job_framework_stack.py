@@ -12,6 +12,7 @@ from aws_cdk import aws_ssm as ssm
 from constructs import Construct
 
 from jobframework.errors import ConfigurationError
+from jobframework.jobs import LAMBDA_MAX_TIMEOUT
 from jobframework.topology import (
     ENV_JOBS,
     ENV_TOPOLOGY_PARAMETER,
@@ -112,6 +113,17 @@ class JobFrameworkStack(Stack):
                 f"container_workers names {', '.join(unknown)}, not a lane of this topology "
                 f"({', '.join(lanes)})"
             )
+
+        for spec in topology.queues:
+            if spec.longest_job_timeout > LAMBDA_MAX_TIMEOUT and spec.lane not in container_lanes:
+                longest = max(
+                    spec.jobs, key=lambda name: next(j.timeout for j in topology.jobs if j.name == name)
+                )
+                raise ConfigurationError(
+                    f"job {longest} may run {spec.longest_job_timeout}s, longer than Lambda's "
+                    f"{LAMBDA_MAX_TIMEOUT:g}s: run its lane on container workers "
+                    f"(-c container_workers={spec.lane}) or shorten the job"
+                )
 
         self.queues: dict[str, PriorityQueue] = {}
         for spec in topology.queues:

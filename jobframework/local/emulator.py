@@ -149,7 +149,8 @@ def pollers_for(
                 max_concurrency=spec.max_concurrency,
                 weight=(weights or POLL_WEIGHT).get(spec.priority, 1),
                 function_name=consumer.function_name,
-                timeout=float(consumer.timeout),
+                # Lambda stops at the function's timeout; a worker gives the lane's longest job its time.
+                timeout=float(max(consumer.timeout, spec.longest_job_timeout + 10)),
                 lane=spec.lane,
             )
         )

@@ -94,3 +94,15 @@ def test_retry_budget_and_api_come_from_context():
     assert retry_budget_from_context(App(context={"retry_budget": "0.1"})) == 0.1
     assert flag_from_context(App(context={"api": "false"}), "api", default=True) is False
     assert flag_from_context(App(), "api", default=True) is True
+
+
+def test_a_job_longer_than_lambda_allows_needs_a_container_lane_naming_the_job():
+    registry = JobRegistry()
+
+    @job("video.transcode", priority=Priority.LOW, profile="cpu", timeout=3600, registry=registry)
+    def transcode(p: Ping) -> None: ...
+
+    with pytest.raises(
+        ConfigurationError, match=r"job video\.transcode may run 3600s.*container_workers=low-cpu"
+    ):
+        build_app(App(context={"jobs": "handlers.jobs"}), registry=registry, nag=False)

@@ -53,7 +53,7 @@ def test_a_job_without_context_is_called_with_the_payload_only(reg):
         ({"retry": 3}, "RetryPolicy"),
         ({"permanent": ValueError, "transient": ValueError}, "choose one"),
         ({"permanent": "ValueError"}, "exception classes"),
-        ({"timeout": 901}, "jf worker"),
+        ({"timeout": 43_201}, "12 hours"),
         ({"timeout": 0}, "within"),
         ({"key": "order_id"}, "function of the payload"),
         ({"schedule": "every day"}, "EventBridge expression"),
@@ -193,3 +193,23 @@ def test_a_dead_letter_near_the_sqs_limit_sheds_attributes_but_keeps_its_body():
     assert attributes["jf-reason"]["StringValue"] == "exhausted"
     assert attributes["jf-type"]["StringValue"] == "t.big"
     assert len(attributes["jf-error"]["StringValue"]) == 100
+
+
+def test_a_long_job_gets_a_visibility_covering_it_and_a_worker_context_that_lasts(reg):
+    from jobframework.config import QueueEndpoints, RuntimeConfig
+    from jobframework.local.emulator import pollers_for
+
+    @job("video.transcode", registry=reg, priority="low", profile="cpu", timeout=3600)
+    def transcode(order: Order) -> None:
+        pass
+
+    topology = Topology.from_registry(reg)
+    lane = topology.queue("low-cpu")
+    assert lane.longest_job_timeout == 3600
+    assert lane.visibility_timeout >= 3600 + 60
+    assert topology.consumer("cpu").timeout <= 900  # the Lambda function keeps Lambda's limit
+    config = RuntimeConfig(
+        queues={"low-cpu": QueueEndpoints(url="http://h/123456789012/q", dlq_url="http://h/1/d")}
+    )
+    [poller] = pollers_for(config, topology, ["low-cpu"])
+    assert poller.timeout >= 3600  # jf worker gives the job its time
