@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextvars
 import logging
+import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -44,36 +45,46 @@ class IdempotentRunner:
     def __init__(
         self, table: str, client: DynamoDBClient, expires_after: int = DEFAULT_EXPIRY_SECONDS
     ) -> None:
-        from aws_lambda_powertools.utilities.idempotency import (
-            DynamoDBPersistenceLayer,
-            IdempotencyConfig,
-            idempotent_function,
-        )
-
         self.table = table
-        self.persistence = DynamoDBPersistenceLayer(table_name=table, boto3_client=client)
-        self.config = IdempotencyConfig(
-            event_key_jmespath="key",
-            raise_on_no_idempotency_key=True,
-            expires_after_seconds=expires_after,
-        )
+        self.client = client
+        self.expires_after = expires_after
+        # Powertools keeps the Lambda context on the config and configures its persistence once:
+        # one set per thread, so that `jf worker`'s concurrent batches each expire on their own time.
+        self._local = threading.local()
 
-        @idempotent_function(  # type: ignore[untyped-decorator]
-            data_keyword_argument="item",
-            persistence_store=self.persistence,
-            config=self.config,
-            key_prefix="jf",
-        )
-        def execute(item: dict[str, str]) -> dict[str, Any]:
-            _ran.get().append(True)
-            return {"result": summarize(_current.get()())}
+    def _own(self) -> tuple[Any, Callable[..., Any]]:
+        """This thread's ``(IdempotencyConfig, idempotent function)``."""
+        own = getattr(self._local, "own", None)
+        if own is None:
+            from aws_lambda_powertools.utilities.idempotency import (
+                DynamoDBPersistenceLayer,
+                IdempotencyConfig,
+                idempotent_function,
+            )
 
-        self._execute = execute
+            config = IdempotencyConfig(
+                event_key_jmespath="key",
+                raise_on_no_idempotency_key=True,
+                expires_after_seconds=self.expires_after,
+            )
+
+            @idempotent_function(  # type: ignore[untyped-decorator]
+                data_keyword_argument="item",
+                persistence_store=DynamoDBPersistenceLayer(table_name=self.table, boto3_client=self.client),
+                config=config,
+                key_prefix="jf",
+            )
+            def execute(item: dict[str, str]) -> dict[str, Any]:
+                _ran.get().append(True)
+                return {"result": summarize(_current.get()())}
+
+            own = self._local.own = (config, execute)
+        return own
 
     def register_context(self, context: Any) -> None:
-        """Let in-progress records expire with this invocation's remaining time."""
+        """Let in-progress records expire with this invocation's remaining time (this thread's)."""
         if context is not None and hasattr(context, "get_remaining_time_in_millis"):
-            self.config.register_lambda_context(context)
+            self._own()[0].register_lambda_context(context)
 
     def run(self, job_type: str, key: str, fn: Callable[[], Any]) -> tuple[str | None, bool]:
         """Run ``fn`` unless ``(job_type, key)`` already completed.
@@ -89,7 +100,7 @@ class IdempotentRunner:
         ran: list[bool] = []
         token_fn, token_ran = _current.set(fn), _ran.set(ran)
         try:
-            response = self._execute(item={"key": f"{job_type}:{key}"})
+            response = self._own()[1](item={"key": f"{job_type}:{key}"})
         except IdempotencyAlreadyInProgressError as exc:
             raise AlreadyInProgress(f"{job_type} {key} is being processed by another delivery") from exc
         finally:

@@ -122,7 +122,7 @@ def test_a_killed_invocations_in_progress_record_expires_and_the_job_runs_again(
     assert outcomes == []  # the killed invocation reported nothing
     idempotency = eo.handler.idempotency
     assert idempotency is not None
-    items = idempotency.persistence.client.scan(TableName=eo.config.idempotency_table)["Items"]
+    items = idempotency.client.scan(TableName=eo.config.idempotency_table)["Items"]
     assert [i["status"]["S"] for i in items] == ["INPROGRESS"]
     # While its invocation could still be running, another delivery is retried, not run.
     redeliver(eo, "high", env.to_body())
