@@ -6,7 +6,7 @@ import json
 from datetime import datetime
 from typing import Any
 
-from jobframework.saga import SagaRecord, StepRecord, StepState
+from jobframework.saga.record import SagaRecord, StepRecord, StepState
 
 
 def _seconds(start: str | None, end: str | None) -> float | None:

@@ -1,0 +1,124 @@
+"""The ``jf`` typer app: its global AWS options, the options and output helpers commands share, ``main``."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sys
+from collections.abc import Sequence
+from enum import StrEnum
+from typing import Annotated, Any
+
+import typer
+
+from jobframework.cli.aws import Aws
+from jobframework.cli.errors import CliError, JfGroup
+
+DEFAULT_JOBS = "handlers.jobs"
+
+
+class PriorityName(StrEnum):
+    critical = "critical"
+    high = "high"
+    default = "default"
+    low = "low"
+
+
+app = typer.Typer(
+    cls=JfGroup,
+    name="jf",
+    help="Background jobs on AWS serverless: run them locally, enqueue, inspect and redrive dead letters.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+)
+
+
+@app.callback()
+def _root(
+    ctx: typer.Context,
+    endpoint_url: Annotated[
+        str | None,
+        typer.Option(
+            "--endpoint-url", envvar="JF_ENDPOINT_URL", help="AWS endpoint (the embedded AWS of `jf dev`)."
+        ),
+    ] = None,
+    region: Annotated[str | None, typer.Option("--region", envvar="JF_REGION", help="AWS region.")] = None,
+    profile: Annotated[
+        str | None, typer.Option("--profile", envvar="AWS_PROFILE", help="AWS profile.")
+    ] = None,
+) -> None:
+    """jf: run jobs locally (demo, dev, worker), enqueue, and operate the dead-letter queues."""
+    ctx.obj = Aws(endpoint_url=endpoint_url or None, region=region or None, profile=profile or None)
+
+
+# --- shared helpers ---------------------------------------------------------------------------------------
+
+
+JobsOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--jobs",
+        help="Module that registers jobs (repeatable; default: JF_JOBS or handlers.jobs).",
+        show_default=False,
+    ),
+]
+JsonOption = Annotated[bool, typer.Option("--json", help="Print the result as JSON.")]
+
+
+def _load_jobs(modules: list[str] | None) -> list[str]:
+    """Import the job modules (the current directory is importable, as with celery or uvicorn)."""
+    from jobframework.consumer import import_job_modules
+
+    names = modules or [m for m in os.environ.get("JF_JOBS", DEFAULT_JOBS).split(",") if m.strip()]
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    try:
+        import_job_modules(names)
+    except ImportError as exc:
+        raise CliError(f"cannot import job module: {exc}") from exc
+    return names
+
+
+def _print_json(data: Any) -> None:
+    typer.echo(json.dumps(data, indent=2, default=str))
+
+
+def _console(*, stderr: bool = False) -> Any:
+    from rich.console import Console
+
+    return Console(stderr=stderr)
+
+
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|sec|m|min|h|d)?\s*$")
+_UNITS = {None: 1, "s": 1, "sec": 1, "m": 60, "min": 60, "h": 3600, "d": 86400}
+
+
+def parse_duration(text: str) -> float:
+    """``90``, ``90s``, ``15m``, ``2h``, ``1d`` as seconds.
+
+    Example:
+        >>> parse_duration("15m")
+        900.0
+    """
+    m = _DURATION.match(text)
+    if not m:
+        raise typer.BadParameter(f"{text!r} is not a duration; use e.g. 90s, 15m, 2h or 1d")
+    return float(m.group(1)) * _UNITS[m.group(2)]
+
+
+def _age(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            return f"{seconds / size:.1f}{unit}"
+    return f"{seconds:.1f}s" if seconds < 10 else f"{seconds:.0f}s"
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """The ``jf`` console script."""
+    command = typer.main.get_command(app)
+    command.main(args=list(argv) if argv is not None else None, prog_name="jf")

@@ -1,0 +1,272 @@
+"""``jf dlq ...``: inspect, export, purge and redrive dead letters."""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import asdict
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+from typer._click.exceptions import UsageError  # typer carries its own copy of click
+from typer.core import TyperGroup
+
+from jobframework.cli.aws import _aws
+from jobframework.cli.base import JsonOption, PriorityName, _age, _console, _print_json, app, parse_duration
+from jobframework.cli.errors import CliError
+
+if TYPE_CHECKING:
+    from jobframework.dlq import DeadLetters
+    from jobframework.topology import RuntimeConfig
+
+dlq_app = typer.Typer(
+    cls=TyperGroup,
+    help="Inspect, export, purge and redrive dead letters.",
+    no_args_is_help=True,
+    rich_markup_mode=None,
+)
+app.add_typer(dlq_app, name="dlq")
+
+PriorityArg = Annotated[PriorityName, typer.Argument(help="Which DLQ: critical, high, default or low.")]
+
+
+def _dead_letters(ctx: typer.Context, *, attempts: int = 2) -> tuple[DeadLetters, RuntimeConfig]:
+    from jobframework.dlq import DeadLetters
+
+    aws = _aws(ctx)
+    config = aws.runtime_config()
+    sqs = aws.sqs(config, attempts=attempts)
+    return DeadLetters(config, sqs, wait_time_seconds=0 if config.endpoint_url else 1), config
+
+
+@dlq_app.command("ls")
+def dlq_ls(
+    ctx: typer.Context,
+    json_output: JsonOption = False,
+    sample: Annotated[
+        int, typer.Option(help="Messages read per DLQ to find the oldest (0: skip).", min=0)
+    ] = 100,
+) -> None:
+    """Each DLQ's depth and the age of its oldest dead letter.
+
+    Example: jf dlq ls
+    """
+    letters, _ = _dead_letters(ctx)
+    depths = letters.depths(sample=sample)
+    if json_output:
+        _print_json([asdict(d) for d in depths])
+        return
+    from rich.table import Table
+
+    table = Table()
+    for name in ("dlq", "queue", "depth", "in flight", "oldest"):
+        table.add_column(name, justify="right" if name in ("depth", "in flight", "oldest") else "left")
+    for d in depths:
+        oldest = _age(d.oldest_age_seconds) + ("+" if d.sampled and d.sampled < d.depth else "")
+        table.add_row(d.priority, d.name, str(d.depth), str(d.in_flight), oldest)
+    _console().print(table)
+
+
+@dlq_app.command("peek")
+def dlq_peek(
+    ctx: typer.Context,
+    priority: PriorityArg,
+    count: Annotated[int, typer.Option("-n", "--count", help="How many to show.", min=1, max=1000)] = 10,
+    json_output: JsonOption = False,
+) -> None:
+    """Show dead letters (type, id, reason, error, attempts, dead-at) without removing anything.
+
+    Example: jf dlq peek default -n 5
+    """
+    letters, _ = _dead_letters(ctx)
+    found = letters.peek(priority.value, limit=count)
+    pointers = [_payload_pointer(d.body) for d in found]
+    if json_output:
+        _print_json(
+            [
+                {**d.summary(), **({"payload_ref": ref} if ref else {})}
+                for d, ref in zip(found, pointers, strict=True)
+            ]
+        )
+        return
+    from rich.table import Table
+
+    table = Table(title=f"{priority.value} DLQ: {len(found)} shown", title_justify="left")
+    columns = ["type", "id", "reason", "error", "attempts", "dead at"]
+    if any(pointers):
+        columns.append("payload")
+    for name in columns:
+        table.add_column(name, overflow="fold")
+    for d, ref in zip(found, pointers, strict=True):
+        s = d.summary()
+        row = [
+            s["type"] or "?",
+            s["id"] or "-",
+            s["reason"] or "-",
+            s["error"] or "-",
+            str(s["attempts"] or "-"),
+            s["dead_at"] or "-",
+        ]
+        if any(pointers):
+            row.append(f"{ref['uri']} ({ref['size']:,} bytes)" if ref else "inline")
+        table.add_row(*row)
+    _console().print(table)
+
+
+def _payload_pointer(body: str) -> dict[str, Any] | None:
+    """Where an offloaded payload is (``payload_ref`` in the body): ``{"uri": "s3://...", "size": n}``."""
+    try:
+        ref = json.loads(body).get("payload_ref")
+    except (ValueError, AttributeError):
+        return None
+    if not isinstance(ref, dict) or not ref.get("bucket") or not ref.get("key"):
+        return None
+    return {"uri": f"s3://{ref['bucket']}/{ref['key']}", "size": ref.get("size"), "sha256": ref.get("sha256")}
+
+
+@dlq_app.command("export")
+def dlq_export(
+    ctx: typer.Context,
+    priority: PriorityArg,
+    out: Annotated[Path, typer.Option("--out", "-o", help="JSON Lines file to write ('-' for stdout).")],
+) -> None:
+    """Write every dead letter (body, attributes, reason) as JSON Lines; nothing is removed.
+
+    Example: jf dlq export low --out low-dlq.jsonl
+    """
+    letters, _ = _dead_letters(ctx)
+    if str(out) == "-":
+        count = letters.export(priority.value, sys.stdout)
+        return
+    try:
+        with out.open("w", encoding="utf-8") as fh:
+            count = letters.export(priority.value, fh)
+    except OSError as exc:
+        raise CliError(f"cannot write {out}: {exc.strerror or exc}") from exc
+    typer.echo(f"exported {count} dead letters to {out}")
+
+
+@dlq_app.command("purge")
+def dlq_purge(
+    ctx: typer.Context,
+    priority: PriorityArg,
+    job_type: Annotated[
+        str | None, typer.Option("--type", help="Only dead letters of this job type.")
+    ] = None,
+    yes: Annotated[bool, typer.Option("--yes", help="Really delete (required).")] = False,
+    json_output: JsonOption = False,
+) -> None:
+    """Delete dead letters for good (all, or one job type). Needs --yes.
+
+    Example: jf dlq purge low --type reports.generate --yes
+    """
+    if not yes:
+        raise UsageError("purge deletes dead letters for good; add --yes to confirm")
+    letters, _ = _dead_letters(ctx)
+    deleted = letters.purge(priority.value, job_type=job_type)
+    if json_output:
+        _print_json({"priority": priority.value, "type": job_type, "deleted": deleted})
+    else:
+        typer.echo(f"deleted {deleted} dead letters from the {priority.value} DLQ")
+
+
+@dlq_app.command("redrive")
+def dlq_redrive(  # noqa: PLR0917
+    ctx: typer.Context,
+    priority: PriorityArg,
+    job_type: Annotated[str | None, typer.Option("--type", help="Only this job type.")] = None,
+    older_than: Annotated[
+        str | None, typer.Option(help="Only dead letters at least this old (90s, 15m, 2h, 1d).")
+    ] = None,
+    limit: Annotated[int | None, typer.Option(help="At most this many.", min=1)] = None,
+    rate: Annotated[float | None, typer.Option(help="At most this many messages a second.", min=0.1)] = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Show what would move; move nothing.")] = False,
+    native: Annotated[
+        bool,
+        typer.Option("--native", help="Start an SQS StartMessageMoveTask instead (the console's redrive)."),
+    ] = False,
+    json_output: JsonOption = False,
+) -> None:
+    """Send dead letters back to their source queue: attempts reset; id, key and trace kept.
+
+    Each message is deleted from the DLQ only after its send succeeded.
+
+    Example: jf dlq redrive default --type crm.sync --older-than 10m --dry-run
+    """
+    seconds = parse_duration(older_than) if older_than else None
+    if native:
+        if job_type or seconds or limit or dry_run:
+            raise UsageError(
+                "--native moves the whole DLQ: it takes no --type, --older-than, --limit or --dry-run"
+            )
+        letters, _ = _dead_letters(ctx, attempts=1)
+        handle = letters.start_native_redrive(priority.value, rate=int(rate) if rate else None)
+        if json_output:
+            _print_json({"task_handle": handle})
+        else:
+            typer.echo(f"started message move task {handle}; follow it with `jf dlq tasks {priority.value}`")
+        return
+    letters, _ = _dead_letters(ctx)
+    depth = letters.depths(sample=0)
+    total = next((d.depth for d in depth if d.priority == priority.value), 0)
+    if json_output:
+        result = letters.redrive(
+            priority.value, job_type=job_type, older_than=seconds, limit=limit, rate=rate, dry_run=dry_run
+        )
+    else:
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+        verb = "matching" if dry_run else "redriving"
+        with Progress(
+            TextColumn(f"{verb} {priority.value} DLQ"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            console=_console(stderr=True),
+        ) as bar:
+            task = bar.add_task(verb, total=min(total, limit) if limit else total or None)
+            result = letters.redrive(
+                priority.value,
+                job_type=job_type,
+                older_than=seconds,
+                limit=limit,
+                rate=rate,
+                dry_run=dry_run,
+                progress=lambda n: bar.advance(task, n),
+            )
+    if json_output:
+        _print_json(result.as_dict())
+    else:
+        kinds = ", ".join(f"{k} {v}" for k, v in sorted(result.by_type.items())) or "none"
+        if dry_run:
+            typer.echo(f"dry run: would redrive {result.matched} ({kinds}); {result.skipped} not matching")
+        else:
+            typer.echo(
+                f"redrove {result.moved} ({kinds}); {result.skipped} not matching; {result.failed} failed"
+            )
+    if result.failed:
+        raise CliError(
+            f"{result.failed} dead letters could not be sent (they stay in the DLQ): {result.errors[0]}"
+        )
+
+
+@dlq_app.command("tasks")
+def dlq_tasks(ctx: typer.Context, priority: PriorityArg, json_output: JsonOption = False) -> None:
+    """The DLQ's native redrive tasks (StartMessageMoveTask) and their progress.
+
+    Example: jf dlq tasks default
+    """
+    letters, _ = _dead_letters(ctx, attempts=1)
+    tasks = letters.native_tasks(priority.value)
+    if json_output:
+        _print_json(tasks)
+        return
+    if not tasks:
+        typer.echo(f"no message move tasks on the {priority.value} DLQ")
+    for t in tasks:
+        typer.echo(
+            f"{t.get('Status')}: {t.get('ApproximateNumberOfMessagesMoved', 0)}/"
+            f"{t.get('ApproximateNumberOfMessagesToMove', '?')} moved, started {t.get('StartedTimestamp')}"
+            + (f", {t['FailureReason']}" if t.get("FailureReason") else "")
+        )

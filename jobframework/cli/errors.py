@@ -1,0 +1,100 @@
+"""The ``jf`` exit codes and the one-line error for each failure (never a traceback)."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from typing import Any, NoReturn
+
+import typer
+from typer import Abort as ClickAbort
+from typer._click.exceptions import UsageError  # typer carries its own copy of click
+from typer.core import TyperGroup
+
+EXIT_FAILED = 1
+EXIT_USAGE = 2
+EXIT_UNREACHABLE = 3
+EXIT_NOT_SUPPORTED = 4
+EXIT_INTERRUPTED = 130
+
+
+class CliError(Exception):
+    """A failure to report as one line with an exit code."""
+
+    def __init__(self, message: str, code: int = EXIT_FAILED) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def _fail(message: str, code: int) -> NoReturn:
+    typer.echo(f"jf: error: {message}", err=True)
+    sys.exit(code)
+
+
+def _connection_error(exc: BaseException) -> BaseException | None:
+    from botocore.exceptions import ConnectionError as BotoConnectionError
+    from botocore.exceptions import ConnectTimeoutError, EndpointConnectionError, ReadTimeoutError
+
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, EndpointConnectionError | ConnectTimeoutError | BotoConnectionError):
+            return seen
+        if isinstance(seen, ReadTimeoutError):
+            return seen
+        seen = seen.__cause__ or seen.__context__
+    return None
+
+
+def _one_line(text: str) -> str:
+    return " ".join(str(text).split())
+
+
+class JfGroup(TyperGroup):
+    """Typer's group with one-line errors and stable exit codes instead of panels and tracebacks."""
+
+    def main(  # type: ignore[override]
+        self,
+        args: Sequence[str] | None = None,
+        prog_name: str | None = None,
+        complete_var: str | None = None,
+        standalone_mode: bool = True,
+        **extra: Any,
+    ) -> Any:
+        try:
+            code = super().main(
+                args=args, prog_name=prog_name, complete_var=complete_var, standalone_mode=False, **extra
+            )
+        except UsageError as exc:
+            hint = f" (see '{exc.ctx.command_path} --help')" if exc.ctx is not None else ""
+            _fail(_one_line(exc.format_message()) + hint, EXIT_USAGE)
+        except ClickAbort:
+            _fail("interrupted", EXIT_INTERRUPTED)
+        except KeyboardInterrupt:
+            _fail("interrupted", EXIT_INTERRUPTED)
+        except CliError as exc:
+            _fail(_one_line(str(exc)), exc.code)
+        except Exception as exc:
+            _fail(*_describe(exc))
+        sys.exit(code if isinstance(code, int) else 0)
+
+
+def _describe(exc: Exception) -> tuple[str, int]:
+    from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError, NoRegionError
+
+    from jobframework.errors import EndpointNotSupportedError, JobFrameworkError
+
+    conn = _connection_error(exc)
+    if conn is not None:
+        return f"cannot reach the AWS endpoint: {_one_line(str(conn))}", EXIT_UNREACHABLE
+    if isinstance(exc, EndpointNotSupportedError):
+        return _one_line(str(exc)), EXIT_NOT_SUPPORTED
+    if isinstance(exc, NoCredentialsError):
+        return "no AWS credentials: set a profile (--profile/AWS_PROFILE) or run `jf dev`", EXIT_FAILED
+    if isinstance(exc, NoRegionError):
+        return "no AWS region: pass --region or set AWS_REGION", EXIT_FAILED
+    if isinstance(exc, ClientError):
+        error = exc.response.get("Error", {})
+        return f"AWS refused the request: {error.get('Code')}: {_one_line(error.get('Message', ''))}", 1
+    if isinstance(exc, JobFrameworkError | BotoCoreError | ValueError | OSError):
+        return _one_line(str(exc)) or type(exc).__name__, EXIT_FAILED
+    return f"{type(exc).__name__}: {_one_line(str(exc))}", EXIT_FAILED

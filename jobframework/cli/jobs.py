@@ -1,0 +1,169 @@
+"""``jf enqueue``, ``jf status`` and ``jf retry-plan``: one job at a time."""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated
+
+import typer
+
+from jobframework.cli.aws import _aws
+from jobframework.cli.base import (
+    JobsOption,
+    JsonOption,
+    PriorityName,
+    _age,
+    _console,
+    _load_jobs,
+    _print_json,
+    app,
+)
+from jobframework.cli.errors import CliError
+
+
+@app.command()
+def enqueue(  # noqa: PLR0917
+    ctx: typer.Context,
+    job_type: Annotated[
+        str, typer.Argument(metavar="TYPE", help="Registered job name, e.g. reports.generate.")
+    ],
+    payload: Annotated[str, typer.Argument(metavar="JSON", help="The payload as a JSON object.")],
+    key: Annotated[str | None, typer.Option(help="Idempotency/dedup key.")] = None,
+    delay: Annotated[
+        float | None, typer.Option(help="Seconds before it becomes visible (max 900).", min=0)
+    ] = None,
+    priority: Annotated[PriorityName | None, typer.Option(help="Send to another priority's queue.")] = None,
+    jobs: JobsOption = None,
+    json_output: JsonOption = False,
+) -> None:
+    """Enqueue one job; prints its id.
+
+    Example: jf enqueue reports.generate '{"report_id": "r-1"}'
+    """
+    try:
+        data = json.loads(payload)
+    except ValueError as exc:
+        raise typer.BadParameter(f"not JSON: {exc}", param_hint="JSON") from None
+    if not isinstance(data, dict):
+        raise typer.BadParameter("the payload must be a JSON object", param_hint="JSON")
+    _load_jobs(jobs)
+    from jobframework.client import JobClient
+
+    aws = _aws(ctx)
+    config = aws.runtime_config()
+    client = JobClient(config, sqs_client=aws.sqs(config))
+    client.job(job_type)  # an unknown type fails before any AWS call
+    result = client.enqueue(
+        job_type, data, key=key, delay=delay, priority=priority.value if priority else None
+    )
+    if json_output:
+        _print_json(
+            {
+                "id": result.id,
+                "key": result.key,
+                "type": result.job_type,
+                "priority": result.priority.value,
+                "message_id": result.message_id,
+            }
+        )
+    else:
+        typer.echo(result.id)
+
+
+@app.command()
+def status(
+    ctx: typer.Context,
+    job_id: Annotated[str, typer.Argument(metavar="ID", help="The job id that enqueue printed.")],
+    json_output: JsonOption = False,
+) -> None:
+    """What is known of a job: queued, scheduled, running, retrying, succeeded or dead.
+
+    Example: jf status 0190b8a4-6f1e-7c3a-9d2b-1a2b3c4d5e6f
+    """
+    if not 0 < len(job_id) <= 128:
+        raise typer.BadParameter("a job id has 1 to 128 characters", param_hint="ID")
+    from jobframework.client import JobClient
+
+    aws = _aws(ctx)
+    config = aws.runtime_config()
+    client = JobClient(
+        config,
+        sqs_client=aws.sqs(config),
+        clients={"dynamodb": aws.client("dynamodb", config=config)},
+    )
+    found = client.status(job_id)
+    if found is None:
+        raise CliError(f"no job {job_id} in the state table (unknown id, or its status expired)")
+    if json_output:
+        _print_json(found.model_dump(mode="json"))
+        return
+    rows = {
+        "id": found.id,
+        "type": found.type,
+        "status": found.status.value,
+        "attempts": found.attempts,
+        "key": found.key,
+        "enqueued at": found.enqueued_at,
+        "started at": found.started_at,
+        "finished at": found.finished_at,
+        "updated at": found.updated_at,
+        "reason": found.reason,
+        "error": found.error,
+        "result": None if found.result is None else json.dumps(found.result),
+    }
+    for name, value in rows.items():
+        if value is not None:
+            typer.echo(f"{name + ':':<13} {value}")
+
+
+@app.command("retry-plan")
+def retry_plan(
+    job_type: Annotated[str, typer.Argument(metavar="TYPE", help="Registered job name.")],
+    jobs: JobsOption = None,
+    json_output: JsonOption = False,
+) -> None:
+    """The retry schedule of a job's policy: attempt, delay range, cumulative time.
+
+    Example: jf retry-plan webhooks.deliver
+    """
+    _load_jobs(jobs)
+    from jobframework.errors import UnknownJobError
+    from jobframework.jobs import registry
+
+    try:
+        job = registry.get(job_type)
+    except UnknownJobError:
+        known = ", ".join(j.name for j in registry) or "none"
+        raise CliError(f"no job named {job_type!r} is registered (known: {known})") from None
+    rows = []
+    low_total = high_total = 0.0
+    for attempt, low, high in job.retry.schedule():
+        low_total += low
+        high_total += high
+        rows.append(
+            {
+                "attempt": attempt,
+                "next_attempt": attempt + 1,
+                "delay_min": round(low, 3),
+                "delay_max": round(high, 3),
+                "cumulative_min": round(low_total, 3),
+                "cumulative_max": round(high_total, 3),
+            }
+        )
+    if json_output:
+        _print_json({"type": job.name, "max_attempts": job.retry.max_attempts, "retries": rows})
+        return
+    from rich.table import Table
+
+    table = Table(title=f"{job.name}: {job.retry.max_attempts} attempts, then the DLQ", title_justify="left")
+    for name in ("failed attempt", "next attempt after", "cumulative"):
+        table.add_column(name, justify="right")
+    for row in rows:
+        table.add_row(
+            str(row["attempt"]),
+            f"{_age(row['delay_min'])} - {_age(row['delay_max'])}",
+            f"{_age(row['cumulative_min'])} - {_age(row['cumulative_max'])}",
+        )
+    if not rows:
+        table.add_row("1", "no retry", "-")
+    _console().print(table)

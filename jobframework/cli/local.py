@@ -1,0 +1,231 @@
+"""``jf demo``, ``jf dev`` and ``jf worker``: running jobs on this machine, and worker processes."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+from typing import Annotated
+
+import typer
+
+from jobframework.cli.aws import _aws, _check_reachable
+from jobframework.cli.base import JobsOption, JsonOption, _console, _load_jobs, _print_json, app
+from jobframework.cli.errors import EXIT_FAILED, CliError
+
+
+@app.command()
+def demo(
+    json_output: JsonOption = False,
+    port: Annotated[
+        int, typer.Option(help="Port of the embedded AWS (0: a free one).", min=0, max=65535)
+    ] = 0,
+    timeout: Annotated[float, typer.Option(help="Give up after this many seconds.", min=5)] = 50.0,
+    verbose: Annotated[
+        bool, typer.Option("--verbose", "-v", help="Show the jobs' and consumer's logs.")
+    ] = False,
+) -> None:
+    """The whole job lifecycle on the embedded AWS, then a summary (no AWS account needed).
+
+    Example: jf demo
+    """
+    from jobframework.local.demo import render_summary, run_demo
+
+    console = _console()
+    if not json_output:
+        console.print("[bold]jf demo[/]: embedded AWS, the example jobs, the real consumer; about 10 s")
+    report = run_demo(
+        console=None if json_output else console,
+        live=not json_output,
+        port=port,
+        timeout=timeout,
+        verbose=verbose,
+    )
+    if json_output:
+        _print_json(report.as_dict())
+    else:
+        console.print(render_summary(report))
+    ok = report.settled and report.redriven_succeeded == report.redriven
+    if not ok:
+        raise CliError("the demo's workload did not settle in time", EXIT_FAILED)
+
+
+@app.command()
+def dev(
+    jobs: JobsOption = None,
+    port: Annotated[
+        int, typer.Option(help="Port of the embedded AWS (0: a free one).", min=0, max=65535)
+    ] = 0,
+    stage: Annotated[str, typer.Option(help="Stage name of the local topology.")] = "dev",
+    drain_timeout: Annotated[float, typer.Option(help="Seconds to finish in-flight batches on stop.")] = 10.0,
+) -> None:
+    """Embedded AWS, workers and scheduler for your job modules, until Ctrl-C.
+
+    Example: jf dev --jobs myapp.jobs --port 4566
+    """
+    import logging
+
+    from jobframework.consumer import consumer
+    from jobframework.delays import fire_due
+    from jobframework.jobs import registry
+    from jobframework.local.aws import FAKE_CREDENTIALS, EmbeddedAWS
+    from jobframework.local.emulator import Emulator, pollers_for
+    from jobframework.local.scheduler import LocalScheduler, sqs_sender
+    from jobframework.topology import ENV_JOBS, ENV_TOPOLOGY_PARAMETER, Topology, TopologySettings
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    modules = _load_jobs(jobs)
+    try:
+        aws = EmbeddedAWS(port).start()
+    except OSError as exc:
+        raise CliError(f"cannot start the embedded AWS on port {port}: {exc}") from exc
+    try:
+        topology = Topology.from_registry(registry, TopologySettings(stage=stage))
+        config = aws.provision(topology)
+        sqs = aws.client("sqs")
+        env = {
+            **FAKE_CREDENTIALS,
+            **config.to_env(),
+            ENV_TOPOLOGY_PARAMETER: topology.topology_parameter,
+            ENV_JOBS: ",".join(modules),
+        }
+        typer.echo(f"# embedded AWS at {aws.endpoint_url}; jobs from {', '.join(modules)}; Ctrl-C stops")
+        typer.echo("# other jf commands and your services reach it with:")
+        for name, value in env.items():
+            typer.echo(f"export {name}={value}")
+        sys.stdout.flush()
+        handler = consumer(registry, config=config, sqs_client=sqs)
+        emulator = Emulator(pollers_for(config, topology), handler, sqs, max_idle_seconds=0.25)
+        scheduler_client = aws.client("scheduler")
+        scheduler = LocalScheduler(
+            topology.schedules,
+            sqs_sender(config, sqs),
+            # Delays over 15 minutes are Scheduler one-time schedules; the embedded one never fires them.
+            tasks=[lambda: fire_due(scheduler_client, sqs, config.schedule_group)],
+        ).start()
+        for entry in scheduler.describe():
+            typer.echo(f"# schedule {entry['job']} {entry['expression']} next {entry['next']}")
+        sys.stdout.flush()
+        emulator.run_until_signal(drain_timeout=drain_timeout, on_stop=scheduler.stop)
+    finally:
+        aws.stop()
+
+
+@app.command()
+def worker(  # noqa: PLR0917
+    ctx: typer.Context,
+    queues: Annotated[
+        str,
+        typer.Option(help="Comma-separated priorities or lanes to poll, e.g. critical,high or low-cpu."),
+    ] = "critical,high,default,low",
+    jobs: JobsOption = None,
+    workers: Annotated[
+        int | None, typer.Option(help="Worker threads (default: sum of queue concurrency).")
+    ] = None,
+    processes: Annotated[
+        int | None,
+        typer.Option(
+            min=1, help="Worker processes (default: one per core when polling a cpu lane, else one)."
+        ),
+    ] = None,
+    wait: Annotated[
+        int | None,
+        typer.Option(help="ReceiveMessage WaitTimeSeconds (default 0 with an endpoint URL, else 1)."),
+    ] = None,
+    drain_timeout: Annotated[
+        float, typer.Option(help="Seconds to finish in-flight batches on SIGTERM.")
+    ] = 30.0,
+    stage: Annotated[str, typer.Option(help="Stage whose topology settings apply.")] = "dev",
+) -> None:
+    """Poll the queues and run jobs as a long-running process (ECS, EC2), with Lambda's semantics.
+
+    Example: jf worker --queues critical,high --jobs myapp.jobs
+    """
+    import logging
+
+    from jobframework.consumer import consumer
+    from jobframework.errors import ConfigurationError
+    from jobframework.jobs import lane_priority, registry
+    from jobframework.local.emulator import Emulator, pollers_for, worker_processes
+    from jobframework.topology import Topology, TopologySettings
+
+    chosen = [q.strip() for q in queues.split(",") if q.strip()]
+    try:
+        for name in chosen:
+            lane_priority(name)
+    except ConfigurationError:
+        raise typer.BadParameter(
+            f"{queues!r}: use priorities from critical,high,default,low, or lanes such as low-cpu",
+            param_hint="--queues",
+        ) from None
+    if not chosen:
+        raise typer.BadParameter("name at least one queue", param_hint="--queues")
+    # Only once the arguments are good: a handler left on a closed stream would outlive a bad call.
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    _load_jobs(jobs)
+    aws = _aws(ctx)
+    config = aws.runtime_config()
+    sqs = aws.sqs(config, attempts=4)
+    topology = Topology.from_registry(registry, TopologySettings(stage=stage))
+    pollers = pollers_for(config, topology, chosen, region=sqs.meta.region_name)
+    if not pollers:
+        raise typer.BadParameter(f"{queues!r} names no queue of this topology", param_hint="--queues")
+    for poller in pollers:
+        _check_reachable(sqs, poller.url)
+    children = _spawn_worker_processes(worker_processes(pollers, topology, processes) - 1)
+    wait_seconds = wait if wait is not None else (0 if config.endpoint_url else 1)
+    handler = consumer(registry, config=config, sqs_client=sqs)
+    emulator = Emulator(
+        pollers,
+        handler,
+        sqs,
+        workers=workers,
+        wait_time_seconds=wait_seconds,
+        region=sqs.meta.region_name,
+    )
+    typer.echo(
+        f"jf worker: polling {', '.join(p.name for p in pollers)} in {len(children) + 1} process(es); "
+        "SIGTERM or Ctrl-C drains and stops"
+    )
+    sys.stdout.flush()
+    try:
+        drained = emulator.run_until_signal(drain_timeout=drain_timeout)
+    finally:
+        drained_children = _stop_worker_processes(children, drain_timeout)
+    drained = drained and drained_children
+    stats = emulator.stats
+    typer.echo(
+        f"jf worker: stopped ({'drained' if drained else 'drain time ran out'}); "
+        f"{stats.records} records in {stats.batches} batches, {stats.deleted} done, {stats.failed} to retry"
+    )
+    if not drained:
+        raise CliError("drain time ran out; the unfinished records reappear after their visibility timeout")
+
+
+def _spawn_worker_processes(count: int) -> list[subprocess.Popen[bytes]]:
+    """Start ``count`` more ``jf worker`` processes with this one's arguments (one process each)."""
+    if count <= 0:
+        return []
+    args = [a for a in sys.argv[1:] if not a.startswith("--processes")]
+    if "--processes" in sys.argv[1:]:  # "--processes N" as two words
+        i = sys.argv.index("--processes")
+        args = sys.argv[1:i] + sys.argv[i + 2 :]
+    command = [sys.executable, "-m", "jobframework.cli", *args, "--processes", "1"]
+    return [subprocess.Popen(command) for _ in range(count)]
+
+
+def _stop_worker_processes(children: list[subprocess.Popen[bytes]], drain_timeout: float) -> bool:
+    """SIGTERM the child workers and wait for their drain; ``True`` when all drained cleanly."""
+    for child in children:
+        if child.poll() is None:
+            child.send_signal(signal.SIGTERM)
+    clean = True
+    for child in children:
+        try:
+            code = child.wait(timeout=drain_timeout + 10)
+            # Killed by the SIGTERM itself: it had not installed its handler, so it had not polled yet.
+            clean = code in (0, -signal.SIGTERM) and clean
+        except subprocess.TimeoutExpired:
+            child.kill()
+            clean = False
+    return clean

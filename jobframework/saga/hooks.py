@@ -1,0 +1,87 @@
+"""The consumer's saga hook: advance a saga when one of its jobs completes or fails for good."""
+
+from __future__ import annotations
+
+import json
+import logging
+import weakref
+from typing import TYPE_CHECKING, Any
+
+from jobframework.errors import ConfigurationError
+from jobframework.saga.definition import find_saga
+from jobframework.saga.engine import _Engine
+from jobframework.saga.record import SagaNotFoundError, load_saga
+from jobframework.saga.transitions import StepEvent, advance, parse_step
+
+if TYPE_CHECKING:
+    from jobframework.client import JobClient
+    from jobframework.envelope import Envelope
+
+log = logging.getLogger("jobframework.saga")  # the package's one logger, named as before the split
+
+_clients: weakref.WeakKeyDictionary[Any, JobClient] = weakref.WeakKeyDictionary()
+
+
+def _consumer_client(consumer: Any) -> JobClient:
+    client = _clients.get(consumer)
+    if client is None:
+        from jobframework.client import JobClient
+
+        client = JobClient(consumer.config, registry=consumer.registry, sqs_client=consumer.sqs)
+        _clients[consumer] = client
+    return client
+
+
+def on_step_event(consumer: Any, envelope: Envelope, event: str, **details: Any) -> None:
+    """Advance the saga of ``envelope`` after its job ``event`` (``completed`` or ``failed``).
+
+    Called by the consumer after a saga job succeeded (``result``: the JSON summary of its return
+    value) or before it is dead-lettered for good (``reason``, ``error``). Idempotent: a repeated
+    event changes nothing (conditional writes on the record's version) but re-sends an unsent outbox.
+
+    Raises:
+        SagaError: the saga could not be advanced now (the consumer retries the record).
+        ConfigurationError: no state table, or the saga is not defined on the consumer's registry.
+    """
+    ref = envelope.saga
+    if ref is None:
+        return
+    store = consumer.state
+    if store is None:
+        raise ConfigurationError("saga jobs need the state table: set JF_STATE_TABLE on the consumer")
+    record = load_saga(store, ref.id)
+    if record is None:
+        raise SagaNotFoundError(f"no saga {ref.id} for job {envelope.id} ({envelope.type})")
+    defn = find_saga(consumer.registry, record.name)
+    if defn is None:
+        raise ConfigurationError(
+            f"saga {record.name} is not defined on this consumer's registry: "
+            "import the module that declares it"
+        )
+    kind, name = parse_step(ref.step)
+    result = details.get("result")
+    output = None
+    if isinstance(result, str):
+        try:
+            output = json.loads(result)
+        except ValueError:
+            output = result
+    attempts = started_at = None
+    try:
+        status = store.get_status(envelope.id)
+        if status is not None:
+            attempts, started_at = status.attempts, status.started_at
+    except Exception:
+        log.debug("reading the status of job %s failed", envelope.id, exc_info=True)
+    step_event = StepEvent(
+        kind=kind,
+        name=name,
+        event=event,
+        output=output,
+        reason=details.get("reason"),
+        error=details.get("error"),
+        attempts=attempts,
+        started_at=started_at,
+    )
+    engine = _Engine(defn, _consumer_client(consumer), store)
+    engine.apply(ref.id, lambda record, now: advance(defn, record, step_event, now))

@@ -1,0 +1,209 @@
+"""The durable record of a saga: its statuses, steps and outbox, and its item in the state table."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from enum import StrEnum
+from typing import TYPE_CHECKING, Any
+
+from pydantic import BaseModel, Field
+
+from jobframework.errors import ConfigurationError, JobFrameworkError
+
+if TYPE_CHECKING:
+    from jobframework.state import StateStore
+
+TERMINAL_TTL_SECONDS = 30 * 24 * 3600
+"""A finished saga's record is kept this long (a running one a year)."""
+RUNNING_TTL_SECONDS = 365 * 24 * 3600
+
+
+class SagaError(JobFrameworkError):
+    """A saga could not be read or advanced (the consumer retries the step's record)."""
+
+
+class SagaNotFoundError(SagaError, LookupError):
+    """No saga record with that id (never started, or expired)."""
+
+
+class SagaStatus(StrEnum):
+    RUNNING = "running"
+    COMPENSATING = "compensating"
+    SUCCEEDED = "succeeded"
+    COMPENSATED = "compensated"
+    FAILED = "failed"
+
+    @property
+    def terminal(self) -> bool:
+        return self in (SagaStatus.SUCCEEDED, SagaStatus.COMPENSATED, SagaStatus.FAILED)
+
+
+class StepState(StrEnum):
+    PENDING = "pending"
+    QUEUED = "queued"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    WAITING = "waiting"
+    SIGNALLED = "signalled"
+    TIMED_OUT = "timed_out"
+
+
+class CompensationState(StrEnum):
+    QUEUED = "queued"
+    COMPENSATED = "compensated"
+    FAILED = "failed"
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+def _iso(when: datetime) -> str:
+    return when.isoformat(timespec="milliseconds")
+
+
+class StepRecord(BaseModel):
+    """One step of a saga as the record keeps it. Times are ISO 8601 UTC."""
+
+    name: str
+    kind: str = "job"
+    """``job`` or ``wait``."""
+    job: str | None = None
+    compensation: str | None = None
+    state: StepState = StepState.PENDING
+    job_id: str | None = None
+    attempts: int = 0
+    output: Any = None
+    error: str | None = None
+    queued_at: str | None = None
+    started_at: str | None = None
+    finished_at: str | None = None
+    deadline: str | None = None
+    compensation_state: CompensationState | None = None
+    compensation_job_id: str | None = None
+    compensation_attempts: int = 0
+    compensation_error: str | None = None
+    compensation_queued_at: str | None = None
+    compensation_finished_at: str | None = None
+
+
+class OutboxItem(BaseModel):
+    """A message a transition decided to send; sent after the transition is written."""
+
+    job: str
+    payload: dict[str, Any]
+    key: str
+    job_id: str
+    step: str
+    """The envelope's ``saga.step``: ``<step>``, ``compensate:<step>`` or ``deadline:<wait>``."""
+    not_before: str | None = None
+    """Send with a delay that ends at this time (deadline checks)."""
+
+
+class SagaRecord(BaseModel):
+    """The durable state of one saga (``client.saga_status(id)``, ``jf saga show ID``)."""
+
+    id: str
+    name: str
+    status: SagaStatus = SagaStatus.RUNNING
+    version: int = 1
+    payload: dict[str, Any] = Field(default_factory=dict)
+    steps: list[StepRecord] = Field(default_factory=list)
+    signals: dict[str, Any] = Field(default_factory=dict)
+    created_at: str
+    updated_at: str
+    finished_at: str | None = None
+    reason: str | None = None
+    error: str | None = None
+    traceparent: str | None = None
+    tracestate: str | None = None
+    outbox: list[OutboxItem] = Field(default_factory=list)
+
+    @property
+    def trace_id(self) -> str | None:
+        return self.traceparent[3:35] if self.traceparent else None
+
+    def step(self, name: str) -> StepRecord:
+        for s in self.steps:
+            if s.name == name:
+                return s
+        raise SagaError(f"saga {self.id} ({self.name}) has no step {name!r}")
+
+    def data(self) -> dict[str, Any]:
+        """The start payload merged with the outputs of the completed steps and signals, in order."""
+        data = dict(self.payload)
+        for s in self.steps:
+            if s.state in (StepState.SUCCEEDED, StepState.SIGNALLED) and s.output is not None:
+                if isinstance(s.output, dict):
+                    data.update(s.output)
+                else:
+                    data[s.name] = s.output
+        return data
+
+
+# --- the item in the state table ----------------------------------------------------------------------
+
+
+def _key(saga_id: str) -> dict[str, Any]:
+    return {"pk": {"S": f"saga#{saga_id}"}, "sk": {"S": "saga"}}
+
+
+def _item(record: SagaRecord) -> dict[str, Any]:
+    ttl = TERMINAL_TTL_SECONDS if record.status.terminal else RUNNING_TTL_SECONDS
+    return {
+        **_key(record.id),
+        "saga_name": {"S": record.name},
+        "status": {"S": record.status.value},
+        "version": {"N": str(record.version)},
+        "created_at": {"S": record.created_at},
+        "updated_at": {"S": record.updated_at},
+        "doc": {"S": record.model_dump_json()},
+        "expires_at": {"N": str(int(time.time()) + ttl)},
+    }
+
+
+def _record(item: Mapping[str, Any]) -> SagaRecord:
+    return SagaRecord.model_validate_json(item["doc"]["S"])
+
+
+def load_saga(store: StateStore, saga_id: str) -> SagaRecord | None:
+    """The record of a saga (consistent read), ``None`` if unknown."""
+    if not isinstance(saga_id, str) or not 0 < len(saga_id) <= 128:
+        raise ConfigurationError(f"a saga id is a string of 1 to 128 characters, got {saga_id!r}")
+    item = store.client.get_item(TableName=store.table, Key=_key(saga_id), ConsistentRead=True).get("Item")
+    return _record(item) if item else None
+
+
+def list_sagas(
+    store: StateStore, *, status: SagaStatus | str | None = None, name: str | None = None, limit: int = 100
+) -> list[SagaRecord]:
+    """Sagas in the state table, newest first (a filtered Scan: meant for operators, not hot paths)."""
+    names: dict[str, str] = {}
+    values: dict[str, Any] = {":prefix": {"S": "saga#"}}
+    filters = ["begins_with(pk, :prefix)"]
+    if status is not None:
+        names["#status"] = "status"  # a reserved word
+        values[":status"] = {"S": SagaStatus(status).value}
+        filters.append("#status = :status")
+    if name is not None:
+        values[":name"] = {"S": name}
+        filters.append("saga_name = :name")
+    found: list[SagaRecord] = []
+    kwargs: dict[str, Any] = {
+        "TableName": store.table,
+        "FilterExpression": " AND ".join(filters),
+        "ExpressionAttributeValues": values,
+    }
+    if names:
+        kwargs["ExpressionAttributeNames"] = names
+    while True:
+        page = store.client.scan(**kwargs)
+        found.extend(_record(item) for item in page.get("Items", []))
+        start = page.get("LastEvaluatedKey")
+        if not start:
+            break
+        kwargs["ExclusiveStartKey"] = start
+    found.sort(key=lambda r: r.created_at, reverse=True)
+    return found[:limit]
