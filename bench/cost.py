@@ -53,7 +53,9 @@ PRICES_USD: dict[str, float] = {
 }
 """The one price table. Check it against https://aws.amazon.com/<service>/pricing/ when you quote it."""
 
-DYNAMODB_WRITES = {"PutItem", "UpdateItem", "DeleteItem", "BatchWriteItem", "TransactWriteItems"}
+BATCH_ITEMS = "BatchWriteItem items"
+"""A pseudo-operation: the items of BatchWriteItem calls, each billed as a write (one WRU up to 1 KB)."""
+DYNAMODB_WRITES = {"PutItem", "UpdateItem", "DeleteItem", BATCH_ITEMS, "TransactWriteItems"}
 DYNAMODB_READS = {"GetItem", "Query", "BatchGetItem", "Scan", "TransactGetItems"}
 HARNESS_ONLY = {("sqs", "GetQueueAttributes")}
 """Calls ``consume_once`` makes to build Lambda records; a real event source mapping does not bill them."""
@@ -77,6 +79,11 @@ class Counts:
         _before_call, service, operation = event_name.split(".", 2)
         self.calls[(self.phase, service, operation)] += 1
 
+    def items_hook(self, params: dict[str, Any], **kwargs: Any) -> None:
+        """BatchWriteItem is billed per item, not per call: count its items too."""
+        items = sum(len(requests) for requests in params.get("RequestItems", {}).values())
+        self.calls[(self.phase, "dynamodb", BATCH_ITEMS)] += items
+
 
 @contextmanager
 def counting(counts: Counts) -> Iterator[None]:
@@ -86,6 +93,7 @@ def counting(counts: Counts) -> Iterator[None]:
     def create_client(self: botocore.session.Session, *args: Any, **kwargs: Any) -> Any:
         client = original(self, *args, **kwargs)
         client.meta.events.register("before-call.*.*", counts.hook)
+        client.meta.events.register("before-parameter-build.dynamodb.BatchWriteItem", counts.items_hook)
         return client
 
     botocore.session.Session.create_client = create_client  # type: ignore[method-assign]
