@@ -27,7 +27,6 @@ import math
 import os
 import time
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -36,16 +35,32 @@ from pydantic import ValidationError
 from jobframework import envelope as wire
 from jobframework.budget import BatchBudget, RetryBudget
 from jobframework.config import ENV_JOBS, RuntimeConfig
+from jobframework.dead_letter import KEPT_ATTRIBUTES, _fit_dead_letter, dead_letter_message
+from jobframework.delivery import (
+    Listener,
+    Outcome,
+    RecordOutcome,
+    RecordRetry,
+    _Batch,
+    _Delivery,
+    _job_context,
+    _queue_wait_ms,
+    _remaining_seconds,
+    _safe_text,
+    _Unavailable,
+    arn_queue_name,
+    describe,
+)
 from jobframework.envelope import Envelope, parse_body
 from jobframework.errors import MalformedMessageError, PayloadVersionError, SignatureError
 from jobframework.idempotency import AlreadyInProgress
-from jobframework.jobs import Job, JobContext, JobRegistry, Priority, WhenBacklogged, lane_priority
+from jobframework.jobs import Job, JobRegistry, Priority, WhenBacklogged, lane_priority
 from jobframework.jobs import registry as default_registry
 from jobframework.retry import MAX_VISIBILITY_SECONDS, Action, Reason, classify
 from jobframework.scheduling import SCHEDULE_KEY_PREFIX
 from jobframework.state import JobState, StateStore, summarize
 from jobframework.telemetry import BatchMetrics, job_logger
-from jobframework.tracing import TraceContext, extract, job_span
+from jobframework.tracing import extract, job_span
 
 if TYPE_CHECKING:
     from mypy_boto3_sqs import SQSClient
@@ -55,105 +70,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-KEPT_ATTRIBUTES = (wire.ATTR_TRACEPARENT, wire.ATTR_TRACESTATE, wire.ATTR_TYPE, "jf-sig", "jf-kid")
-"""Message attributes a dead letter keeps from its original (SQS allows 10 in all)."""
 RELEASE_MARGIN_SECONDS = 1.0
 DEFER_SECONDS = 60
 """How long a deferred scheduled run waits before the backlog is checked again."""
-
-
-class _Unavailable(Exception):
-    """Something a record needs before its job can run (key ring, payload store) cannot be read now."""
-
-
-class RecordRetry(Exception):
-    """Raised inside the batch to report a record in ``batchItemFailures`` (it comes back later)."""
-
-
-class Outcome:
-    SUCCEEDED = "succeeded"
-    RETRIED = "retried"
-    RELEASED = "released"
-    DEAD_LETTERED = "dead_lettered"
-    SKIPPED = "skipped"
-    """A scheduled run dropped because its queue was backlogged (``when_backlogged="skip"``)."""
-
-
-@dataclass(frozen=True, slots=True)
-class RecordOutcome:
-    """What happened to one record; given to the consumer's listeners (the local runtime's stats)."""
-
-    message_id: str
-    outcome: str
-    job_type: str | None
-    job_id: str | None
-    priority: str | None
-    attempt: int
-    reason: str | None = None
-    error: str | None = None
-    delay: float | None = None
-    queue_wait_ms: float | None = None
-    processing_ms: float | None = None
-    duplicate: bool = False
-    """A delivery of a job that had already completed: skipped (counted as succeeded)."""
-
-
-Listener = Callable[[RecordOutcome], None]
-
-
-@dataclass(slots=True)
-class _Batch:
-    """What the records of one invocation share: the metrics and the retry budget."""
-
-    metrics: BatchMetrics
-    budget: BatchBudget | None
-    statuses: dict[str, dict[str, Any]] = field(default_factory=dict)
-    """Job status records, written together when the batch ends (one ``BatchWriteItem`` per 25)."""
-
-
-@dataclass(slots=True)
-class _Delivery:
-    """One record as the consumer learns about it: where it came from and what it carries."""
-
-    record: dict[str, Any]
-    message_id: str
-    source: str
-    attempt: int
-    priority: str | None = None
-    envelope: Envelope | None = None
-    statuses: dict[str, dict[str, Any]] | None = None
-    """The batch's pending status records (see ``Consumer._status``)."""
-
-    @classmethod
-    def of(cls, record: dict[str, Any]) -> _Delivery:
-        attributes = record.get("attributes")
-        count = attributes.get("ApproximateReceiveCount", "1") if isinstance(attributes, dict) else "1"
-        try:
-            attempt = max(1, int(count))
-        except (TypeError, ValueError):
-            attempt = 1
-        return cls(
-            record=record,
-            message_id=str(record.get("messageId", "")),
-            source=arn_queue_name(str(record.get("eventSourceARN", ""))),
-            attempt=attempt,
-        )
-
-    def require_envelope(self) -> Envelope:
-        assert self.envelope is not None
-        return self.envelope
-
-    def outcome(self, outcome: str, **details: Any) -> RecordOutcome:
-        env = self.envelope
-        return RecordOutcome(
-            message_id=self.message_id,
-            outcome=outcome,
-            job_type=env.type if env else None,
-            job_id=env.id if env else None,
-            priority=self.priority,
-            attempt=self.attempt,
-            **details,
-        )
 
 
 def import_job_modules(modules: Iterable[str]) -> None:
@@ -161,26 +80,6 @@ def import_job_modules(modules: Iterable[str]) -> None:
     for name in modules:
         if name.strip():
             importlib.import_module(name.strip())
-
-
-def arn_queue_name(arn: str) -> str:
-    """``arn:aws:sqs:us-east-1:123456789012:jf-dev-high`` -> ``jf-dev-high``."""
-    return arn.rsplit(":", 1)[-1]
-
-
-def _safe_text(text: str, limit: int = wire.MAX_ERROR_CHARS) -> str:
-    """Text SQS accepts as an attribute value: valid XML characters, bounded length."""
-    cleaned = "".join(
-        ch
-        if ch in "\t\n\r" or "\x20" <= ch <= "\ud7ff" or "\ue000" <= ch <= "\ufffd" or ch >= "\U00010000"
-        else "?"
-        for ch in text[:limit]
-    )
-    return cleaned or "-"
-
-
-def describe(exc: BaseException) -> str:
-    return _safe_text(f"{type(exc).__name__}: {exc}")
 
 
 class Consumer:
@@ -592,7 +491,11 @@ class Consumer:
                 else:
                     result = summarize(job(payload, ctx))
         except AlreadyInProgress as exc:
-            delay = math.ceil(job.timeout)
+            # Back when the other delivery's in-progress record expires (or, if unknown, a job timeout).
+            delay = min(
+                MAX_VISIBILITY_SECONDS,
+                math.ceil((exc.retry_after if exc.retry_after is not None else job.timeout) + 1),
+            )
             log.info(
                 "job %s (%s) is running in another delivery; checking again in %ds", env.id, env.type, delay
             )
@@ -823,35 +726,9 @@ class Consumer:
         If the send fails the record is reported as failed (it comes back; nothing is lost).
         """
         record, source = d.record, d.source
-        attributes: dict[str, Any] = {}
-        original = record.get("messageAttributes")
-        if isinstance(original, dict):
-            for name in KEPT_ATTRIBUTES:
-                attr = original.get(name)
-                if isinstance(attr, dict) and isinstance(attr.get("stringValue"), str):
-                    attributes[name] = wire.string_attribute(attr["stringValue"])
-        attributes[wire.ATTR_REASON] = wire.string_attribute(reason.value)
-        attributes[wire.ATTR_ERROR] = wire.string_attribute(_safe_text(error))
-        attributes[wire.ATTR_ATTEMPTS] = wire.string_attribute(str(d.attempt))
-        attributes[wire.ATTR_SOURCE] = wire.string_attribute(source or "-")
-        attributes[wire.ATTR_DEAD_AT] = wire.string_attribute(
-            datetime.now(UTC).isoformat(timespec="milliseconds")
-        )
-        kwargs: dict[str, Any] = {}
-        sys_attrs = record.get("attributes")
-        xray = sys_attrs.get("AWSTraceHeader") if isinstance(sys_attrs, dict) else None
-        if isinstance(xray, str) and 0 < len(xray) <= wire.MAX_TRACE_ATTRIBUTE_CHARS:
-            kwargs["MessageSystemAttributes"] = {"AWSTraceHeader": wire.string_attribute(xray)}
-        body = record.get("body")
-        body = body if isinstance(body, str) and body else "<empty body>"
-        _fit_dead_letter(body, attributes)
+        message = dead_letter_message(record, reason, error, attempt=d.attempt, source=source)
         try:
-            self.sqs.send_message(
-                QueueUrl=self.dlq_url(source),
-                MessageBody=body,
-                MessageAttributes=attributes,
-                **kwargs,
-            )
+            self.sqs.send_message(QueueUrl=self.dlq_url(source), **message)
         except Exception as exc:
             log.error(
                 "dead-lettering %s (%s) failed; it will be retried",
@@ -878,40 +755,6 @@ class Consumer:
                 log.warning("consumer listener failed", exc_info=True)
 
 
-def _fit_dead_letter(body: str, attributes: dict[str, Any]) -> None:
-    """Keep a dead letter within SQS's 1 MiB: shorten ``jf-error``, then drop the trace and signature
-    attributes (the body, kept byte for byte, always wins)."""
-    if wire.message_size(body, attributes) <= wire.SQS_MAX_MESSAGE_BYTES:
-        return
-    attributes[wire.ATTR_ERROR] = wire.string_attribute(attributes[wire.ATTR_ERROR]["StringValue"][:100])
-    for name in KEPT_ATTRIBUTES:
-        if wire.message_size(body, attributes) <= wire.SQS_MAX_MESSAGE_BYTES:
-            return
-        if name != wire.ATTR_TYPE:
-            attributes.pop(name, None)
-
-
-def _job_context(
-    d: _Delivery, job: Job[Any], *, own: TraceContext, parent: TraceContext, context: Any, logger: Any
-) -> JobContext:
-    env = d.require_envelope()
-    return JobContext(
-        job_id=env.id,
-        job_type=env.type,
-        key=env.key,
-        attempt=d.attempt,
-        max_attempts=job.retry.max_attempts,
-        priority=job.priority,
-        enqueued_at=env.enqueued_at,
-        trace_id=own.trace_id,
-        traceparent=own.traceparent,
-        xray_trace_header=parent.xray_header,
-        saga=env.saga.model_dump() if env.saga else None,
-        logger=logger,
-        _remaining=lambda: _remaining_seconds(context),
-    )
-
-
 def _is_recurring_firing(env: Envelope, job: Job[Any] | None) -> bool:
     """The envelope is exactly what the job's recurring schedule sends (its fixed payload and key form)."""
     from jobframework.scheduling import schedule_key
@@ -925,28 +768,6 @@ def _is_recurring_firing(env: Envelope, job: Job[Any] | None) -> bool:
         and env.key.startswith(schedule_key(job.name, ""))
         and env.payload == job.schedule.payload
     )
-
-
-def _queue_wait_ms(record: dict[str, Any], env: Envelope) -> float:
-    """Milliseconds from the send onto this queue (``SentTimestamp``; a redrive is a new send) to now."""
-    now_ms = time.time() * 1000
-    attributes = record.get("attributes")
-    sent = attributes.get("SentTimestamp") if isinstance(attributes, dict) else None
-    try:
-        sent_ms = float(sent) if sent is not None else env.enqueued_at.timestamp() * 1000
-    except (TypeError, ValueError):
-        sent_ms = env.enqueued_at.timestamp() * 1000
-    return max(0.0, now_ms - sent_ms)
-
-
-def _remaining_seconds(context: Any) -> float:
-    getter = getattr(context, "get_remaining_time_in_millis", None)
-    if getter is None:
-        return float("inf")
-    try:
-        return float(getter()) / 1000.0
-    except Exception:
-        return float("inf")
 
 
 _env_config: RuntimeConfig | None = None
@@ -992,4 +813,14 @@ def consumer(
     )
 
 
-__all__ = ["Consumer", "Outcome", "Priority", "RecordOutcome", "RecordRetry", "consumer"]
+__all__ = [
+    "KEPT_ATTRIBUTES",  # from jobframework.dead_letter, re-exported for older imports
+    "Consumer",
+    "Outcome",
+    "Priority",
+    "RecordOutcome",
+    "RecordRetry",
+    "_fit_dead_letter",  # from jobframework.dead_letter, re-exported for older imports
+    "arn_queue_name",  # from jobframework.delivery, re-exported for older imports
+    "consumer",
+]

@@ -30,7 +30,8 @@ from datetime import UTC, datetime
 from typing import IO, TYPE_CHECKING, Any
 
 from jobframework import envelope as wire
-from jobframework.consumer import KEPT_ATTRIBUTES, arn_queue_name
+from jobframework.dead_letter import KEPT_ATTRIBUTES
+from jobframework.delivery import arn_queue_name
 from jobframework.errors import EndpointNotSupportedError, JobFrameworkError
 from jobframework.jobs import Priority, lane_sort_key
 from jobframework.topology import RuntimeConfig

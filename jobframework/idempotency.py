@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextvars
 import logging
 import threading
+import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -30,7 +31,14 @@ _ran: contextvars.ContextVar[list[bool]] = contextvars.ContextVar("jf_idempotent
 
 
 class AlreadyInProgress(Exception):
-    """Another delivery of the same job is running now (retry it later)."""
+    """Another delivery of the same job is running now (retry it later).
+
+    ``retry_after`` is the seconds until that delivery's in-progress record expires, when known.
+    """
+
+    def __init__(self, message: str, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
 
 
 class IdempotentRunner:
@@ -86,6 +94,24 @@ class IdempotentRunner:
         if context is not None and hasattr(context, "get_remaining_time_in_millis"):
             self._own()[0].register_lambda_context(context)
 
+    def _expires_in(self, message: str) -> float | None:
+        """Seconds until the in-progress record named in Powertools' message expires (None if unknown).
+
+        Waiting exactly that long spends one SQS receive, not one per job timeout, so a killed
+        invocation's job cannot run out of receives (and be moved to the DLQ) while its record holds.
+        """
+        record_id = message.rsplit("=", 1)[-1].split(" and sort key", 1)[0].strip()
+        try:
+            item = self.client.get_item(
+                TableName=self.table,
+                Key={"id": {"S": record_id}},
+                ProjectionExpression="in_progress_expiration",
+            ).get("Item", {})
+            expiry_ms = float(item["in_progress_expiration"]["N"])
+        except Exception:
+            return None
+        return max(0.0, expiry_ms / 1000 - time.time())
+
     def run(self, job_type: str, key: str, fn: Callable[[], Any]) -> tuple[str | None, bool]:
         """Run ``fn`` unless ``(job_type, key)`` already completed.
 
@@ -102,7 +128,9 @@ class IdempotentRunner:
         try:
             response = self._own()[1](item={"key": f"{job_type}:{key}"})
         except IdempotencyAlreadyInProgressError as exc:
-            raise AlreadyInProgress(f"{job_type} {key} is being processed by another delivery") from exc
+            raise AlreadyInProgress(
+                f"{job_type} {key} is being processed by another delivery", self._expires_in(str(exc))
+            ) from exc
         finally:
             _current.reset(token_fn)
             _ran.reset(token_ran)

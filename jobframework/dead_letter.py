@@ -1,0 +1,65 @@
+"""A dead letter: the record's body byte for byte, with the reason attributes, within SQS's limits.
+
+The consumer sends what :func:`dead_letter_message` builds to the source queue's DLQ; ``jf dlq``
+reads the same attributes back (see :mod:`jobframework.dlq`).
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from jobframework import envelope as wire
+from jobframework.delivery import _safe_text
+
+if TYPE_CHECKING:
+    from jobframework.retry import Reason
+
+KEPT_ATTRIBUTES = (wire.ATTR_TRACEPARENT, wire.ATTR_TRACESTATE, wire.ATTR_TYPE, "jf-sig", "jf-kid")
+"""Message attributes a dead letter keeps from its original (SQS allows 10 in all)."""
+
+
+def dead_letter_message(
+    record: dict[str, Any], reason: Reason, error: str, *, attempt: int, source: str
+) -> dict[str, Any]:
+    """The ``SendMessage`` arguments, all but ``QueueUrl``, that dead-letter ``record``.
+
+    The body is kept byte for byte; the attributes are the kept originals (:data:`KEPT_ATTRIBUTES`)
+    and the reason attributes, and the X-Ray header travels as a system attribute.
+    """
+    attributes: dict[str, Any] = {}
+    original = record.get("messageAttributes")
+    if isinstance(original, dict):
+        for name in KEPT_ATTRIBUTES:
+            attr = original.get(name)
+            if isinstance(attr, dict) and isinstance(attr.get("stringValue"), str):
+                attributes[name] = wire.string_attribute(attr["stringValue"])
+    attributes[wire.ATTR_REASON] = wire.string_attribute(reason.value)
+    attributes[wire.ATTR_ERROR] = wire.string_attribute(_safe_text(error))
+    attributes[wire.ATTR_ATTEMPTS] = wire.string_attribute(str(attempt))
+    attributes[wire.ATTR_SOURCE] = wire.string_attribute(source or "-")
+    attributes[wire.ATTR_DEAD_AT] = wire.string_attribute(
+        datetime.now(UTC).isoformat(timespec="milliseconds")
+    )
+    kwargs: dict[str, Any] = {}
+    sys_attrs = record.get("attributes")
+    xray = sys_attrs.get("AWSTraceHeader") if isinstance(sys_attrs, dict) else None
+    if isinstance(xray, str) and 0 < len(xray) <= wire.MAX_TRACE_ATTRIBUTE_CHARS:
+        kwargs["MessageSystemAttributes"] = {"AWSTraceHeader": wire.string_attribute(xray)}
+    body = record.get("body")
+    body = body if isinstance(body, str) and body else "<empty body>"
+    _fit_dead_letter(body, attributes)
+    return {"MessageBody": body, "MessageAttributes": attributes, **kwargs}
+
+
+def _fit_dead_letter(body: str, attributes: dict[str, Any]) -> None:
+    """Keep a dead letter within SQS's 1 MiB: shorten ``jf-error``, then drop the trace and signature
+    attributes (the body, kept byte for byte, always wins)."""
+    if wire.message_size(body, attributes) <= wire.SQS_MAX_MESSAGE_BYTES:
+        return
+    attributes[wire.ATTR_ERROR] = wire.string_attribute(attributes[wire.ATTR_ERROR]["StringValue"][:100])
+    for name in KEPT_ATTRIBUTES:
+        if wire.message_size(body, attributes) <= wire.SQS_MAX_MESSAGE_BYTES:
+            return
+        if name != wire.ATTR_TYPE:
+            attributes.pop(name, None)

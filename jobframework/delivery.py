@@ -1,0 +1,180 @@
+"""One SQS record as the consumer handles it: the delivery, its outcome and the helpers around them.
+
+A :class:`_Delivery` is what the consumer learns about a record (source queue, attempt, envelope);
+a :class:`RecordOutcome` is what became of it, told to the consumer's listeners. The records of one
+invocation share a :class:`_Batch` (metrics, retry budget, pending status records).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from jobframework import envelope as wire
+from jobframework.jobs import JobContext
+
+if TYPE_CHECKING:
+    from jobframework.budget import BatchBudget
+    from jobframework.envelope import Envelope
+    from jobframework.jobs import Job
+    from jobframework.telemetry import BatchMetrics
+    from jobframework.tracing import TraceContext
+
+
+class _Unavailable(Exception):
+    """Something a record needs before its job can run (key ring, payload store) cannot be read now."""
+
+
+class RecordRetry(Exception):
+    """Raised inside the batch to report a record in ``batchItemFailures`` (it comes back later)."""
+
+
+class Outcome:
+    SUCCEEDED = "succeeded"
+    RETRIED = "retried"
+    RELEASED = "released"
+    DEAD_LETTERED = "dead_lettered"
+    SKIPPED = "skipped"
+    """A scheduled run dropped because its queue was backlogged (``when_backlogged="skip"``)."""
+
+
+@dataclass(frozen=True, slots=True)
+class RecordOutcome:
+    """What happened to one record; given to the consumer's listeners (the local runtime's stats)."""
+
+    message_id: str
+    outcome: str
+    job_type: str | None
+    job_id: str | None
+    priority: str | None
+    attempt: int
+    reason: str | None = None
+    error: str | None = None
+    delay: float | None = None
+    queue_wait_ms: float | None = None
+    processing_ms: float | None = None
+    duplicate: bool = False
+    """A delivery of a job that had already completed: skipped (counted as succeeded)."""
+
+
+Listener = Callable[[RecordOutcome], None]
+
+
+@dataclass(slots=True)
+class _Batch:
+    """What the records of one invocation share: the metrics and the retry budget."""
+
+    metrics: BatchMetrics
+    budget: BatchBudget | None
+    statuses: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """Job status records, written together when the batch ends (one ``BatchWriteItem`` per 25)."""
+
+
+@dataclass(slots=True)
+class _Delivery:
+    """One record as the consumer learns about it: where it came from and what it carries."""
+
+    record: dict[str, Any]
+    message_id: str
+    source: str
+    attempt: int
+    priority: str | None = None
+    envelope: Envelope | None = None
+    statuses: dict[str, dict[str, Any]] | None = None
+    """The batch's pending status records (see ``Consumer._status``)."""
+
+    @classmethod
+    def of(cls, record: dict[str, Any]) -> _Delivery:
+        attributes = record.get("attributes")
+        count = attributes.get("ApproximateReceiveCount", "1") if isinstance(attributes, dict) else "1"
+        try:
+            attempt = max(1, int(count))
+        except (TypeError, ValueError):
+            attempt = 1
+        return cls(
+            record=record,
+            message_id=str(record.get("messageId", "")),
+            source=arn_queue_name(str(record.get("eventSourceARN", ""))),
+            attempt=attempt,
+        )
+
+    def require_envelope(self) -> Envelope:
+        assert self.envelope is not None
+        return self.envelope
+
+    def outcome(self, outcome: str, **details: Any) -> RecordOutcome:
+        env = self.envelope
+        return RecordOutcome(
+            message_id=self.message_id,
+            outcome=outcome,
+            job_type=env.type if env else None,
+            job_id=env.id if env else None,
+            priority=self.priority,
+            attempt=self.attempt,
+            **details,
+        )
+
+
+def arn_queue_name(arn: str) -> str:
+    """``arn:aws:sqs:us-east-1:123456789012:jf-dev-high`` -> ``jf-dev-high``."""
+    return arn.rsplit(":", 1)[-1]
+
+
+def _safe_text(text: str, limit: int = wire.MAX_ERROR_CHARS) -> str:
+    """Text SQS accepts as an attribute value: valid XML characters, bounded length."""
+    cleaned = "".join(
+        ch
+        if ch in "\t\n\r" or "\x20" <= ch <= "\ud7ff" or "\ue000" <= ch <= "\ufffd" or ch >= "\U00010000"
+        else "?"
+        for ch in text[:limit]
+    )
+    return cleaned or "-"
+
+
+def describe(exc: BaseException) -> str:
+    return _safe_text(f"{type(exc).__name__}: {exc}")
+
+
+def _queue_wait_ms(record: dict[str, Any], env: Envelope) -> float:
+    """Milliseconds from the send onto this queue (``SentTimestamp``; a redrive is a new send) to now."""
+    now_ms = time.time() * 1000
+    attributes = record.get("attributes")
+    sent = attributes.get("SentTimestamp") if isinstance(attributes, dict) else None
+    try:
+        sent_ms = float(sent) if sent is not None else env.enqueued_at.timestamp() * 1000
+    except (TypeError, ValueError):
+        sent_ms = env.enqueued_at.timestamp() * 1000
+    return max(0.0, now_ms - sent_ms)
+
+
+def _remaining_seconds(context: Any) -> float:
+    getter = getattr(context, "get_remaining_time_in_millis", None)
+    if getter is None:
+        return float("inf")
+    try:
+        return float(getter()) / 1000.0
+    except Exception:
+        return float("inf")
+
+
+def _job_context(
+    d: _Delivery, job: Job[Any], *, own: TraceContext, parent: TraceContext, context: Any, logger: Any
+) -> JobContext:
+    env = d.require_envelope()
+    return JobContext(
+        job_id=env.id,
+        job_type=env.type,
+        key=env.key,
+        attempt=d.attempt,
+        max_attempts=job.retry.max_attempts,
+        priority=job.priority,
+        enqueued_at=env.enqueued_at,
+        trace_id=own.trace_id,
+        traceparent=own.traceparent,
+        xray_trace_header=parent.xray_header,
+        saga=env.saga.model_dump() if env.saga else None,
+        logger=logger,
+        _remaining=lambda: _remaining_seconds(context),
+    )
