@@ -25,6 +25,7 @@ import importlib
 import logging
 import math
 import os
+import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, datetime
@@ -56,7 +57,7 @@ from jobframework.errors import MalformedMessageError, PayloadVersionError, Sign
 from jobframework.idempotency import AlreadyInProgress
 from jobframework.jobs import Job, JobRegistry, Priority, WhenBacklogged, lane_priority
 from jobframework.jobs import registry as default_registry
-from jobframework.retry import MAX_VISIBILITY_SECONDS, Action, Reason, classify
+from jobframework.retry import MAX_RETRY_DELAY_SECONDS, Action, Reason, classify
 from jobframework.scheduling import SCHEDULE_KEY_PREFIX
 from jobframework.state import JobState, StateStore, summarize
 from jobframework.telemetry import BatchMetrics, job_logger
@@ -106,6 +107,7 @@ class Consumer:
         self._dlq_urls: dict[str, str] = {}
         self._clients: dict[str, Any] = {}
         self._features_ready = False
+        self._setup_lock = threading.RLock()
         self._batched = False
         self._batched_count = -1
         self.state: StateStore | None = None
@@ -124,15 +126,19 @@ class Consumer:
     def _client(self, service: str) -> Any:
         client = self._clients.get(service)
         if client is None:
-            import boto3
+            with self._setup_lock:  # boto3's default session is not thread-safe
+                client = self._clients.get(service)
+                if client is None:
+                    import boto3
 
-            config = self._config if self._config is not None else _try_env_config()
-            client = boto3.client(  # type: ignore[call-overload]
-                service,
-                endpoint_url=(config.endpoint_url if config else None) or os.environ.get("JF_ENDPOINT_URL"),
-                region_name=(config.region if config else None) or None,
-            )
-            self._clients[service] = client
+                    config = self._config if self._config is not None else _try_env_config()
+                    client = boto3.client(  # type: ignore[call-overload]
+                        service,
+                        endpoint_url=(config.endpoint_url if config else None)
+                        or os.environ.get("JF_ENDPOINT_URL"),
+                        region_name=(config.region if config else None) or None,
+                    )
+                    self._clients[service] = client
         return client
 
     @property
@@ -145,6 +151,11 @@ class Consumer:
         """Set up what the configuration turns on: state, idempotency, signing, the payload store."""
         if self._features_ready:
             return
+        with self._setup_lock:
+            if not self._features_ready:
+                self._set_up_features()
+
+    def _set_up_features(self) -> None:
         config = self._config if self._config is not None else _try_env_config()
         if config is not None:
             if config.state_table:
@@ -268,7 +279,7 @@ class Consumer:
             if d.attempt >= job.retry.max_attempts:
                 self._give_up(d, Reason.EXHAUSTED, str(exc), batch)
                 return None
-            delay = math.ceil(job.retry.delay(d.attempt))
+            delay = min(MAX_RETRY_DELAY_SECONDS, math.ceil(job.retry.delay(d.attempt)))
             log.warning("job %s: %s; retrying in %ds", env.id, exc, delay)
             self._change_visibility(d, delay)
             self._status(d, JobState.RETRYING, attempts=d.attempt, error=_safe_text(str(exc)))
@@ -382,6 +393,10 @@ class Consumer:
             except RecordRetry as exc:
                 settled[message_id] = exc
                 continue
+            except Exception as exc:  # one bad record never fails the batch: it comes back alone
+                log.error("admitting record %s failed", message_id, exc_info=True)
+                settled[message_id] = RecordRetry(describe(exc))
+                continue
             settled[message_id] = None
             if admitted is not None:
                 groups.setdefault(job.name, []).append((admitted[0], admitted[2]))
@@ -389,7 +404,12 @@ class Consumer:
             job = self.registry.get(name)
             size = job.batch.max_size if job.batch else len(items)
             for start in range(0, len(items), size):
-                settled.update(self._run_batch(job, items[start : start + size], context, batch))
+                chunk = items[start : start + size]
+                try:
+                    settled.update(self._run_batch(job, chunk, context, batch))
+                except Exception as exc:
+                    log.error("settling a batch of %s failed; its records come back", name, exc_info=True)
+                    settled.update({d.message_id: RecordRetry(describe(exc)) for d, _ in chunk})
         return settled
 
     def _run_batch(
@@ -487,13 +507,14 @@ class Consumer:
             with job_span(trace, env.type, env.id, d.attempt) as own:
                 ctx = _job_context(d, job, own=own, parent=trace, context=context, logger=logger)
                 if self.idempotency is not None and job.idempotent:
+                    self.idempotency.limit_attempt(context, job.timeout + RELEASE_MARGIN_SECONDS)
                     result, ran = self.idempotency.run(env.type, env.key, lambda: job(payload, ctx))
                 else:
                     result = summarize(job(payload, ctx))
         except AlreadyInProgress as exc:
             # Back when the other delivery's in-progress record expires (or, if unknown, a job timeout).
             delay = min(
-                MAX_VISIBILITY_SECONDS,
+                MAX_RETRY_DELAY_SECONDS,
                 math.ceil((exc.retry_after if exc.retry_after is not None else job.timeout) + 1),
             )
             log.info(
@@ -503,8 +524,9 @@ class Consumer:
             self._status(d, JobState.RETRYING, attempts=d.attempt)
             self._emit(batch, d.outcome(Outcome.RETRIED, error=str(exc), delay=delay))
             raise RecordRetry(str(exc)) from exc
-        except Exception as exc:
-            self._failed(d, job, exc, (time.perf_counter() - started) * 1000, batch)
+        except (Exception, SystemExit) as exc:
+            failure = exc if isinstance(exc, Exception) else RuntimeError(f"the job raised {exc!r}")
+            self._failed(d, job, failure, (time.perf_counter() - started) * 1000, batch)
         else:
             elapsed_ms = (time.perf_counter() - started) * 1000
             if not ran:
@@ -551,7 +573,7 @@ class Consumer:
             self._give_up(d, Reason.BUDGET, error, batch, processing_ms=elapsed_ms)
             return
         if decision.action is Action.RETRY:
-            delay = min(MAX_VISIBILITY_SECONDS, math.ceil(decision.delay))
+            delay = min(MAX_RETRY_DELAY_SECONDS, math.ceil(decision.delay))
             if decision.transient:
                 log.warning(
                     "job %s (%s) attempt %d/%d failed, retry in %ds: %s",

@@ -34,8 +34,8 @@ class RetryableError(Exception):
         super().__init__(message)
         if isinstance(delay, timedelta):
             delay = delay.total_seconds()
-        if delay is not None and delay < 0:
-            raise ValueError(f"RetryableError delay must be >= 0 seconds, got {delay}")
+        if delay is not None and not (0 <= delay < float("inf")):
+            raise ValueError(f"RetryableError delay must be a finite number of seconds >= 0, got {delay}")
         self.delay: float | None = None if delay is None else float(delay)
 
 

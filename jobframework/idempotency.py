@@ -41,6 +41,19 @@ class AlreadyInProgress(Exception):
         self.retry_after = retry_after
 
 
+class _AttemptDeadline:
+    """A Lambda context whose remaining time stops at one attempt's deadline."""
+
+    def __init__(self, context: Any, seconds: float) -> None:
+        self._context = context
+        self._deadline = time.monotonic() + seconds
+
+    def get_remaining_time_in_millis(self) -> int:
+        own = max(0, int((self._deadline - time.monotonic()) * 1000))
+        getter = getattr(self._context, "get_remaining_time_in_millis", None)
+        return min(own, int(getter())) if getter is not None else own
+
+
 class IdempotentRunner:
     """Runs callables at most once per key.
 
@@ -93,6 +106,12 @@ class IdempotentRunner:
         """Let in-progress records expire with this invocation's remaining time (this thread's)."""
         if context is not None and hasattr(context, "get_remaining_time_in_millis"):
             self._own()[0].register_lambda_context(context)
+
+    def limit_attempt(self, context: Any, seconds: float) -> None:
+        """The next record's in-progress record expires after ``seconds`` (its job's timeout) or with the
+        invocation, whichever is first: a function sized for a whole batch must not hold a crashed
+        job's key for the rest of its timeout."""
+        self._own()[0].register_lambda_context(_AttemptDeadline(context, seconds))
 
     def _expires_in(self, message: str) -> float | None:
         """Seconds until the in-progress record named in Powertools' message expires (None if unknown).

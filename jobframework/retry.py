@@ -28,6 +28,9 @@ if TYPE_CHECKING:
 
 MAX_VISIBILITY_SECONDS = 43_200
 """SQS's limit on a message's visibility timeout (12 hours): no retry delay can exceed it."""
+MAX_RETRY_DELAY_SECONDS = MAX_VISIBILITY_SECONDS - 900
+"""The longest delay the consumer can set: SQS counts the 12 hours from the receive, and a record may
+have waited up to the batching window (5 minutes) and its batch's run (up to 15 minutes) before."""
 
 RandomSource = Callable[[], float]
 """A source of floats uniform in [0, 1), e.g. ``random.Random(7).random``."""

@@ -90,7 +90,8 @@ class KeyRing:
         if key is None:
             raise SignatureError(f"unknown signing key id {kid[:64]!r}")
         expected = hmac.new(key, canonical(envelope), hashlib.sha256).hexdigest()
-        if not hmac.compare_digest(expected, mac):
+        # Bytes, not str: compare_digest refuses non-ASCII str, and a forged MAC may be anything.
+        if not hmac.compare_digest(expected.encode(), mac.encode("utf-8", "replace")):
             raise SignatureError("the signature does not match the message (tampered or wrong key)")
 
 

@@ -162,10 +162,18 @@ def _saga_names(registry: JobRegistry) -> tuple[str, ...]:
     return tuple(s.name for s in sagas_of(registry))
 
 
-def _consumer_timeout(jobs: Iterable[Job[Any]]) -> int:
-    """Lambda timeout: the longest job's timeout plus 10 s for the framework, at least 30 s."""
-    longest = max((j.timeout for j in jobs), default=20.0)
-    return int(min(900, max(30, -(-longest // 1) + 10)))
+def _consumer_timeout(jobs: Iterable[Job[Any]], batch_size: int) -> int:
+    """Lambda timeout: time for a whole batch of the longest job, plus 10 s for the framework, 30..900 s.
+
+    A record is released unstarted when the invocation has less time left than its job's timeout (and a
+    release spends one of its receives), so the function gets time for ``batch_size`` records of the
+    longest job; a batched job's records run in one call and count once.
+    """
+    jobs = list(jobs)
+    per_record = max((j.timeout for j in jobs if j.batch is None), default=0.0) * batch_size
+    per_call = max((j.timeout for j in jobs if j.batch is not None), default=0.0)
+    needed = max(per_record, per_call, 20.0)
+    return int(min(900, max(30, -(-needed // 1) + 10)))
 
 
 class Topology(BaseModel):
@@ -228,7 +236,7 @@ class Topology(BaseModel):
                     dict.fromkeys(lane_priority(lane) for lane in lanes if consumer_of(lane) == name)
                 ),
                 lanes=tuple(lane for lane in lanes if consumer_of(lane) == name),
-                timeout=_consumer_timeout(on_consumer[name]),
+                timeout=_consumer_timeout(on_consumer[name], s.batch_size),
                 memory_mb=shapes[name][0],
                 reserved_concurrency=shapes[name][1],
                 profile=Profile(name) if name in (Profile.IO.value, Profile.CPU.value) else None,

@@ -65,3 +65,10 @@ def parent(work: Work, ctx: JobContext) -> None:
     """Enqueues a child job from inside a job (the trace must continue)."""
     seen.append({"name": work.name, "traceparent": ctx.traceparent})
     child_client[0].enqueue("t.ok", Work(name=f"{work.name}-child"))
+
+
+@job("t.exits", registry=registry, priority="high")
+def exits(work: Work) -> None:
+    """A job whose library calls sys.exit: a failure of this job, not of the batch."""
+    calls[work.name] += 1
+    raise SystemExit(2)

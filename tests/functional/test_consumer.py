@@ -258,3 +258,13 @@ def test_the_documented_event_factory_builds_records_the_consumer_accepts(rt):
     event = sqs_event(Envelope.new("t.ok", {"name": "factory"}), queue_arn=arn)
     assert rt.handler(event, FakeLambdaContext()) == {"batchItemFailures": []}
     assert calls["factory"] == 1
+
+
+def test_a_job_that_calls_sys_exit_is_retried_alone(rt):
+    rt.client.enqueue("t.ok", {"name": "before-exit"})
+    rt.client.enqueue("t.exits", {"name": "exiter"})
+    records, response = rt.consume("high")
+    by_id = {r["messageId"]: json.loads(r["body"])["type"] for r in records}
+    assert [by_id[f["itemIdentifier"]] for f in response["batchItemFailures"]] == ["t.exits"]
+    assert calls["before-exit"] == 1
+    assert calls["exiter"] == 1

@@ -220,3 +220,20 @@ def test_jf_worker_with_two_processes_runs_a_cpu_lane_and_drains_on_sigterm(scal
     assert "in 2 process(es)" in out
     assert sorted(int(line.split()[0]) for line in ledger.read_text().splitlines()) == list(range(6))
     assert receive_all(_sqs, config.endpoints("low-cpu").url) == []
+
+
+def test_an_unexpected_error_admitting_a_batched_record_fails_only_that_record(scale, monkeypatch):
+    _topology, config, sqs, client, handler, _heard = scale
+    client.enqueue_many([jobs.send_emails.request({"to": a}) for a in ("ok1@x.io", "boom@x.io", "ok2@x.io")])
+    original = handler._payload
+
+    def payload(d, job):
+        if "boom" in d.record["body"]:
+            raise TypeError("a bug while admitting")
+        return original(d, job)
+
+    monkeypatch.setattr(handler, "_payload", payload)
+    records, response = consume_once(handler, sqs, config.endpoints("default").url)
+    by_id = {r["messageId"]: json.loads(r["body"])["payload"]["to"] for r in records}
+    assert [by_id[f["itemIdentifier"]] for f in response["batchItemFailures"]] == ["boom@x.io"]
+    assert sorted(jobs.calls[0]) == ["ok1@x.io", "ok2@x.io"]  # its neighbours ran, once

@@ -189,3 +189,23 @@ def test_spanning_with_full_jitter_counts_the_expected_delay():
     expected_total = sum(policy.delay_range(n)[1] / 2 for n in range(1, policy.max_attempts))
     assert expected_total >= 600
     assert policy.max_attempts > RetryPolicy.spanning(minutes=10).max_attempts  # more tries: shorter waits
+
+
+def test_retryable_error_refuses_a_delay_that_is_not_a_finite_number():
+    with pytest.raises(ValueError, match="finite"):
+        RetryableError("x", delay=float("nan"))
+    with pytest.raises(ValueError, match="finite"):
+        RetryableError("x", delay=float("inf"))
+
+
+def test_a_forged_non_ascii_signature_is_rejected_not_a_crash():
+    from jobframework.envelope import Envelope
+    from jobframework.errors import SignatureError
+    from jobframework.signing import KeyRing
+
+    ring = KeyRing.from_json('{"current": "k1", "keys": {"k1": "0123456789abcdef0123"}}')
+    env = Envelope.new("a.b", {"x": 1})
+    kid, mac = ring.sign(env)
+    ring.verify(env, kid, mac)
+    with pytest.raises(SignatureError, match="does not match"):
+        ring.verify(env, kid, "é" * 64)
