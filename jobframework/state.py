@@ -28,6 +28,8 @@ if TYPE_CHECKING:
 
 STATUS_TTL_SECONDS = 7 * 24 * 3600
 CLAIM_ATTEMPTS = 5
+PENDING_WAIT_SECONDS = 5.0
+"""How long a duplicate enqueue waits for the first one's send to be confirmed."""
 MAX_RESULT_CHARS = 1000
 
 
@@ -256,16 +258,40 @@ class StateStore:
             except ClientError as exc:
                 if exc.response.get("Error", {}).get("Code") != "ConditionalCheckFailedException":
                     raise
+            holder = self._sent_holder(key)
+            if holder is not None:
+                return holder
+            # The holder released its claim (its send failed) or its lease ran out: claim again.
+        raise EnqueueError(f"could not claim dedup key {key!r}: it kept changing hands; try again")
+
+    def _sent_holder(self, key: str) -> str | None:
+        """The id of the job holding ``key`` once its send is confirmed; ``None`` when the claim is free
+        to take again. Waits (briefly) while the holder is still sending, so that a duplicate never
+        gets the id of a job whose send then fails.
+
+        Raises:
+            EnqueueError: the holder is still sending after ``PENDING_WAIT_SECONDS``.
+        """
+        deadline = time.monotonic() + PENDING_WAIT_SECONDS
+        while True:
             item = self.client.get_item(
                 TableName=self.table,
                 Key={"pk": {"S": f"dedup#{key}"}, "sk": {"S": "marker"}},
                 ConsistentRead=True,
             ).get("Item", {})
             holder = str(item.get("job_id", {}).get("S", ""))
-            if holder:
+            now = time.time()
+            if not holder or float(item.get("expires_at", {}).get("N", "0")) < now:
+                return None
+            if item.get("state", {}).get("S") == "sent":
                 return holder
-            # The holder released its claim (its send failed) between our two calls: claim again.
-        raise EnqueueError(f"could not claim dedup key {key!r}: it kept changing hands; try again")
+            if float(item.get("lease_until", {}).get("N", "0")) < now:
+                return None  # its sender died or never confirmed: take the claim over
+            if time.monotonic() > deadline:
+                raise EnqueueError(
+                    f"job {holder} with dedup key {key!r} is still being sent by another enqueue; try again"
+                )
+            time.sleep(0.05)
 
     def confirm_key(self, key: str, job_id: str) -> None:
         """Mark the claim as sent (no longer taken over when its lease passes)."""

@@ -193,6 +193,18 @@ def test_a_failed_send_after_the_marker_does_not_block_a_retry_of_the_enqueue(eo
     assert json.loads(message["Body"])["id"] == retried.id
 
 
+def test_a_duplicate_never_gets_the_id_of_a_first_enqueue_that_is_still_unsent(eo):
+    state = eo.client.state
+    assert state is not None
+    # Another producer claimed the key and died before its send (its marker stays pending, 1 s lease).
+    assert state.claim_key("order:o-ghost", "ghost-job", window=3600, lease=1.0) is None
+    result = eo.client.enqueue("eo.dedup", {"name": "o-ghost"})
+    assert result.id != "ghost-job"  # it waited out the lease and sent the job itself
+    assert not result.duplicate
+    (message,) = receive_all(eo.sqs, eo.url("high"))
+    assert json.loads(message["Body"])["id"] == result.id
+
+
 # --- the retry budget ---------------------------------------------------------------------------------------
 
 
