@@ -20,7 +20,7 @@ def demo(
     port: Annotated[
         int, typer.Option(help="Port of the embedded AWS (0: a free one).", min=0, max=65535)
     ] = 0,
-    timeout: Annotated[float, typer.Option(help="Give up after this many seconds.", min=5)] = 50.0,
+    timeout: Annotated[float, typer.Option(help="Give up after this many seconds.", min=5)] = 120.0,
     verbose: Annotated[
         bool, typer.Option("--verbose", "-v", help="Show the jobs' and consumer's logs.")
     ] = False,

@@ -167,7 +167,7 @@ def run_demo(
     console: Any = None,
     live: bool = True,
     port: int = 0,
-    timeout: float = 50.0,
+    timeout: float = 120.0,
     verbose: bool = False,
 ) -> DemoReport:
     """Run the demo; returns its report (``settled`` is False if it did not finish in ``timeout`` s)."""
