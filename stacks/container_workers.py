@@ -23,7 +23,7 @@ from constructs import Construct
 from jobframework.errors import ConfigurationError
 from jobframework.jobs import Priority
 from jobframework.topology import QueueSpec
-from stacks.defaults import ALARM_PERIOD, lane_id
+from stacks.defaults import ALARM_PERIOD, alarm_on_any, lane_id
 from stacks.priority_queue import PriorityQueue
 from stacks.tables import JobTables
 from stacks.workers import CODE_PACKAGES, REPO_ROOT, TABLE_ACTIONS
@@ -361,10 +361,10 @@ class ContainerWorkers(Construct):
             cooldown=Duration.seconds(60),
         )
         wake.add_adjustment(adjustment=1, lower_bound=0)
-        alarm = cloudwatch.Alarm(
+        alarm = alarm_on_any(
             self,
             f"{lid}WakeAlarm",
-            alarm_description=f"messages wait in {queue_name} and no worker task runs: start one",
+            description=f"messages wait in {queue_name} and no worker task runs: start one",
             metric=cloudwatch.MathExpression(
                 expression="IF(visible > 0 AND FILL(running, 0) == 0, 1, 0)",
                 using_metrics={
@@ -389,10 +389,6 @@ class ContainerWorkers(Construct):
                 label="waiting with no task",
                 period=ALARM_PERIOD,
             ),
-            threshold=1,
-            evaluation_periods=1,
-            comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
-            treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
         )
         alarm.add_alarm_action(cw_actions.ApplicationScalingAction(wake))
         return alarm

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from aws_cdk import Acknowledgment, Duration, RemovalPolicy, Validations
+from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_sqs as sqs
@@ -119,3 +120,27 @@ def acknowledge_wildcard(grantee: iam.IGrantable, finding: str, reason: str) -> 
         Validations.of(target).acknowledge(
             Acknowledgment(id=f"AwsSolutions::AwsSolutions-IAM5[{finding}]", reason=reason)
         )
+
+
+def alarm_on_any(
+    scope: Construct,
+    construct_id: str,
+    *,
+    description: str,
+    metric: cloudwatch.IMetric,
+    threshold: float = 1,
+) -> cloudwatch.Alarm:
+    """An alarm as soon as ``metric`` reaches ``threshold`` (default 1) in one period; no data is fine.
+
+    The shape of every alarm of the stack: a dead letter, a failed delivery, a spent budget.
+    """
+    return cloudwatch.Alarm(
+        scope,
+        construct_id,
+        alarm_description=description,
+        metric=metric,
+        threshold=threshold,
+        evaluation_periods=1,
+        comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+        treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+    )

@@ -16,7 +16,7 @@ from aws_cdk import aws_scheduler as scheduler
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
-from stacks.defaults import ALARM_PERIOD, acknowledge_wildcard
+from stacks.defaults import ALARM_PERIOD, acknowledge_wildcard, alarm_on_any
 
 SCHEDULER_PRINCIPAL = "scheduler.amazonaws.com"
 
@@ -74,10 +74,10 @@ class DelayedJobs(Construct):
         self.role.add_to_policy(
             iam.PolicyStatement(actions=["sqs:SendMessage"], resources=[q.queue_arn for q in queues])
         )
-        self.failure_alarm = cloudwatch.Alarm(
+        self.failure_alarm = alarm_on_any(
             self,
             "FailureAlarm",
-            alarm_description=(
+            description=(
                 f"delayed jobs in {group_name} failed to reach their queue (target errors or dropped "
                 "invocations); the jobs are lost unless re-enqueued"
             ),
@@ -90,10 +90,6 @@ class DelayedJobs(Construct):
                 label="failed delayed-job deliveries",
                 period=ALARM_PERIOD,
             ),
-            threshold=1,
-            evaluation_periods=1,
-            comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
-            treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
         )
         self.alarms: list[cloudwatch.Alarm] = [self.failure_alarm]
 

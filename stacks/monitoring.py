@@ -14,7 +14,7 @@ from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_sns as sns
 from constructs import Construct
 
-from stacks.defaults import ALARM_PERIOD, METRICS_NAMESPACE, METRICS_SERVICE
+from stacks.defaults import ALARM_PERIOD, METRICS_NAMESPACE, METRICS_SERVICE, alarm_on_any
 from stacks.priority_queue import PriorityQueue
 
 GRAPH_PERIOD = Duration.minutes(1)
@@ -196,18 +196,14 @@ class Monitoring(Construct):
                 period=ALARM_PERIOD,
             )
             alarms.append(
-                cloudwatch.Alarm(
+                alarm_on_any(
                     self,
                     f"SagaFailed{construct_id}Alarm",
-                    alarm_description=(
+                    description=(
                         f"saga {name} ended failed: a compensation was dead-lettered; see `jf saga ls "
                         "--status failed`, fix the cause and redrive the compensation's dead letter"
                     ),
                     metric=metric,
-                    threshold=1,
-                    evaluation_periods=1,
-                    comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
-                    treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
                 )
             )
         self.route(*alarms)
@@ -230,19 +226,16 @@ class Monitoring(Construct):
                 statistic="Sum",
                 period=ALARM_PERIOD,
             )
-            alarm = cloudwatch.Alarm(
+            alarm = alarm_on_any(
                 self,
                 f"RetryBudget{priority.capitalize()}Alarm",
-                alarm_description=(
+                description=(
                     f"the {priority} queue's retry budget is exhausted: failing jobs are dead-lettered "
                     "with reason budget instead of retried (a downstream is likely failing); redrive "
                     "them once it recovers"
                 ),
                 metric=metric,
                 threshold=threshold,
-                evaluation_periods=1,
-                comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
-                treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
             )
             self.budget_alarms[priority] = alarm
             alarms.append(alarm)

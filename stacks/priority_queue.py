@@ -11,7 +11,7 @@ from constructs import Construct
 
 from jobframework.errors import ConfigurationError
 from jobframework.topology import MAX_RETENTION, MAX_VISIBILITY
-from stacks.defaults import ALARM_PERIOD, secure_queue
+from stacks.defaults import ALARM_PERIOD, alarm_on_any, secure_queue
 
 VISIBILITY_FACTOR = 6
 """AWS's advice for Lambda event sources: visibility timeout at least 6x the function timeout."""
@@ -112,20 +112,16 @@ class PriorityQueue(Construct):
             ),
         )
 
-        self.dead_letter_alarm = cloudwatch.Alarm(
+        self.dead_letter_alarm = alarm_on_any(
             self,
             "DeadLetterAlarm",
-            alarm_description=(
+            description=(
                 f"{dead_letter_queue_name} holds dead letters: inspect with `jf dlq ls`, fix the cause, "
                 "then redrive (`jf dlq redrive` or the SQS console)"
             ),
             metric=self.dead_letter_queue.metric_approximate_number_of_messages_visible(
                 period=ALARM_PERIOD, statistic="Maximum"
             ),
-            threshold=1,
-            evaluation_periods=1,
-            comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
-            treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
         )
         self.age_alarm = cloudwatch.Alarm(
             self,
@@ -142,20 +138,16 @@ class PriorityQueue(Construct):
             comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
             treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
         )
-        self.dead_letter_inflow_alarm = cloudwatch.Alarm(
+        self.dead_letter_inflow_alarm = alarm_on_any(
             self,
             "DeadLetterInflowAlarm",
-            alarm_description=(
+            description=(
                 f"jobs were dead-lettered into {dead_letter_queue_name} in the last minute: a canary "
                 "deployment of the consumer rolls back on it (not routed to the topic: the DLQ alarm pages)"
             ),
             metric=self.dead_letter_queue.metric_number_of_messages_sent(
                 period=ALARM_PERIOD, statistic="Sum"
             ),
-            threshold=1,
-            evaluation_periods=1,
-            comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
-            treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
         )
         self.alarms: list[cloudwatch.Alarm] = [self.dead_letter_alarm, self.age_alarm]
         """The alarms to route to the topic (the inflow alarm is a rollback signal only)."""

@@ -16,7 +16,7 @@ from constructs import Construct
 
 from jobframework.scheduling import schedule_input
 from jobframework.topology import MAX_RETENTION, ScheduleSpec
-from stacks.defaults import ALARM_PERIOD, METRICS_NAMESPACE, METRICS_SERVICE, secure_queue
+from stacks.defaults import ALARM_PERIOD, METRICS_NAMESPACE, METRICS_SERVICE, alarm_on_any, secure_queue
 
 HEARTBEAT_MIN_PERIOD = 300
 """Seconds: the shortest heartbeat bucket (a run's metric lands when it is processed, not when it fires)."""
@@ -162,32 +162,22 @@ class Schedules(Construct):
             label="failed schedule invocations",
             period=ALARM_PERIOD,
         )
-        self.failure_alarm = cloudwatch.Alarm(
+        self.failure_alarm = alarm_on_any(
             self,
             "FailureAlarm",
-            alarm_description=(
+            description=(
                 f"schedules in {group_name} failed to enqueue their job (target errors, dropped invocations "
                 "or failed dead-letter sends)"
             ),
             metric=failures,
-            threshold=1,
-            evaluation_periods=1,
-            comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
-            treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
         )
-        self.dead_letter_alarm = cloudwatch.Alarm(
+        self.dead_letter_alarm = alarm_on_any(
             self,
             "DeadLetterAlarm",
-            alarm_description=(
-                f"{dead_letter_queue_name} holds schedule firings that never reached their queue"
-            ),
+            description=(f"{dead_letter_queue_name} holds schedule firings that never reached their queue"),
             metric=self.dead_letter_queue.metric_approximate_number_of_messages_visible(
                 period=ALARM_PERIOD, statistic="Maximum"
             ),
-            threshold=1,
-            evaluation_periods=1,
-            comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
-            treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
         )
         self.heartbeat_alarms: dict[str, cloudwatch.Alarm] = {}
         for spec in schedules:

@@ -23,6 +23,7 @@ from stacks.defaults import (
     CANARY_ALIAS,
     POWERTOOLS_LAYER_ACCOUNT,
     POWERTOOLS_LAYER_VERSION,
+    alarm_on_any,
     lane_id,
 )
 from stacks.priority_queue import PriorityQueue
@@ -211,19 +212,15 @@ class Workers(Construct):
                 pq.dead_letter_queue.grant_send_messages(role)
                 rollback_alarms.append(pq.dead_letter_inflow_alarm)
                 self.event_sources[lane] = source
-            errors = cloudwatch.Alarm(
+            errors = alarm_on_any(
                 self,
                 f"{cid}ErrorsAlarm",
-                alarm_description=(
+                description=(
                     f"{consumer.function_name}:{CANARY_ALIAS} failed invocations (the handler crashed, timed "
                     "out or could not start; job failures are reported per record, not here): CodeDeploy "
                     "rolls a canary back on it"
                 ),
                 metric=alias.metric_errors(period=ALARM_PERIOD, statistic="Sum"),
-                threshold=1,
-                evaluation_periods=1,
-                comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
-                treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
             )
             rollback_alarms.insert(0, errors)
             group = codedeploy.LambdaDeploymentGroup(
