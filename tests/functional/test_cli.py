@@ -27,6 +27,26 @@ def _env(extra: dict[str, str]) -> dict[str, str]:
     return env
 
 
+def start_jf_dev(port: int, *, stderr: int = subprocess.PIPE) -> tuple[subprocess.Popen[str], dict[str, str]]:
+    """`jf dev --port PORT` as a subprocess, and the variables it printed (read up to its first schedule)."""
+    proc = subprocess.Popen(
+        [JF, "dev", "--port", str(port)],
+        env=_env({"POWERTOOLS_METRICS_DISABLED": "true", "POWERTOOLS_LOG_LEVEL": "WARNING"}),
+        stdout=subprocess.PIPE,
+        stderr=stderr,
+        text=True,
+    )
+    exports: dict[str, str] = {}
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        if line.startswith("export "):
+            name, _, value = line[len("export ") :].strip().partition("=")
+            exports[name] = value
+        if line.startswith("# schedule"):
+            break
+    return proc, exports
+
+
 @pytest.mark.parametrize(
     "args",
     [
@@ -137,22 +157,8 @@ def test_every_command_has_help():
 
 def test_dev_prints_its_environment_and_runs_jobs_until_stopped():
     port = free_port()
-    proc = subprocess.Popen(
-        [JF, "dev", "--port", str(port)],
-        env=_env({"POWERTOOLS_METRICS_DISABLED": "true", "POWERTOOLS_LOG_LEVEL": "WARNING"}),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    proc, exports = start_jf_dev(port, stderr=subprocess.PIPE)
     try:
-        exports: dict[str, str] = {}
-        assert proc.stdout is not None
-        for line in proc.stdout:
-            if line.startswith("export "):
-                name, _, value = line[len("export ") :].strip().partition("=")
-                exports[name] = value
-            if line.startswith("# schedule"):
-                break
         assert exports["JF_ENDPOINT_URL"] == f"http://127.0.0.1:{port}"
         assert exports["JF_TOPOLOGY_PARAMETER"] == "/jf/dev/topology"
         # Other jf commands reach it with what it printed (the SSM parameter gives the queues).

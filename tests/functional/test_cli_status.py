@@ -19,7 +19,7 @@ from jobframework.local.scheduler import LocalScheduler
 from jobframework.testing import consume_once, provision_fresh, receive_all
 from jobframework.topology import RuntimeConfig
 from tests.functional.conftest_local import cli_env, invoke, jf_aws
-from tests.functional.test_cli import JF, _env
+from tests.functional.test_cli import start_jf_dev
 
 from . import jobs_effectively_once as jobs
 
@@ -134,22 +134,8 @@ def test_the_local_scheduler_fires_due_delay_schedules_as_a_task(env_config, jf_
 
 def test_jf_dev_fires_long_delays_when_they_are_due():
     port = free_port()
-    proc = subprocess.Popen(
-        [JF, "dev", "--port", str(port)],
-        env=_env({"POWERTOOLS_METRICS_DISABLED": "true", "POWERTOOLS_LOG_LEVEL": "WARNING"}),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-    )
+    proc, exports = start_jf_dev(port, stderr=subprocess.DEVNULL)
     try:
-        exports: dict[str, str] = {}
-        assert proc.stdout is not None
-        for line in proc.stdout:
-            if line.startswith("export "):
-                name, _, value = line[len("export ") :].strip().partition("=")
-                exports[name] = value
-            if line.startswith("# schedule"):
-                break
         import boto3
 
         session = boto3.Session(
