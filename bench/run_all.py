@@ -433,7 +433,8 @@ def render(
     section(
         "cold_start",
         lambda r: [
-            "Fresh interpreters importing the Lambda entry module (`handlers.worker`, plus the job modules,",
+            "Fresh interpreters importing the Lambda entry module (`jobframework.entrypoints.worker`,",
+            "plus the job modules, "
             "the Powertools batch utility and Logger, as the first invocation loads them) against a bare",
             "Powertools batch handler module; 15 alternating samples, ratio of the medians.",
             "",

@@ -7,6 +7,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+# Bound eagerly, after the names above: importing the submodule ``jobframework.consumer`` sets this
+# package's attribute ``consumer`` to the module, so a lazy look-up would hand out the module once
+# anything imported it. Binding the function here, after that import, keeps ``from jobframework import
+# consumer`` the function, always (the import costs a few milliseconds over the package's own).
+from jobframework.consumer import consumer
 from jobframework.envelope import Envelope
 from jobframework.errors import (
     ConfigurationError,
@@ -21,7 +26,6 @@ from jobframework.retry import Jitter, RetryPolicy
 
 if TYPE_CHECKING:
     from jobframework.client import EnqueueRequest, EnqueueResult, JobClient
-    from jobframework.consumer import consumer
 
 __all__ = [
     "ConfigurationError",
@@ -50,7 +54,6 @@ _LAZY = {
     "JobClient": "jobframework.client",
     "EnqueueRequest": "jobframework.client",
     "EnqueueResult": "jobframework.client",
-    "consumer": "jobframework.consumer",
 }
 
 

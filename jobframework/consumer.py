@@ -21,7 +21,6 @@ or as a decorator whose function runs first on each invocation (per-invocation s
 
 from __future__ import annotations
 
-import importlib
 import logging
 import math
 import os
@@ -57,6 +56,7 @@ from jobframework.errors import MalformedMessageError, PayloadVersionError, Sign
 from jobframework.idempotency import AlreadyInProgress
 from jobframework.jobs import Job, JobRegistry, Priority, WhenBacklogged, lane_priority
 from jobframework.jobs import registry as default_registry
+from jobframework.modules import import_job_modules
 from jobframework.retry import MAX_RETRY_DELAY_SECONDS, Action, Reason, classify
 from jobframework.scheduling import SCHEDULE_KEY_PREFIX
 from jobframework.state import JobState, StateStore, summarize
@@ -74,13 +74,6 @@ log = logging.getLogger(__name__)
 RELEASE_MARGIN_SECONDS = 1.0
 DEFER_SECONDS = 60
 """How long a deferred scheduled run waits before the backlog is checked again."""
-
-
-def import_job_modules(modules: Iterable[str]) -> None:
-    """Import the modules that register jobs (``JF_JOBS``, comma-separated)."""
-    for name in modules:
-        if name.strip():
-            importlib.import_module(name.strip())
 
 
 class Consumer:

@@ -6,18 +6,18 @@ twice. ``app.py`` at the repository root calls :func:`stacks.application.build_a
 
 from __future__ import annotations
 
-from stacks.api import JobApi
-from stacks.container_workers import ContainerWorkers
-from stacks.defaults import StageConfig, secure_queue
-from stacks.delays import DelayedJobs
-from stacks.job_framework_stack import JobFrameworkStack
-from stacks.monitoring import Monitoring
-from stacks.payloads import PayloadBucket
-from stacks.priority_queue import PriorityQueue
-from stacks.schedules import Schedules
-from stacks.signing import SigningKeys
-from stacks.tables import JobTables
-from stacks.workers import Workers
+from jobframework.cdk.api import JobApi
+from jobframework.cdk.container_workers import ContainerWorkers
+from jobframework.cdk.defaults import StageConfig, secure_queue
+from jobframework.cdk.delays import DelayedJobs
+from jobframework.cdk.monitoring import Monitoring
+from jobframework.cdk.payloads import PayloadBucket
+from jobframework.cdk.priority_queue import PriorityQueue
+from jobframework.cdk.schedules import Schedules
+from jobframework.cdk.signing import SigningKeys
+from jobframework.cdk.stack import JobFrameworkStack
+from jobframework.cdk.tables import JobTables
+from jobframework.cdk.workers import Workers
 
 __all__ = [
     "ContainerWorkers",

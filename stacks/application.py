@@ -23,11 +23,11 @@ from typing import Any
 from aws_cdk import App, Validations
 from cdk_nag import AwsSolutionsChecks
 
+from jobframework.cdk.defaults import POWERTOOLS_LAYER_VERSION
+from jobframework.cdk.stack import JobFrameworkStack
 from jobframework.jobs import JobRegistry
 from jobframework.jobs import registry as default_registry
 from jobframework.topology import Topology, TopologySettings
-from stacks.defaults import POWERTOOLS_LAYER_VERSION
-from stacks.job_framework_stack import JobFrameworkStack
 
 DEFAULT_JOBS = "handlers.jobs"
 DEFAULT_RETRY_BUDGET = 0.2

@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import json
-import os
 import re
-import sys
 from collections.abc import Sequence
 from enum import StrEnum
 from typing import Annotated, Any
@@ -14,8 +12,7 @@ import typer
 
 from jobframework.cli.aws import Aws
 from jobframework.cli.errors import CliError, JfGroup
-
-DEFAULT_JOBS = "handlers.jobs"
+from jobframework.errors import ConfigurationError
 
 
 class PriorityName(StrEnum):
@@ -61,7 +58,7 @@ JobsOption = Annotated[
     list[str] | None,
     typer.Option(
         "--jobs",
-        help="Module that registers jobs (repeatable; default: JF_JOBS or handlers.jobs).",
+        help="Module that registers jobs (repeatable; default: JF_JOBS).",
         show_default=False,
     ),
 ]
@@ -70,16 +67,13 @@ JsonOption = Annotated[bool, typer.Option("--json", help="Print the result as JS
 
 def _load_jobs(modules: list[str] | None) -> list[str]:
     """Import the job modules (the current directory is importable, as with celery or uvicorn)."""
-    from jobframework.consumer import import_job_modules
+    from jobframework.modules import configured_job_modules, import_job_modules
 
-    names = modules or [m for m in os.environ.get("JF_JOBS", DEFAULT_JOBS).split(",") if m.strip()]
-    if os.getcwd() not in sys.path:
-        sys.path.insert(0, os.getcwd())
     try:
-        import_job_modules(names)
-    except ImportError as exc:
-        raise CliError(f"cannot import job module: {exc}") from exc
-    return names
+        names = modules or configured_job_modules()
+        return import_job_modules(names, cwd_importable=True)
+    except ConfigurationError as exc:
+        raise CliError(str(exc)) from exc
 
 
 def _print_json(data: Any) -> None:

@@ -186,8 +186,28 @@ def run_demo(
         fw_logger.setLevel(old_level)
 
 
+DEMO_JOBS = "handlers.jobs"
+"""The example jobs the demo runs: ``handlers/jobs.py`` of a jobframework checkout (not installed)."""
+
+
+def _example_jobs() -> Any:
+    import importlib
+
+    from jobframework.errors import ConfigurationError
+    from jobframework.modules import import_job_modules
+
+    try:
+        import_job_modules([DEMO_JOBS], cwd_importable=True)
+    except ConfigurationError as exc:
+        raise ConfigurationError(
+            "jf demo runs the example jobs of a jobframework checkout (handlers/jobs.py): run it from "
+            "the clone's root (./tasks.sh demo); for your own jobs use jf dev --jobs yourpkg.jobs"
+        ) from exc
+    return importlib.import_module(DEMO_JOBS)
+
+
 def _run(*, console: Any, live: bool, port: int, timeout: float) -> DemoReport:
-    import handlers.jobs as example
+    example = _example_jobs()
     from jobframework.client import EnqueueRequest, JobClient
     from jobframework.consumer import consumer
     from jobframework.dlq import DeadLetters

@@ -30,11 +30,12 @@ def cli_env(config: RuntimeConfig) -> dict[str, str]:
 
 
 def invoke(args: list[str], env: dict[str, str] | None = None) -> Any:
-    """Run `jf ARGS` through the real typer app (CliRunner); returns the click Result."""
+    """Run `jf ARGS` through the real typer app (CliRunner), with the example jobs (``JF_JOBS``) unless
+    ``env`` says otherwise; returns the click Result."""
     from jobframework.cli import app
 
-    result = CliRunner().invoke(app, args, env=env, catch_exceptions=False)
-    return result
+    environ = {"JF_JOBS": "handlers.jobs", **(env or {})}
+    return CliRunner().invoke(app, args, env=environ, catch_exceptions=False)
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""The example 202 API (``handlers.api``) against the embedded AWS, with API Gateway HTTP API events."""
+"""The 202 API (``jobframework.entrypoints.api``) against the embedded AWS, with HTTP API events."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 import handlers.jobs
-from handlers import api
 from jobframework.consumer import consumer
+from jobframework.entrypoints import api
 from jobframework.jobs import registry
 from jobframework.testing import FakeLambdaContext, consume_once, provision_fresh
 from jobframework.topology import RuntimeConfig

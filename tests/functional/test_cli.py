@@ -23,6 +23,7 @@ JF = str(Path(sys.executable).with_name("jf"))
 
 def _env(extra: dict[str, str]) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("JF_", "AWS_"))}
+    env["JF_JOBS"] = "handlers.jobs"
     env.update(extra)
     return env
 
@@ -30,7 +31,7 @@ def _env(extra: dict[str, str]) -> dict[str, str]:
 def start_jf_dev(port: int, *, stderr: int = subprocess.PIPE) -> tuple[subprocess.Popen[str], dict[str, str]]:
     """`jf dev --port PORT` as a subprocess, and the variables it printed (read up to its first schedule)."""
     proc = subprocess.Popen(
-        [JF, "dev", "--port", str(port)],
+        [JF, "dev", "--port", str(port), "--jobs", "handlers.jobs"],
         env=_env({"POWERTOOLS_METRICS_DISABLED": "true", "POWERTOOLS_LOG_LEVEL": "WARNING"}),
         stdout=subprocess.PIPE,
         stderr=stderr,

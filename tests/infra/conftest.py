@@ -21,10 +21,10 @@ from aws_cdk import aws_iam as iam  # noqa: E402
 from aws_cdk.assertions import Template  # noqa: E402
 from pydantic import BaseModel  # noqa: E402
 
+from jobframework.cdk.stack import JobFrameworkStack  # noqa: E402
 from jobframework.jobs import BatchOptions, JobRegistry, Priority, job  # noqa: E402
 from jobframework.topology import Topology, TopologySettings  # noqa: E402
 from stacks.application import build_app  # noqa: E402
-from stacks.job_framework_stack import JobFrameworkStack  # noqa: E402
 
 SIGNING_KEYS = "ssm:/jf/dev/signing-keys"
 """The session synth has signing on, so that its grants are checked by cdk-nag and the tests."""

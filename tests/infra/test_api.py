@@ -31,7 +31,7 @@ def test_api_function_runs_handlers_api_like_the_workers(synth):
         "AWS::Lambda::Function",
         {
             "FunctionName": "jf-dev-api",
-            "Handler": "handlers.api.lambda_handler",
+            "Handler": "jobframework.entrypoints.api.lambda_handler",
             "Runtime": "python3.14",
             "TracingConfig": {"Mode": "Active"},
             "Layers": [Match.any_value()],

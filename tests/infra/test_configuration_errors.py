@@ -6,12 +6,12 @@ import pytest
 from aws_cdk import App, Stack
 from pydantic import BaseModel
 
+from jobframework.cdk.priority_queue import PriorityQueue
 from jobframework.errors import ConfigurationError
 from jobframework.jobs import JobRegistry, Priority, job
 from jobframework.retry import RetryPolicy
 from jobframework.topology import Topology, TopologySettings
 from stacks.application import build_app
-from stacks.priority_queue import PriorityQueue
 
 
 class Ping(BaseModel):
@@ -65,7 +65,7 @@ def test_topology_and_stack_agree_on_names():
 
 
 def test_signing_keys_of_an_unknown_kind_fail_the_synth_saying_what_is_expected():
-    from stacks.signing import SigningKeys
+    from jobframework.cdk.signing import SigningKeys
 
     with pytest.raises(ConfigurationError, match=r"signing_keys='vault:/x'.*ssm:<parameter name>"):
         SigningKeys(Stack(App(), "S"), "K", source="vault:/x")
@@ -75,7 +75,7 @@ def test_signing_keys_in_secrets_manager_by_name_grant_the_secret_with_its_rando
     from aws_cdk import aws_iam as iam
     from aws_cdk.assertions import Template
 
-    from stacks.signing import SigningKeys
+    from jobframework.cdk.signing import SigningKeys
 
     stack = Stack(App(), "S")
     role = iam.Role(stack, "R", assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"))

@@ -60,14 +60,13 @@ def test_worker_runs_jf_worker_on_its_lane_and_drains_within_the_stop_timeout(sy
 def test_image_is_built_from_the_worker_dockerfile(synth):
     manifest = json.loads((synth.outdir / f"{synth.stack.artifact_id}.assets.json").read_text())
     [image] = manifest["dockerImages"].values()
-    assert image["source"]["dockerFile"] == "stacks/worker_image/Dockerfile"
+    assert image["source"]["dockerFile"] == "jobframework/cdk/worker_image/Dockerfile"
     context = synth.outdir / image["source"]["directory"]
     assert sorted(p.name for p in context.iterdir()) == [
         "README.md",
         "handlers",
         "jobframework",
         "pyproject.toml",
-        "stacks",
     ]
 
 
@@ -146,7 +145,7 @@ def test_low_lane_is_not_on_lambda_in_the_session_app(synth):
 
 
 def test_container_workers_refuse_a_stop_timeout_fargate_does_not_allow():
-    from stacks.container_workers import ContainerWorkers
+    from jobframework.cdk.container_workers import ContainerWorkers
 
     with pytest.raises(ConfigurationError, match=r"stop_timeout=300s; Fargate allows 1 to 120"):
         ContainerWorkers(

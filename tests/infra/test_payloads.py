@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from aws_cdk.assertions import Match
 
-from stacks.defaults import StageConfig
+from jobframework.cdk.defaults import StageConfig
 
 
 def test_payload_bucket_is_encrypted_private_and_owner_enforced(synth):

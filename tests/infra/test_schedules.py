@@ -103,7 +103,7 @@ def test_dashboard_shows_scheduled_runs_skips_and_deferrals(synth):
 
 
 def test_heartbeat_window_covers_two_intervals_within_cloudwatch_limits():
-    from stacks.schedules import heartbeat_window, schedule_gap
+    from jobframework.cdk.schedules import heartbeat_window, schedule_gap
 
     assert schedule_gap("rate(15 minutes)") == 900
     assert schedule_gap("cron(0 3 ? * MON-FRI *)") == 3 * 86400  # Friday to Monday

@@ -77,7 +77,7 @@ def test_functions_run_the_worker_on_the_latest_python_with_the_powertools_layer
     assert len(functions) == 2
     for function in functions.values():
         props = function["Properties"]
-        assert props["Handler"] == "handlers.worker.lambda_handler"
+        assert props["Handler"] == "jobframework.entrypoints.worker.lambda_handler"
         assert props["Runtime"] == "python3.14"
         assert props["TracingConfig"] == {"Mode": "Active"}
         [layer] = props["Layers"]

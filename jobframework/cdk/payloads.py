@@ -7,7 +7,7 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
-from stacks.defaults import acknowledge_wildcard
+from jobframework.cdk.defaults import acknowledge_wildcard
 
 LOGICAL_ID = "PayloadBucket"
 """A fixed logical id, so that the cdk-nag acknowledgments of the object grants can name it."""

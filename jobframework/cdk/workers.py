@@ -16,9 +16,7 @@ from aws_cdk import aws_lambda_event_sources as event_sources
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
-from jobframework.errors import ConfigurationError
-from jobframework.topology import ConsumerSpec, QueueSpec
-from stacks.defaults import (
+from jobframework.cdk.defaults import (
     ALARM_PERIOD,
     CANARY_ALIAS,
     POWERTOOLS_LAYER_ACCOUNT,
@@ -26,14 +24,16 @@ from stacks.defaults import (
     alarm_on_any,
     lane_id,
 )
-from stacks.priority_queue import PriorityQueue
-from stacks.tables import JobTables
+from jobframework.cdk.priority_queue import PriorityQueue
+from jobframework.cdk.tables import JobTables
+from jobframework.errors import ConfigurationError
+from jobframework.topology import ConsumerSpec, QueueSpec
 
-HANDLER = "handlers.worker.lambda_handler"
+HANDLER = "jobframework.entrypoints.worker.lambda_handler"
 RUNTIME = lambda_.Runtime.PYTHON_3_14
 """The newest Python runtime that CDK offers and the Powertools v3 layer is published for."""
 CODE_PACKAGES: tuple[str, ...] = ("jobframework", "handlers")
-REPO_ROOT = Path(__file__).resolve().parent.parent
+REPO_ROOT = Path(__file__).resolve().parents[2]
 MAX_BATCH_WITHOUT_WINDOW = 10
 TABLE_ACTIONS: tuple[str, ...] = (
     "dynamodb:GetItem",
@@ -88,11 +88,11 @@ class Workers(Construct):
         queues: the :class:`PriorityQueue` of each lane (``high``, ``high-cpu``).
         tables: the framework's tables (read/write for every consumer).
         environment: the ``JF_*`` and Powertools variables every function gets.
-        skip_lanes: lanes another worker (e.g. :class:`~stacks.container_workers.ContainerWorkers`)
+        skip_lanes: lanes another worker (e.g. :class:`~jobframework.cdk.container_workers.ContainerWorkers`)
             consumes; they get no event source mapping, and a consumer left without lanes no function.
         deployment_config: default canary 10 % for 5 minutes.
         code: default :func:`code_asset`; layers: default the official Powertools v3 layer.
-        powertools_layer_version: default :data:`~stacks.defaults.POWERTOOLS_LAYER_VERSION`.
+        powertools_layer_version: default :data:`~jobframework.cdk.defaults.POWERTOOLS_LAYER_VERSION`.
         log_retention: default two weeks; removal_policy (of the log groups): default ``DESTROY``.
 
     Attributes:

@@ -1,5 +1,6 @@
-"""The example HTTP API of the 202 pattern: ``POST /jobs/{type}`` enqueues, ``GET /jobs/{id}`` answers the
-status. An API Gateway HTTP API (IAM auth by default) in front of ``handlers.api.lambda_handler``."""
+"""The HTTP API of the 202 pattern: ``POST /jobs/{type}`` enqueues, ``GET /jobs/{id}`` answers the
+status. An API Gateway HTTP API (IAM auth by default) in front of
+``jobframework.entrypoints.api.lambda_handler``."""
 
 from __future__ import annotations
 
@@ -15,9 +16,9 @@ from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
-from stacks.workers import RUNTIME, code_asset
+from jobframework.cdk.workers import RUNTIME, code_asset
 
-HANDLER = "handlers.api.lambda_handler"
+HANDLER = "jobframework.entrypoints.api.lambda_handler"
 ACCESS_LOG_FORMAT = json.dumps(
     {
         "requestId": "$context.requestId",
@@ -39,7 +40,8 @@ class JobApi(Construct):
     Props:
         api_name, function_name: physical names.
         environment: the ``JF_*`` and Powertools variables (the same as the consumers').
-        code: default :func:`~stacks.workers.code_asset`; layers: the Powertools layer (as the workers').
+        code: default :func:`~jobframework.cdk.workers.code_asset`; layers: the Powertools layer (as
+            the workers').
         authorizer: default IAM (SigV4-signed callers with ``execute-api:Invoke``); pass another
             ``IHttpRouteAuthorizer`` (JWT, Lambda) to change it. There is no unauthenticated option.
         throttle_rate_limit, throttle_burst_limit: requests/s and burst of the ``$default`` stage;

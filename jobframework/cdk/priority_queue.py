@@ -9,9 +9,9 @@ from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
+from jobframework.cdk.defaults import ALARM_PERIOD, alarm_on_any, secure_queue
 from jobframework.errors import ConfigurationError
 from jobframework.topology import MAX_RETENTION, MAX_VISIBILITY
-from stacks.defaults import ALARM_PERIOD, alarm_on_any, secure_queue
 
 VISIBILITY_FACTOR = 6
 """AWS's advice for Lambda event sources: visibility timeout at least 6x the function timeout."""

@@ -14,8 +14,8 @@ from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_sns as sns
 from constructs import Construct
 
-from stacks.defaults import ALARM_PERIOD, METRICS_NAMESPACE, METRICS_SERVICE, alarm_on_any
-from stacks.priority_queue import PriorityQueue
+from jobframework.cdk.defaults import ALARM_PERIOD, METRICS_NAMESPACE, METRICS_SERVICE, alarm_on_any
+from jobframework.cdk.priority_queue import PriorityQueue
 
 GRAPH_PERIOD = Duration.minutes(1)
 SCHEDULE_GRAPH_PERIOD = Duration.hours(1)

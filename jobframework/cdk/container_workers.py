@@ -20,15 +20,15 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
+from jobframework.cdk.defaults import ALARM_PERIOD, alarm_on_any, lane_id
+from jobframework.cdk.priority_queue import PriorityQueue
+from jobframework.cdk.tables import JobTables
+from jobframework.cdk.workers import CODE_PACKAGES, REPO_ROOT, TABLE_ACTIONS
 from jobframework.errors import ConfigurationError
 from jobframework.jobs import Priority
 from jobframework.topology import QueueSpec
-from stacks.defaults import ALARM_PERIOD, alarm_on_any, lane_id
-from stacks.priority_queue import PriorityQueue
-from stacks.tables import JobTables
-from stacks.workers import CODE_PACKAGES, REPO_ROOT, TABLE_ACTIONS
 
-DOCKERFILE = "stacks/worker_image/Dockerfile"
+DOCKERFILE = "jobframework/cdk/worker_image/Dockerfile"
 """The worker image: the project pip-installed on the official Python image, ``jf`` as entry point."""
 FARGATE_MAX_STOP_TIMEOUT = 120
 """Seconds: the longest ECS lets a Fargate container run between SIGTERM and SIGKILL."""

@@ -16,7 +16,7 @@ from aws_cdk import aws_scheduler as scheduler
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
-from stacks.defaults import ALARM_PERIOD, acknowledge_wildcard, alarm_on_any
+from jobframework.cdk.defaults import ALARM_PERIOD, acknowledge_wildcard, alarm_on_any
 
 SCHEDULER_PRINCIPAL = "scheduler.amazonaws.com"
 

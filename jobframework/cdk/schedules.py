@@ -14,9 +14,15 @@ from aws_cdk import aws_scheduler_targets as targets
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
+from jobframework.cdk.defaults import (
+    ALARM_PERIOD,
+    METRICS_NAMESPACE,
+    METRICS_SERVICE,
+    alarm_on_any,
+    secure_queue,
+)
 from jobframework.scheduling import schedule_input
 from jobframework.topology import MAX_RETENTION, ScheduleSpec
-from stacks.defaults import ALARM_PERIOD, METRICS_NAMESPACE, METRICS_SERVICE, alarm_on_any, secure_queue
 
 HEARTBEAT_MIN_PERIOD = 300
 """Seconds: the shortest heartbeat bucket (a run's metric lands when it is processed, not when it fires)."""

@@ -1,4 +1,5 @@
-"""The example HTTP API of the 202 pattern: ``handlers.api.lambda_handler`` behind an API Gateway HTTP API.
+"""The HTTP API of the 202 pattern: ``jobframework.entrypoints.api.lambda_handler`` behind an API
+Gateway HTTP API.
 
 Routes (payload format 2.0):
 
@@ -17,23 +18,21 @@ Routes (payload format 2.0):
     state table does not know.
 
 Configuration comes from the ``JF_*`` variables (:meth:`RuntimeConfig.from_env`) on the first request;
-the job modules from ``JF_JOBS`` (comma-separated, default ``handlers.jobs``).
+the job modules from ``JF_JOBS`` (comma-separated; required).
 ``tests/functional/test_api.py`` calls :func:`lambda_handler` with HTTP API events as examples.
 """
 
 from __future__ import annotations
 
-import importlib
 import json
 import logging
-import os
 from typing import Any
 
 from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response, content_types
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from jobframework.client import MAX_DELAY_SECONDS, JobClient
-from jobframework.config import ENV_JOBS, RuntimeConfig
+from jobframework.config import RuntimeConfig
 from jobframework.errors import (
     ConfigurationError,
     EnqueueError,
@@ -41,10 +40,10 @@ from jobframework.errors import (
     PayloadValidationError,
     UnknownJobError,
 )
+from jobframework.modules import configured_job_modules, import_job_modules
 
 log = logging.getLogger(__name__)
 
-DEFAULT_JOBS = "handlers.jobs"
 MAX_ERRORS = 20
 """At most this many validation errors are returned in a 400."""
 MAX_JOB_ID = 128
@@ -61,9 +60,7 @@ def job_client() -> JobClient:
     """
     global _client
     if _client is None:
-        for module in os.environ.get(ENV_JOBS, DEFAULT_JOBS).split(","):
-            if module.strip():
-                importlib.import_module(module.strip())
+        import_job_modules(configured_job_modules())
         _client = JobClient(RuntimeConfig.from_env())
     return _client
 

@@ -11,6 +11,23 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_ssm as ssm
 from constructs import Construct
 
+from jobframework.cdk.api import JobApi
+from jobframework.cdk.container_workers import ContainerWorkers, worker_image
+from jobframework.cdk.defaults import (
+    DELAY_GROUP_SUFFIX,
+    METRICS_NAMESPACE,
+    POWERTOOLS_LAYER_VERSION,
+    StageConfig,
+    lane_id,
+)
+from jobframework.cdk.delays import DelayedJobs
+from jobframework.cdk.monitoring import Monitoring
+from jobframework.cdk.payloads import PayloadBucket
+from jobframework.cdk.priority_queue import PriorityQueue
+from jobframework.cdk.schedules import Schedules
+from jobframework.cdk.signing import SigningKeys
+from jobframework.cdk.tables import JobTables
+from jobframework.cdk.workers import CODE_PACKAGES, Workers, code_asset
 from jobframework.errors import ConfigurationError
 from jobframework.jobs import LAMBDA_MAX_TIMEOUT
 from jobframework.topology import (
@@ -20,23 +37,6 @@ from jobframework.topology import (
     RuntimeConfig,
     Topology,
 )
-from stacks.api import JobApi
-from stacks.container_workers import ContainerWorkers, worker_image
-from stacks.defaults import (
-    DELAY_GROUP_SUFFIX,
-    METRICS_NAMESPACE,
-    POWERTOOLS_LAYER_VERSION,
-    StageConfig,
-    lane_id,
-)
-from stacks.delays import DelayedJobs
-from stacks.monitoring import Monitoring
-from stacks.payloads import PayloadBucket
-from stacks.priority_queue import PriorityQueue
-from stacks.schedules import Schedules
-from stacks.signing import SigningKeys
-from stacks.tables import JobTables
-from stacks.workers import CODE_PACKAGES, Workers, code_asset
 
 PRODUCER_TABLE_ACTIONS: tuple[str, ...] = (
     "dynamodb:GetItem",
@@ -64,7 +64,7 @@ class JobFrameworkStack(Stack):
             ``None`` (signing off). Producers and consumers get read of that one item.
         retry_budget: retries allowed per first attempt (``JF_RETRY_BUDGET``); default 0.2, ``None``
             turns the budget off (and its alarms).
-        api: build the example HTTP API (``handlers.api``); default ``True``.
+        api: build the example HTTP API (``jobframework.entrypoints.api``); default ``True``.
         container_lanes: lanes served by ``jf worker`` on ECS Fargate (:class:`ContainerWorkers`)
             instead of Lambda, e.g. ``("low",)`` for jobs longer than Lambda allows; default none. Such a
             lane gets no event source mapping (a job must never run on both), and a Lambda consumer left

@@ -1,0 +1,1 @@
+"""CDK constructs that provision jobframework: queues, workers, tables, schedules, API, monitoring."""

@@ -1,0 +1,67 @@
+"""Which job modules a process loads: ``--jobs`` / ``JF_JOBS``, imported with the current directory
+importable (as celery and uvicorn do), and a clear error when none is named.
+
+>>> parse_job_modules(" mysvc.jobs, mysvc.reports ,")
+['mysvc.jobs', 'mysvc.reports']
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+from collections.abc import Iterable, Mapping
+
+from jobframework.config import ENV_JOBS
+from jobframework.errors import ConfigurationError
+
+NO_JOB_MODULES = (
+    "no job modules named: set JF_JOBS to the module(s) that define your @job functions "
+    "(comma-separated, e.g. JF_JOBS=mysvc.jobs), or pass --jobs mysvc.jobs to jf"
+)
+
+
+def parse_job_modules(spec: str) -> list[str]:
+    """The module names of a comma-separated ``spec``, blanks dropped."""
+    return [name.strip() for name in spec.split(",") if name.strip()]
+
+
+def configured_job_modules(environ: Mapping[str, str] | None = None) -> list[str]:
+    """The job modules named by ``JF_JOBS``.
+
+    Raises:
+        ConfigurationError: ``JF_JOBS`` is unset or empty (the message says what to set).
+    """
+    modules = parse_job_modules((os.environ if environ is None else environ).get(ENV_JOBS, ""))
+    if not modules:
+        raise ConfigurationError(NO_JOB_MODULES)
+    return modules
+
+
+def import_job_modules(modules: Iterable[str], *, cwd_importable: bool = False) -> list[str]:
+    """Import the modules that register jobs; returns their names.
+
+    Args:
+        cwd_importable: put the current directory first on ``sys.path`` (the CLI does; Lambda's task
+            root is already on it).
+
+    Raises:
+        ConfigurationError: a module cannot be imported (names it, and the module that was missing).
+    """
+    names = [name.strip() for name in modules if name.strip()]
+    if cwd_importable and os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    for name in names:
+        try:
+            importlib.import_module(name)
+        except ModuleNotFoundError as exc:
+            if exc.name is not None and (name == exc.name or name.startswith(exc.name + ".")):
+                raise ConfigurationError(
+                    f"job module {name!r} not found (sys.path starts {sys.path[:3]}): check {ENV_JOBS} "
+                    "or --jobs, and that its package is installed or in the current directory"
+                ) from exc
+            raise ConfigurationError(
+                f"job module {name!r} imports {exc.name!r}, which is not installed: add it to your "
+                "project's dependencies"
+            ) from exc
+    return names

@@ -1,0 +1,78 @@
+"""Job modules: named by JF_JOBS or --jobs, with errors that say what to set or install."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from jobframework.errors import ConfigurationError
+from jobframework.modules import configured_job_modules, import_job_modules, parse_job_modules
+
+
+def test_jf_jobs_is_a_comma_separated_list():
+    assert configured_job_modules({"JF_JOBS": "a.jobs, b.jobs,,"}) == ["a.jobs", "b.jobs"]
+    assert parse_job_modules("") == []
+
+
+@pytest.mark.parametrize("environ", [{}, {"JF_JOBS": " , "}])
+def test_no_job_modules_says_what_to_set(environ):
+    with pytest.raises(ConfigurationError, match=r"set JF_JOBS.*--jobs"):
+        configured_job_modules(environ)
+
+
+def test_a_missing_module_is_named(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ConfigurationError, match=r"job module 'nosuchsvc\.jobs' not found"):
+        import_job_modules(["nosuchsvc.jobs"], cwd_importable=True)
+
+
+def test_a_missing_dependency_of_a_job_module_is_named(tmp_path, monkeypatch):
+    package = tmp_path / "depsvc"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "jobs.py").write_text("import not_installed_dependency_xyz\n")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    missing = "imports 'not_installed_dependency_xyz', which is not installed"
+    with pytest.raises(ConfigurationError, match=missing):
+        import_job_modules(["depsvc.jobs"], cwd_importable=True)
+
+
+def test_the_current_directory_is_importable_when_asked(tmp_path, monkeypatch):
+    package = tmp_path / "cwdsvc"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "jobs.py").write_text("LOADED = True\n")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    assert import_job_modules(["cwdsvc.jobs"], cwd_importable=True) == ["cwdsvc.jobs"]
+    assert sys.modules["cwdsvc.jobs"].LOADED
+
+
+def test_consumer_is_the_function_whatever_was_imported_first(tmp_path: Path):
+    """`from jobframework import consumer` is callable even after `import jobframework.consumer`."""
+    script = (
+        "import jobframework.consumer\n"
+        "from jobframework import consumer\n"
+        "assert callable(consumer), type(consumer)\n"
+        "import jobframework\n"
+        "assert callable(jobframework.consumer)\n"
+    )
+    subprocess.run([sys.executable, "-c", script], check=True, cwd=tmp_path)
+
+
+def test_the_worker_entry_point_without_jf_jobs_fails_at_init_saying_what_to_set(tmp_path: Path):
+    env = {"PATH": "/usr/bin:/bin", "AWS_DEFAULT_REGION": "us-east-1", "POWERTOOLS_METRICS_DISABLED": "true"}
+    proc = subprocess.run(
+        [sys.executable, "-c", "import jobframework.entrypoints.worker"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert proc.returncode != 0
+    assert "ConfigurationError: no job modules named: set JF_JOBS" in proc.stderr
