@@ -1,4 +1,5 @@
-"""Build the CDK app from context: which job modules to load, which stage, what to tune.
+"""This repository's CDK app, built from context on the library's :class:`JobFrameworkStack` like any
+team's: the example jobs of ``handlers/`` (shipped from the repository root), no extra dependencies.
 
 Context (``-c key=value`` or ``cdk.json``):
     stage: ``dev`` (default) or ``prod`` (or any other name, treated like ``dev``).
@@ -17,19 +18,21 @@ Context (``-c key=value`` or ``cdk.json``):
 
 from __future__ import annotations
 
-import importlib
+from pathlib import Path
 from typing import Any
 
 from aws_cdk import App, Validations
 from cdk_nag import AwsSolutionsChecks
 
+from jobframework.cdk.construct import JobFrameworkStack
 from jobframework.cdk.defaults import POWERTOOLS_LAYER_VERSION
-from jobframework.cdk.stack import JobFrameworkStack
 from jobframework.jobs import JobRegistry
-from jobframework.jobs import registry as default_registry
-from jobframework.topology import Topology, TopologySettings
+from jobframework.modules import parse_job_modules
+from jobframework.topology import TopologySettings
 
 DEFAULT_JOBS = "handlers.jobs"
+ROOT = Path(__file__).resolve().parents[1]
+"""The code root: ``handlers/`` is shipped from here (jobframework from the installed distribution)."""
 DEFAULT_RETRY_BUDGET = 0.2
 INT_SETTINGS = (
     "shared_max_concurrency",
@@ -42,14 +45,6 @@ INT_SETTINGS = (
 
 def _context(app: App, name: str) -> Any:
     return app.node.try_get_context(name)
-
-
-def load_job_modules(spec: str) -> list[str]:
-    """Import the comma-separated job modules (registering their jobs); returns their names."""
-    modules = [m.strip() for m in spec.split(",") if m.strip()]
-    for module in modules:
-        importlib.import_module(module)
-    return modules
 
 
 def settings_from_context(app: App) -> TopologySettings:
@@ -102,20 +97,22 @@ def build_app(
             queue's maxReceiveCount; the message names the job).
     """
     app = app or App()
-    modules = load_job_modules(str(_context(app, "jobs") or DEFAULT_JOBS))
+    modules = parse_job_modules(str(_context(app, "jobs") or DEFAULT_JOBS))
     settings = settings or settings_from_context(app)
-    topology = Topology.from_registry(registry if registry is not None else default_registry, settings)
     stack = JobFrameworkStack(
         app,
-        f"JobFramework-{topology.app}-{topology.stage}",
-        topology=topology,
+        f"JobFramework-{settings.app}-{settings.stage}",
         job_modules=modules,
+        settings=settings,
+        registry=registry,
+        code_root=ROOT,
+        requirements=(),
         powertools_layer_version=int(_context(app, "powertools_layer_version") or POWERTOOLS_LAYER_VERSION),
         signing_keys=str(_context(app, "signing_keys") or "") or None,
         retry_budget=retry_budget_from_context(app),
         api=flag_from_context(app, "api", default=True),
         container_lanes=lanes_from_context(app, "container_workers"),
-        description=f"jobframework {topology.app} ({topology.stage}): priority queues, consumers, schedules",
+        description=f"jobframework {settings.app} ({settings.stage}): priority queues, consumers, schedules",
     )
     if nag:
         Validations.of(app).add_plugins(AwsSolutionsChecks(app))

@@ -16,7 +16,7 @@ from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
-from jobframework.cdk.workers import RUNTIME, code_asset
+from jobframework.cdk.workers import RUNTIME
 
 HANDLER = "jobframework.entrypoints.api.lambda_handler"
 ACCESS_LOG_FORMAT = json.dumps(
@@ -40,8 +40,8 @@ class JobApi(Construct):
     Props:
         api_name, function_name: physical names.
         environment: the ``JF_*`` and Powertools variables (the same as the consumers').
-        code: default :func:`~jobframework.cdk.workers.code_asset`; layers: the Powertools layer (as
-            the workers').
+        code: the Lambda code (the consumers'); layers: the Powertools layer (as the workers');
+            architecture: the layer's, default x86_64.
         authorizer: default IAM (SigV4-signed callers with ``execute-api:Invoke``); pass another
             ``IHttpRouteAuthorizer`` (JWT, Lambda) to change it. There is no unauthenticated option.
         throttle_rate_limit, throttle_burst_limit: requests/s and burst of the ``$default`` stage;
@@ -65,8 +65,9 @@ class JobApi(Construct):
         api_name: str,
         function_name: str,
         environment: Mapping[str, str],
-        code: lambda_.Code | None = None,
+        code: lambda_.Code,
         layers: Sequence[lambda_.ILayerVersion] = (),
+        architecture: lambda_.Architecture | None = None,
         authorizer: apigw.IHttpRouteAuthorizer | None = None,
         throttle_rate_limit: int = 50,
         throttle_burst_limit: int = 100,
@@ -96,8 +97,9 @@ class JobApi(Construct):
             function_name=function_name,
             description="jobframework example API: POST /jobs/{type} (202), GET /jobs/{id}",
             runtime=RUNTIME,
+            architecture=architecture,
             handler=HANDLER,
-            code=code or code_asset(),
+            code=code,
             layers=list(layers),
             timeout=Duration.seconds(timeout),
             memory_size=memory_mb,

@@ -23,7 +23,7 @@ from constructs import Construct
 from jobframework.cdk.defaults import ALARM_PERIOD, alarm_on_any, lane_id
 from jobframework.cdk.priority_queue import PriorityQueue
 from jobframework.cdk.tables import JobTables
-from jobframework.cdk.workers import CODE_PACKAGES, REPO_ROOT, TABLE_ACTIONS
+from jobframework.cdk.workers import TABLE_ACTIONS
 from jobframework.errors import ConfigurationError
 from jobframework.jobs import Priority
 from jobframework.topology import QueueSpec
@@ -37,9 +37,19 @@ DRAIN_MARGIN = 10
 CONTAINER_INSIGHTS_NAMESPACE = "ECS/ContainerInsights"
 
 
-def worker_image(root: Path = REPO_ROOT, packages: Sequence[str] = CODE_PACKAGES) -> ecs.ContainerImage:
+def worker_image(root: Path, packages: Sequence[str]) -> ecs.ContainerImage:
     """The worker image built from :data:`DOCKERFILE` with only ``pyproject.toml``, ``README.md`` and
-    ``packages`` in the build context. Synth only hashes these files; ``cdk deploy`` builds and pushes."""
+    ``packages`` of ``root`` in the build context (this repository's layout: ``pip install`` of the
+    project installs jobframework). Synth only hashes these files; ``cdk deploy`` builds and pushes.
+
+    Raises:
+        ConfigurationError: ``root`` has no :data:`DOCKERFILE`.
+    """
+    if not (root / DOCKERFILE).is_file():
+        raise ConfigurationError(
+            f"no {DOCKERFILE} under {root}: pass an image of your own (ecs.ContainerImage) that runs "
+            "`jf worker` with your packages installed"
+        )
     exclude = ["*", "!pyproject.toml", "!README.md", f"!{DOCKERFILE}", "**/__pycache__", "**/*.pyc"]
     for package in packages:
         exclude[1:1] = [f"!{package}", f"!{package}/**"]
@@ -58,7 +68,7 @@ class ContainerWorkers(Construct):
             egress to SQS, ECR and CloudWatch Logs, and a security group with no ingress at all) and free
             gateway endpoints for S3 and DynamoDB (table and image-layer traffic stays in the VPC).
         cluster: default a new cluster with Container Insights (it publishes ``RunningTaskCount``).
-        image: default :func:`worker_image`.
+        image: the ``jf worker`` image (e.g. :func:`worker_image`); required.
         stage: passed to ``jf worker --stage``.
         cpu, memory_mb: of each task; default 1024 (1 vCPU) and 2048.
         min_tasks: by lane; default 1 for critical lanes (never cold), 0 for the others.
@@ -122,7 +132,9 @@ class ContainerWorkers(Construct):
         self.cluster: ecs.ICluster = cluster or ecs.Cluster(
             self, "Cluster", vpc=vpc, container_insights_v2=ecs.ContainerInsights.ENABLED
         )
-        self.image = image or worker_image()
+        if image is None:
+            raise ConfigurationError("container workers need image= (e.g. worker_image(root, packages))")
+        self.image = image
         self.services: dict[str, ecs.FargateService] = {}
         self.task_definitions: dict[str, ecs.FargateTaskDefinition] = {}
         self.task_roles: dict[str, iam.IRole] = {}

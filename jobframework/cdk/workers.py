@@ -5,7 +5,6 @@ CodeDeploy shifts to a new version gradually, rolling back on alarms."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 
 from aws_cdk import Acknowledgment, Duration, RemovalPolicy, Stack, Validations
 from aws_cdk import aws_cloudwatch as cloudwatch
@@ -32,8 +31,6 @@ from jobframework.topology import ConsumerSpec, QueueSpec
 HANDLER = "jobframework.entrypoints.worker.lambda_handler"
 RUNTIME = lambda_.Runtime.PYTHON_3_14
 """The newest Python runtime that CDK offers and the Powertools v3 layer is published for."""
-CODE_PACKAGES: tuple[str, ...] = ("jobframework", "handlers")
-REPO_ROOT = Path(__file__).resolve().parents[2]
 MAX_BATCH_WITHOUT_WINDOW = 10
 TABLE_ACTIONS: tuple[str, ...] = (
     "dynamodb:GetItem",
@@ -52,8 +49,11 @@ CODEDEPLOY_MANAGED_POLICY = (
 )
 
 
-def powertools_layer_arn(runtime: lambda_.Runtime, version: int, region: str) -> str:
-    """The official Powertools for AWS Lambda (Python) v3 layer (x86_64) for ``runtime``.
+def powertools_layer_arn(
+    runtime: lambda_.Runtime, version: int, region: str, architecture: str = "x86_64"
+) -> str:
+    """The official Powertools for AWS Lambda (Python) v3 layer for ``runtime`` and ``architecture``
+    (``x86_64`` or ``arm64``).
 
     Example:
         >>> powertools_layer_arn(lambda_.Runtime.PYTHON_3_13, 27, "eu-west-1")
@@ -62,19 +62,8 @@ def powertools_layer_arn(runtime: lambda_.Runtime, version: int, region: str) ->
     python = runtime.name.replace(".", "")
     return (
         f"arn:aws:lambda:{region}:{POWERTOOLS_LAYER_ACCOUNT}:layer:"
-        f"AWSLambdaPowertoolsPythonV3-{python}-x86_64:{version}"
+        f"AWSLambdaPowertoolsPythonV3-{python}-{architecture}:{version}"
     )
-
-
-def code_asset(root: Path = REPO_ROOT, packages: Sequence[str] = CODE_PACKAGES) -> lambda_.Code:
-    """The Lambda code: ``packages`` from ``root`` as a plain asset (no Docker bundling).
-
-    Powertools and pydantic come from the Powertools layer, boto3 from the runtime.
-    """
-    exclude = ["*", ".*", "**/__pycache__", "**/*.pyc"]
-    for package in packages:
-        exclude[1:1] = [f"!{package}", f"!{package}/**"]
-    return lambda_.Code.from_asset(str(root), exclude=exclude)
 
 
 class Workers(Construct):
@@ -91,7 +80,9 @@ class Workers(Construct):
         skip_lanes: lanes another worker (e.g. :class:`~jobframework.cdk.container_workers.ContainerWorkers`)
             consumes; they get no event source mapping, and a consumer left without lanes no function.
         deployment_config: default canary 10 % for 5 minutes.
-        code: default :func:`code_asset`; layers: default the official Powertools v3 layer.
+        code: the Lambda code (jobframework, the job modules, their dependencies: see
+            :mod:`jobframework.cdk.bundling`); layers: default the official Powertools v3 layer.
+        architecture: default x86_64 (the layer follows it).
         powertools_layer_version: default :data:`~jobframework.cdk.defaults.POWERTOOLS_LAYER_VERSION`.
         log_retention: default two weeks; removal_policy (of the log groups): default ``DESTROY``.
 
@@ -122,19 +113,22 @@ class Workers(Construct):
         queues: Mapping[str, PriorityQueue],
         tables: JobTables,
         environment: Mapping[str, str],
+        code: lambda_.Code,
         skip_lanes: Sequence[str] = (),
         deployment_config: codedeploy.ILambdaDeploymentConfig = DEFAULT_DEPLOYMENT_CONFIG,
-        code: lambda_.Code | None = None,
+        architecture: lambda_.Architecture | None = None,
         layers: Sequence[lambda_.ILayerVersion] | None = None,
         powertools_layer_version: int = POWERTOOLS_LAYER_VERSION,
         log_retention: logs.RetentionDays = logs.RetentionDays.TWO_WEEKS,
         removal_policy: RemovalPolicy = RemovalPolicy.DESTROY,
     ) -> None:
         super().__init__(scope, construct_id)
-        code = code or code_asset()
         self.code = code
+        self.architecture = architecture or lambda_.Architecture.X86_64
         if layers is None:
-            arn = powertools_layer_arn(RUNTIME, powertools_layer_version, Stack.of(self).region)
+            arn = powertools_layer_arn(
+                RUNTIME, powertools_layer_version, Stack.of(self).region, self.architecture.name
+            )
             layers = [lambda_.LayerVersion.from_layer_version_arn(self, "PowertoolsLayer", arn)]
         self.layers: list[lambda_.ILayerVersion] = list(layers)
         self.functions: dict[str, lambda_.Function] = {}
@@ -173,6 +167,7 @@ class Workers(Construct):
                 function_name=consumer.function_name,
                 description=f"jobframework consumer of the {'/'.join(lanes)} queue(s)",
                 runtime=RUNTIME,
+                architecture=architecture,
                 handler=HANDLER,
                 code=code,
                 layers=list(layers),

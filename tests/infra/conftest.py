@@ -21,7 +21,7 @@ from aws_cdk import aws_iam as iam  # noqa: E402
 from aws_cdk.assertions import Template  # noqa: E402
 from pydantic import BaseModel  # noqa: E402
 
-from jobframework.cdk.stack import JobFrameworkStack  # noqa: E402
+from jobframework.cdk.construct import JobFrameworkStack  # noqa: E402
 from jobframework.jobs import BatchOptions, JobRegistry, Priority, job  # noqa: E402
 from jobframework.topology import Topology, TopologySettings  # noqa: E402
 from stacks.application import build_app  # noqa: E402

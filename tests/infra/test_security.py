@@ -187,23 +187,24 @@ def test_every_cdk_nag_acknowledgment_is_narrow_and_has_a_reason(synth):
         "AwsSolutions::AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/"
         "AWSCodeDeployRoleForLambdaLimited]"
     )
+    jobs = f"{stack}/Default"  # the JobFramework construct of the stack
     assert set(acknowledged) == {
-        (f"{stack}/Workers/CriticalDeploymentGroup/ServiceRole", codedeploy_policy),
-        (f"{stack}/Workers/SharedDeploymentGroup/ServiceRole", codedeploy_policy),
-        (f"{stack}/ContainerWorkers/LowTask", "AwsSolutions::AwsSolutions-ECS2"),
-        (f"{stack}/ContainerWorkers/LowTask/ExecutionRole", xray),
-        (f"{stack}/ContainerWorkers/LowTask/TaskRole", payload_objects),
-        (f"{stack}/Workers/CriticalRole", xray),
-        (f"{stack}/Workers/SharedRole", xray),
-        (f"{stack}/Api/Role", xray),
-        (f"{stack}/Workers/CriticalRole", payload_objects),
-        (f"{stack}/Workers/SharedRole", payload_objects),
-        (f"{stack}/Api/Role", payload_objects),
+        (f"{jobs}/Workers/CriticalDeploymentGroup/ServiceRole", codedeploy_policy),
+        (f"{jobs}/Workers/SharedDeploymentGroup/ServiceRole", codedeploy_policy),
+        (f"{jobs}/ContainerWorkers/LowTask", "AwsSolutions::AwsSolutions-ECS2"),
+        (f"{jobs}/ContainerWorkers/LowTask/ExecutionRole", xray),
+        (f"{jobs}/ContainerWorkers/LowTask/TaskRole", payload_objects),
+        (f"{jobs}/Workers/CriticalRole", xray),
+        (f"{jobs}/Workers/SharedRole", xray),
+        (f"{jobs}/Api/Role", xray),
+        (f"{jobs}/Workers/CriticalRole", payload_objects),
+        (f"{jobs}/Workers/SharedRole", payload_objects),
+        (f"{jobs}/Api/Role", payload_objects),
         (f"{stack}/ExampleProducer", payload_objects),
-        (f"{stack}/Api/Role", delay_schedules),
+        (f"{jobs}/Api/Role", delay_schedules),
         (f"{stack}/ExampleProducer", delay_schedules),
-        (f"{stack}/Payloads/Bucket", "AwsSolutions::AwsSolutions-S1"),
-        (f"{stack}/Schedules/DeadLetterQueue", "AwsSolutions::AwsSolutions-SQS3"),
+        (f"{jobs}/Payloads/Bucket", "AwsSolutions::AwsSolutions-S1"),
+        (f"{jobs}/Schedules/DeadLetterQueue", "AwsSolutions::AwsSolutions-SQS3"),
     }
     assert all(len(reason) > 40 for reason in acknowledged.values())
 

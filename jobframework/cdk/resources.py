@@ -1,18 +1,21 @@
-"""The stack that provisions one app and stage of the framework from its :class:`Topology`."""
+"""The resources of one app and stage of the framework, built from its :class:`Topology` and its code."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Sequence
 
-from aws_cdk import CfnOutput, Environment, Stack
+from aws_cdk import CfnOutput, Stack
 from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_ecs as ecs
 from aws_cdk import aws_iam as iam
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_sqs as sqs
 from aws_cdk import aws_ssm as ssm
 from constructs import Construct
 
 from jobframework.cdk.api import JobApi
-from jobframework.cdk.container_workers import ContainerWorkers, worker_image
+from jobframework.cdk.container_workers import ContainerWorkers
 from jobframework.cdk.defaults import (
     DELAY_GROUP_SUFFIX,
     METRICS_NAMESPACE,
@@ -27,7 +30,7 @@ from jobframework.cdk.priority_queue import PriorityQueue
 from jobframework.cdk.schedules import Schedules
 from jobframework.cdk.signing import SigningKeys
 from jobframework.cdk.tables import JobTables
-from jobframework.cdk.workers import CODE_PACKAGES, Workers, code_asset
+from jobframework.cdk.workers import Workers
 from jobframework.errors import ConfigurationError
 from jobframework.jobs import LAMBDA_MAX_TIMEOUT
 from jobframework.topology import (
@@ -49,16 +52,19 @@ PRODUCER_LEADING_KEYS: tuple[str, ...] = ("dedup#*", "job#*", "saga#*")
 the saga record); nothing else of the state table (not the budget counters)."""
 
 
-class JobFrameworkStack(Stack):
+class JobResources(Construct):
     """Queues, DLQs, consumers, tables, schedules, the payload bucket, the delay group, the example API,
-    alarms and the dashboard of one topology.
+    alarms and the dashboard of one topology, running the given Lambda code.
+
+    :class:`~jobframework.cdk.construct.JobFramework` is this plus the topology derived from job modules
+    and the code bundled from the project; use this one to bring a topology and code of your own.
 
     Props:
         topology: what to build (from :meth:`Topology.from_registry`).
-        job_modules: the modules the consumers import (``JF_JOBS``), e.g. ``("handlers.jobs",)``.
+        job_modules: the modules the consumers import (``JF_JOBS``), e.g. ``("mysvc.jobs",)``.
+        code: the Lambda code (jobframework, the job modules and their dependencies).
+        architecture: of the functions (and the Powertools layer); default x86_64.
         stage_config: default from ``topology.stage`` (prod retains data, keeps logs longer).
-        code_packages: the top-level packages shipped as the Lambda asset (default
-            ``jobframework`` and ``handlers`` plus the job modules' packages).
         powertools_layer_version: the official Powertools v3 layer's version.
         signing_keys: ``ssm:<parameter>`` or ``secretsmanager:<secret>`` holding the HMAC keys; default
             ``None`` (signing off). Producers and consumers get read of that one item.
@@ -69,18 +75,21 @@ class JobFrameworkStack(Stack):
             instead of Lambda, e.g. ``("low",)`` for jobs longer than Lambda allows; default none. Such a
             lane gets no event source mapping (a job must never run on both), and a Lambda consumer left
             without lanes is not created.
+        container_image: the ``jf worker`` image of the container lanes (required with them).
         vpc: the container workers' VPC; default a new one (see :class:`ContainerWorkers`).
-        env, description: as for any ``Stack``.
+        outputs: add the CloudFormation outputs (queue URLs and ARNs, table names, the topic, the
+            topology parameter, exported as ``<app>-<stage>-topology-parameter``); default ``True``.
 
     Attributes:
-        topology, queues (by lane: ``high``, ``high-cpu``), tables, payloads, delays, signing_keys
-        (``None`` when off), workers, container_workers (``None`` without container lanes), api
-        (``None`` when off), schedules (``None`` without scheduled jobs), monitoring, runtime_config,
-        topology_parameter.
+        topology, queues (:class:`PriorityQueue` by lane: ``high``, ``high-cpu``), dead_letter_queues
+        (by lane), functions (by consumer), tables, state_table, idempotency_table, alarm_topic,
+        payloads, delays, signing_keys (``None`` when off), workers, container_workers (``None``
+        without container lanes), api (``None`` when off), schedules (``None`` without scheduled
+        jobs), monitoring, runtime_config, topology_parameter, code.
 
     Raises:
-        ConfigurationError: a container lane that the topology does not have (and the checks of
-            :class:`PriorityQueue` and :class:`Workers`).
+        ConfigurationError: a container lane that the topology does not have, a job longer than Lambda
+            allows on a Lambda lane (and the checks of :class:`PriorityQueue` and :class:`Workers`).
     """
 
     def __init__(
@@ -89,19 +98,21 @@ class JobFrameworkStack(Stack):
         construct_id: str,
         *,
         topology: Topology,
-        job_modules: Sequence[str] = ("handlers.jobs",),
+        job_modules: Sequence[str],
+        code: lambda_.Code,
+        architecture: lambda_.Architecture | None = None,
         stage_config: StageConfig | None = None,
-        code_packages: Sequence[str] | None = None,
         powertools_layer_version: int = POWERTOOLS_LAYER_VERSION,
         signing_keys: str | None = None,
         retry_budget: float | None = 0.2,
         api: bool = True,
         container_lanes: Sequence[str] = (),
+        container_image: ecs.ContainerImage | None = None,
         vpc: ec2.IVpc | None = None,
-        env: Environment | None = None,
-        description: str | None = None,
+        outputs: bool = True,
     ) -> None:
-        super().__init__(scope, construct_id, env=env, description=description)
+        super().__init__(scope, construct_id)
+        self.code = code
         self.topology = topology
         stage = stage_config or StageConfig.for_stage(topology.stage)
         prefix = f"{topology.app}-{topology.stage}"
@@ -187,7 +198,6 @@ class JobFrameworkStack(Stack):
             "POWERTOOLS_SERVICE_NAME": topology.app,
             "POWERTOOLS_METRICS_NAMESPACE": METRICS_NAMESPACE,
         }
-        packages = code_packages or _packages(job_modules)
         self.workers = Workers(
             self,
             "Workers",
@@ -197,13 +207,19 @@ class JobFrameworkStack(Stack):
             tables=self.tables,
             environment=environment,
             skip_lanes=container_lanes,
-            code=code_asset(packages=packages),
+            code=code,
+            architecture=architecture,
             powertools_layer_version=powertools_layer_version,
             log_retention=stage.log_retention,
             removal_policy=stage.removal_policy,
         )
         self.container_workers: ContainerWorkers | None = None
         if container_lanes:
+            if container_image is None:
+                raise ConfigurationError(
+                    f"container lanes {', '.join(container_lanes)} need container_image= (the `jf worker` "
+                    "image, see jobframework.cdk.container_workers.worker_image)"
+                )
             self.container_workers = ContainerWorkers(
                 self,
                 "ContainerWorkers",
@@ -211,7 +227,7 @@ class JobFrameworkStack(Stack):
                 queues=self.queues,
                 tables=self.tables,
                 environment=environment,
-                image=worker_image(packages=packages),
+                image=container_image,
                 vpc=vpc,
                 stage=topology.stage,
                 log_retention=stage.log_retention,
@@ -274,15 +290,25 @@ class JobFrameworkStack(Stack):
                 environment=environment,
                 code=self.workers.code,
                 layers=self.workers.layers,
+                architecture=architecture,
                 log_retention=stage.log_retention,
                 removal_policy=stage.removal_policy,
             )
             self.grant_enqueue(self.api.function)
-        self._outputs(prefix)
+        self.dead_letter_queues: dict[str, sqs.Queue] = {
+            lane: q.dead_letter_queue for lane, q in self.queues.items()
+        }
+        self.functions: dict[str, lambda_.Function] = dict(self.workers.functions)
+        self.state_table = self.tables.state_table
+        self.idempotency_table = self.tables.idempotency_table
+        self.alarm_topic = self.monitoring.topic
+        if outputs:
+            self._outputs(prefix)
 
     def _parameter_value(self) -> str:
         """``RuntimeConfig`` JSON (what ``RuntimeConfig.from_parameter`` reads) plus the queue ARNs."""
-        value = json.loads(self.runtime_config.model_copy(update={"region": self.region}).model_dump_json())
+        region = Stack.of(self).region
+        value = json.loads(self.runtime_config.model_copy(update={"region": region}).model_dump_json())
         value["queue_arns"] = {
             lane: {"arn": q.queue.queue_arn, "dlq_arn": q.dead_letter_queue.queue_arn}
             for lane, q in self.queues.items()
@@ -331,8 +357,3 @@ class JobFrameworkStack(Stack):
         self.delays.grant_schedule(grantee)
         if self.signing_keys is not None:
             self.signing_keys.grant_read(grantee)
-
-
-def _packages(job_modules: Sequence[str]) -> tuple[str, ...]:
-    extra = [m.split(".", 1)[0] for m in job_modules]
-    return tuple(dict.fromkeys([*CODE_PACKAGES, *extra]))

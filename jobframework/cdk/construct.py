@@ -1,0 +1,257 @@
+"""``JobFramework``: the whole framework for one app and stage, as a construct for any stack.
+
+Example (a team's ``app.py``)::
+
+    from aws_cdk import App, Stack
+    from jobframework.cdk import JobFramework
+
+    app = App()
+    stack = Stack(app, "Billing")
+    jobs = JobFramework(stack, "Jobs", job_modules=["billing.jobs"], stage="prod")
+    jobs.grant_enqueue(my_service_role)
+    app.synth()
+
+The consumers' code is the team's project, bundled locally (:mod:`jobframework.cdk.bundling`): the
+job modules' packages from ``code_root``, the project's declared runtime dependencies for the function's
+platform, and jobframework itself.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from aws_cdk import Environment, Stack
+from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_ecs as ecs
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_lambda as lambda_
+from constructs import Construct
+
+from jobframework.cdk.bundling import BundleSpec, python_code
+from jobframework.cdk.container_workers import DOCKERFILE, worker_image
+from jobframework.cdk.defaults import POWERTOOLS_LAYER_VERSION, StageConfig
+from jobframework.cdk.dependencies import find_dependency_file, read_dependency_file, runtime_requirements
+from jobframework.cdk.resources import JobResources
+from jobframework.cdk.workers import RUNTIME
+from jobframework.errors import ConfigurationError
+from jobframework.jobs import JobRegistry
+from jobframework.jobs import registry as default_registry
+from jobframework.modules import import_job_modules
+from jobframework.topology import Topology, TopologySettings
+
+DEFAULT_STAGE = "dev"
+DEFAULT_APP = "jf"
+
+
+class JobFramework(JobResources):
+    """Queues, DLQs, consumers, tables, schedules, the payload bucket, the delay group, the example API,
+    alarms and the dashboard of the jobs declared in ``job_modules``, for one app and stage.
+
+    Props (all keyword-only; only ``job_modules`` is required):
+        job_modules: the modules that declare the ``@job`` functions, e.g. ``["billing.jobs"]``. They
+            are imported at synth (to derive the topology) and by the consumers (``JF_JOBS``).
+        stage: default ``"dev"``; ``"prod"`` retains data and keeps logs a year (:class:`StageConfig`).
+        app_name: the prefix of every resource name, default ``"jf"`` (``jf-dev-high``).
+        settings: queue and consumer tuning (:class:`TopologySettings`); default from ``app_name`` and
+            ``stage``. Giving both ``settings`` and a different ``stage``/``app_name`` is a conflict.
+        registry: where the jobs are registered; default jobframework's default registry.
+        topology: a topology derived already; default :meth:`Topology.from_registry`.
+        code_root: the directory holding the project's top-level packages; default the current
+            directory (where ``cdk`` runs ``app.py``). Use ``src`` for a src layout.
+        packages: the top-level packages (or modules) of ``code_root`` to ship; default the job
+            modules' top-level packages.
+        dependency_file: ``requirements.txt`` or ``pyproject.toml`` (its ``[project] dependencies``);
+            default the first of these in ``code_root``, none when neither exists.
+        requirements: the runtime requirements given directly (``()`` for none); default read from
+            the dependency file. jobframework and what the runtime and the Powertools layer provide
+            (boto3, Powertools, pydantic) are never installed.
+        architecture: default ``x86_64`` (``ARM_64`` installs aarch64 wheels and uses the arm64 layer).
+        code: bring your own Lambda code (then nothing is bundled); default the bundle.
+        stage_config: default ``StageConfig.for_stage(stage)``.
+        powertools_layer_version, signing_keys, retry_budget (default 0.2, ``None`` off), api (default
+        ``True``), container_lanes, container_image (required with container lanes outside this
+        repository's layout), vpc, outputs (CloudFormation outputs, default ``True``): see
+        :class:`~jobframework.cdk.resources.JobResources`.
+
+    Attributes:
+        topology, queues (by lane), dead_letter_queues (by lane), functions (consumers by name),
+        tables, state_table, idempotency_table, alarm_topic, payloads, delays, signing_keys,
+        workers, container_workers, api, schedules, monitoring, runtime_config,
+        topology_parameter, code, job_modules; :meth:`grant_enqueue`.
+
+    Raises:
+        ConfigurationError: at synth, with a message naming the conflict: no job modules; a job module
+            whose package is not shipped, or that cannot be imported from the asset; a package missing
+            from ``code_root``; ``settings`` against ``stage``/``app_name``; ``dependency_file`` or
+            ``requirements`` with ``code``; a deploy-only package (aws-cdk-lib) among the runtime
+            dependencies; and the checks of the queues, workers and container lanes.
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        job_modules: Sequence[str],
+        stage: str | None = None,
+        app_name: str | None = None,
+        settings: TopologySettings | None = None,
+        registry: JobRegistry | None = None,
+        topology: Topology | None = None,
+        code_root: str | Path | None = None,
+        packages: Sequence[str] | None = None,
+        dependency_file: str | Path | None = None,
+        requirements: Sequence[str] | None = None,
+        architecture: lambda_.Architecture | None = None,
+        code: lambda_.Code | None = None,
+        stage_config: StageConfig | None = None,
+        powertools_layer_version: int = POWERTOOLS_LAYER_VERSION,
+        signing_keys: str | None = None,
+        retry_budget: float | None = 0.2,
+        api: bool = True,
+        container_lanes: Sequence[str] = (),
+        container_image: ecs.ContainerImage | None = None,
+        vpc: ec2.IVpc | None = None,
+        outputs: bool = True,
+    ) -> None:
+        modules = [m.strip() for m in job_modules if m.strip()]
+        if not modules:
+            raise ConfigurationError(
+                "JobFramework needs job_modules: the module(s) that declare your @job functions, "
+                'e.g. job_modules=["mysvc.jobs"]'
+            )
+        root = Path(code_root if code_root is not None else os.getcwd()).resolve()
+        topology = topology or _topology(
+            modules, root, stage=stage, app_name=app_name, settings=settings, registry=registry
+        )
+        for name, given in (("stage", stage), ("app_name", app_name)):
+            actual = topology.stage if name == "stage" else topology.app
+            if given is not None and given != actual:
+                raise ConfigurationError(
+                    f"JobFramework: {name}={given!r} conflicts with the topology's (or settings') "
+                    f"{actual!r}: give one of them"
+                )
+        arch = architecture or lambda_.Architecture.X86_64
+        shipped = tuple(dict.fromkeys(packages or [m.split(".", 1)[0] for m in modules]))
+        if code is None:
+            for module in modules:
+                if module.split(".", 1)[0] not in shipped:
+                    raise ConfigurationError(
+                        f"job module {module} is not in the Lambda asset: its package "
+                        f"{module.split('.', 1)[0]} is not among packages={list(shipped)}"
+                    )
+            code = python_code(
+                BundleSpec(
+                    code_root=root,
+                    packages=shipped,
+                    requirements=tuple(_requirements(root, dependency_file, requirements)),
+                    python_version=RUNTIME.name.removeprefix("python"),
+                    architecture="arm64" if arch.name == "arm64" else "x86_64",
+                    job_modules=tuple(modules),
+                )
+            )
+        elif dependency_file is not None or requirements is not None or packages is not None:
+            raise ConfigurationError(
+                "JobFramework: code= is your own Lambda code, so packages=, dependency_file= and "
+                "requirements= (which build the bundle) cannot be given with it"
+            )
+        if container_lanes and container_image is None:
+            if not (root / DOCKERFILE).is_file():
+                raise ConfigurationError(
+                    f"container_lanes={list(container_lanes)} need a worker image: pass container_image= "
+                    f"(an image whose entry point runs `jf worker` with your packages installed); the "
+                    f"built-in one needs this repository's layout ({DOCKERFILE} under {root})"
+                )
+            container_image = worker_image(root, ("jobframework", *shipped))
+        self.job_modules: tuple[str, ...] = tuple(modules)
+        super().__init__(
+            scope,
+            construct_id,
+            topology=topology,
+            job_modules=modules,
+            code=code,
+            architecture=arch,
+            stage_config=stage_config,
+            powertools_layer_version=powertools_layer_version,
+            signing_keys=signing_keys,
+            retry_budget=retry_budget,
+            api=api,
+            container_lanes=container_lanes,
+            container_image=container_image,
+            vpc=vpc,
+            outputs=outputs,
+        )
+
+
+class JobFrameworkStack(Stack):
+    """A stack holding one :class:`JobFramework` and nothing else: the common case.
+
+    Takes the props of :class:`JobFramework` plus ``env`` and ``description``. The construct's id is
+    ``Default``, so the stack's logical ids are those of resources declared on the stack itself.
+
+    Attributes:
+        jobs (the :class:`JobFramework`), topology; :meth:`grant_enqueue`.
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        job_modules: Sequence[str],
+        env: Environment | None = None,
+        description: str | None = None,
+        **props: Any,
+    ) -> None:
+        super().__init__(scope, construct_id, env=env, description=description)
+        self.jobs = JobFramework(self, "Default", job_modules=job_modules, **props)
+        self.topology = self.jobs.topology
+
+    def grant_enqueue(self, grantee: iam.IGrantable) -> None:
+        """See :meth:`JobFramework.grant_enqueue`."""
+        self.jobs.grant_enqueue(grantee)
+
+
+def _topology(
+    modules: Sequence[str],
+    root: Path,
+    *,
+    stage: str | None,
+    app_name: str | None,
+    settings: TopologySettings | None,
+    registry: JobRegistry | None,
+) -> Topology:
+    """Import the job modules (``code_root`` importable) and derive the topology of their registry."""
+    import sys
+
+    if str(root) not in sys.path:
+        sys.path.insert(0, str(root))
+    import_job_modules(modules)
+    reg = registry if registry is not None else default_registry
+    if not list(reg):
+        raise ConfigurationError(
+            f"job modules {', '.join(modules)} registered no jobs: decorate your job functions with @job"
+        )
+    if settings is None:
+        settings = TopologySettings(stage=stage or DEFAULT_STAGE, app=app_name or DEFAULT_APP)
+    return Topology.from_registry(reg, settings)
+
+
+def _requirements(
+    root: Path, dependency_file: str | Path | None, requirements: Sequence[str] | None
+) -> list[str]:
+    if requirements is not None and dependency_file is not None:
+        raise ConfigurationError(
+            "JobFramework: give dependency_file= or requirements=, not both (requirements= replaces the file)"
+        )
+    if requirements is not None:
+        return runtime_requirements(requirements, source="requirements=")
+    path = Path(dependency_file) if dependency_file is not None else find_dependency_file(root)
+    if path is None:
+        return []
+    if not path.is_absolute():
+        path = root / path
+    return runtime_requirements(read_dependency_file(path), source=str(path))
