@@ -53,10 +53,10 @@ def test_a_job_without_context_is_called_with_the_payload_only(reg):
         ({"retry": 3}, "RetryPolicy"),
         ({"permanent": ValueError, "transient": ValueError}, "choose one"),
         ({"permanent": "ValueError"}, "exception classes"),
-        ({"timeout": 43_201}, "12 hours"),
-        ({"timeout": 0}, "within"),
+        ({"timeout": 43_201}, "at most 43,200 seconds"),
+        ({"timeout": 0}, "at most 43,200 seconds"),
         ({"key": "order_id"}, "function of the payload"),
-        ({"schedule": "every day"}, "EventBridge expression"),
+        ({"schedule": "every day"}, "EventBridge Scheduler expression"),
     ],
 )
 def test_bad_options_fail_when_the_decorator_is_applied(reg, options, message):
@@ -102,11 +102,32 @@ def test_a_duplicate_name_is_an_error(reg):
 
 
 def test_a_schedule_payload_must_match_the_model(reg):
-    with pytest.raises(ConfigurationError, match="schedule's payload"):
+    with pytest.raises(ConfigurationError, match="schedule's payload") as info:
 
         @job("orders.nightly", registry=reg, schedule=Schedule("rate(1 day)", payload={"amount": 1}))
         def nightly(order: Order) -> None:
             pass
+
+    assert str(info.value) == (
+        "job orders.nightly: the schedule's payload does not match Order: order_id: Field required; "
+        "give it in Schedule('rate(1 day)', payload={...})"
+    )
+    assert info.value.__cause__ is None  # one readable line, not a pydantic dump
+
+
+def test_the_timeout_limit_is_one_number_in_the_code_the_error_and_the_readme(reg):
+    from pathlib import Path
+
+    from jobframework.jobs import MAX_JOB_TIMEOUT
+
+    job("orders.long", registry=reg, timeout=901)  # over Lambda's 900 s: a jf worker lane runs it
+    job("orders.longest", registry=reg, timeout=MAX_JOB_TIMEOUT)
+    stated = f"{MAX_JOB_TIMEOUT:,.0f}"
+    for bad in (0, MAX_JOB_TIMEOUT + 1):
+        with pytest.raises(ConfigurationError, match=f"at most {stated} seconds"):
+            job("orders.bad", registry=reg, timeout=bad)
+    readme = (Path(__file__).parents[2] / "README.md").read_text()
+    assert f"`timeout` (seconds, at most {stated}" in readme
 
 
 def test_envelope_round_trips_and_keeps_unknown_fields():
