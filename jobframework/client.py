@@ -27,9 +27,9 @@ from jobframework.errors import (
     EnqueueError,
     PayloadTooLargeError,
     PayloadValidationError,
-    UnknownJobError,
 )
-from jobframework.jobs import Job, JobRegistry, Priority, lane_name, parse_priority
+from jobframework.idempotency import DEFAULT_EXPIRY_SECONDS
+from jobframework.jobs import Job, JobRegistry, Priority, lane_name, parse_priority, validation_problems
 from jobframework.jobs import registry as default_registry
 from jobframework.retry import compute_backoff
 from jobframework.signing import ATTR_KID, ATTR_SIG
@@ -42,6 +42,7 @@ if TYPE_CHECKING:
     from mypy_boto3_sqs import SQSClient
     from mypy_boto3_sqs.type_defs import SendMessageBatchRequestEntryTypeDef
 
+    from jobframework.catalog import JobCatalog, RoutedJob
     from jobframework.saga import SagaRecord
     from jobframework.signing import KeySource
 
@@ -52,6 +53,10 @@ MAX_DELAY_SECONDS = 900
 MAX_SCHEDULED_DELAY_SECONDS = 365 * 24 * 3600
 """The longest delay a job can be given (one year)."""
 BATCH_ENTRIES = 10
+DEFAULT_DEDUP_WINDOW = float(DEFAULT_EXPIRY_SECONDS)
+"""Seconds an enqueue given an explicit ``key=`` dedups for by default: as long as the consumer's
+idempotency record of a completed job lasts (24 hours)."""
+MAX_DEDUP_WINDOW = 7 * 24 * 3600
 
 
 def delay_seconds(delay: float | timedelta | None) -> int:
@@ -76,10 +81,14 @@ def delay_seconds(delay: float | timedelta | None) -> int:
 
 
 def _window(value: float | timedelta) -> float:
-    seconds = value.total_seconds() if isinstance(value, timedelta) else float(value)
-    if not 0 < seconds <= 7 * 24 * 3600:
-        raise ConfigurationError(f"dedup_window must be within (0, 7 days] seconds, got {seconds:g}")
-    return seconds
+    seconds = value.total_seconds() if isinstance(value, timedelta) else value
+    if isinstance(seconds, bool) or not isinstance(seconds, int | float) or math.isnan(seconds):
+        raise ConfigurationError(f"dedup_window must be seconds (a number) or a timedelta, got {value!r}")
+    if not 0 <= seconds <= MAX_DEDUP_WINDOW:
+        raise ConfigurationError(
+            f"dedup_window must be 0 (off) to 7 days ({MAX_DEDUP_WINDOW:,} s), got {seconds:g}"
+        )
+    return float(seconds)
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,6 +151,25 @@ class _Prepared:
         return EnqueueResult(env.id, env.key, env.type, self.priority, message_id, error=error)
 
 
+def _payload(
+    job: Job[Any] | RoutedJob, payload: BaseModel | dict[str, Any]
+) -> tuple[dict[str, Any], str | None]:
+    """The payload as JSON data and the key the job's ``key=`` function gives (validated first).
+
+    Raises:
+        PayloadValidationError: it does not match the job's model (or its catalog schema).
+    """
+    if not isinstance(job, Job):
+        return job.validate(payload), None
+    try:
+        model = job.validate(payload)
+    except ValidationError as exc:
+        raise PayloadValidationError(
+            f"payload for {job.name} does not match {job.payload_model.__name__}: {validation_problems(exc)}"
+        ) from exc
+    return model.model_dump(mode="json"), job.key_for(model)
+
+
 class JobClient:
     """Sends jobs to their queues.
 
@@ -175,6 +203,8 @@ class JobClient:
         self._sqs = sqs_client
         self._clients: dict[str, Any] = dict(clients or {})
         self.batch_retries = batch_retries
+        self._catalog: JobCatalog | None = None
+        self._warned_no_dedup = False
         self._keys: KeySource | None = None
         if self.config.signing_keys:
             from jobframework.signing import KeySource
@@ -243,44 +273,42 @@ class JobClient:
             raise ConfigurationError("saga status needs the state table: set JF_STATE_TABLE")
         return load_saga(state, saga_id)
 
-    def job(self, job: Job[Any] | str) -> Job[Any]:
+    def job(self, job: Job[Any] | str) -> Job[Any] | RoutedJob:
+        """The job of a name: this process's registry, else the topology's job catalog (no import).
+
+        Raises:
+            UnknownJobError: in neither; the message says where the client looked and what to set.
+        """
         if isinstance(job, Job):
             return job
-        try:
-            return self.registry.get(job)
-        except UnknownJobError:
-            known = ", ".join(j.name for j in self.registry) or "none"
-            raise UnknownJobError(f"no job named {job!r} is registered (known: {known})") from None
+        found = self.registry.find(job)
+        if found is not None:
+            return found
+        if self._catalog is None:
+            from jobframework.catalog import JobCatalog
+
+            self._catalog = JobCatalog(self.config, lambda: self._client("ssm"))
+        return self._catalog.get(job, known=[j.name for j in self.registry])
 
     # -- preparing a message --------------------------------------------------------------------------
 
     def prepare(self, request: EnqueueRequest) -> _Prepared:
         """Validate, build the envelope and attributes, check the size; sends nothing."""
         job = self.job(request.job)
-        try:
-            payload = job.validate(request.payload)
-        except ValidationError as exc:
-            problems = "; ".join(
-                f"{'.'.join(map(str, e['loc'])) or 'payload'}: {e['msg']}" for e in exc.errors()[:10]
-            )
-            raise PayloadValidationError(
-                f"payload for {job.name} does not match {job.payload_model.__name__}: {problems}"
-            ) from exc
+        data, job_key = _payload(job, request.payload)
         priority = parse_priority(request.priority) if request.priority is not None else job.priority
-        key = request.key if request.key is not None else job.key_for(payload)
+        key = request.key if request.key is not None else job_key
         if key is not None and (not isinstance(key, str) or not key or len(key) > 1024):
             raise ConfigurationError(f"key must be a non-empty str of at most 1024 characters, got {key!r}")
-        window = _window(request.dedup_window) if request.dedup_window is not None else job.dedup_window
-        if window is not None and key is None:
-            raise ConfigurationError(
-                f"dedup of {job.name} needs a key: pass key= or give the job a key= function"
-            )
-        if window is not None and self.config.state_table is None:
-            raise ConfigurationError("enqueue dedup needs the state table: set JF_STATE_TABLE")
+        window = self._dedup_window(job, request, key)
         delay = delay_seconds(request.delay)
+        if not isinstance(job, Job) and job.route.fifo:
+            raise ConfigurationError(
+                f"{job.name} routes to a FIFO lane ({job.route.lane}), which this client does not send to"
+            )
         env = Envelope.new(
             job.name,
-            payload.model_dump(mode="json"),
+            data,
             key=key,
             saga=request.saga,
             job_id=request.job_id,
@@ -297,16 +325,49 @@ class JobClient:
             else:
                 attributes[ATTR_SIG] = wire.string_attribute(mac)
                 attributes[ATTR_KID] = wire.string_attribute(kid)
+        lane = lane_name(priority, job.profile) if isinstance(job, Job) else job.lane_for(priority)
         return _Prepared(
             envelope=env,
             priority=priority,
-            queue_url=self.config.endpoints(lane_name(priority, job.profile)).url,
+            queue_url=self.config.endpoints(lane).url,
             body=env.to_body(),
             attributes=attributes,
             delay=delay,
             xray=to_xray_header(trace) if trace.xray_header else None,
             dedup_window=window,
         )
+
+    def _dedup_window(
+        self, job: Job[Any] | RoutedJob, request: EnqueueRequest, key: str | None
+    ) -> float | None:
+        """Seconds this enqueue dedups by key, or ``None``: the request's ``dedup_window``, else the job's,
+        else :data:`DEFAULT_DEDUP_WINDOW` when the caller gave a key (not for saga steps, whose outbox
+        sends each step once under its own id); ``0`` is off."""
+        if request.dedup_window is not None:
+            window: float | None = _window(request.dedup_window)
+        elif job.dedup_window is not None:
+            window = job.dedup_window
+        elif request.key is not None and request.saga is None:
+            if self.config.state_table is None:
+                if not self._warned_no_dedup:
+                    self._warned_no_dedup = True
+                    log.warning(
+                        "no state table (JF_STATE_TABLE): enqueues with a key are not deduplicated; "
+                        "only the consumer's idempotency keeps a duplicate from running twice"
+                    )
+                return None
+            return DEFAULT_DEDUP_WINDOW
+        else:
+            return None
+        if not window:
+            return None
+        if key is None:
+            raise ConfigurationError(
+                f"dedup of {job.name} needs a key: pass key= or give the job a key= function"
+            )
+        if self.config.state_table is None:
+            raise ConfigurationError("enqueue dedup needs the state table: set JF_STATE_TABLE")
+        return window
 
     def _offload(self, env: Envelope, attributes: dict[str, Any]) -> Envelope:
         """Store the payload in S3 and point to it; refuse when it cannot be sent either way."""
@@ -342,17 +403,21 @@ class JobClient:
             job: the job or its registered name.
             payload: the job's model, or a dict validated against it.
             key: the idempotency/dedup key (the job's ``key=`` function, else the job id, when ``None``).
+                An explicit key dedups the enqueue for :data:`DEFAULT_DEDUP_WINDOW` (24 hours) unless
+                ``dedup_window`` says otherwise: a second enqueue with the key sends nothing and returns
+                the first job's id with ``duplicate=True``.
             delay: seconds (or ``timedelta``) before the job becomes visible: up to 900 via SQS
                 ``DelaySeconds``, up to a year via an EventBridge Scheduler one-time schedule.
             priority: send to another priority's queue than the job's own.
             dedup_window: seconds in which another enqueue with the same key sends nothing and
-                returns this job's id (``duplicate=True``); the job's own ``dedup_window`` when ``None``.
+                returns this job's id (``duplicate=True``), up to 7 days; ``0`` turns dedup off; the
+                job's own ``dedup_window`` when ``None``, else 24 hours for an explicit ``key``.
 
         Raises:
             PayloadValidationError: the payload does not match (nothing sent).
             PayloadTooLargeError: the message is over 1 MiB (nothing sent).
             ConfigurationError: a bad delay, key or priority.
-            UnknownJobError: no job of that name.
+            UnknownJobError: no job of that name in the registry or the topology's job catalog.
             EnqueueError: SQS failed to take it.
         """
         return self._send_one(

@@ -14,6 +14,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from jobframework.catalog import route_of
 from jobframework.config import (
     ENV_DLQ_URL,
     ENV_ENDPOINT_URL,
@@ -23,6 +24,7 @@ from jobframework.config import (
     ENV_REGION,
     ENV_STATE_TABLE,
     ENV_TOPOLOGY_PARAMETER,
+    JobRoute,
     QueueEndpoints,
     RuntimeConfig,
 )
@@ -192,6 +194,9 @@ class Topology(BaseModel):
     state_table: str
     idempotency_table: str
     topology_parameter: str
+    catalog: dict[str, JobRoute] = Field(default_factory=dict)
+    """Each job's route and payload schema by name: what a producer that does not import the job
+    needs (:mod:`jobframework.catalog`). It goes into the topology parameter with the queues."""
 
     @classmethod
     def from_registry(
@@ -317,6 +322,10 @@ class Topology(BaseModel):
             state_table=f"{prefix}-state",
             idempotency_table=f"{prefix}-idempotency",
             topology_parameter=f"/{s.app}/{s.stage}/topology",
+            catalog={
+                j.name: route_of(j, fifo=next(q.name for q in queues if q.lane == j.lane).endswith(".fifo"))
+                for j in jobs
+            },
         )
 
     def queue(self, lane: Priority | str) -> QueueSpec:
@@ -338,6 +347,7 @@ __all__ = [
     "ENV_STATE_TABLE",
     "ENV_TOPOLOGY_PARAMETER",
     "ConsumerSpec",
+    "JobRoute",
     "JobSpec",
     "QueueEndpoints",
     "QueueSpec",

@@ -179,6 +179,7 @@ class JobFrameworkStack(Stack):
             scheduler_role_arn=self.delays.role.role_arn,
             schedule_group=self.delays.group_name,
             retry_budget=retry_budget,
+            jobs=topology.catalog,  # in the topology parameter only (to_env leaves it out)
         )
         environment = {
             **self.runtime_config.to_env(),

@@ -197,6 +197,8 @@ def provision(topology: Topology, session: boto3.Session, endpoint_url: str | No
         payload_bucket=bucket,
         # The embedded Scheduler never assumes it; `jf dev` fires due delays itself.
         scheduler_role_arn=f"arn:aws:iam::123456789012:role/{topology.app}-{topology.stage}-scheduler",
+        jobs=topology.catalog,
+        topology_parameter=topology.topology_parameter,
     )
     ssm = session.client("ssm", endpoint_url=endpoint_url)
     ssm.put_parameter(
