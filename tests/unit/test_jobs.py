@@ -37,6 +37,16 @@ def test_job_takes_its_model_from_the_first_parameter(reg):
     assert run_inline(ship, {"order_id": "7"}, attempt=2) == "7@2"
 
 
+def test_run_inline_gives_the_context_the_id_key_and_attempt_asked_for(reg):
+    @job("orders.pack", registry=reg, key=lambda o: f"pack:{o.order_id}")
+    def pack(order: Order, ctx: JobContext) -> tuple[str, str, int, bool]:
+        return ctx.job_id, ctx.key, ctx.attempt, ctx.is_last_attempt
+
+    assert run_inline(pack, {"order_id": "7"}, job_id="job-7", attempt=3) == ("job-7", "pack:7", 3, True)
+    own_id, key, _, _ = run_inline(pack, {"order_id": "8"}, key="custom")
+    assert key == "custom" and len(own_id) == 36 and own_id[14] == "7"  # a UUIDv7 by default
+
+
 def test_a_job_without_context_is_called_with_the_payload_only(reg):
     @job("orders.count", registry=reg)
     def count(order: Order) -> int:
