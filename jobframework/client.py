@@ -29,13 +29,14 @@ from jobframework.errors import (
     PayloadValidationError,
 )
 from jobframework.idempotency import DEFAULT_EXPIRY_SECONDS
-from jobframework.jobs import Job, JobRegistry, Priority, lane_name, parse_priority, validation_problems
+from jobframework.jobs import Job, JobRegistry, Priority, lane_name, parse_priority
 from jobframework.jobs import registry as default_registry
 from jobframework.retry import compute_backoff
 from jobframework.signing import ATTR_KID, ATTR_SIG
 from jobframework.state import JobState, JobStatus, StateStore
 from jobframework.tracing import current as current_trace
 from jobframework.tracing import to_xray_header
+from jobframework.validation import validation_problems
 
 if TYPE_CHECKING:
     import boto3

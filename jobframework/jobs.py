@@ -25,6 +25,7 @@ from pydantic import BaseModel, ValidationError
 
 from jobframework.errors import ConfigurationError, DuplicateJobError, PayloadVersionError, UnknownJobError
 from jobframework.retry import RetryPolicy, default_policy
+from jobframework.validation import validation_problems
 
 if TYPE_CHECKING:
     from jobframework.client import EnqueueRequest, EnqueueResult, JobClient
@@ -98,17 +99,9 @@ class Schedule:
     payload: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        from jobframework.schedule_expr import check_expression, check_timezone, is_one_time
+        from jobframework.schedule_expr import check_schedule
 
-        object.__setattr__(self, "expression", check_expression(self.expression))
-        if is_one_time(self.expression):
-            raise ConfigurationError(
-                f"schedule {self.expression!r}: a job's schedule recurs; use rate(...) or cron(...), "
-                "and enqueue(..., delay=...) for a one-time run"
-            )
-        check_timezone(self.timezone)
-        if not isinstance(self.payload, dict):
-            raise ConfigurationError(f"Schedule payload= is a dict of the job's fields, got {self.payload!r}")
+        object.__setattr__(self, "expression", check_schedule(self.expression, self.timezone, self.payload))
 
 
 @dataclass(frozen=True, slots=True)
@@ -177,21 +170,6 @@ class JobContext:
     @property
     def is_last_attempt(self) -> bool:
         return self.attempt >= self.max_attempts
-
-
-def validation_problems(exc: ValidationError, limit: int = 10) -> str:
-    """A pydantic error as one line: ``field: message; other.field: message``.
-
-    Example:
-        >>> class Model(BaseModel):
-        ...     report_id: str
-        >>> try:
-        ...     Model.model_validate({})
-        ... except ValidationError as exc:
-        ...     print(validation_problems(exc))
-        report_id: Field required
-    """
-    return "; ".join(f"{'.'.join(map(str, e['loc'])) or 'payload'}: {e['msg']}" for e in exc.errors()[:limit])
 
 
 def _duration(value: float | timedelta, name: str) -> float:

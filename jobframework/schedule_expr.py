@@ -80,6 +80,25 @@ def check_expression(expression: str) -> str:
     return text
 
 
+def check_schedule(expression: str, timezone: str, payload: object) -> str:
+    """The checks of a job's :class:`~jobframework.jobs.Schedule`: a recurring expression Scheduler
+    accepts (returned stripped), an IANA time zone, a dict payload.
+
+    Raises:
+        ConfigurationError: one line naming what to change.
+    """
+    text = check_expression(expression)
+    if is_one_time(text):
+        raise ConfigurationError(
+            f"schedule {text!r}: a job's schedule recurs; use rate(...) or cron(...), "
+            "and enqueue(..., delay=...) for a one-time run"
+        )
+    check_timezone(timezone)
+    if not isinstance(payload, dict):
+        raise ConfigurationError(f"Schedule payload= is a dict of the job's fields, got {payload!r}")
+    return text
+
+
 def is_one_time(expression: str) -> bool:
     """Whether the expression is a one-time ``at(...)``."""
     return expression.strip().startswith("at(")

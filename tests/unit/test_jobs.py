@@ -244,3 +244,12 @@ def test_a_long_job_gets_a_visibility_covering_it_and_a_worker_context_that_last
     )
     [poller] = pollers_for(config, topology, ["low-cpu"])
     assert poller.timeout >= 3600  # jf worker gives the job its time
+
+
+def test_validation_problems_are_one_line_and_its_example_runs():
+    import doctest
+
+    from jobframework import validation
+
+    result = doctest.testmod(validation)
+    assert result.attempted > 0 and result.failed == 0
