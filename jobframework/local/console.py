@@ -11,7 +11,8 @@ Without ``--json``, :class:`ReadableFormatter` (a Powertools formatter, so the j
 keys) renders a record that has the outcome keys as an outcome line, and any other record, the jobs'
 own ``ctx.logger`` lines included, as ``time level [job_type job_id attempt N] message``, a traceback
 indented under it. The consumer's own records that say again what an outcome line says (``job ...
-dead-lettered``, ``... retry in 2s``) are left out; their traceback, if any, is kept.
+dead-lettered``, ``... retry in 2s``) are left out; of their traceback, if any, the frames of the
+job's own code are kept (``at handlers/jobs.py:108 in generate_report: raise ...``), under the line.
 
 Example (what ``jf dev`` prints)::
 
@@ -25,6 +26,9 @@ from __future__ import annotations
 import logging
 import os
 import re
+import threading
+import traceback
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from aws_lambda_powertools.logging.formatter import LambdaPowertoolsFormatter
@@ -72,7 +76,9 @@ def outcome_listener() -> Listener:
 
     def emit(outcome: RecordOutcome) -> None:
         keys = outcome_keys(outcome)
-        log.log(_LEVELS.get(outcome.outcome, logging.INFO), "%s", outcome_text(keys), extra=keys)
+        ident = outcome.job_id or f"message {outcome.message_id}"
+        level = _LEVELS.get(outcome.outcome, logging.INFO)
+        log.log(level, "job %s (%s) %s", ident, outcome.job_type or "-", _what(keys), extra=keys)
 
     return emit
 
@@ -102,13 +108,7 @@ def outcome_text(keys: dict[str, Any]) -> str:
         ...               "error": "RetryableError: 503"})
         'retry in 4s    webhooks.deliver  j-1  default  attempt 2  7 ms  RetryableError: 503'
     """
-    outcome = keys.get("outcome")
-    if outcome == Outcome.RETRIED:
-        what = f"retry in {_seconds(keys.get('delay'))}"
-    elif outcome == Outcome.DEAD_LETTERED:
-        what = "dead-lettered"
-    else:
-        what = str(outcome).replace("_", "-")
+    what = _what(keys)
     job_type = keys.get("job_type") or "(no job type)"
     ident = keys.get("job_id") or f"message {keys.get('message_id') or '?'}"
     parts = [f"{what:<13}", f"{job_type:<16}", ident, keys.get("priority") or "-"]
@@ -120,6 +120,13 @@ def outcome_text(keys: dict[str, Any]) -> str:
     if detail:
         parts.append(": ".join(detail))
     return "  ".join(parts)
+
+
+def _what(keys: dict[str, Any]) -> str:
+    outcome = keys.get("outcome")
+    if outcome == Outcome.RETRIED:
+        return f"retry in {_seconds(keys.get('delay'))}"
+    return str(outcome).replace("_", "-")
 
 
 def _seconds(value: Any) -> str:
@@ -136,9 +143,8 @@ class ReadableFormatter(LambdaPowertoolsFormatter):
         super().__init__(datefmt="%H:%M:%S.%F")
 
     def format(self, record: logging.LogRecord) -> str:
-        if _restates_outcome(record):  # its outcome line follows; keep only the traceback
-            trace = self.formatException(record.exc_info) if record.exc_info else ""
-            return _indent(trace)
+        if _restates_outcome(record):  # not through the filter: keep where the job raised, at least
+            return _job_frames(record)
         return super().format(record)
 
     def serialize(self, log: Any) -> str:
@@ -146,6 +152,9 @@ class ReadableFormatter(LambdaPowertoolsFormatter):
         when = keys.get("timestamp", "")
         if keys.get("outcome"):
             line = f"{when} {outcome_text(keys)}"
+            frames, _pending.frames = _pending.frames, ""
+            if frames:
+                line = f"{line}\n{frames}"
         else:
             context = [str(keys[k]) for k in ("job_type", "job_id") if keys.get(k)]
             if keys.get("job_id") and keys.get("attempt"):
@@ -162,15 +171,45 @@ def _restates_outcome(record: logging.LogRecord) -> bool:
     return record.name == _CONSUMER_LOGGER and bool(_RESTATES.search(str(record.msg)))
 
 
+_FRAMEWORK_DIR = str(Path(__file__).resolve().parent.parent)
+
+
+def _job_frames(record: logging.LogRecord) -> str:
+    """Where the job raised: its traceback's frames outside jobframework and installed packages."""
+    if not record.exc_info or record.exc_info[2] is None:
+        return ""
+    frames = traceback.extract_tb(record.exc_info[2])
+    own = [
+        f for f in frames if not f.filename.startswith(_FRAMEWORK_DIR) and "-packages" not in f.filename
+    ] or frames[-1:]
+    cwd = os.getcwd()
+    return "\n".join(
+        f"    at {os.path.relpath(f.filename, cwd) if f.filename.startswith(cwd) else f.filename}:"
+        f"{f.lineno} in {f.name}: {(f.line or '').strip()}"
+        for f in own
+    )
+
+
 def _indent(text: str) -> str:
     return "\n".join(f"    {line}" for line in text.splitlines())
 
 
+class _Pending(threading.local):
+    frames = ""
+    """The job's frames of the consumer's last record in this thread, for the outcome line that follows."""
+
+
+_pending = _Pending()
+
+
 class _NoRestatements(logging.Filter):
-    """Drops the consumer's records that an outcome line says again, unless they carry a traceback."""
+    """Drops the consumer's records that an outcome line says again (keeping the job's frames for it)."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        return bool(record.exc_info) or not _restates_outcome(record)
+        if not _restates_outcome(record):
+            return True
+        _pending.frames = _job_frames(record)
+        return False
 
 
 def install(*, json_logs: bool) -> Listener:
