@@ -229,7 +229,8 @@ class Emulator:
         self._lock = threading.Condition()
         self._stopping = threading.Event()
         self._threads: list[threading.Thread] = []
-        self._idle_streak: dict[str, int] = dict.fromkeys(self._states, 0)
+        # Empty polls in a row, per queue; a queue starts as idle (one poller) until it has work.
+        self._idle_streak: dict[str, int] = dict.fromkeys(self._states, 1)
 
     # -- lifecycle -------------------------------------------------------------------------------------
 
