@@ -29,11 +29,12 @@ def demo(
 
     Example: jf demo
     """
-    from jobframework.local.demo import render_summary, run_demo
+    from jobframework.local.demo import run_demo
+    from jobframework.local.demo_summary import BANNER, render_summary
 
     console = _console()
     if not json_output:
-        console.print("[bold]jf demo[/]: embedded AWS, the example jobs, the real consumer; about 10 s")
+        console.print(BANNER)
     report = run_demo(
         console=None if json_output else console,
         live=not json_output,
