@@ -306,3 +306,13 @@ def test_dev_json_prints_json_lines_with_each_outcome():
         "payments.capture",
     )
     assert not [r for r in records if "_aws" in r]  # EMF stays off the console
+
+
+@pytest.mark.parametrize("name", ["jobframework.local.console", "jobframework.local.demo_summary"])
+def test_console_docstring_examples(name):
+    import doctest
+    import importlib
+
+    result = doctest.testmod(importlib.import_module(name))
+    assert result.attempted > 0
+    assert result.failed == 0
