@@ -86,6 +86,7 @@ class DeadLetters:
         self.config = config
         self.sqs = sqs_client
         self._s3 = s3_client
+        self._s3_tried = False
         self.wait_time_seconds = wait_time_seconds
         self.empty_receives = empty_receives
         self.hold_seconds = hold_seconds
@@ -117,7 +118,8 @@ class DeadLetters:
 
     @property
     def s3(self) -> S3Client | None:
-        if self._s3 is None:
+        if self._s3 is None and not self._s3_tried:
+            self._s3_tried = True
             try:
                 import boto3
 
@@ -239,7 +241,7 @@ class DeadLetters:
         url = self.dlq_url(lane)
         try:
             with self.scan(url) as scan:
-                Redrive(self.config, self.sqs, None if dry_run else self.s3, result).run(
+                Redrive(self.config, self.sqs, None if dry_run else lambda: self.s3, result).run(
                     scan, job_type=job_type, older_than=older_than, limit=limit, rate=rate, progress=progress
                 )
         except Exception as exc:

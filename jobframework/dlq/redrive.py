@@ -121,11 +121,16 @@ class Redrive:
     """One redrive of one DLQ (see :meth:`jobframework.dlq.DeadLetters.redrive`)."""
 
     def __init__(
-        self, config: RuntimeConfig, sqs: SQSClient, s3: S3Client | None, result: RedriveResult
+        self,
+        config: RuntimeConfig,
+        sqs: SQSClient,
+        s3: Callable[[], S3Client | None] | None,
+        result: RedriveResult,
     ) -> None:
         self.config = config
         self.sqs = sqs
-        self.s3 = s3
+        self._s3 = s3
+        """Gives the S3 client that refreshes offloaded payloads (asked only when a letter has one)."""
         self.result = result
         self._warned_s3 = False
 
@@ -238,7 +243,8 @@ class Redrive:
         """Refresh the letter's offloaded payload; ``True`` when it is gone (the letter then stays)."""
         if letter.payload_ref is None:
             return False
-        if self.s3 is None:
+        s3 = self._s3() if self._s3 is not None else None
+        if s3 is None:
             if not self._warned_s3:
                 log.warning("no S3 client: offloaded payloads are redriven without being refreshed")
                 self._warned_s3 = True
@@ -246,7 +252,7 @@ class Redrive:
         from jobframework.payloads import refresh
 
         try:
-            refresh(PayloadRef.model_validate(letter.payload_ref), self.s3)
+            refresh(PayloadRef.model_validate(letter.payload_ref), s3)
         except PayloadMissingError as exc:
             self.result.payload_missing += 1
             self.result.errors.append(f"{letter.job_id or letter.message_id}: {exc}")
