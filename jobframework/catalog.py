@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 from jobframework.config import ENV_TOPOLOGY_PARAMETER, JobRoute, RuntimeConfig
 from jobframework.errors import ConfigurationError, PayloadValidationError, UnknownJobError
 from jobframework.jobs import Priority, Profile, lane_name, lane_priority
+from jobframework.payloads import retry_horizon
 
 if TYPE_CHECKING:
     from pydantic import BaseModel
@@ -105,6 +106,7 @@ def route_of(job: Job[Any], *, fifo: bool = False) -> JobRoute:
         fifo=fifo,
         version=job.version,
         dedup_window=job.dedup_window,
+        retry_horizon=retry_horizon(job.retry),
         payload_schema=compact_schema(job.payload_model.model_json_schema(mode="validation")),
     )
 

@@ -21,6 +21,7 @@ from pydantic import BaseModel, ValidationError
 
 from jobframework import envelope as wire
 from jobframework.config import RuntimeConfig
+from jobframework.dead_letter import REASON_ATTRIBUTES_BYTES
 from jobframework.envelope import Envelope, SagaRef
 from jobframework.errors import (
     ConfigurationError,
@@ -58,6 +59,10 @@ DEFAULT_DEDUP_WINDOW = float(DEFAULT_EXPIRY_SECONDS)
 """Seconds an enqueue given an explicit ``key=`` dedups for by default: as long as the consumer's
 idempotency record of a completed job lasts (24 hours)."""
 MAX_DEDUP_WINDOW = 7 * 24 * 3600
+MAX_ENQUEUE_BYTES = wire.SQS_MAX_MESSAGE_BYTES - REASON_ATTRIBUTES_BYTES
+"""The largest message the client sends (body and attributes, signature included): SQS's 1 MiB less
+the room its dead letter needs for the reason attributes, so that a dead letter keeps everything it
+must (signature, trace, type) and is never cut to fit."""
 
 
 def delay_seconds(delay: float | timedelta | None) -> int:
@@ -316,16 +321,13 @@ class JobClient:
             payload_version=job.version,
         )
         trace = current_trace()
-        attributes = wire.send_attributes(env, trace.as_attributes())
-        if wire.message_size(env.to_body(), attributes) > self.config.offload_threshold:
-            env = self._offload(env, attributes)
-        if self._keys is not None:
-            kid, mac = self._keys.ring().sign(env)
-            if delay > MAX_DELAY_SECONDS:
-                env = env.model_copy(update={"sig": f"{kid}:{mac}"})  # Scheduler cannot set attributes
-            else:
-                attributes[ATTR_SIG] = wire.string_attribute(mac)
-                attributes[ATTR_KID] = wire.string_attribute(kid)
+        unsigned = wire.send_attributes(env, trace.as_attributes())
+        signed, attributes = self._sign(env, unsigned, delay)
+        size = wire.message_size(signed.to_body(), attributes)
+        if size > min(self.config.offload_threshold, MAX_ENQUEUE_BYTES):
+            env = self._offload(env, size, job, delay)
+            signed, attributes = self._sign(env, unsigned, delay)
+        env = signed
         lane = lane_name(priority, job.profile) if isinstance(job, Job) else job.lane_for(priority)
         return _Prepared(
             envelope=env,
@@ -370,20 +372,40 @@ class JobClient:
             raise ConfigurationError("enqueue dedup needs the state table: set JF_STATE_TABLE")
         return window
 
-    def _offload(self, env: Envelope, attributes: dict[str, Any]) -> Envelope:
-        """Store the payload in S3 and point to it; refuse when it cannot be sent either way."""
-        size = wire.message_size(env.to_body(), attributes)
+    def _sign(self, env: Envelope, attributes: dict[str, Any], delay: int) -> tuple[Envelope, dict[str, Any]]:
+        """The envelope and attributes as sent: signed when signing is on (in the body for a delay that
+        EventBridge Scheduler sends, since it cannot set attributes)."""
+        attributes = dict(attributes)
+        if self._keys is None:
+            return env, attributes
+        kid, mac = self._keys.ring().sign(env)
+        if delay > MAX_DELAY_SECONDS:
+            return env.model_copy(update={"sig": f"{kid}:{mac}"}), attributes
+        attributes[ATTR_SIG] = wire.string_attribute(mac)
+        attributes[ATTR_KID] = wire.string_attribute(kid)
+        return env, attributes
+
+    def _offload(self, env: Envelope, size: int, job: Job[Any] | RoutedJob, delay: int) -> Envelope:
+        """Store the payload in S3 and point to it; refuse when it cannot be sent either way.
+
+        The object's retention class covers the delay, the job's retries, a DLQ stay and a redrive
+        (:func:`jobframework.payloads.retention_days`).
+        """
         if not self.config.payload_bucket:
-            if size <= wire.SQS_MAX_MESSAGE_BYTES:
+            if size <= MAX_ENQUEUE_BYTES:
                 return env
             raise PayloadTooLargeError(
-                f"{env.type} message is {size:,} bytes, over the SQS limit of "
-                f"{wire.SQS_MAX_MESSAGE_BYTES:,}; "
-                "configure a payload bucket (JF_PAYLOAD_BUCKET) to offload it, or enqueue a reference"
+                f"{env.type} message is {size:,} bytes: with the {REASON_ATTRIBUTES_BYTES} bytes its dead "
+                f"letter keeps for the reason attributes it is over the SQS limit of "
+                f"{wire.SQS_MAX_MESSAGE_BYTES:,}; configure a payload bucket (JF_PAYLOAD_BUCKET) to offload "
+                "it, or enqueue a reference"
             )
-        from jobframework.payloads import PayloadStore
+        from jobframework.payloads import PayloadStore, retention_days
 
-        ref = PayloadStore(self.config.payload_bucket, self._client("s3")).put(env.type, env.id, env.payload)
+        horizon = job.retry if isinstance(job, Job) else job.route.retry_horizon
+        ref = PayloadStore(self.config.payload_bucket, self._client("s3")).put(
+            env.type, env.id, env.payload, keep_days=retention_days(delay, horizon)
+        )
         return env.model_copy(update={"payload": {}, "payload_ref": ref})
 
     # -- sending --------------------------------------------------------------------------------------

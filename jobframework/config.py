@@ -38,6 +38,9 @@ class JobRoute(BaseModel):
     """The payload schema version producers send (``payload_version``)."""
     dedup_window: float | None = None
     """The job's own ``dedup_window`` (seconds; ``0`` off), ``None`` when it has none."""
+    retry_horizon: float = Field(default=0.0, ge=0)
+    """Seconds the job can spend between its first receive and its dead letter
+    (:func:`jobframework.payloads.retry_horizon`): how long an offloaded payload must outlive its send."""
     payload_schema: dict[str, Any]
     """The payload model's JSON Schema (pydantic's, without titles and descriptions)."""
 

@@ -52,7 +52,12 @@ from jobframework.delivery import (
     describe,
 )
 from jobframework.envelope import Envelope, parse_body
-from jobframework.errors import MalformedMessageError, PayloadVersionError, SignatureError
+from jobframework.errors import (
+    MalformedMessageError,
+    PayloadMissingError,
+    PayloadVersionError,
+    SignatureError,
+)
 from jobframework.idempotency import AlreadyInProgress
 from jobframework.jobs import Job, JobRegistry, Priority, WhenBacklogged, lane_priority
 from jobframework.jobs import registry as default_registry
@@ -266,6 +271,9 @@ class Consumer:
             payload = self._payload(d, job)
         except SignatureError as exc:
             self._give_up(d, Reason.SIGNATURE, str(exc), batch)
+            return None
+        except PayloadMissingError as exc:  # gone from S3: no retry can bring it back
+            self._give_up(d, Reason.PAYLOAD_MISSING, str(exc), batch)
             return None
         except _Unavailable as exc:
             # The key ring or the payload store cannot be read: retried like a failed job, then exhausted.
