@@ -53,6 +53,7 @@ from jobframework.delivery import (
     arn_queue_name,
     describe,
     identified_records,
+    refusal_logged,
 )
 from jobframework.envelope import parse_body
 from jobframework.errors import MalformedMessageError, PayloadVersionError, SignatureError
@@ -654,26 +655,8 @@ class Consumer:
 
     def _refuse(self, d: _Delivery, reason: Reason, error: str, batch: _Batch) -> None:
         """Dead-letter a record before its job runs, logged as every dead letter is (same keys)."""
-        env, logger = d.envelope, job_logger()
-        logger.thread_safe_append_keys(
-            job_id=env.id if env else None,
-            job_type=env.type if env else None,
-            job_key=env.key if env else None,
-            attempt=d.attempt,
-            trace_id=extract(d.record).trace_id,
-        )
-        try:
-            log.warning(
-                "job %s (%s) dead-lettered (%s) after attempt %d: %s",
-                env.id if env else f"message {d.message_id}",
-                env.type if env else "-",
-                reason.value,
-                d.attempt,
-                _safe_text(error),
-            )
+        with refusal_logged(d, reason, error, log):
             self._give_up(d, reason, error, batch)
-        finally:
-            logger.thread_safe_remove_keys(["job_id", "job_type", "job_key", "attempt", "trace_id"])
 
     def _give_up(
         self,

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -22,6 +23,7 @@ if TYPE_CHECKING:
     from jobframework.budget import BatchBudget
     from jobframework.envelope import Envelope
     from jobframework.jobs import Job
+    from jobframework.retry import Reason
     from jobframework.telemetry import BatchMetrics
     from jobframework.tracing import TraceContext
 
@@ -115,6 +117,39 @@ class _Delivery:
             attempt=self.attempt,
             **details,
         )
+
+
+LOG_KEYS = ("job_id", "job_type", "job_key", "attempt", "trace_id")
+"""The keys the consumer's log lines about a job carry (a console formatter reads them)."""
+
+
+@contextmanager
+def refusal_logged(d: _Delivery, reason: Reason, error: str, logger_: logging.Logger) -> Iterator[None]:
+    """Log (through ``logger_``, the consumer's) a dead letter of a record refused before its job ran,
+    at WARNING, with the keys and the wording of every other dead letter's line."""
+    from jobframework.telemetry import job_logger
+    from jobframework.tracing import extract
+
+    env, logger = d.envelope, job_logger()
+    logger.thread_safe_append_keys(
+        job_id=env.id if env else None,
+        job_type=env.type if env else None,
+        job_key=env.key if env else None,
+        attempt=d.attempt,
+        trace_id=extract(d.record).trace_id,
+    )
+    try:
+        logger_.warning(
+            "job %s (%s) dead-lettered (%s) after attempt %d: %s",
+            env.id if env else f"message {d.message_id}",
+            env.type if env else "-",
+            reason.value,
+            d.attempt,
+            _safe_text(error),
+        )
+        yield
+    finally:
+        logger.thread_safe_remove_keys(list(LOG_KEYS))
 
 
 def identified_records(records: list[Any]) -> list[dict[str, Any]]:
