@@ -25,6 +25,7 @@ from pydantic import BaseModel, ValidationError
 
 from jobframework.errors import ConfigurationError, DuplicateJobError, PayloadVersionError, UnknownJobError
 from jobframework.retry import RetryPolicy, default_policy
+from jobframework.running import check_runnable
 from jobframework.validation import validation_problems
 
 if TYPE_CHECKING:
@@ -513,8 +514,7 @@ def job(
     target = registry if registry is not None else globals()["registry"]
 
     def decorate(fn: Callable[..., Any]) -> Job[Any]:
-        if not callable(fn):
-            raise ConfigurationError(f"@job({name!r}) must decorate a function")
+        check_runnable(fn, name)  # async def runs; generators, classes and non-callables are refused
         model, takes_context = _payload_model(fn, name, batched=batch is not None)
         if sched is not None:
             try:

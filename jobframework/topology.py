@@ -14,6 +14,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from jobframework.attempts import CRASH_MARGIN, receive_limit
 from jobframework.catalog import route_of
 from jobframework.config import (
     ENV_DLQ_URL,
@@ -72,7 +73,7 @@ class TopologySettings(BaseModel):
     """Split 3:2:1 over high, default and low (each event source mapping needs at least 2)."""
     critical_reserved_concurrency: int = Field(default=5, ge=1, le=1000)
     memory_mb: int = Field(default=512, ge=128, le=10_240)
-    max_receive_count_margin: int = Field(default=2, ge=1, le=100)
+    max_receive_count_margin: int = Field(default=CRASH_MARGIN, ge=1, le=100)
     max_receive_count: dict[Priority, int] = Field(default_factory=dict)
     """Override the derived maxReceiveCount of a queue (must stay above its jobs' max attempts)."""
     retention: int = Field(default=DEFAULT_RETENTION, ge=60, le=MAX_RETENTION - 1)
@@ -256,7 +257,7 @@ class Topology(BaseModel):
             consumer = by_name[consumer_of(lane)]
             largest = max((j.retry.max_attempts for j in routed), default=1)
             override = s.max_receive_count.get(priority) if "-" not in lane else None
-            receive_count = override or max(largest + s.max_receive_count_margin, 5)
+            receive_count = override or receive_limit(largest, s.max_receive_count_margin)
             for j in routed:
                 if j.retry.max_attempts >= receive_count:
                     raise ConfigurationError(

@@ -332,7 +332,7 @@ class Emulator:
                     continue
             try:
                 got = self._poll_once(state.poller)
-            except Exception:
+            except BaseException:  # a poller never dies from a job (signals go to the main thread)
                 log.warning("polling %s failed", state.poller.name, exc_info=True)
                 got = 0
             finally:
@@ -399,7 +399,7 @@ class Emulator:
         try:
             response = self.handler(event, context)
             failed = _failed_ids(response, set(by_id))
-        except Exception:
+        except BaseException:
             log.error(
                 "%s invocation failed; the whole batch of %d returns after its visibility timeout",
                 poller.function_name,

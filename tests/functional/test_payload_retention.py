@@ -32,10 +32,11 @@ def _s3_fails(client: Any, operation: str, code: str = "InternalError", status: 
 
     def fail(params: dict[str, Any], **_: Any) -> None:
         calls.append(str(params.get("Key")))
-        raise ClientError(
-            {"Error": {"Code": code, "Message": "injected"}, "ResponseMetadata": {"HTTPStatusCode": status}},
-            operation,
-        )
+        response: Any = {
+            "Error": {"Code": code, "Message": "injected"},
+            "ResponseMetadata": {"HTTPStatusCode": status},
+        }
+        raise ClientError(response, operation)
 
     client.meta.events.register(f"provide-client-params.s3.{operation}", fail)
     return calls

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from aws_cdk.assertions import Match
 
@@ -53,7 +55,7 @@ def test_payload_bucket_denies_requests_without_tls(synth):
     )
 
 
-def _rules(synth) -> dict[str, dict]:
+def _rules(synth) -> dict[str, dict[str, Any]]:
     [bucket] = synth.template.find_resources("AWS::S3::Bucket").values()
     return {r["Id"]: r for r in bucket["Properties"]["LifecycleConfiguration"]["Rules"]}
 
