@@ -13,20 +13,21 @@ from typing import Any
 import pytest
 
 from tests.browser import console_jobs
-from tests.browser.harness import Server, Shop, chromium_path, serve, shop
+from tests.browser.harness import CHROMIUM, Server, Shop, chromium_path, serve, shop
 
 NO_BROWSER = (
-    "no Chromium at /usr/bin/chromium: run .ci/install-browser "
-    "(apt-get install -y chromium chromium-driver), or set JF_CHROMIUM"
+    "no Chromium at {path}: run .ci/install-browser (apt-get install -y chromium chromium-driver), "
+    "or point JF_CHROMIUM at one"
 )
 
 
 def _require_browser() -> str:
     path = chromium_path()
     if path is None:
+        why = NO_BROWSER.format(path=os.environ.get("JF_CHROMIUM") or CHROMIUM)
         if os.environ.get("CI") or os.environ.get("JF_REQUIRE_BROWSER"):
-            pytest.fail(NO_BROWSER, pytrace=False)
-        pytest.skip(NO_BROWSER)
+            pytest.fail(why, pytrace=False)
+        pytest.skip(why)
     return path
 
 

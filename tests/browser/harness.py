@@ -7,7 +7,6 @@ Playwright (its own browser download is not reachable here).
 from __future__ import annotations
 
 import os
-import shutil
 import threading
 import time
 from dataclasses import dataclass
@@ -24,16 +23,16 @@ from jobframework.topology import RuntimeConfig
 from jobframework.ui.app import create_app
 from jobframework.ui.console import Console
 
-CHROMIUM = os.environ.get("JF_CHROMIUM", "/usr/bin/chromium")
+CHROMIUM = "/usr/bin/chromium"
 LEAK_KEY_ID = "AKIAJFCONSOLELEAKTEST"
 LEAK_SECRET = "jf-console-secret-must-never-reach-a-page"
 """Credentials of the console's boto3 session (the embedded AWS accepts any): no page may show them."""
 
 
 def chromium_path() -> str | None:
-    """The system Chromium, if installed."""
-    found = CHROMIUM if os.path.exists(CHROMIUM) else shutil.which("chromium")
-    return found
+    """The Chromium to drive: ``JF_CHROMIUM`` if set, else Debian's; ``None`` if it is not there."""
+    path = os.environ.get("JF_CHROMIUM") or CHROMIUM
+    return path if os.path.exists(path) else None
 
 
 class Server:
@@ -92,8 +91,11 @@ class Shop:
         return ran
 
     def dlq_depth(self, lane: str) -> int:
+        return self._depth(self.config.endpoints(lane).dlq_url)
+
+    def _depth(self, url: str) -> int:
         attrs = self.sqs.get_queue_attributes(
-            QueueUrl=self.config.endpoints(lane).dlq_url,
+            QueueUrl=url,
             AttributeNames=["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"],
         )["Attributes"]
         return int(attrs["ApproximateNumberOfMessages"]) + int(attrs["ApproximateNumberOfMessagesNotVisible"])
@@ -102,6 +104,8 @@ class Shop:
         """Delete every message of every queue and DLQ (PurgeQueue allows one call a minute)."""
         for ep in self.config.queues.values():
             for url in (ep.url, ep.dlq_url):
+                if not self._depth(url):
+                    continue
                 messages = receive_all(self.sqs, url)
                 for start in range(0, len(messages), 10):
                     self.sqs.delete_message_batch(
