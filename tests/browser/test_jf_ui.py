@@ -164,3 +164,32 @@ def test_missed_runs_of_a_rate_schedule_are_anchored_on_its_runs(the_shop: Shop)
 def test_a_schedule_with_no_run_recorded_has_nothing_missed(the_shop: Shop):
     view = schedule_runs(the_shop.console().require_store(), _spec("t.never", "cron(* * * * ? *)"))
     assert view.runs == [] and view.missed == [] and view.last_run is None
+
+
+def test_age_of_oldest_comes_from_cloudwatch_and_a_refused_read_is_unknown(the_shop: Shop, jf_aws: Any):
+    from botocore.exceptions import ClientError
+
+    from jobframework.ui.pages.overview import oldest_age
+
+    cloudwatch = jf_aws.client("cloudwatch")
+    name = the_shop.config.endpoints("low").name
+    cloudwatch.put_metric_data(
+        Namespace="AWS/SQS",
+        MetricData=[
+            {
+                "MetricName": "ApproximateAgeOfOldestMessage",
+                "Dimensions": [{"Name": "QueueName", "Value": name}],
+                "Value": 42.0,
+                "Unit": "Seconds",
+            }
+        ],
+    )
+    console = the_shop.console()
+    console.cloudwatch = cloudwatch
+    assert oldest_age(console, name) == 42.0
+
+    def refuse(**_: Any) -> None:
+        raise ClientError({"Error": {"Code": "AccessDenied", "Message": "no"}}, "GetMetricStatistics")
+
+    cloudwatch.meta.events.register("before-call.cloudwatch.GetMetricStatistics", refuse)
+    assert oldest_age(console, name) is None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -14,6 +15,8 @@ from jobframework.dlq import DlqDepth
 from jobframework.ui.console import Console
 from jobframework.ui.records import activity
 from jobframework.ui.templating import render
+
+log = logging.getLogger(__name__)
 
 DLQ_SAMPLE = 100
 """Dead letters read per DLQ to find the oldest (the age is a lower bound past that)."""
@@ -33,20 +36,27 @@ class QueueRow:
 def oldest_age(console: Console, queue_name: str) -> float | None:
     """``ApproximateAgeOfOldestMessage`` of the last five minutes from CloudWatch (real AWS only).
 
-    SQS itself does not report it; the embedded AWS has no CloudWatch metrics (``None`` there).
+    SQS itself does not report it; the embedded AWS has no CloudWatch metrics (``None`` there). A
+    failed read (no ``cloudwatch:GetMetricStatistics`` permission, say) is logged and shows as unknown.
     """
     if console.cloudwatch is None:
         return None
+    from botocore.exceptions import BotoCoreError, ClientError
+
     now = datetime.now(UTC)
-    points = console.cloudwatch.get_metric_statistics(
-        Namespace="AWS/SQS",
-        MetricName="ApproximateAgeOfOldestMessage",
-        Dimensions=[{"Name": "QueueName", "Value": queue_name}],
-        StartTime=now - timedelta(minutes=5),
-        EndTime=now,
-        Period=60,
-        Statistics=["Maximum"],
-    ).get("Datapoints", [])
+    try:
+        points = console.cloudwatch.get_metric_statistics(
+            Namespace="AWS/SQS",
+            MetricName="ApproximateAgeOfOldestMessage",
+            Dimensions=[{"Name": "QueueName", "Value": queue_name}],
+            StartTime=now - timedelta(minutes=5),
+            EndTime=now + timedelta(minutes=1),
+            Period=60,
+            Statistics=["Maximum"],
+        ).get("Datapoints", [])
+    except (BotoCoreError, ClientError) as exc:
+        log.warning("cannot read the age of the oldest message of %s from CloudWatch: %s", queue_name, exc)
+        return None
     return max((float(p["Maximum"]) for p in points), default=None)
 
 
