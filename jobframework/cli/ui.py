@@ -11,7 +11,7 @@ from jobframework.cli.aws import _aws, _check_reachable
 from jobframework.cli.base import JobsOption, _load_jobs, app
 from jobframework.cli.errors import CliError
 
-LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")
+LOOPBACK_NAMES = ("127.0.0.1", "localhost")
 WILDCARDS = ("0.0.0.0", "::", "")
 
 
