@@ -129,6 +129,18 @@ def test_find_a_job_by_id(page: Any, console_url: str, clean: Shop):
     expect(page.locator("#job-result")).to_contain_text('"charge_id": "ch-o-find"')
 
 
+def test_find_a_job_by_key(page: Any, console_url: str, clean: Shop):
+    job_id = _client(clean).enqueue("shop.charge", {"order_id": "o-key"}, key="charge:o-key").id
+    _client(clean).enqueue("shop.charge", {"order_id": "o-key2"}, key="charge:o-key2")
+    page.goto(f"{console_url}/jobs")
+    page.locator("#find-jobs").get_by_label("key").fill("charge:o-key")
+    page.locator("#find-jobs").get_by_role("button", name="Find").click()
+    results = page.locator("#job-results tbody tr")
+    expect(results).to_have_count(1)
+    expect(results).to_contain_text(job_id)
+    expect(results).to_contain_text("queued")
+
+
 def test_find_jobs_by_status_and_see_a_dead_jobs_error_and_trace(page: Any, console_url: str, clean: Shop):
     job_id = _dead_charge(clean, "o-dead")
     page.goto(f"{console_url}/jobs?status=dead&type=shop.charge")
