@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Collection
 from typing import IO, TYPE_CHECKING, Any
 
 from jobframework.dlq.letter import REASON_ATTRIBUTES, DeadLetter, DeadLetterError, DlqDepth
@@ -221,11 +222,14 @@ class DeadLetters:
         rate: float | None = None,
         dry_run: bool = False,
         progress: Progress | None = None,
+        message_ids: Collection[str] | None = None,
     ) -> RedriveResult:
         """Send matching dead letters back to their source queue; each letter is considered once.
 
         Args:
             priority: which DLQ.
+            message_ids: only the letters with these SQS message ids (an operator's selection); the
+                read stops once all are found. Ids no longer in the DLQ are simply not found.
             job_type: only this job type.
             older_than: only dead letters at least this many seconds old.
             limit: at most this many.
@@ -242,7 +246,13 @@ class DeadLetters:
         try:
             with self.scan(url) as scan:
                 Redrive(self.config, self.sqs, None if dry_run else lambda: self.s3, result).run(
-                    scan, job_type=job_type, older_than=older_than, limit=limit, rate=rate, progress=progress
+                    scan,
+                    job_type=job_type,
+                    older_than=older_than,
+                    limit=limit,
+                    rate=rate,
+                    progress=progress,
+                    message_ids=message_ids,
                 )
         except Exception as exc:
             raise DeadLetterError(f"redrive of the {lane} DLQ stopped: {exc}") from exc

@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -172,9 +172,11 @@ class Redrive:
         limit: int | None,
         rate: float | None,
         progress: Progress | None,
+        message_ids: Collection[str] | None = None,
     ) -> None:
         """Consider each letter of ``scan`` once; move (or, in a dry run, count) those that match."""
         result = self.result
+        wanted = set(message_ids) if message_ids is not None else None
         default = self.default_source()
         started = time.monotonic()
         now = datetime.now(UTC)
@@ -184,10 +186,13 @@ class Redrive:
                 letter = DeadLetter.of(message)
                 full = limit is not None and result.matched + len(chosen) >= limit
                 too_young = older_than is not None and (letter.age(now) or 0.0) < older_than
-                if full or too_young or (job_type is not None and letter.job_type != job_type):
+                unpicked = wanted is not None and letter.message_id not in wanted
+                if full or too_young or unpicked or (job_type is not None and letter.job_type != job_type):
                     result.skipped += 1
                     continue
                 chosen.append((message, letter))
+                if wanted is not None:
+                    wanted.discard(letter.message_id)
             result.matched += len(chosen)
             if result.dry_run:
                 for _, letter in chosen:
@@ -202,7 +207,7 @@ class Redrive:
                 )
                 if ahead > 0:
                     time.sleep(ahead)
-            if limit is not None and result.matched >= limit:
+            if (limit is not None and result.matched >= limit) or wanted == set():
                 break
 
     def _move(self, scan: HeldScan, chosen: list[tuple[dict[str, Any], DeadLetter]], default: str) -> int:

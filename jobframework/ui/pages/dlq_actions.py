@@ -2,8 +2,8 @@
 
 Every action is two steps: a preview (``.../preview``) that changes nothing and says how many
 letters would move or go, then the action itself, which the preview's confirm button posts with the
-same fields. A filter redrive is :meth:`jobframework.dlq.DeadLetters.redrive`; a selection redrive is
-:func:`jobframework.ui.selection.redrive_selected`; purge is :meth:`~jobframework.dlq.DeadLetters.purge`
+same fields. A filter redrive is :meth:`jobframework.dlq.DeadLetters.redrive`; a selection redrive is the same
+call with the ticked ``message_ids``; purge is :meth:`~jobframework.dlq.DeadLetters.purge`
 and needs the DLQ's name typed in.
 """
 
@@ -21,7 +21,6 @@ from starlette.routing import Route
 
 from jobframework.dlq import RedriveResult
 from jobframework.ui.console import Console
-from jobframework.ui.selection import redrive_selected
 from jobframework.ui.tasks import Tasks
 from jobframework.ui.templating import render
 
@@ -68,7 +67,9 @@ class RedriveRequest:
         self, console: Console, *, dry_run: bool, progress: Callable[[int], None] | None = None
     ) -> RedriveResult:
         if self.mode == "selection":
-            return redrive_selected(console.letters, self.lane, self.ids, dry_run=dry_run, progress=progress)
+            return console.letters.redrive(
+                self.lane, message_ids=self.ids, dry_run=dry_run, progress=progress
+            )
         return console.letters.redrive(
             self.lane,
             job_type=self.job_type,
