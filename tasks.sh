@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The project's commands. Each one installs what it needs into .venv first (idempotent).
+# The project's commands. Each one installs what it needs into .venv first (idempotent): the demo
+# only its own dependencies, the others the whole dev toolchain.
 #
 #   ./tasks.sh demo     the whole job lifecycle on the embedded AWS (no account needed)
 #   ./tasks.sh test     lint, type-check and the full test suite (what CI runs)
@@ -15,15 +16,58 @@ export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION=20
 export JSII_RUNTIME_PACKAGE_CACHE_ROOT="$PWD/.jsii-cache"
 export PIP_DISABLE_PIP_VERSION_CHECK=1
 
-setup() {
+# What .venv holds is written in its stamp: "local" (the demo's dependencies, the `local` extra) or
+# "dev" (everything: the toolchain, CDK, the benchmarks' peers). An empty stamp, as older versions of
+# this script and the contributors' notes write after a dev install, counts as "dev". A stamp older
+# than pyproject.toml counts as nothing.
+installed() {
     local stamp=.venv/.installed
-    if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
-        echo "==> installing jobframework and its dev tools into .venv (first run takes a few minutes)" >&2
-        python3 -m venv .venv
-        .venv/bin/python -m pip install -q --upgrade pip >&2
-        .venv/bin/python -m pip install -q -e ".[dev]" >&2
-        touch "$stamp"
+    if [ -f "$stamp" ] && [ -x .venv/bin/python ] && [ ! pyproject.toml -nt "$stamp" ]; then
+        local have
+        have="$(cat "$stamp")"
+        echo "${have:-dev}"
     fi
+}
+
+# uv (https://docs.astral.sh/uv/) installs several times faster than pip: the one on PATH, else the
+# one in python3, else one bootstrapped into .venv with pip. Prints the command, or nothing.
+find_uv() {
+    if command -v uv > /dev/null 2>&1; then
+        echo uv
+    elif python3 -m uv --version > /dev/null 2>&1; then
+        echo "python3 -m uv"
+    elif [ -x .venv/bin/uv ]; then
+        echo .venv/bin/uv
+    fi
+}
+
+setup() {  # setup local|dev: make sure .venv holds at least that set
+    local want="$1" have uv
+    have="$(installed)"
+    if [ "$have" = dev ] || [ "$have" = "$want" ]; then
+        return
+    fi
+    if [ "$want" = dev ]; then
+        echo "==> installing jobframework and its dev tools into .venv (about a minute the first time)" >&2
+    else
+        echo "==> installing what the demo needs into .venv (under a minute the first time)" >&2
+    fi
+    uv="$(find_uv)"
+    if [ -z "$uv" ]; then
+        [ -x .venv/bin/python ] || python3 -m venv .venv
+        if .venv/bin/python -m pip install -q uv >&2; then
+            uv=.venv/bin/uv
+        fi
+    fi
+    if [ -n "$uv" ]; then
+        # --seed: the venv gets pip too, for the tools that call `python -m pip`.
+        [ -x .venv/bin/python ] || $uv venv -q --seed .venv >&2
+        $uv pip install -q --python .venv/bin/python -e ".[$want]" >&2
+    else
+        echo "==> uv is not available here; installing with pip (slower)" >&2
+        .venv/bin/python -m pip install -q -e ".[$want]" >&2
+    fi
+    echo "$want" > .venv/.installed
 }
 
 setup_node() {
@@ -37,11 +81,11 @@ cmd="${1:-help}"
 shift || true
 case "$cmd" in
     demo)
-        setup
+        setup local
         exec .venv/bin/jf demo "$@"
         ;;
     test)
-        setup
+        setup dev
         echo "==> ruff" >&2
         .venv/bin/ruff check .
         .venv/bin/ruff format --check --quiet .
@@ -51,11 +95,11 @@ case "$cmd" in
         exec .venv/bin/python -m pytest "$@"
         ;;
     bench)
-        setup
+        setup dev
         exec .venv/bin/python bench/run_all.py "$@"
         ;;
     synth)
-        setup
+        setup dev
         setup_node
         PATH="$PWD/.venv/bin:$PATH" exec npx cdk synth -q "$@"
         ;;

@@ -131,6 +131,12 @@ def run_outage() -> dict[str, Any]:
     return outage.measure(png=ROOT / "docs" / "outage.png")
 
 
+def run_idle_cpu() -> dict[str, Any]:
+    from bench import idle_cpu
+
+    return idle_cpu.measure(seconds=20)
+
+
 BENCHES = [
     Bench(
         "consumer_overhead",
@@ -144,6 +150,7 @@ BENCHES = [
     Bench("redrive", "Redrive rate", f"{PY} bench/redrive.py", 300, run_redrive),
     Bench("cost", "Cost per million jobs", f"{PY} bench/cost.py --jobs 200", 300, run_cost),
     Bench("outage", "Outage simulation", f"{PY} bench/outage.py", 300, run_outage),
+    Bench("idle_cpu", "jf dev idle CPU", f"{PY} bench/idle_cpu.py --seconds 20", 120, run_idle_cpu),
 ]
 
 
@@ -276,6 +283,13 @@ def summary_rows(results: dict[str, dict[str, Any]]) -> list[tuple[str, str, str
         lambda r: f"{r['ratio']:.2f}x",
         lambda r: f"{r['framework_us']:.1f} vs {r['bare_us']:.1f} us/msg",
         "<= 1.3x",
+    )
+    add(
+        "idle_cpu",
+        "`jf dev` idle: CPU time / wall time (share of one core)",
+        lambda r: f"{r['core_share']:.3f}",
+        lambda r: f"{r['ratio_to_budget']:.2f}x the 0.05 budget, {r['warnings']} warnings",
+        "<= 0.05",
     )
     add(
         "cold_start",
@@ -428,6 +442,17 @@ def render(
             "",
             f"bare BatchProcessor **{r['bare_us']:.1f} us/msg**, "
             f"`consumer()` **{r['framework_us']:.1f} us/msg**: **{r['ratio']:.2f}x** (target <= 1.3x).",
+        ],
+    )
+    section(
+        "idle_cpu",
+        lambda r: [
+            "`jf dev --jobs handlers.jobs` (embedded AWS, pollers of the four queues, the local scheduler)",
+            f"left idle for {r['seconds']:.0f} s after its ready line; CPU time (user + system, from",
+            "`/proc/PID/stat`) over wall time. The pollers long-poll (2 s), one per idle queue.",
+            "",
+            f"**{r['core_share']:.3f}** of a core: **{r['ratio_to_budget']:.2f}x** the 0.05 budget; "
+            f"{r['warnings']} warnings written meanwhile.",
         ],
     )
     section(

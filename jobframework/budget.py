@@ -7,14 +7,19 @@ window, plus a small ``floor`` so that a quiet queue can still retry. Past the
 budget a failing job is dead-lettered with reason ``budget`` (and can be redriven
 once the downstream is back).
 
-Counters live in the state table in one-minute buckets; the consumer reads the
-window at most once per batch (on its first retry) and writes at most once per
-batch.
+Counters live in the state table in one-minute buckets. A retry is taken by an atomic reservation:
+one conditional ``ADD`` on the current bucket's retry count that succeeds only while the count is
+under what the window still allows (:meth:`BudgetCounter.budget_reserve`). Concurrent consumers
+therefore cannot spend the same room twice: the budget holds however many batches run at once (the
+window's earlier buckets are read once per batch; first attempts are written once per batch, at its
+end, so a burst's own first attempts count only in its own batch until then, which errs on the side
+of fewer retries). A batch that finds the budget spent asks no more in that bucket.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections import defaultdict
 from collections.abc import Callable
@@ -64,9 +69,19 @@ def retries_allowed(first_attempts: int, retries: int, budget: RetryBudget) -> i
 class BudgetCounter(Protocol):
     """Where counts are kept: the state table in production, memory in simulations."""
 
-    def budget_window(self, queue: str, since_bucket: int) -> tuple[int, int]: ...
+    def budget_window(
+        self, queue: str, since_bucket: int, before_bucket: int | None = None
+    ) -> tuple[int, int]:
+        """First attempts and retries counted in buckets ``>= since_bucket`` (``< before_bucket``)."""
+        ...
 
-    def budget_add(self, queue: str, bucket: int, first_attempts: int, retries: int, ttl: int) -> None: ...
+    def budget_add(self, queue: str, bucket: int, first_attempts: int, retries: int, ttl: int) -> None:
+        """Add counts to a bucket."""
+        ...
+
+    def budget_reserve(self, queue: str, bucket: int, limit: int, ttl: int) -> bool:
+        """Atomically add one retry to ``bucket`` if it holds fewer than ``limit``; ``False`` if not."""
+        ...
 
 
 @dataclass
@@ -74,23 +89,54 @@ class InMemoryBudgetCounter:
     """A :class:`BudgetCounter` in a dict (the outage simulation and tests)."""
 
     buckets: dict[tuple[str, int], list[int]] = field(default_factory=lambda: defaultdict(lambda: [0, 0]))
+    lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
-    def budget_window(self, queue: str, since_bucket: int) -> tuple[int, int]:
+    def budget_window(
+        self, queue: str, since_bucket: int, before_bucket: int | None = None
+    ) -> tuple[int, int]:
         first = retries = 0
-        for (q, bucket), (f, r) in self.buckets.items():
-            if q == queue and bucket >= since_bucket:
-                first += f
-                retries += r
+        with self.lock:
+            for (q, bucket), (f, r) in self.buckets.items():
+                if (
+                    q == queue
+                    and bucket >= since_bucket
+                    and (before_bucket is None or bucket < before_bucket)
+                ):
+                    first += f
+                    retries += r
         return first, retries
 
     def budget_add(self, queue: str, bucket: int, first_attempts: int, retries: int, ttl: int) -> None:
-        counts = self.buckets[(queue, bucket)]
-        counts[0] += first_attempts
-        counts[1] += retries
+        with self.lock:
+            counts = self.buckets[(queue, bucket)]
+            counts[0] += first_attempts
+            counts[1] += retries
+
+    def budget_reserve(self, queue: str, bucket: int, limit: int, ttl: int) -> bool:
+        with self.lock:
+            counts = self.buckets[(queue, bucket)]
+            if counts[1] >= limit:
+                return False
+            counts[1] += 1
+            return True
+
+
+@dataclass(frozen=True, slots=True)
+class _Window:
+    bucket: int
+    """The current bucket when the window was read."""
+    first: int
+    """First attempts in the whole window (earlier buckets and the current one, as read)."""
+    earlier_retries: int
+    """Retries in the window's buckets before the current one (they no longer change)."""
 
 
 class BatchBudget:
-    """The budget as one batch sees it: one read (lazily, on the first retry) and one write per queue."""
+    """The budget as one batch sees it: one read of the window per queue, one atomic reservation per
+    retry, one write of the first attempts per queue.
+
+    Thread-safe: the records of a batch may run concurrently.
+    """
 
     def __init__(
         self, budget: RetryBudget, counter: BudgetCounter, clock: Callable[[], float] = time.time
@@ -99,45 +145,72 @@ class BatchBudget:
         self.counter = counter
         self.clock = clock
         self._first: dict[str, int] = defaultdict(int)
-        self._retries: dict[str, int] = defaultdict(int)
-        self._window: dict[str, tuple[int, int] | None] = {}
+        self._unreserved: dict[str, int] = defaultdict(int)
+        """Retries allowed without a reservation (the counter was unreachable): written at flush."""
+        self._window: dict[str, _Window | None] = {}
+        self._spent: set[tuple[str, int]] = set()
+        self._lock = threading.Lock()
 
     def _bucket(self, now: float) -> int:
         return int(now // self.budget.bucket)
 
     def first_attempt(self, queue: str) -> None:
-        self._first[queue] += 1
+        with self._lock:
+            self._first[queue] += 1
+
+    def _read(self, queue: str, bucket: int) -> _Window | None:
+        window = self._window.get(queue)
+        if queue in self._window and (window is None or window.bucket == bucket):
+            return window
+        since = self._bucket(self.clock() - self.budget.window) + 1
+        try:
+            first, _ = self.counter.budget_window(queue, since)
+            # Earlier buckets only: their retries no longer change (reservations go to the current one).
+            _, earlier = self.counter.budget_window(queue, since, bucket)
+        except Exception:
+            # Fail open: an unreadable budget must not dead-letter work.
+            log.warning("reading the retry budget of %s failed; allowing retries", queue, exc_info=True)
+            self._window[queue] = None
+            return None
+        self._window[queue] = _Window(bucket, first, earlier)
+        return self._window[queue]
 
     def allow_retry(self, queue: str) -> bool:
         """Take one retry from the budget; ``False`` when it is spent (dead-letter with ``budget``)."""
-        if queue not in self._window:
-            now = self.clock()
-            since = self._bucket(now - self.budget.window) + 1
+        with self._lock:
+            bucket = self._bucket(self.clock())
+            if (queue, bucket) in self._spent:
+                return False
+            window = self._read(queue, bucket)
+            if window is None:
+                self._unreserved[queue] += 1
+                return True
+            # What the current bucket may hold in all: the window's room less the earlier buckets' use.
+            limit = retries_allowed(window.first + self._first[queue], window.earlier_retries, self.budget)
+            if limit <= 0:
+                self._spent.add((queue, bucket))
+                return False
             try:
-                self._window[queue] = self.counter.budget_window(queue, since)
+                taken = self.counter.budget_reserve(queue, bucket, limit, int(self.budget.window * 2))
             except Exception:
-                # Fail open: an unreadable budget must not dead-letter work.
-                log.warning("reading the retry budget of %s failed; allowing retries", queue, exc_info=True)
-                self._window[queue] = None
-        window = self._window[queue]
-        if window is None:
-            self._retries[queue] += 1
-            return True
-        first, retries = window
-        if retries_allowed(first + self._first[queue], retries + self._retries[queue], self.budget) <= 0:
-            return False
-        self._retries[queue] += 1
-        return True
+                log.warning("reserving a retry of %s failed; allowing it", queue, exc_info=True)
+                self._unreserved[queue] += 1
+                return True
+            if not taken:
+                self._spent.add((queue, bucket))
+            return taken
 
     def flush(self) -> None:
-        """Write this batch's counts: one update per queue."""
-        bucket = self._bucket(self.clock())
-        ttl = int(self.budget.window * 2)
-        for queue in set(self._first) | set(self._retries):
-            try:
-                self.counter.budget_add(queue, bucket, self._first[queue], self._retries[queue], ttl)
-            except Exception:
-                log.warning("writing the retry budget of %s failed", queue, exc_info=True)
-        self._first.clear()
-        self._retries.clear()
-        self._window.clear()
+        """Write this batch's first attempts (and any retries it could not reserve): one update per queue."""
+        with self._lock:
+            bucket = self._bucket(self.clock())
+            ttl = int(self.budget.window * 2)
+            for queue in set(self._first) | set(self._unreserved):
+                try:
+                    self.counter.budget_add(queue, bucket, self._first[queue], self._unreserved[queue], ttl)
+                except Exception:
+                    log.warning("writing the retry budget of %s failed", queue, exc_info=True)
+            self._first.clear()
+            self._unreserved.clear()
+            self._window.clear()
+            self._spent.clear()

@@ -21,14 +21,15 @@ from pydantic import BaseModel, ValidationError
 
 from jobframework import envelope as wire
 from jobframework.config import RuntimeConfig
+from jobframework.dead_letter import REASON_ATTRIBUTES_BYTES
 from jobframework.envelope import Envelope, SagaRef
 from jobframework.errors import (
     ConfigurationError,
     EnqueueError,
     PayloadTooLargeError,
     PayloadValidationError,
-    UnknownJobError,
 )
+from jobframework.idempotency import DEFAULT_EXPIRY_SECONDS
 from jobframework.jobs import Job, JobRegistry, Priority, lane_name, parse_priority
 from jobframework.jobs import registry as default_registry
 from jobframework.retry import compute_backoff
@@ -36,12 +37,14 @@ from jobframework.signing import ATTR_KID, ATTR_SIG
 from jobframework.state import JobState, JobStatus, StateStore
 from jobframework.tracing import current as current_trace
 from jobframework.tracing import to_xray_header
+from jobframework.validation import validation_problems
 
 if TYPE_CHECKING:
     import boto3
     from mypy_boto3_sqs import SQSClient
     from mypy_boto3_sqs.type_defs import SendMessageBatchRequestEntryTypeDef
 
+    from jobframework.catalog import JobCatalog, RoutedJob
     from jobframework.saga import SagaRecord
     from jobframework.signing import KeySource
 
@@ -52,6 +55,14 @@ MAX_DELAY_SECONDS = 900
 MAX_SCHEDULED_DELAY_SECONDS = 365 * 24 * 3600
 """The longest delay a job can be given (one year)."""
 BATCH_ENTRIES = 10
+DEFAULT_DEDUP_WINDOW = float(DEFAULT_EXPIRY_SECONDS)
+"""Seconds an enqueue given an explicit ``key=`` dedups for by default: as long as the consumer's
+idempotency record of a completed job lasts (24 hours)."""
+MAX_DEDUP_WINDOW = 7 * 24 * 3600
+MAX_ENQUEUE_BYTES = wire.SQS_MAX_MESSAGE_BYTES - REASON_ATTRIBUTES_BYTES
+"""The largest message the client sends (body and attributes, signature included): SQS's 1 MiB less
+the room its dead letter needs for the reason attributes, so that a dead letter keeps everything it
+must (signature, trace, type) and is never cut to fit."""
 
 
 def delay_seconds(delay: float | timedelta | None) -> int:
@@ -76,10 +87,14 @@ def delay_seconds(delay: float | timedelta | None) -> int:
 
 
 def _window(value: float | timedelta) -> float:
-    seconds = value.total_seconds() if isinstance(value, timedelta) else float(value)
-    if not 0 < seconds <= 7 * 24 * 3600:
-        raise ConfigurationError(f"dedup_window must be within (0, 7 days] seconds, got {seconds:g}")
-    return seconds
+    seconds = value.total_seconds() if isinstance(value, timedelta) else value
+    if isinstance(seconds, bool) or not isinstance(seconds, int | float) or math.isnan(seconds):
+        raise ConfigurationError(f"dedup_window must be seconds (a number) or a timedelta, got {value!r}")
+    if not 0 <= seconds <= MAX_DEDUP_WINDOW:
+        raise ConfigurationError(
+            f"dedup_window must be 0 (off) to 7 days ({MAX_DEDUP_WINDOW:,} s), got {seconds:g}"
+        )
+    return float(seconds)
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,6 +157,25 @@ class _Prepared:
         return EnqueueResult(env.id, env.key, env.type, self.priority, message_id, error=error)
 
 
+def _payload(
+    job: Job[Any] | RoutedJob, payload: BaseModel | dict[str, Any]
+) -> tuple[dict[str, Any], str | None]:
+    """The payload as JSON data and the key the job's ``key=`` function gives (validated first).
+
+    Raises:
+        PayloadValidationError: it does not match the job's model (or its catalog schema).
+    """
+    if not isinstance(job, Job):
+        return job.validate(payload), None
+    try:
+        model = job.validate(payload)
+    except ValidationError as exc:
+        raise PayloadValidationError(
+            f"payload for {job.name} does not match {job.payload_model.__name__}: {validation_problems(exc)}"
+        ) from exc
+    return model.model_dump(mode="json"), job.key_for(model)
+
+
 class JobClient:
     """Sends jobs to their queues.
 
@@ -175,6 +209,8 @@ class JobClient:
         self._sqs = sqs_client
         self._clients: dict[str, Any] = dict(clients or {})
         self.batch_retries = batch_retries
+        self._catalog: JobCatalog | None = None
+        self._warned_no_dedup = False
         self._keys: KeySource | None = None
         if self.config.signing_keys:
             from jobframework.signing import KeySource
@@ -243,64 +279,60 @@ class JobClient:
             raise ConfigurationError("saga status needs the state table: set JF_STATE_TABLE")
         return load_saga(state, saga_id)
 
-    def job(self, job: Job[Any] | str) -> Job[Any]:
+    def job(self, job: Job[Any] | str) -> Job[Any] | RoutedJob:
+        """The job of a name: this process's registry, else the topology's job catalog (no import).
+
+        Raises:
+            UnknownJobError: in neither; the message says where the client looked and what to set.
+        """
         if isinstance(job, Job):
             return job
-        try:
-            return self.registry.get(job)
-        except UnknownJobError:
-            known = ", ".join(j.name for j in self.registry) or "none"
-            raise UnknownJobError(f"no job named {job!r} is registered (known: {known})") from None
+        found = self.registry.find(job)
+        if found is not None:
+            return found
+        if self._catalog is None:
+            from jobframework.catalog import JobCatalog
+
+            self._catalog = JobCatalog(self.config, lambda: self._client("ssm"))
+        return self._catalog.get(job, known=[j.name for j in self.registry])
 
     # -- preparing a message --------------------------------------------------------------------------
 
     def prepare(self, request: EnqueueRequest) -> _Prepared:
         """Validate, build the envelope and attributes, check the size; sends nothing."""
         job = self.job(request.job)
-        try:
-            payload = job.validate(request.payload)
-        except ValidationError as exc:
-            problems = "; ".join(
-                f"{'.'.join(map(str, e['loc'])) or 'payload'}: {e['msg']}" for e in exc.errors()[:10]
-            )
-            raise PayloadValidationError(
-                f"payload for {job.name} does not match {job.payload_model.__name__}: {problems}"
-            ) from exc
+        data, job_key = _payload(job, request.payload)
         priority = parse_priority(request.priority) if request.priority is not None else job.priority
-        key = request.key if request.key is not None else job.key_for(payload)
+        key = request.key if request.key is not None else job_key
         if key is not None and (not isinstance(key, str) or not key or len(key) > 1024):
             raise ConfigurationError(f"key must be a non-empty str of at most 1024 characters, got {key!r}")
-        window = _window(request.dedup_window) if request.dedup_window is not None else job.dedup_window
-        if window is not None and key is None:
-            raise ConfigurationError(
-                f"dedup of {job.name} needs a key: pass key= or give the job a key= function"
-            )
-        if window is not None and self.config.state_table is None:
-            raise ConfigurationError("enqueue dedup needs the state table: set JF_STATE_TABLE")
+        window = self._dedup_window(job, request, key)
         delay = delay_seconds(request.delay)
+        if not isinstance(job, Job) and job.route.fifo:
+            raise ConfigurationError(
+                f"{job.name} routes to a FIFO lane ({job.route.lane}), which this client does not send to"
+            )
         env = Envelope.new(
             job.name,
-            payload.model_dump(mode="json"),
+            data,
             key=key,
             saga=request.saga,
             job_id=request.job_id,
             payload_version=job.version,
         )
         trace = current_trace()
-        attributes = wire.send_attributes(env, trace.as_attributes())
-        if wire.message_size(env.to_body(), attributes) > self.config.offload_threshold:
-            env = self._offload(env, attributes)
-        if self._keys is not None:
-            kid, mac = self._keys.ring().sign(env)
-            if delay > MAX_DELAY_SECONDS:
-                env = env.model_copy(update={"sig": f"{kid}:{mac}"})  # Scheduler cannot set attributes
-            else:
-                attributes[ATTR_SIG] = wire.string_attribute(mac)
-                attributes[ATTR_KID] = wire.string_attribute(kid)
+        unsigned = wire.send_attributes(env, trace.as_attributes())
+        signed, attributes = self._sign(env, unsigned, delay)
+        size = wire.message_size(signed.to_body(), attributes)
+        if size > min(self.config.offload_threshold, MAX_ENQUEUE_BYTES):
+            env = self._offload(env, size, job, delay)
+            signed, attributes = self._sign(env, unsigned, delay)
+        env = signed
+        lane = lane_name(priority, job.profile) if isinstance(job, Job) else job.lane_for(priority)
         return _Prepared(
             envelope=env,
             priority=priority,
-            queue_url=self.config.endpoints(lane_name(priority, job.profile)).url,
+            queue_url=self.config.endpoints(lane).url,
             body=env.to_body(),
             attributes=attributes,
             delay=delay,
@@ -308,20 +340,72 @@ class JobClient:
             dedup_window=window,
         )
 
-    def _offload(self, env: Envelope, attributes: dict[str, Any]) -> Envelope:
-        """Store the payload in S3 and point to it; refuse when it cannot be sent either way."""
-        size = wire.message_size(env.to_body(), attributes)
+    def _dedup_window(
+        self, job: Job[Any] | RoutedJob, request: EnqueueRequest, key: str | None
+    ) -> float | None:
+        """Seconds this enqueue dedups by key, or ``None``: the request's ``dedup_window``, else the job's,
+        else :data:`DEFAULT_DEDUP_WINDOW` when the caller gave a key (not for saga steps, whose outbox
+        sends each step once under its own id); ``0`` is off."""
+        if request.dedup_window is not None:
+            window: float | None = _window(request.dedup_window)
+        elif job.dedup_window is not None:
+            window = job.dedup_window
+        elif request.key is not None and request.saga is None:
+            if self.config.state_table is None:
+                if not self._warned_no_dedup:
+                    self._warned_no_dedup = True
+                    log.warning(
+                        "no state table (JF_STATE_TABLE): enqueues with a key are not deduplicated; "
+                        "only the consumer's idempotency keeps a duplicate from running twice"
+                    )
+                return None
+            return DEFAULT_DEDUP_WINDOW
+        else:
+            return None
+        if not window:
+            return None
+        if key is None:
+            raise ConfigurationError(
+                f"dedup of {job.name} needs a key: pass key= or give the job a key= function"
+            )
+        if self.config.state_table is None:
+            raise ConfigurationError("enqueue dedup needs the state table: set JF_STATE_TABLE")
+        return window
+
+    def _sign(self, env: Envelope, attributes: dict[str, Any], delay: int) -> tuple[Envelope, dict[str, Any]]:
+        """The envelope and attributes as sent: signed when signing is on (in the body for a delay that
+        EventBridge Scheduler sends, since it cannot set attributes)."""
+        attributes = dict(attributes)
+        if self._keys is None:
+            return env, attributes
+        kid, mac = self._keys.ring().sign(env)
+        if delay > MAX_DELAY_SECONDS:
+            return env.model_copy(update={"sig": f"{kid}:{mac}"}), attributes
+        attributes[ATTR_SIG] = wire.string_attribute(mac)
+        attributes[ATTR_KID] = wire.string_attribute(kid)
+        return env, attributes
+
+    def _offload(self, env: Envelope, size: int, job: Job[Any] | RoutedJob, delay: int) -> Envelope:
+        """Store the payload in S3 and point to it; refuse when it cannot be sent either way.
+
+        The object's retention class covers the delay, the job's retries, a DLQ stay and a redrive
+        (:func:`jobframework.payloads.retention_days`).
+        """
         if not self.config.payload_bucket:
-            if size <= wire.SQS_MAX_MESSAGE_BYTES:
+            if size <= MAX_ENQUEUE_BYTES:
                 return env
             raise PayloadTooLargeError(
-                f"{env.type} message is {size:,} bytes, over the SQS limit of "
-                f"{wire.SQS_MAX_MESSAGE_BYTES:,}; "
-                "configure a payload bucket (JF_PAYLOAD_BUCKET) to offload it, or enqueue a reference"
+                f"{env.type} message is {size:,} bytes: with the {REASON_ATTRIBUTES_BYTES} bytes its dead "
+                f"letter keeps for the reason attributes it is over the SQS limit of "
+                f"{wire.SQS_MAX_MESSAGE_BYTES:,}; configure a payload bucket (JF_PAYLOAD_BUCKET) to offload "
+                "it, or enqueue a reference"
             )
-        from jobframework.payloads import PayloadStore
+        from jobframework.payloads import PayloadStore, retention_days
 
-        ref = PayloadStore(self.config.payload_bucket, self._client("s3")).put(env.type, env.id, env.payload)
+        horizon = job.retry if isinstance(job, Job) else job.route.retry_horizon
+        ref = PayloadStore(self.config.payload_bucket, self._client("s3")).put(
+            env.type, env.id, env.payload, keep_days=retention_days(delay, horizon)
+        )
         return env.model_copy(update={"payload": {}, "payload_ref": ref})
 
     # -- sending --------------------------------------------------------------------------------------
@@ -342,17 +426,21 @@ class JobClient:
             job: the job or its registered name.
             payload: the job's model, or a dict validated against it.
             key: the idempotency/dedup key (the job's ``key=`` function, else the job id, when ``None``).
+                An explicit key dedups the enqueue for :data:`DEFAULT_DEDUP_WINDOW` (24 hours) unless
+                ``dedup_window`` says otherwise: a second enqueue with the key sends nothing and returns
+                the first job's id with ``duplicate=True``.
             delay: seconds (or ``timedelta``) before the job becomes visible: up to 900 via SQS
                 ``DelaySeconds``, up to a year via an EventBridge Scheduler one-time schedule.
             priority: send to another priority's queue than the job's own.
             dedup_window: seconds in which another enqueue with the same key sends nothing and
-                returns this job's id (``duplicate=True``); the job's own ``dedup_window`` when ``None``.
+                returns this job's id (``duplicate=True``), up to 7 days; ``0`` turns dedup off; the
+                job's own ``dedup_window`` when ``None``, else 24 hours for an explicit ``key``.
 
         Raises:
             PayloadValidationError: the payload does not match (nothing sent).
             PayloadTooLargeError: the message is over 1 MiB (nothing sent).
             ConfigurationError: a bad delay, key or priority.
-            UnknownJobError: no job of that name.
+            UnknownJobError: no job of that name in the registry or the topology's job catalog.
             EnqueueError: SQS failed to take it.
         """
         return self._send_one(

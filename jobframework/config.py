@@ -9,15 +9,40 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_serializer, field_validator
 
 from jobframework.errors import ConfigurationError
 from jobframework.jobs import Priority
 
 if TYPE_CHECKING:
     from mypy_boto3_ssm import SSMClient
+
+
+class JobRoute(BaseModel):
+    """How a producer that does not import a job sends it: the job's entry in the topology's catalog.
+
+    The stack and ``jf dev`` write one per registered job into the topology parameter; see
+    :mod:`jobframework.catalog` for how the client validates a payload against ``payload_schema``.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    priority: Priority
+    lane: str
+    """The queue: the priority, or ``<priority>-<profile>``."""
+    fifo: bool = False
+    """Whether the lane's queue is a FIFO queue (``.fifo``): sends then carry a message group."""
+    version: int = Field(default=1, ge=1)
+    """The payload schema version producers send (``payload_version``)."""
+    dedup_window: float | None = None
+    """The job's own ``dedup_window`` (seconds; ``0`` off), ``None`` when it has none."""
+    retry_horizon: float = Field(default=0.0, ge=0)
+    """Seconds the job can spend between its first receive and its dead letter
+    (:func:`jobframework.payloads.retry_horizon`): how long an offloaded payload must outlive its send."""
+    payload_schema: dict[str, Any]
+    """The payload model's JSON Schema (pydantic's, without titles and descriptions)."""
 
 
 class QueueEndpoints(BaseModel):
@@ -91,11 +116,42 @@ class RuntimeConfig(BaseModel):
     schedule_group: str = "default"
     retry_budget: float | None = Field(default=0.2, ge=0, le=10)
     """Retries allowed per first attempt in the window; ``None`` (``JF_RETRY_BUDGET=off``) disables it."""
+    jobs: dict[str, JobRoute] = Field(default_factory=dict)
+    """The job catalog: each job's route and payload schema, by name (in the topology parameter only:
+    the ``JF_*`` variables point at the parameter instead, to stay within Lambda's 4 KB of variables)."""
+    topology_parameter: str | None = None
+    """The SSM parameter this configuration came from or points at (``JF_TOPOLOGY_PARAMETER``)."""
 
     @field_validator("retry_budget", mode="before")
     @classmethod
     def _budget_off(cls, value: object) -> object:
         return None if isinstance(value, str) and value.strip().lower() in ("off", "none", "") else value
+
+    @field_validator("jobs", mode="before")
+    @classmethod
+    def _unpack_jobs(cls, value: object) -> object:
+        if isinstance(value, str):
+            import base64
+            import zlib
+
+            try:
+                return json.loads(zlib.decompress(base64.b64decode(value)))
+            except (ValueError, zlib.error) as exc:
+                raise ValueError(f"the job catalog is not zlib+base64 JSON: {exc}") from None
+        return value
+
+    @field_serializer("jobs", when_used="json")
+    def _pack_jobs(self, jobs: dict[str, JobRoute]) -> str | dict[str, Any]:
+        """In JSON (the topology parameter) the catalog is zlib+base64 of its compact JSON: about 60
+        bytes a job, so that dozens of jobs fit a standard (4 KB) parameter beside the queues."""
+        if not jobs:
+            return {}
+        import base64
+        import zlib
+
+        data = {name: route.model_dump(mode="json", exclude_defaults=True) for name, route in jobs.items()}
+        packed = zlib.compress(json.dumps(data, separators=(",", ":"), sort_keys=True).encode(), 9)
+        return base64.b64encode(packed).decode("ascii")
 
     @field_validator("queues", mode="before")
     @classmethod
@@ -157,12 +213,12 @@ class RuntimeConfig(BaseModel):
         endpoint = env.get(ENV_ENDPOINT_URL) or None
         region = env.get(ENV_REGION) or None
         settings = {field: env[name] for field, name in OPTIONAL_SETTINGS.items() if env.get(name)}
+        parameter = env.get(ENV_TOPOLOGY_PARAMETER) or None
         if queues:
             try:
-                return cls(queues=queues, **settings)
+                return cls(queues=queues, topology_parameter=parameter, **settings)
             except ValidationError as exc:
                 raise ConfigurationError(f"bad JF_* setting: {exc}") from exc
-        parameter = env.get(ENV_TOPOLOGY_PARAMETER)
         if not parameter:
             raise ConfigurationError(
                 "jobframework is not configured: set JF_QUEUE_URL_<PRIORITY> and JF_DLQ_URL_<PRIORITY>, "
@@ -196,6 +252,7 @@ class RuntimeConfig(BaseModel):
             raise ConfigurationError(
                 f"the topology parameter {name} does not hold a RuntimeConfig: {exc}"
             ) from exc
+        update: dict[str, Any] = {"topology_parameter": name}
         if endpoint_url and not config.endpoint_url:
-            config = config.model_copy(update={"endpoint_url": endpoint_url})
-        return config
+            update["endpoint_url"] = endpoint_url
+        return config.model_copy(update=update)

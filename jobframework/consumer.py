@@ -26,13 +26,15 @@ import math
 import os
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
-from jobframework import envelope as wire
+from jobframework.admission import load_payload, verify_signature
+from jobframework.attempts import deferrals, is_first_attempt, receive_count
 from jobframework.budget import BatchBudget, RetryBudget
 from jobframework.config import ENV_JOBS, RuntimeConfig
 from jobframework.dead_letter import KEPT_ATTRIBUTES, _fit_dead_letter, dead_letter_message
@@ -50,14 +52,25 @@ from jobframework.delivery import (
     _Unavailable,
     arn_queue_name,
     describe,
+    identified_records,
+    refusal_logged,
 )
-from jobframework.envelope import Envelope, parse_body
-from jobframework.errors import MalformedMessageError, PayloadVersionError, SignatureError
-from jobframework.idempotency import AlreadyInProgress
-from jobframework.jobs import Job, JobRegistry, Priority, WhenBacklogged, lane_priority
+from jobframework.envelope import parse_body
+from jobframework.errors import (
+    MalformedMessageError,
+    PayloadMissingError,
+    PayloadVersionError,
+    SignatureError,
+)
+from jobframework.handback import hand_back
+from jobframework.heartbeat import heartbeat
+from jobframework.idempotency import AlreadyInProgress, KeyHold
+from jobframework.jobs import Job, JobRegistry, Priority, WhenBacklogged
 from jobframework.jobs import registry as default_registry
 from jobframework.modules import import_job_modules
+from jobframework.queues import QueueDirectory, env_config
 from jobframework.retry import MAX_RETRY_DELAY_SECONDS, Action, Reason, classify
+from jobframework.running import JobAborted, call
 from jobframework.scheduling import SCHEDULE_KEY_PREFIX
 from jobframework.state import JobState, StateStore, summarize
 from jobframework.telemetry import BatchMetrics, job_logger
@@ -96,8 +109,9 @@ class Consumer:
         self._modules_loaded = False
         self.listeners = list(listeners)
         self._setup = setup
-        self._queue_urls: dict[str, str] = {}
-        self._dlq_urls: dict[str, str] = {}
+        self.queues = QueueDirectory(
+            lambda: self._config if self._config is not None else env_config(), lambda: self.sqs
+        )
         self._clients: dict[str, Any] = {}
         self._features_ready = False
         self._setup_lock = threading.RLock()
@@ -124,7 +138,7 @@ class Consumer:
                 if client is None:
                     import boto3
 
-                    config = self._config if self._config is not None else _try_env_config()
+                    config = self._config if self._config is not None else env_config()
                     client = boto3.client(  # type: ignore[call-overload]
                         service,
                         endpoint_url=(config.endpoint_url if config else None)
@@ -149,7 +163,7 @@ class Consumer:
                 self._set_up_features()
 
     def _set_up_features(self) -> None:
-        config = self._config if self._config is not None else _try_env_config()
+        config = self._config if self._config is not None else env_config()
         if config is not None:
             if config.state_table:
                 self.state = StateStore(config.state_table, self._client("dynamodb"))
@@ -199,6 +213,10 @@ class Consumer:
         records = event.get("Records") if isinstance(event, Mapping) else None
         if not isinstance(records, list):
             raise ValueError("not an SQS event: it has no 'Records' list")
+        records = identified_records(records)
+        if not records:  # nothing that Lambda could be told about: no failures
+            return {"batchItemFailures": []}
+        event = {**event, "Records": records}
         self._features()
         if self.idempotency is not None:
             self.idempotency.register_context(context)
@@ -248,42 +266,50 @@ class Consumer:
         """
         d = _Delivery.of(record)
         d.statuses = batch.statuses
-        d.priority = self._priority_of(d.source)
+        d.priority = self.queues.priority_of(d.source)
+        body = record.get("body")
         try:
-            d.envelope = parse_body(record.get("body"))
+            if not isinstance(body, str):
+                raise MalformedMessageError(f"the body is {type(body).__name__}, not text")
+            d.envelope = parse_body(body)
         except MalformedMessageError as exc:
-            self._give_up(d, Reason.MALFORMED, str(exc), batch)
+            self._refuse(d, Reason.MALFORMED, str(exc), batch)
             return None
         env = d.envelope
         job = self.registry.find(env.type)
         if job is None:
-            self._give_up(d, Reason.UNKNOWN_TYPE, f"no job named {env.type!r} is registered here", batch)
+            self._refuse(d, Reason.UNKNOWN_TYPE, f"no job named {env.type!r} is registered here", batch)
             return None
         d.priority = d.priority or job.priority.value
         try:
             if self.keys is not None:
-                self._verify(d)
-            payload = self._payload(d, job)
+                verify_signature(d, self.keys, self.registry)
+            payload = load_payload(d, job, lambda: self._client("s3"))
         except SignatureError as exc:
-            self._give_up(d, Reason.SIGNATURE, str(exc), batch)
+            self._refuse(d, Reason.SIGNATURE, str(exc), batch)
+            return None
+        except PayloadMissingError as exc:  # gone from S3: no retry can bring it back
+            self._refuse(d, Reason.PAYLOAD_MISSING, str(exc), batch)
             return None
         except _Unavailable as exc:
             # The key ring or the payload store cannot be read: retried like a failed job, then exhausted.
             if d.attempt >= job.retry.max_attempts:
-                self._give_up(d, Reason.EXHAUSTED, str(exc), batch)
+                self._refuse(d, Reason.EXHAUSTED, str(exc), batch)
                 return None
             delay = min(MAX_RETRY_DELAY_SECONDS, math.ceil(job.retry.delay(d.attempt)))
             log.warning("job %s: %s; retrying in %ds", env.id, exc, delay)
-            self._change_visibility(d, delay)
+            copied = self._retry_later(d, delay)
             self._status(d, JobState.RETRYING, attempts=d.attempt, error=_safe_text(str(exc)))
             self._emit(batch, d.outcome(Outcome.RETRIED, error=str(exc), delay=delay))
+            if copied:
+                return None
             raise RecordRetry(str(exc)) from exc
         except PayloadVersionError as exc:
-            self._give_up(d, Reason.VERSION, str(exc), batch)
+            self._refuse(d, Reason.VERSION, str(exc), batch)
             return None
         except (ValidationError, ValueError) as exc:
-            error = f"payload does not match {job.payload_model.__name__}: {exc}"
-            self._give_up(d, Reason.INVALID_PAYLOAD, error, batch)
+            error = f"payload does not match {job.payload_model.__name__}: {describe(exc)}"
+            self._refuse(d, Reason.INVALID_PAYLOAD, error, batch)
             return None
 
         if job.schedule is not None and env.key.startswith(SCHEDULE_KEY_PREFIX):
@@ -301,12 +327,13 @@ class Consumer:
                 remaining,
                 job.timeout,
             )
-            self._change_visibility(d, 0)
-            self._status(d, JobState.QUEUED, attempts=d.attempt)
+            self._status(d, JobState.QUEUED, attempts=d.attempt - 1)
             self._emit(batch, d.outcome(Outcome.RELEASED))
+            if self._hand_back(d, 0):
+                return None
             raise RecordRetry(f"job {env.id} released: {remaining:.1f}s left, job needs {job.timeout:g}s")
 
-        if d.attempt == 1 and batch.budget is not None:
+        if is_first_attempt(record) and batch.budget is not None:
             batch.budget.first_attempt(d.source)
         return d, job, payload
 
@@ -336,9 +363,10 @@ class Consumer:
             self._status(d, JobState.SUCCEEDED, attempts=d.attempt, result='"skipped: queue backlogged"')
             self._emit(batch, d.outcome(Outcome.SKIPPED, reason="backlogged"))
             return True
-        if d.attempt >= job.retry.max_attempts:
+        deferred = deferrals(d.record) + (receive_count(d.record) or 1) - 1
+        if deferred >= job.retry.max_attempts:
             log.warning(
-                "scheduled run %s of %s deferred %d times; running it now", env.key, env.type, d.attempt
+                "scheduled run %s of %s deferred %d times; running it now", env.key, env.type, deferred
             )
             return False
         log.info(
@@ -350,9 +378,10 @@ class Consumer:
             depth,
         )
         batch.metrics.schedule_event(env.type, "ScheduleDeferred")
-        self._change_visibility(d, DEFER_SECONDS)
-        self._status(d, JobState.QUEUED, attempts=d.attempt)
+        self._status(d, JobState.QUEUED, attempts=d.attempt - 1)
         self._emit(batch, d.outcome(Outcome.RETRIED, reason="backlogged", delay=DEFER_SECONDS))
+        if self._hand_back(d, DEFER_SECONDS, deferred=deferred + 1):
+            return True
         raise RecordRetry(f"scheduled run {env.key} deferred: queue backlogged")
 
     # -- batched jobs ----------------------------------------------------------------------------------
@@ -376,7 +405,7 @@ class Consumer:
         for record in records:
             try:
                 job = self.registry.find(parse_body(record.get("body")).type)
-            except MalformedMessageError:
+            except Exception:
                 continue  # the ordinary path dead-letters it
             if job is None or job.batch is None:
                 continue
@@ -398,17 +427,33 @@ class Consumer:
             size = job.batch.max_size if job.batch else len(items)
             for start in range(0, len(items), size):
                 chunk = items[start : start + size]
+                done: dict[str, RecordRetry | None] = {}
                 try:
-                    settled.update(self._run_batch(job, chunk, context, batch))
-                except Exception as exc:
-                    log.error("settling a batch of %s failed; its records come back", name, exc_info=True)
-                    settled.update({d.message_id: RecordRetry(describe(exc)) for d, _ in chunk})
+                    self._run_batch(job, chunk, context, batch, done)
+                except Exception as exc:  # the items not yet settled come back; a settled one stays settled
+                    log.error(
+                        "settling a batch of %s failed; its unsettled records come back", name, exc_info=True
+                    )
+                    done.update(
+                        {
+                            d.message_id: RecordRetry(describe(exc))
+                            for d, _ in chunk
+                            if d.message_id not in done
+                        }
+                    )
+                settled.update(done)
         return settled
 
     def _run_batch(
-        self, job: Job[Any], items: list[tuple[_Delivery, Any]], context: Any, batch: _Batch
-    ) -> dict[str, RecordRetry | None]:
-        """One call of a batched job; then each item is settled, retried or dead-lettered on its own."""
+        self,
+        job: Job[Any],
+        items: list[tuple[_Delivery, Any]],
+        context: Any,
+        batch: _Batch,
+        settled: dict[str, RecordRetry | None],
+    ) -> None:
+        """One call of a batched job; then each item is settled, retried or dead-lettered on its own
+        (into ``settled``, as each is)."""
         first = items[0][0]
         env = first.require_envelope()
         trace = extract(first.record)
@@ -417,10 +462,8 @@ class Consumer:
         started = time.perf_counter()
         try:
             with job_span(trace, env.type, env.id, first.attempt) as own:
-                outcomes = job(
-                    [payload for _, payload in items],
-                    _job_context(first, job, own=own, parent=trace, context=context, logger=logger),
-                )
+                ctx = _job_context(first, job, own=own, parent=trace, context=context, logger=logger)
+                outcomes = call(job, [payload for _, payload in items], ctx)
             if outcomes is None:
                 outcomes = [None] * len(items)
             if not isinstance(outcomes, list | tuple) or len(outcomes) != len(items):
@@ -433,57 +476,20 @@ class Consumer:
         finally:
             logger.thread_safe_remove_keys(["job_type", "batch_size", "trace_id"])
         per_item_ms = (time.perf_counter() - started) * 1000 / len(items)
-        settled: dict[str, RecordRetry | None] = {}
         for (d, _), outcome in zip(items, outcomes, strict=True):
-            settled[d.message_id] = None
-            if isinstance(outcome, BaseException):
-                failure = outcome if isinstance(outcome, Exception) else RuntimeError(repr(outcome))
-                try:
-                    self._failed(d, job, failure, per_item_ms, batch)
-                except RecordRetry as retry:
-                    settled[d.message_id] = retry
-                continue
-            self._status(d, JobState.SUCCEEDED, attempts=d.attempt, result=summarize(outcome))
-            wait = _queue_wait_ms(d.record, d.require_envelope()) if d.attempt == 1 else None
-            self._emit(batch, d.outcome(Outcome.SUCCEEDED, queue_wait_ms=wait, processing_ms=per_item_ms))
-        return settled
-
-    def _verify(self, d: _Delivery) -> None:
-        """Check the signature before anything runs; an unreadable key ring is retried, not fatal."""
-        from jobframework.signing import ATTR_KID, ATTR_SIG
-
-        env = d.require_envelope()
-        kid, mac = wire.record_attribute(d.record, ATTR_KID), wire.record_attribute(d.record, ATTR_SIG)
-        if not (kid and mac) and env.sig:
-            kid, _, mac = env.sig.partition(":")
-        if not (kid or mac) and _is_recurring_firing(env, self.registry.find(env.type)):
-            # A recurring schedule's Input is fixed in the stack and cannot be signed; such a message
-            # can only run its job with the schedule's own payload, which the schedule does anyway.
-            log.info("job %s (%s): unsigned firing of its recurring schedule accepted", env.id, env.type)
-            return
-        assert self.keys is not None
-        try:
-            ring = self.keys.ring()
-        except Exception as exc:
-            log.error("reading the signing keys failed (job %s)", env.id, exc_info=True)
-            raise _Unavailable(f"signing keys unavailable: {exc}") from exc
-        ring.verify(env, kid, mac)
-
-    def _payload(self, d: _Delivery, job: Job[Any]) -> Any:
-        """The validated payload: fetched from S3 if offloaded, upgraded to the job's version."""
-        env = d.require_envelope()
-        data = env.payload
-        if env.payload_ref is not None:
-            from jobframework.errors import PayloadStoreError
-            from jobframework.payloads import fetch
-
             try:
-                data = fetch(env.payload_ref, self._client("s3"))
-            except PayloadStoreError as exc:
-                raise _Unavailable(str(exc)) from exc
-        if env.payload_version != job.version:
-            data = job.upgrade(data, env.payload_version)
-        return job.validate(data)
+                if isinstance(outcome, BaseException):
+                    failure = outcome if isinstance(outcome, Exception) else JobAborted(outcome)
+                    self._failed(d, job, failure, per_item_ms, batch)
+                else:
+                    self._status(d, JobState.SUCCEEDED, attempts=d.attempt, result=summarize(outcome))
+                    wait = _queue_wait_ms(d.record, d.require_envelope()) if d.attempt == 1 else None
+                    self._emit(
+                        batch, d.outcome(Outcome.SUCCEEDED, queue_wait_ms=wait, processing_ms=per_item_ms)
+                    )
+                settled[d.message_id] = None
+            except RecordRetry as retry:
+                settled[d.message_id] = retry
 
     def _run(self, d: _Delivery, job: Job[Any], payload: Any, context: Any, batch: _Batch) -> None:
         env = d.require_envelope()
@@ -497,13 +503,15 @@ class Consumer:
         ran = True
         result: str | None = None
         try:
-            with job_span(trace, env.type, env.id, d.attempt) as own:
+            with job_span(trace, env.type, env.id, d.attempt) as own, self._held(d, job, context) as key:
                 ctx = _job_context(d, job, own=own, parent=trace, context=context, logger=logger)
-                if self.idempotency is not None and job.idempotent:
+                if self.idempotency is not None and key is not None:
                     self.idempotency.limit_attempt(context, job.timeout + RELEASE_MARGIN_SECONDS)
-                    result, ran = self.idempotency.run(env.type, env.key, lambda: job(payload, ctx))
+                    result, ran = self.idempotency.run(
+                        env.type, env.key, lambda: call(job, payload, ctx), key
+                    )
                 else:
-                    result = summarize(job(payload, ctx))
+                    result = summarize(call(job, payload, ctx))
         except AlreadyInProgress as exc:
             # Back when the other delivery's in-progress record expires (or, if unknown, a job timeout).
             delay = min(
@@ -513,13 +521,12 @@ class Consumer:
             log.info(
                 "job %s (%s) is running in another delivery; checking again in %ds", env.id, env.type, delay
             )
-            self._change_visibility(d, delay)
-            self._status(d, JobState.RETRYING, attempts=d.attempt)
+            self._status(d, JobState.RETRYING, attempts=d.attempt - 1)
             self._emit(batch, d.outcome(Outcome.RETRIED, error=str(exc), delay=delay))
-            raise RecordRetry(str(exc)) from exc
-        except (Exception, SystemExit) as exc:
-            failure = exc if isinstance(exc, Exception) else RuntimeError(f"the job raised {exc!r}")
-            self._failed(d, job, failure, (time.perf_counter() - started) * 1000, batch)
+            if not self._hand_back(d, delay):
+                raise RecordRetry(str(exc)) from exc
+        except Exception as exc:  # a BaseException of the job arrives as JobAborted: the job's failure
+            self._failed(d, job, exc, (time.perf_counter() - started) * 1000, batch)
         else:
             elapsed_ms = (time.perf_counter() - started) * 1000
             if not ran:
@@ -543,6 +550,8 @@ class Consumer:
             )
         finally:
             logger.thread_safe_remove_keys(["job_id", "job_type", "job_key", "attempt", "trace_id"])
+            if time.perf_counter() - started > job.timeout:
+                batch.metrics.schedule_event(env.type, "Overrun")
 
     def _failed(self, d: _Delivery, job: Job[Any], exc: Exception, elapsed_ms: float, batch: _Batch) -> None:
         env = d.require_envelope()
@@ -587,10 +596,12 @@ class Consumer:
                     delay,
                     exc_info=exc,
                 )
-            self._change_visibility(d, delay)
+            copied = self._retry_later(d, delay)
             self._status(d, JobState.RETRYING, attempts=d.attempt, error=error)
             self._emit(batch, d.outcome(Outcome.RETRIED, error=error, delay=delay, processing_ms=elapsed_ms))
-            raise RecordRetry(f"job {env.id} retries in {delay}s") from exc
+            if not copied:
+                raise RecordRetry(f"job {env.id} retries in {delay}s") from exc
+            return
         reason = decision.reason or Reason.EXHAUSTED
         log.error(
             "job %s (%s) dead-lettered (%s) after attempt %d: %s",
@@ -601,6 +612,59 @@ class Consumer:
             error,
         )
         self._give_up(d, reason, error, batch, processing_ms=elapsed_ms)
+
+    @contextmanager
+    def _held(self, d: _Delivery, job: Job[Any], context: Any) -> Iterator[KeyHold | None]:
+        """Keep the job's key and message held while it runs (see :mod:`jobframework.heartbeat`)."""
+        env, remaining = d.require_envelope(), _remaining_seconds(context)
+        key = KeyHold(self.idempotency) if self.idempotency is not None and job.idempotent else None
+        with heartbeat.hold(
+            f"{env.id} ({env.type})",
+            timeout=job.timeout,
+            key_lapses_in=min(job.timeout + RELEASE_MARGIN_SECONDS, remaining),
+            remaining=remaining,
+            extend_key=key.extend if key is not None else None,
+            extend_visibility=lambda seconds: self._change_visibility(d, seconds, strict=True),
+        ):
+            yield key
+
+    def _hand_back(self, d: _Delivery, delay: int, *, deferred: int = 0) -> bool:
+        """Hand the record back unrun as a fresh copy, not an attempt (:mod:`jobframework.attempts`).
+
+        ``True``: the copy is sent and the original is to be acknowledged. ``False``: the copy failed and
+        the record is handed back in place (this receive then counts as an attempt).
+        """
+        try:
+            hand_back(
+                self.sqs,
+                self.queue_url(d.source),
+                d.record,
+                delay=delay,
+                executions=d.attempt - 1,
+                deferred=deferred,
+            )
+            return True
+        except Exception:
+            log.warning("handing %s back as a copy failed; handed back in place", d.message_id, exc_info=True)
+            self._change_visibility(d, delay)
+            return False
+
+    def _retry_later(self, d: _Delivery, delay: int) -> bool:
+        """Back off after an execution: in place, or (when the record has no receive count to grow) as a
+        copy carrying this execution. ``True`` when a copy was sent (acknowledge the original)."""
+        if receive_count(d.record) is None:
+            try:
+                hand_back(self.sqs, self.queue_url(d.source), d.record, delay=delay, executions=d.attempt)
+                return True
+            except Exception:
+                log.warning("retrying %s as a copy failed; retried in place", d.message_id, exc_info=True)
+        self._change_visibility(d, delay)
+        return False
+
+    def _refuse(self, d: _Delivery, reason: Reason, error: str, batch: _Batch) -> None:
+        """Dead-letter a record before its job runs, logged as every dead letter is (same keys)."""
+        with refusal_logged(d, reason, error, log):
+            self._give_up(d, reason, error, batch)
 
     def _give_up(
         self,
@@ -663,7 +727,7 @@ class Consumer:
         for record in records:
             try:
                 env = parse_body(record.get("body"))
-            except MalformedMessageError:
+            except Exception:  # malformed: the record's own stage dead-letters it
                 continue
             d = _Delivery.of(record)
             d.envelope, d.statuses = env, batch.statuses
@@ -681,50 +745,15 @@ class Consumer:
 
     # -- SQS side effects ------------------------------------------------------------------------------
 
-    def _priority_of(self, queue_name: str) -> str | None:
-        config = self._config if self._config is not None else _try_env_config()
-        found = config.by_queue_name(queue_name) if config else None
-        return lane_priority(found[0]).value if found else None
-
     def queue_url(self, queue_name: str) -> str:
         """The URL of a source queue named in a record's ARN (from the config, else GetQueueUrl)."""
-        url = self._queue_urls.get(queue_name)
-        if url is None:
-            config = self._config if self._config is not None else _try_env_config()
-            found = config.by_queue_name(queue_name) if config else None
-            if found and found[1].name == queue_name:
-                url = found[1].url
-            else:
-                url = self.sqs.get_queue_url(QueueName=queue_name)["QueueUrl"]
-            self._queue_urls[queue_name] = url
-        return url
+        return self.queues.queue_url(queue_name)
 
     def dlq_url(self, queue_name: str) -> str:
         """The DLQ of a source queue: from the config, else from the queue's redrive policy."""
-        url = self._dlq_urls.get(queue_name)
-        if url is None:
-            config = self._config if self._config is not None else _try_env_config()
-            found = config.by_queue_name(queue_name) if config else None
-            if found and found[1].name == queue_name:
-                url = found[1].dlq_url
-            else:
-                import json
+        return self.queues.dlq_url(queue_name)
 
-                attrs = self.sqs.get_queue_attributes(
-                    QueueUrl=self.queue_url(queue_name), AttributeNames=["RedrivePolicy"]
-                )["Attributes"]
-                policy = attrs.get("RedrivePolicy")
-                if not policy:
-                    raise RuntimeError(
-                        f"queue {queue_name} has no DLQ (no RedrivePolicy); cannot dead-letter"
-                    )
-                url = self.sqs.get_queue_url(
-                    QueueName=arn_queue_name(json.loads(policy)["deadLetterTargetArn"])
-                )["QueueUrl"]
-            self._dlq_urls[queue_name] = url
-        return url
-
-    def _change_visibility(self, d: _Delivery, seconds: int) -> None:
+    def _change_visibility(self, d: _Delivery, seconds: int, *, strict: bool = False) -> None:
         try:
             self.sqs.change_message_visibility(
                 QueueUrl=self.queue_url(d.source),
@@ -732,6 +761,8 @@ class Consumer:
                 VisibilityTimeout=int(seconds),
             )
         except Exception:
+            if strict:
+                raise
             # The record is still reported as failed: it returns when its current visibility runs out.
             log.warning("ChangeMessageVisibility of %s failed", d.message_id, exc_info=True)
 
@@ -768,37 +799,6 @@ class Consumer:
                 listener(outcome)
             except Exception:
                 log.warning("consumer listener failed", exc_info=True)
-
-
-def _is_recurring_firing(env: Envelope, job: Job[Any] | None) -> bool:
-    """The envelope is exactly what the job's recurring schedule sends (its fixed payload and key form)."""
-    from jobframework.scheduling import schedule_key
-
-    return (
-        job is not None
-        and job.schedule is not None
-        and env.saga is None
-        and env.payload_ref is None
-        and env.payload_version == 1
-        and env.key.startswith(schedule_key(job.name, ""))
-        and env.payload == job.schedule.payload
-    )
-
-
-_env_config: RuntimeConfig | None = None
-_env_config_read = False
-
-
-def _try_env_config() -> RuntimeConfig | None:
-    global _env_config, _env_config_read
-    if not _env_config_read:
-        _env_config_read = True
-        try:
-            _env_config = RuntimeConfig.from_env()
-        except Exception:
-            log.info("no JF_* configuration; queues are resolved from each record's ARN")
-            _env_config = None
-    return _env_config
 
 
 def consumer(

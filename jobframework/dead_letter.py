@@ -17,6 +17,21 @@ if TYPE_CHECKING:
 
 KEPT_ATTRIBUTES = (wire.ATTR_TRACEPARENT, wire.ATTR_TRACESTATE, wire.ATTR_TYPE, "jf-sig", "jf-kid")
 """Message attributes a dead letter keeps from its original (SQS allows 10 in all)."""
+FITTED_ERROR_CHARS = 100
+"""``jf-error`` is cut to this many characters when the dead letter would be over 1 MiB."""
+_LONGEST_VALUE_BYTES = {
+    wire.ATTR_REASON: 32,  # the longest Reason is 15 characters
+    wire.ATTR_ERROR: 4 * FITTED_ERROR_CHARS,  # UTF-8: up to 4 bytes a character
+    wire.ATTR_ATTEMPTS: 10,
+    wire.ATTR_SOURCE: 80,  # SQS queue names are at most 80 characters
+    wire.ATTR_DEAD_AT: len("2026-01-01T00:00:00.000+00:00"),
+}
+REASON_ATTRIBUTES_BYTES = sum(
+    len(name) + len("String") + value for name, value in _LONGEST_VALUE_BYTES.items()
+)
+"""The most the reason attributes of a fitted dead letter can take (bytes, as SQS counts them). The
+client keeps this much room under SQS's 1 MiB at enqueue, so that a dead letter never has to drop a
+kept attribute (signature, trace) to fit."""
 
 
 def dead_letter_message(
@@ -53,11 +68,14 @@ def dead_letter_message(
 
 
 def _fit_dead_letter(body: str, attributes: dict[str, Any]) -> None:
-    """Keep a dead letter within SQS's 1 MiB: shorten ``jf-error``, then drop the trace and signature
-    attributes (the body, kept byte for byte, always wins)."""
+    """Keep a dead letter within SQS's 1 MiB: shorten ``jf-error``, then (only for a message that did not
+    come from :class:`~jobframework.client.JobClient`, which keeps :data:`REASON_ATTRIBUTES_BYTES` free)
+    drop the trace and signature attributes (the body, kept byte for byte, always wins)."""
     if wire.message_size(body, attributes) <= wire.SQS_MAX_MESSAGE_BYTES:
         return
-    attributes[wire.ATTR_ERROR] = wire.string_attribute(attributes[wire.ATTR_ERROR]["StringValue"][:100])
+    attributes[wire.ATTR_ERROR] = wire.string_attribute(
+        attributes[wire.ATTR_ERROR]["StringValue"][:FITTED_ERROR_CHARS]
+    )
     for name in KEPT_ATTRIBUTES:
         if wire.message_size(body, attributes) <= wire.SQS_MAX_MESSAGE_BYTES:
             return

@@ -7,20 +7,27 @@ invocation share a :class:`_Batch` (metrics, retry budget, pending status record
 
 from __future__ import annotations
 
+import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from jobframework import envelope as wire
+from jobframework import errortext
+from jobframework.attempts import attempt_of
 from jobframework.jobs import JobContext
 
 if TYPE_CHECKING:
     from jobframework.budget import BatchBudget
     from jobframework.envelope import Envelope
     from jobframework.jobs import Job
+    from jobframework.retry import Reason
     from jobframework.telemetry import BatchMetrics
     from jobframework.tracing import TraceContext
+
+log = logging.getLogger(__name__)
 
 
 class _Unavailable(Exception):
@@ -80,6 +87,7 @@ class _Delivery:
     message_id: str
     source: str
     attempt: int
+    """The execution this delivery is (see :mod:`jobframework.attempts`), never the receive count."""
     priority: str | None = None
     envelope: Envelope | None = None
     statuses: dict[str, dict[str, Any]] | None = None
@@ -87,17 +95,11 @@ class _Delivery:
 
     @classmethod
     def of(cls, record: dict[str, Any]) -> _Delivery:
-        attributes = record.get("attributes")
-        count = attributes.get("ApproximateReceiveCount", "1") if isinstance(attributes, dict) else "1"
-        try:
-            attempt = max(1, int(count))
-        except (TypeError, ValueError):
-            attempt = 1
         return cls(
             record=record,
             message_id=str(record.get("messageId", "")),
             source=arn_queue_name(str(record.get("eventSourceARN", ""))),
-            attempt=attempt,
+            attempt=attempt_of(record),
         )
 
     def require_envelope(self) -> Envelope:
@@ -117,6 +119,66 @@ class _Delivery:
         )
 
 
+LOG_KEYS = ("job_id", "job_type", "job_key", "attempt", "trace_id")
+"""The keys the consumer's log lines about a job carry (a console formatter reads them)."""
+
+
+@contextmanager
+def refusal_logged(d: _Delivery, reason: Reason, error: str, logger_: logging.Logger) -> Iterator[None]:
+    """Log (through ``logger_``, the consumer's) a dead letter of a record refused before its job ran,
+    at WARNING, with the keys and the wording of every other dead letter's line."""
+    from jobframework.telemetry import job_logger
+    from jobframework.tracing import extract
+
+    env, logger = d.envelope, job_logger()
+    logger.thread_safe_append_keys(
+        job_id=env.id if env else None,
+        job_type=env.type if env else None,
+        job_key=env.key if env else None,
+        attempt=d.attempt,
+        trace_id=extract(d.record).trace_id,
+    )
+    try:
+        logger_.warning(
+            "job %s (%s) dead-lettered (%s) after attempt %d: %s",
+            env.id if env else f"message {d.message_id}",
+            env.type if env else "-",
+            reason.value,
+            d.attempt,
+            _safe_text(error),
+        )
+        yield
+    finally:
+        logger.thread_safe_remove_keys(list(LOG_KEYS))
+
+
+def identified_records(records: list[Any]) -> list[dict[str, Any]]:
+    """The records of an event that Lambda can be told about (objects with a ``messageId``).
+
+    Any other entry cannot be acknowledged, retried or reported (a partial batch response names records
+    by ``messageId``): it is logged at ERROR with what it holds, and the rest of the batch goes on.
+    """
+    kept: list[dict[str, Any]] = []
+    for n, record in enumerate(records):
+        if isinstance(record, dict) and isinstance(record.get("messageId"), str) and record["messageId"]:
+            kept.append(record)
+            continue
+        log.error(
+            "record %d of the batch is not an SQS record with a messageId, so it cannot be settled: %s",
+            n,
+            _safe_text(errortext.safe_str(repr_of(record)), limit=500),
+        )
+    return kept
+
+
+def repr_of(value: object) -> str:
+    """``repr(value)``, never raising."""
+    try:
+        return repr(value)
+    except Exception:
+        return f"<{type(value).__name__}>"
+
+
 def arn_queue_name(arn: str) -> str:
     """``arn:aws:sqs:us-east-1:123456789012:jf-dev-high`` -> ``jf-dev-high``."""
     return arn.rsplit(":", 1)[-1]
@@ -134,7 +196,8 @@ def _safe_text(text: str, limit: int = wire.MAX_ERROR_CHARS) -> str:
 
 
 def describe(exc: BaseException) -> str:
-    return _safe_text(f"{type(exc).__name__}: {exc}")
+    """The exception as attribute-safe text (never raises: see :mod:`jobframework.errortext`)."""
+    return _safe_text(errortext.describe(exc))
 
 
 def _queue_wait_ms(record: dict[str, Any], env: Envelope) -> float:

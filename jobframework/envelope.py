@@ -100,6 +100,27 @@ class Envelope(BaseModel):
         job_id: str | None = None,
         saga: SagaRef | None = None,
     ) -> Envelope:
+        """A fresh envelope of a job, as the client builds it before sending (nothing is validated
+        against the job's model here: pass a payload that already matches it).
+
+        Args:
+            job_type: the registered job name, e.g. ``reports.generate``.
+            payload: the payload as JSON data (``model.model_dump(mode="json")``).
+            key: the idempotency/dedup key; the job id when ``None``.
+            payload_version: the payload schema version (the job's ``version=``).
+            job_id: the job id; a new UUIDv7 (:func:`new_job_id`) when ``None``.
+            saga: the saga step this job is, if any.
+
+        ``enqueued_at`` is now, in UTC. Tests use it with :func:`jobframework.testing.sqs_event` to
+        call a handler with a record of the exact Lambda shape.
+
+        Example:
+            >>> env = Envelope.new("reports.generate", {"report_id": "r-1"}, key="report:r-1")
+            >>> env.type, env.key, env.payload_version, len(env.id)
+            ('reports.generate', 'report:r-1', 1, 36)
+            >>> Envelope.new("reports.generate", {}, job_id="job-1").key  # no key: the id
+            'job-1'
+        """
         jid = job_id or new_job_id()
         return cls(
             id=jid,

@@ -85,3 +85,7 @@ class SignatureError(JobFrameworkError, ValueError):
 
 class PayloadStoreError(JobFrameworkError):
     """An offloaded payload could not be stored or fetched (S3)."""
+
+
+class PayloadMissingError(JobFrameworkError):
+    """An offloaded payload is gone from S3 (expired or deleted): the job can never run from this message."""

@@ -5,6 +5,15 @@ messageId (which changes on redrive). The in-progress record expires with the
 Lambda's remaining time, so a job whose invocation was killed can run again; a
 job that raised leaves no record (Powertools deletes it), so its retry is not
 blocked; a duplicate delivery of a completed job is skipped and reported.
+
+While the job runs, :mod:`jobframework.heartbeat` keeps its in-progress record from lapsing
+(:meth:`KeyHold.extend`). The writes after the job are retried, bounded, with backoff
+(``WRITE_ATTEMPTS``): the completion write, so that a passing fault does not leave the job to run
+again, and the deletion after a failure. If the completion write still fails, the job did run: its
+delivery is acknowledged as succeeded and the error logged; only another delivery of the same key that
+arrives after the in-progress record lapses could run it again (see docs/effectively-once.md). If the
+deletion after a failure still fails, the job's own exception is what the consumer classifies (a
+``PermanentError`` is still dead-lettered), never Powertools' error.
 """
 
 from __future__ import annotations
@@ -25,9 +34,61 @@ log = logging.getLogger(__name__)
 
 DEFAULT_EXPIRY_SECONDS = 24 * 3600
 """How long a completed job's record keeps duplicates away (Powertools' default is one hour)."""
+WRITE_ATTEMPTS = 5
+"""Tries of the completion write (and of the deletion after a failure) before giving up."""
+WRITE_BACKOFF_SECONDS = 0.05
+"""The first wait between those tries; it doubles (0.05 + 0.1 + 0.2 + 0.4 = 0.75 s in all)."""
 
 _current: contextvars.ContextVar[Callable[[], Any]] = contextvars.ContextVar("jf_idempotent_call")
 _ran: contextvars.ContextVar[list[bool]] = contextvars.ContextVar("jf_idempotent_ran")
+_raised: contextvars.ContextVar[list[BaseException]] = contextvars.ContextVar("jf_idempotent_raised")
+_hold: contextvars.ContextVar[KeyHold | None] = contextvars.ContextVar("jf_idempotent_hold", default=None)
+
+
+def _retried(what: str, write: Callable[[], None]) -> None:
+    """Run a write, trying ``WRITE_ATTEMPTS`` times with doubling waits; the last failure raises."""
+    for attempt in range(1, WRITE_ATTEMPTS + 1):
+        try:
+            write()
+            return
+        except Exception:
+            if attempt == WRITE_ATTEMPTS:
+                raise
+            log.warning(
+                "%s failed (try %d of %d); trying again", what, attempt, WRITE_ATTEMPTS, exc_info=True
+            )
+            time.sleep(WRITE_BACKOFF_SECONDS * 2 ** (attempt - 1))
+
+
+class KeyHold:
+    """The in-progress record of one run, once it is written; the heartbeat extends it."""
+
+    def __init__(self, runner: IdempotentRunner) -> None:
+        self._runner = runner
+        self.record_id: str | None = None
+
+    def extend(self, until: float) -> None:
+        """Move the in-progress record's expiry to ``until`` (epoch seconds), while it is in progress."""
+        if self.record_id is None:
+            return
+        from botocore.exceptions import ClientError
+
+        try:
+            self._runner.client.update_item(
+                TableName=self._runner.table,
+                Key={"id": {"S": self.record_id}},
+                UpdateExpression="SET #expiry = :expiry",
+                ConditionExpression="#status = :inprogress",
+                ExpressionAttributeNames={"#expiry": "in_progress_expiration", "#status": "status"},
+                ExpressionAttributeValues={
+                    ":expiry": {"N": str(int(until * 1000))},
+                    ":inprogress": {"S": "INPROGRESS"},
+                },
+            )
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") != "ConditionalCheckFailedException":
+                raise
+            # Completed (or deleted) meanwhile: nothing to hold.
 
 
 class AlreadyInProgress(Exception):
@@ -83,6 +144,27 @@ class IdempotentRunner:
                 idempotent_function,
             )
 
+            class _Persistence(DynamoDBPersistenceLayer):
+                """Powertools' DynamoDB store; notes the in-progress key, retries the writes after a run."""
+
+                def _put_record(self, data_record: Any) -> None:
+                    super()._put_record(data_record)
+                    hold = _hold.get()
+                    if hold is not None:
+                        hold.record_id = data_record.idempotency_key
+
+                def _update_record(self, data_record: Any) -> None:
+                    _retried(
+                        "recording the completion",
+                        lambda: super(_Persistence, self)._update_record(data_record),
+                    )
+
+                def _delete_record(self, data_record: Any) -> None:
+                    _retried(
+                        "deleting the in-progress record",
+                        lambda: super(_Persistence, self)._delete_record(data_record),
+                    )
+
             config = IdempotencyConfig(
                 event_key_jmespath="key",
                 raise_on_no_idempotency_key=True,
@@ -91,13 +173,17 @@ class IdempotentRunner:
 
             @idempotent_function(  # type: ignore[untyped-decorator]
                 data_keyword_argument="item",
-                persistence_store=DynamoDBPersistenceLayer(table_name=self.table, boto3_client=self.client),
+                persistence_store=_Persistence(table_name=self.table, boto3_client=self.client),
                 config=config,
                 key_prefix="jf",
             )
             def execute(item: dict[str, str]) -> dict[str, Any]:
                 _ran.get().append(True)
-                return {"result": summarize(_current.get()())}
+                try:
+                    return {"result": summarize(_current.get()())}
+                except BaseException as exc:
+                    _raised.get().append(exc)
+                    raise
 
             own = self._local.own = (config, execute)
         return own
@@ -131,27 +217,59 @@ class IdempotentRunner:
             return None
         return max(0.0, expiry_ms / 1000 - time.time())
 
-    def run(self, job_type: str, key: str, fn: Callable[[], Any]) -> tuple[str | None, bool]:
+    def run(
+        self, job_type: str, key: str, fn: Callable[[], Any], hold: KeyHold | None = None
+    ) -> tuple[str | None, bool]:
         """Run ``fn`` unless ``(job_type, key)`` already completed.
 
-        Returns ``(result summary, ran)``; ``ran`` is ``False`` for a skipped duplicate.
+        Returns ``(result summary, ran)``; ``ran`` is ``False`` for a skipped duplicate. ``hold`` is
+        told the in-progress record's id once it is written (for the heartbeat).
 
         Raises:
             AlreadyInProgress: another delivery holds the key right now.
-            Exception: whatever ``fn`` raised (no record is left behind).
+            Exception: whatever ``fn`` raised (its record is deleted, with retries; if that still
+                fails, the record lapses with its in-progress expiry and ``fn``'s exception is raised).
         """
-        from aws_lambda_powertools.utilities.idempotency.exceptions import IdempotencyAlreadyInProgressError
+        from aws_lambda_powertools.utilities.idempotency.exceptions import (
+            IdempotencyAlreadyInProgressError,
+            IdempotencyPersistenceLayerError,
+        )
 
         ran: list[bool] = []
-        token_fn, token_ran = _current.set(fn), _ran.set(ran)
+        raised: list[BaseException] = []
+        tokens = (_current.set(fn), _ran.set(ran), _raised.set(raised), _hold.set(hold))
+        response: Any = None
         try:
             response = self._own()[1](item={"key": f"{job_type}:{key}"})
         except IdempotencyAlreadyInProgressError as exc:
             raise AlreadyInProgress(
                 f"{job_type} {key} is being processed by another delivery", self._expires_in(str(exc))
             ) from exc
+        except IdempotencyPersistenceLayerError as exc:
+            if raised:  # the job failed and its record could not be deleted: the job's error wins
+                log.warning(
+                    "%s %s failed and its in-progress record could not be deleted; it lapses on its own",
+                    job_type,
+                    key,
+                    exc_info=exc,
+                )
+                raise raised[0] from None
+            if not ran:
+                raise
+            # The job ran; its completion could not be recorded even after retries.
+            log.error(
+                "%s %s ran but recording its completion failed %d times; acknowledged as succeeded "
+                "(another delivery of this key after the in-progress record lapses would run again)",
+                job_type,
+                key,
+                WRITE_ATTEMPTS,
+                exc_info=exc,
+            )
+            return None, True
         finally:
-            _current.reset(token_fn)
-            _ran.reset(token_ran)
+            _current.reset(tokens[0])
+            _ran.reset(tokens[1])
+            _raised.reset(tokens[2])
+            _hold.reset(tokens[3])
         result = response.get("result") if isinstance(response, dict) else None
         return result, bool(ran)

@@ -25,6 +25,8 @@ from pydantic import BaseModel, ValidationError
 
 from jobframework.errors import ConfigurationError, DuplicateJobError, PayloadVersionError, UnknownJobError
 from jobframework.retry import RetryPolicy, default_policy
+from jobframework.running import check_runnable
+from jobframework.validation import validation_problems
 
 if TYPE_CHECKING:
     from jobframework.client import EnqueueRequest, EnqueueResult, JobClient
@@ -36,7 +38,6 @@ LAMBDA_MAX_TIMEOUT = 900.0
 MAX_JOB_TIMEOUT = 43_200.0
 """SQS can hide a message for 12 hours at most: no attempt may take longer."""
 _NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_\-]*(\.[A-Za-z0-9_\-]+)*$")
-_SCHEDULE = re.compile(r"^(rate\(\s*\d+\s+(minute|minutes|hour|hours|day|days)\s*\)|cron\(.+\))$")
 
 
 class Priority(StrEnum):
@@ -99,11 +100,9 @@ class Schedule:
     payload: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        if not _SCHEDULE.match(self.expression.strip()):
-            raise ConfigurationError(
-                f"schedule {self.expression!r} is not an EventBridge expression; "
-                "use 'rate(N minutes|hours|days)' or 'cron(min hour day month weekday year)'"
-            )
+        from jobframework.schedule_expr import check_schedule
+
+        object.__setattr__(self, "expression", check_schedule(self.expression, self.timezone, self.payload))
 
 
 @dataclass(frozen=True, slots=True)
@@ -434,14 +433,16 @@ def job(
         timeout: seconds one attempt may take. The consumer does not start a job when less time than
             this is left in the invocation. Up to 900 (Lambda's limit) a job runs on Lambda; longer (up
             to 12 hours) it runs on ``jf worker`` (a container lane: ``-c container_workers=<lane>``).
-        schedule: run on a schedule: a :class:`Schedule` or an expression such as ``rate(1 hour)``.
+        schedule: run on a schedule: a :class:`Schedule` or an expression such as ``rate(1 hour)``,
+            checked as EventBridge Scheduler checks it (:mod:`jobframework.schedule_expr`).
         version: the payload schema version this job reads (and producers send).
         upgrade: ``{n: fn}`` turning a version-``n`` payload dict into version ``n + 1``; the consumer
             upgrades older payloads before validation, and dead-letters newer ones (reason ``version``).
         idempotent: run at most once per key (Powertools idempotency on the state's idempotency
             table); ``False`` opts out.
         dedup_window: seconds during which a second enqueue with the same key sends nothing and
-            returns the first job's id (needs a key: ``key=`` here or at enqueue).
+            returns the first job's id (needs a key: ``key=`` here or at enqueue); ``0`` turns the
+            default dedup of enqueues given an explicit ``key=`` off for this job.
         batch: :class:`BatchOptions`: the function takes ``list[Model]`` and returns one outcome per
             item (a value, or an exception instance for an item that failed), or ``None`` when all
             succeeded; each item is then retried or dead-lettered on its own.
@@ -475,8 +476,9 @@ def job(
     seconds = _duration(timeout, f"job {name}: timeout")
     if not 0 < seconds <= MAX_JOB_TIMEOUT:
         raise ConfigurationError(
-            f"job {name}: timeout must be within (0, {MAX_JOB_TIMEOUT:g}] seconds (SQS hides a message for "
-            f"12 hours at most), got {seconds:g}; split the work into smaller jobs"
+            f"job {name}: timeout must be more than 0 and at most {MAX_JOB_TIMEOUT:,.0f} seconds (12 hours: "
+            f"SQS hides a message that long at most; over {LAMBDA_MAX_TIMEOUT:,.0f} the job runs on "
+            f"jf worker), got {seconds:g}; split longer work into smaller jobs"
         )
     if isinstance(version, bool) or not isinstance(version, int) or version < 1:
         raise ConfigurationError(f"job {name}: version must be an int >= 1, got {version!r}")
@@ -488,8 +490,10 @@ def job(
                 f"turns a version-n payload dict into version n+1; got {step!r}: {fn!r}"
             )
     window = None if dedup_window is None else _duration(dedup_window, f"job {name}: dedup_window")
-    if window is not None and not 0 < window <= 7 * 24 * 3600:
-        raise ConfigurationError(f"job {name}: dedup_window must be within (0, 7 days], got {window:g}s")
+    if window is not None and not 0 <= window <= 7 * 24 * 3600:
+        raise ConfigurationError(
+            f"job {name}: dedup_window must be 0 (off) to 7 days (604,800 s), got {window:g}s"
+        )
     if batch is not None and not isinstance(batch, BatchOptions):
         raise ConfigurationError(f"job {name}: batch= takes BatchOptions(max_size=..., max_wait=...)")
     try:
@@ -510,16 +514,16 @@ def job(
     target = registry if registry is not None else globals()["registry"]
 
     def decorate(fn: Callable[..., Any]) -> Job[Any]:
-        if not callable(fn):
-            raise ConfigurationError(f"@job({name!r}) must decorate a function")
+        check_runnable(fn, name)  # async def runs; generators, classes and non-callables are refused
         model, takes_context = _payload_model(fn, name, batched=batch is not None)
         if sched is not None:
             try:
                 model.model_validate(sched.payload)
             except ValidationError as exc:
                 raise ConfigurationError(
-                    f"job {name}: the schedule's payload does not match {model.__name__}: {exc}"
-                ) from exc
+                    f"job {name}: the schedule's payload does not match {model.__name__}: "
+                    f"{validation_problems(exc)}; give it in Schedule({sched.expression!r}, payload={{...}})"
+                ) from None
         created: Job[Any] = Job(
             name,
             fn,

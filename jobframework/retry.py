@@ -241,6 +241,7 @@ class Reason(StrEnum):
     BUDGET = "budget"
     VERSION = "version"
     SIGNATURE = "signature"
+    PAYLOAD_MISSING = "payload-missing"
 
 
 @dataclass(frozen=True, slots=True)

@@ -321,15 +321,22 @@ class StateStore:
 
     # -- retry budget -----------------------------------------------------------------------------------
 
-    def budget_window(self, queue: str, since_bucket: int) -> tuple[int, int]:
-        """First attempts and retries of ``queue`` counted in buckets ``>= since_bucket``."""
+    def budget_window(
+        self, queue: str, since_bucket: int, before_bucket: int | None = None
+    ) -> tuple[int, int]:
+        """First attempts and retries of ``queue`` counted in buckets ``>= since_bucket`` (and
+        ``< before_bucket`` when given)."""
+        values = {":pk": {"S": f"budget#{queue}"}, ":since": {"S": f"{since_bucket:012d}"}}
+        condition = "pk = :pk AND sk >= :since"
+        if before_bucket is not None:
+            if before_bucket <= since_bucket:
+                return 0, 0
+            condition = "pk = :pk AND sk BETWEEN :since AND :last"
+            values[":last"] = {"S": f"{before_bucket - 1:012d}"}
         response = self.client.query(
             TableName=self.table,
-            KeyConditionExpression="pk = :pk AND sk >= :since",
-            ExpressionAttributeValues={
-                ":pk": {"S": f"budget#{queue}"},
-                ":since": {"S": f"{since_bucket:012d}"},
-            },
+            KeyConditionExpression=condition,
+            ExpressionAttributeValues=values,
             ConsistentRead=True,
         )
         first = retries = 0
@@ -350,6 +357,25 @@ class StateStore:
                 ":exp": {"N": str(int(time.time()) + ttl)},
             },
         )
+
+    def budget_reserve(self, queue: str, bucket: int, limit: int, ttl: int) -> bool:
+        """Take one retry in ``bucket`` if it holds fewer than ``limit``: one conditional ``ADD``, atomic
+        across concurrent consumers. ``False`` when the bucket is full."""
+        try:
+            self.client.update_item(
+                TableName=self.table,
+                Key={"pk": {"S": f"budget#{queue}"}, "sk": {"S": f"{bucket:012d}"}},
+                UpdateExpression="ADD retries :one SET expires_at = :exp",
+                ConditionExpression="attribute_not_exists(retries) OR retries < :limit",
+                ExpressionAttributeValues={
+                    ":one": {"N": "1"},
+                    ":limit": {"N": str(limit)},
+                    ":exp": {"N": str(int(time.time()) + ttl)},
+                },
+            )
+        except self.client.exceptions.ConditionalCheckFailedException:
+            return False
+        return True
 
 
 _STATUS_ATTRIBUTES = {

@@ -82,15 +82,25 @@ def run_inline(
     attempt: int = 1,
     key: str | None = None,
     timeout: float | None = None,
+    job_id: str | None = None,
 ) -> Any:
     """Run a job in-process as the consumer would (payload validated, a real ``JobContext``).
 
-    The job's exceptions propagate, so a test can assert on them.
+    Args:
+        job: the job (what ``@job`` returned).
+        payload: its model, or a dict validated against it (pydantic ``ValidationError`` otherwise).
+        attempt: ``ctx.attempt`` (``ctx.is_last_attempt`` when it is the job's ``max_attempts``).
+        key: ``ctx.key``; the job's ``key=`` function's, else the job id, when ``None``.
+        timeout: seconds of the fake Lambda invocation (``ctx.remaining_time``); the job's timeout + 5.
+        job_id: ``ctx.job_id``; a new UUIDv7 when ``None``.
+
+    Returns what the job returns; its exceptions propagate, so a test can assert on them. Nothing
+    touches AWS: no queue, no idempotency record, no status.
     """
     model = job.validate(payload)
     trace = new_trace()
     context = FakeLambdaContext(timeout or job.timeout + 5)
-    env = Envelope.new(job.name, model.model_dump(mode="json"), key=key or job.key_for(model))
+    env = Envelope.new(job.name, model.model_dump(mode="json"), key=key or job.key_for(model), job_id=job_id)
     ctx = JobContext(
         job_id=env.id,
         job_type=job.name,
@@ -167,6 +177,16 @@ def consume_once(
     wait_seconds: int = 0,
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """One event-source-mapping poll: receive a batch, call ``handler``, delete what it did not report.
+
+    Args:
+        handler: the Lambda handler (``consumer(...)``).
+        sqs: the SQS client to poll and delete with: pass your own (e.g. ``jf_aws.client("sqs")`` for
+            the embedded AWS); ``consume_once`` never makes one. The handler uses its own client
+            (``consumer(sqs_client=...)``, else one from ``JF_*``) for retries and dead letters.
+        queue_url: the queue to poll.
+        max_messages: at most this many records (1-10).
+        context: the Lambda context (a :data:`FakeLambdaContext` of 120 s when ``None``).
+        wait_seconds: ``WaitTimeSeconds`` of the receive (0: return at once).
 
     Returns the records passed to the handler and its response (empty when no message was visible).
     """

@@ -14,6 +14,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from jobframework.attempts import CRASH_MARGIN, receive_limit
+from jobframework.catalog import route_of
 from jobframework.config import (
     ENV_DLQ_URL,
     ENV_ENDPOINT_URL,
@@ -23,6 +25,7 @@ from jobframework.config import (
     ENV_REGION,
     ENV_STATE_TABLE,
     ENV_TOPOLOGY_PARAMETER,
+    JobRoute,
     QueueEndpoints,
     RuntimeConfig,
 )
@@ -70,7 +73,7 @@ class TopologySettings(BaseModel):
     """Split 3:2:1 over high, default and low (each event source mapping needs at least 2)."""
     critical_reserved_concurrency: int = Field(default=5, ge=1, le=1000)
     memory_mb: int = Field(default=512, ge=128, le=10_240)
-    max_receive_count_margin: int = Field(default=2, ge=1, le=100)
+    max_receive_count_margin: int = Field(default=CRASH_MARGIN, ge=1, le=100)
     max_receive_count: dict[Priority, int] = Field(default_factory=dict)
     """Override the derived maxReceiveCount of a queue (must stay above its jobs' max attempts)."""
     retention: int = Field(default=DEFAULT_RETENTION, ge=60, le=MAX_RETENTION - 1)
@@ -192,6 +195,9 @@ class Topology(BaseModel):
     state_table: str
     idempotency_table: str
     topology_parameter: str
+    catalog: dict[str, JobRoute] = Field(default_factory=dict)
+    """Each job's route and payload schema by name: what a producer that does not import the job
+    needs (:mod:`jobframework.catalog`). It goes into the topology parameter with the queues."""
 
     @classmethod
     def from_registry(
@@ -251,7 +257,7 @@ class Topology(BaseModel):
             consumer = by_name[consumer_of(lane)]
             largest = max((j.retry.max_attempts for j in routed), default=1)
             override = s.max_receive_count.get(priority) if "-" not in lane else None
-            receive_count = override or max(largest + s.max_receive_count_margin, 5)
+            receive_count = override or receive_limit(largest, s.max_receive_count_margin)
             for j in routed:
                 if j.retry.max_attempts >= receive_count:
                     raise ConfigurationError(
@@ -317,6 +323,10 @@ class Topology(BaseModel):
             state_table=f"{prefix}-state",
             idempotency_table=f"{prefix}-idempotency",
             topology_parameter=f"/{s.app}/{s.stage}/topology",
+            catalog={
+                j.name: route_of(j, fifo=next(q.name for q in queues if q.lane == j.lane).endswith(".fifo"))
+                for j in jobs
+            },
         )
 
     def queue(self, lane: Priority | str) -> QueueSpec:
@@ -338,6 +348,7 @@ __all__ = [
     "ENV_STATE_TABLE",
     "ENV_TOPOLOGY_PARAMETER",
     "ConsumerSpec",
+    "JobRoute",
     "JobSpec",
     "QueueEndpoints",
     "QueueSpec",

@@ -35,6 +35,7 @@ LAYER_PROVIDED: frozenset[str] = frozenset(
         "typing-inspection",
         "aws-xray-sdk",
         "wrapt",
+        "fastjsonschema",
     }
 )
 """Distributions of the Powertools for AWS Lambda (Python) v3 layer that the framework relies on."""

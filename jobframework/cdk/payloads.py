@@ -1,4 +1,9 @@
-"""The payload bucket: where the client offloads payloads over ``JF_OFFLOAD_THRESHOLD`` bytes."""
+"""The payload bucket: where the client offloads payloads over ``JF_OFFLOAD_THRESHOLD`` bytes.
+
+Objects are kept by retention class (see :mod:`jobframework.payloads`): the client puts each under
+``keep-<days>d/``, ``days`` covering the job's delay, its retries, a DLQ stay and a redrive, and the
+bucket has one expiration rule per class.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +13,7 @@ from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
 from jobframework.cdk.defaults import acknowledge_wildcard
+from jobframework.payloads import LEGACY_PREFIX, RETENTION_CLASSES_DAYS, class_prefix
 
 LOGICAL_ID = "PayloadBucket"
 """A fixed logical id, so that the cdk-nag acknowledgments of the object grants can name it."""
@@ -17,10 +23,14 @@ OBJECTS_FINDING = f"Resource::<{LOGICAL_ID}.Arn>/*"
 
 class PayloadBucket(Construct):
     """An S3 bucket for large payloads: S3-managed encryption, TLS only, no public access, objects
-    owned by the bucket owner (no ACLs), every object expired after ``expiry_days``.
+    owned by the bucket owner (no ACLs), each object expired after its retention class.
+
+    Lifecycle: for each class of :data:`~jobframework.payloads.RETENTION_CLASSES_DAYS` a rule expiring
+    the objects under ``keep-<days>d/`` after ``max(days, expiry_days)`` days; objects of clients older
+    than the classes (under ``payloads/``) expire after ``expiry_days``.
 
     Props:
-        expiry_days: days an object is kept; default 7 (``StageConfig`` gives 30 in prod).
+        expiry_days: the fewest days any object is kept; default 7 (``StageConfig`` gives 30 in prod).
         server_access_logs_bucket: where S3 writes server access logs; default none (acknowledged for
             cdk-nag: the objects are transient copies of message bodies and every access is made by
             the framework's own roles, which CloudTrail data events can audit if needed).
@@ -28,8 +38,10 @@ class PayloadBucket(Construct):
             the objects expire by themselves).
 
     Attributes:
-        bucket. Grants: :meth:`grant_put` (producers), :meth:`grant_get` (consumers); each grants the
-        one action on the bucket's objects, nothing on the bucket itself.
+        bucket. Grants: :meth:`grant_put` (producers): s3:PutObject on the objects;
+        :meth:`grant_get` (consumers): s3:GetObject on the objects and s3:ListBucket on the bucket, without
+        which S3 answers a missing key with 403, and an expired payload could not be told from a
+        permission error.
     """
 
     def __init__(
@@ -53,11 +65,20 @@ class PayloadBucket(Construct):
             server_access_logs_bucket=server_access_logs_bucket,
             server_access_logs_prefix="payloads/" if server_access_logs_bucket else None,
             lifecycle_rules=[
+                *(
+                    s3.LifecycleRule(
+                        id=f"expire-keep-{days}d",
+                        prefix=class_prefix(days),
+                        expiration=Duration.days(max(days, expiry_days)),
+                    )
+                    for days in RETENTION_CLASSES_DAYS
+                ),
                 s3.LifecycleRule(
-                    id="expire-payloads",
-                    expiration=Duration.days(expiry_days),
-                    abort_incomplete_multipart_upload_after=Duration.days(1),
-                )
+                    id="expire-legacy-payloads", prefix=LEGACY_PREFIX, expiration=Duration.days(expiry_days)
+                ),
+                s3.LifecycleRule(
+                    id="abort-uploads", abort_incomplete_multipart_upload_after=Duration.days(1)
+                ),
             ],
             removal_policy=removal_policy,
         )
@@ -79,8 +100,12 @@ class PayloadBucket(Construct):
         self._grant(grantee, "s3:PutObject")
 
     def grant_get(self, grantee: iam.IGrantable) -> None:
-        """s3:GetObject on the bucket's objects (a consumer fetching a payload)."""
+        """s3:GetObject on the bucket's objects and s3:ListBucket on the bucket (a consumer fetching a
+        payload, and told 404 rather than 403 when it is gone)."""
         self._grant(grantee, "s3:GetObject")
+        iam.Grant.add_to_principal(
+            grantee=grantee, actions=["s3:ListBucket"], resource_arns=[self.bucket.bucket_arn]
+        )
 
     def _grant(self, grantee: iam.IGrantable, action: str) -> None:
         iam.Grant.add_to_principal(

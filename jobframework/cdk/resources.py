@@ -190,6 +190,7 @@ class JobResources(Construct):
             scheduler_role_arn=self.delays.role.role_arn,
             schedule_group=self.delays.group_name,
             retry_budget=retry_budget,
+            jobs=topology.catalog,  # in the topology parameter only (to_env leaves it out)
         )
         environment = {
             **self.runtime_config.to_env(),

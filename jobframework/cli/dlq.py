@@ -37,7 +37,41 @@ def _dead_letters(ctx: typer.Context, *, attempts: int = 2) -> tuple[DeadLetters
     aws = _aws(ctx)
     config = aws.runtime_config()
     sqs = aws.sqs(config, attempts=attempts)
-    return DeadLetters(config, sqs, wait_time_seconds=0 if config.endpoint_url else 1), config
+    s3 = aws.client("s3", config=config, attempts=attempts) if config.payload_bucket else None
+    return DeadLetters(config, sqs, s3_client=s3, wait_time_seconds=0 if config.endpoint_url else 1), config
+
+
+def _progress(verb: str, total: int | None) -> Any:
+    """A rich progress bar on stderr (``with`` it; ``.advance(n)`` after each step)."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    return _Bar(
+        Progress(
+            TextColumn(verb),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            console=_console(stderr=True),
+        ),
+        total,
+    )
+
+
+class _Bar:
+    def __init__(self, progress: Any, total: int | None) -> None:
+        self.progress = progress
+        self.total = total
+
+    def __enter__(self) -> _Bar:
+        self.progress.__enter__()
+        self.task = self.progress.add_task("", total=self.total or None)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.progress.__exit__(*exc)
+
+    def advance(self, n: int) -> None:
+        self.progress.advance(self.task, n)
 
 
 @dlq_app.command("ls")
@@ -140,8 +174,11 @@ def dlq_export(
         count = letters.export(priority.value, sys.stdout)
         return
     try:
-        with out.open("w", encoding="utf-8") as fh:
-            count = letters.export(priority.value, fh)
+        with (
+            out.open("w", encoding="utf-8") as fh,
+            _progress(f"exporting {priority.value} DLQ", letters.depth(priority.value)) as bar,
+        ):
+            count = letters.export(priority.value, fh, progress=bar.advance)
     except OSError as exc:
         raise CliError(f"cannot write {out}: {exc.strerror or exc}") from exc
     typer.echo(f"exported {count} dead letters to {out}")
@@ -208,24 +245,15 @@ def dlq_redrive(  # noqa: PLR0917
             typer.echo(f"started message move task {handle}; follow it with `jf dlq tasks {priority.value}`")
         return
     letters, _ = _dead_letters(ctx)
-    depth = letters.depths(sample=0)
-    total = next((d.depth for d in depth if d.priority == priority.value), 0)
     if json_output:
         result = letters.redrive(
             priority.value, job_type=job_type, older_than=seconds, limit=limit, rate=rate, dry_run=dry_run
         )
     else:
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
+        # The bar counts letters considered (each once), against the DLQ's depth at the start.
+        total = letters.depth(priority.value)
         verb = "matching" if dry_run else "redriving"
-        with Progress(
-            TextColumn(f"{verb} {priority.value} DLQ"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TimeElapsedColumn(),
-            console=_console(stderr=True),
-        ) as bar:
-            task = bar.add_task(verb, total=min(total, limit) if limit else total or None)
+        with _progress(f"{verb} {priority.value} DLQ", min(total, limit) if limit else total) as bar:
             result = letters.redrive(
                 priority.value,
                 job_type=job_type,
@@ -233,7 +261,7 @@ def dlq_redrive(  # noqa: PLR0917
                 limit=limit,
                 rate=rate,
                 dry_run=dry_run,
-                progress=lambda n: bar.advance(task, n),
+                progress=bar.advance,
             )
     if json_output:
         _print_json(result.as_dict())
@@ -244,7 +272,14 @@ def dlq_redrive(  # noqa: PLR0917
         else:
             typer.echo(
                 f"redrove {result.moved} ({kinds}); {result.skipped} not matching; {result.failed} failed"
+                + (f"; {result.payload_missing} left: payload gone" if result.payload_missing else "")
             )
+    if result.payload_missing:
+        typer.echo(
+            f"{result.payload_missing} dead letters stay in the DLQ because their offloaded payload is gone "
+            "(expired or deleted): keep them with `jf dlq export`, then `jf dlq purge`",
+            err=True,
+        )
     if result.failed:
         raise CliError(
             f"{result.failed} dead letters could not be sent (they stay in the DLQ): {result.errors[0]}"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from typing import Annotated
 
 import typer
@@ -19,6 +20,14 @@ from jobframework.cli.base import (
     app,
 )
 from jobframework.cli.errors import CliError
+from jobframework.config import ENV_JOBS
+
+MAX_DELAY_SECONDS = 365 * 24 * 3600
+"""The client's limit (``jobframework.client.MAX_SCHEDULED_DELAY_SECONDS``): one year."""
+MAX_DELAY_HELP = (
+    "Seconds before it runs: up to 900 by SQS DelaySeconds, longer (up to a year, 31536000) by an "
+    "EventBridge Scheduler one-time schedule."
+)
 
 
 @app.command()
@@ -28,17 +37,33 @@ def enqueue(  # noqa: PLR0917
         str, typer.Argument(metavar="TYPE", help="Registered job name, e.g. reports.generate.")
     ],
     payload: Annotated[str, typer.Argument(metavar="JSON", help="The payload as a JSON object.")],
-    key: Annotated[str | None, typer.Option(help="Idempotency/dedup key.")] = None,
-    delay: Annotated[
-        float | None, typer.Option(help="Seconds before it becomes visible (max 900).", min=0)
+    key: Annotated[
+        str | None,
+        typer.Option(
+            help="Idempotency/dedup key: a second enqueue with it inside the dedup window sends nothing "
+            "and prints the first job's id."
+        ),
     ] = None,
+    dedup_window: Annotated[
+        float | None,
+        typer.Option(
+            help="Seconds a --key dedups for (0 off; default the job's own, else 86400, as long as the "
+            "consumer's idempotency record lasts).",
+            min=0,
+            max=7 * 24 * 3600,
+        ),
+    ] = None,
+    delay: Annotated[float | None, typer.Option(help=MAX_DELAY_HELP, min=0, max=MAX_DELAY_SECONDS)] = None,
     priority: Annotated[PriorityName | None, typer.Option(help="Send to another priority's queue.")] = None,
     jobs: JobsOption = None,
     json_output: JsonOption = False,
 ) -> None:
-    """Enqueue one job; prints its id.
+    """Enqueue one job; prints its id (with --key, a duplicate prints the first job's id).
 
-    Example: jf enqueue reports.generate '{"report_id": "r-1"}'
+    The job's route and payload schema come from the topology (its SSM parameter), so the job module
+    need not be importable here; --jobs (or JF_JOBS) validates with the module's model instead.
+
+    Example: jf enqueue reports.generate '{"report_id": "r-1"}' --key report:r-1
     """
     try:
         data = json.loads(payload)
@@ -46,15 +71,25 @@ def enqueue(  # noqa: PLR0917
         raise typer.BadParameter(f"not JSON: {exc}", param_hint="JSON") from None
     if not isinstance(data, dict):
         raise typer.BadParameter("the payload must be a JSON object", param_hint="JSON")
-    _load_jobs(jobs)
+    if jobs or os.environ.get(ENV_JOBS):
+        _load_jobs(jobs)
     from jobframework.client import JobClient
 
     aws = _aws(ctx)
     config = aws.runtime_config()
-    client = JobClient(config, sqs_client=aws.sqs(config))
-    client.job(job_type)  # an unknown type fails before any AWS call
+    client = JobClient(
+        config,
+        sqs_client=aws.sqs(config),
+        clients={name: aws.client(name, config=config) for name in ("dynamodb", "ssm", "scheduler", "s3")},
+    )
+    client.job(job_type)  # an unknown type fails before anything is sent
     result = client.enqueue(
-        job_type, data, key=key, delay=delay, priority=priority.value if priority else None
+        job_type,
+        data,
+        key=key,
+        delay=delay,
+        priority=priority.value if priority else None,
+        dedup_window=dedup_window,
     )
     if json_output:
         _print_json(
@@ -64,10 +99,13 @@ def enqueue(  # noqa: PLR0917
                 "type": result.job_type,
                 "priority": result.priority.value,
                 "message_id": result.message_id,
+                "duplicate": result.duplicate,
             }
         )
     else:
         typer.echo(result.id)
+    if result.duplicate:
+        typer.echo(f"jf: key {result.key} was enqueued already as job {result.id}; nothing sent", err=True)
 
 
 @app.command()

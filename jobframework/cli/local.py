@@ -29,11 +29,12 @@ def demo(
 
     Example: jf demo
     """
-    from jobframework.local.demo import render_summary, run_demo
+    from jobframework.local.demo import run_demo
+    from jobframework.local.demo_summary import BANNER, render_summary
 
     console = _console()
     if not json_output:
-        console.print("[bold]jf demo[/]: embedded AWS, the example jobs, the real consumer; about 10 s")
+        console.print(BANNER)
     report = run_demo(
         console=None if json_output else console,
         live=not json_output,
@@ -50,6 +51,10 @@ def demo(
         raise CliError("the demo's workload did not settle in time", EXIT_FAILED)
 
 
+DEV_WAIT_SECONDS = 2
+"""``jf dev``'s long poll: an idle queue costs one receive per 2 s, and Ctrl-C stops within 2 s."""
+
+
 @app.command()
 def dev(
     jobs: JobsOption = None,
@@ -58,28 +63,41 @@ def dev(
     ] = 0,
     stage: Annotated[str, typer.Option(help="Stage name of the local topology.")] = "dev",
     drain_timeout: Annotated[float, typer.Option(help="Seconds to finish in-flight batches on stop.")] = 10.0,
+    json_logs: Annotated[
+        bool, typer.Option("--json", help="Print the logs (and one record per job outcome) as JSON lines.")
+    ] = False,
 ) -> None:
     """Embedded AWS, workers and scheduler for your job modules, until Ctrl-C.
+
+    Prints the variables that point a shell at the embedded AWS once, then one line per job
+    outcome (succeeded, retry in N s, dead-lettered with its reason) and the jobs' logs.
 
     Example: jf dev --jobs myapp.jobs --port 4566
     """
     import logging
 
+    import boto3
+
     from jobframework.consumer import consumer
     from jobframework.delays import fire_due
     from jobframework.jobs import registry
-    from jobframework.local.aws import FAKE_CREDENTIALS, EmbeddedAWS
+    from jobframework.local.aws import FAKE_CREDENTIALS, EmbeddedAWS, pooled_botocore_session
+    from jobframework.local.console import install
     from jobframework.local.emulator import Emulator, pollers_for
     from jobframework.local.scheduler import LocalScheduler, sqs_sender
     from jobframework.topology import ENV_JOBS, ENV_TOPOLOGY_PARAMETER, Topology, TopologySettings
 
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    # Other libraries' warnings go to stderr; the framework's and the jobs' records to stdout.
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    listener = install(json_logs=json_logs)
     modules = _load_jobs(jobs)
     try:
         aws = EmbeddedAWS(port).start()
     except OSError as exc:
         raise CliError(f"cannot start the embedded AWS on port {port}: {exc}") from exc
     try:
+        # The consumer's own clients (DynamoDB, S3) come from boto3's default session: size it too.
+        boto3.setup_default_session(botocore_session=pooled_botocore_session())
         topology = Topology.from_registry(registry, TopologySettings(stage=stage))
         config = aws.provision(topology)
         sqs = aws.client("sqs")
@@ -89,13 +107,13 @@ def dev(
             ENV_TOPOLOGY_PARAMETER: topology.topology_parameter,
             ENV_JOBS: ",".join(modules),
         }
-        typer.echo(f"# embedded AWS at {aws.endpoint_url}; jobs from {', '.join(modules)}; Ctrl-C stops")
-        typer.echo("# other jf commands and your services reach it with:")
+        typer.echo(f"jf dev: embedded AWS at {aws.endpoint_url}, jobs from {', '.join(modules)}")
+        typer.echo("")
+        typer.echo("# Point another shell (other jf commands, your services) at it:")
         for name, value in env.items():
             typer.echo(f"export {name}={value}")
-        sys.stdout.flush()
-        handler = consumer(registry, config=config, sqs_client=sqs)
-        emulator = Emulator(pollers_for(config, topology), handler, sqs, max_idle_seconds=0.25)
+        handler = consumer(registry, config=config, sqs_client=sqs, listeners=[listener])
+        emulator = Emulator(pollers_for(config, topology), handler, sqs, wait_time_seconds=DEV_WAIT_SECONDS)
         scheduler_client = aws.client("scheduler")
         scheduler = LocalScheduler(
             topology.schedules,
@@ -103,8 +121,13 @@ def dev(
             # Delays over 15 minutes are Scheduler one-time schedules; the embedded one never fires them.
             tasks=[lambda: fire_due(scheduler_client, sqs, config.schedule_group)],
         ).start()
+        typer.echo("")
         for entry in scheduler.describe():
-            typer.echo(f"# schedule {entry['job']} {entry['expression']} next {entry['next']}")
+            typer.echo(f"# schedule {entry['job']} {entry['expression']}, next {entry['next']}")
+        typer.echo(
+            f"# ready: {'JSON log lines' if json_logs else 'one line per job outcome'} below; Ctrl-C stops"
+        )
+        typer.echo("")
         sys.stdout.flush()
         emulator.run_until_signal(drain_timeout=drain_timeout, on_stop=scheduler.stop)
     finally:

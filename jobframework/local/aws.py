@@ -32,6 +32,9 @@ FAKE_CREDENTIALS = {
     "AWS_DEFAULT_REGION": "us-east-1",
 }
 REGION = "us-east-1"
+POOL_CONNECTIONS = 64
+"""HTTP connections a client keeps to the embedded AWS (botocore's default of 10 is fewer than the
+emulator's pollers, and every extra connection was dropped with a "Connection pool is full" warning)."""
 
 
 def use_fake_credentials() -> None:
@@ -116,9 +119,15 @@ class EmbeddedAWS:
         self.stop()
 
     def session(self) -> boto3.Session:
+        """A boto3 session whose clients keep :data:`POOL_CONNECTIONS` connections each."""
         import boto3
 
-        return boto3.Session(aws_access_key_id="testing", aws_secret_access_key="testing", region_name=REGION)
+        return boto3.Session(
+            aws_access_key_id="testing",
+            aws_secret_access_key="testing",
+            region_name=REGION,
+            botocore_session=pooled_botocore_session(),
+        )
 
     def client(self, service: str) -> Any:
         return self.session().client(service, endpoint_url=self.endpoint_url)  # type: ignore[call-overload]
@@ -126,6 +135,20 @@ class EmbeddedAWS:
     def provision(self, topology: Topology) -> RuntimeConfig:
         """Create the topology's queues, DLQs and tables; write the SSM parameter; return the config."""
         return provision(topology, self.session(), self.endpoint_url)
+
+
+def pooled_botocore_session(connections: int = POOL_CONNECTIONS) -> Any:
+    """A botocore session whose clients keep up to ``connections`` HTTP connections.
+
+    ``boto3.setup_default_session(botocore_session=pooled_botocore_session())`` sizes the pools of
+    the clients that code makes with ``boto3.client(...)`` too (the consumer's DynamoDB and S3).
+    """
+    import botocore.config
+    import botocore.session
+
+    session = botocore.session.get_session()
+    session.set_default_client_config(botocore.config.Config(max_pool_connections=connections))
+    return session
 
 
 def provision(topology: Topology, session: boto3.Session, endpoint_url: str | None) -> RuntimeConfig:
@@ -197,6 +220,8 @@ def provision(topology: Topology, session: boto3.Session, endpoint_url: str | No
         payload_bucket=bucket,
         # The embedded Scheduler never assumes it; `jf dev` fires due delays itself.
         scheduler_role_arn=f"arn:aws:iam::123456789012:role/{topology.app}-{topology.stage}-scheduler",
+        jobs=topology.catalog,
+        topology_parameter=topology.topology_parameter,
     )
     ssm = session.client("ssm", endpoint_url=endpoint_url)
     ssm.put_parameter(

@@ -17,7 +17,7 @@ import logging
 import os
 import threading
 import time
-from collections import Counter, defaultdict
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -107,6 +107,10 @@ class DemoReport:
     settled: bool
     sagas: list[dict[str, Any]] = field(default_factory=list)
     """Each order saga: order, id, status, reason, and the steps that were compensated."""
+    phases: dict[str, float] = field(default_factory=dict)
+    """Seconds of each phase: ``start`` (embedded AWS, topology, workers), ``workload`` (until every
+    job settled), ``redrive`` (the CRM dead letters, until they succeeded), ``stop``; they add up to
+    ``elapsed_seconds``."""
 
     def as_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -180,8 +184,9 @@ def run_demo(
     old_level = fw_logger.level
     if not verbose:
         fw_logger.setLevel(logging.CRITICAL)
+    started = time.monotonic()
     try:
-        return _run(console=console, live=live, port=port, timeout=timeout)
+        return _run(console=console, live=live, port=port, timeout=timeout, started=started)
     finally:
         fw_logger.setLevel(old_level)
 
@@ -206,7 +211,7 @@ def _example_jobs() -> Any:
     return importlib.import_module(DEMO_JOBS)
 
 
-def _run(*, console: Any, live: bool, port: int, timeout: float) -> DemoReport:
+def _run(*, console: Any, live: bool, port: int, timeout: float, started: float) -> DemoReport:
     example = _example_jobs()
     from jobframework.client import EnqueueRequest, JobClient
     from jobframework.consumer import consumer
@@ -217,7 +222,7 @@ def _run(*, console: Any, live: bool, port: int, timeout: float) -> DemoReport:
     from jobframework.local.scheduler import LocalScheduler, sqs_sender
     from jobframework.topology import Topology, TopologySettings
 
-    started = time.monotonic()
+    marks: dict[str, float] = {}
     tally = Tally()
     example.BROKEN_DOWNSTREAMS.add(CRM)
     aws = EmbeddedAWS(port).start()
@@ -230,6 +235,7 @@ def _run(*, console: Any, live: bool, port: int, timeout: float) -> DemoReport:
         emulator = Emulator(
             pollers_for(config, topology), handler, sqs, idle_seconds=0.02, max_idle_seconds=0.05
         ).start()
+        marks["start"] = time.monotonic()
 
         expected: Counter[str] = Counter()
         client = JobClient(config, registry=registry, sqs_client=sqs)
@@ -266,6 +272,7 @@ def _run(*, console: Any, live: bool, port: int, timeout: float) -> DemoReport:
             title="running the workload",
         )
 
+        marks["workload"] = time.monotonic()
         # The operator fixes the CRM and redrives its dead letters; they now succeed.
         example.BROKEN_DOWNSTREAMS.discard(CRM)
         tally.timing = False
@@ -284,6 +291,7 @@ def _run(*, console: Any, live: bool, port: int, timeout: float) -> DemoReport:
             )
             and settled
         )
+        marks["redrive"] = time.monotonic()
         emulator.stop(drain_timeout=5)
         emulator = None
         left = {d.priority: d.depth for d in dead_letters.depths(sample=0)}
@@ -293,6 +301,10 @@ def _run(*, console: Any, live: bool, port: int, timeout: float) -> DemoReport:
             emulator.stop(drain_timeout=2)
         example.BROKEN_DOWNSTREAMS.discard(CRM)
         aws.stop()
+    ended = time.monotonic()
+    phases, previous = {}, started
+    for name, mark in (*marks.items(), ("stop", ended)):
+        phases[name], previous = round(mark - previous, 2), mark
 
     return DemoReport(
         enqueued=dict(expected - Counter({Priority.DEFAULT.value: redrive.moved})),
@@ -312,9 +324,10 @@ def _run(*, console: Any, live: bool, port: int, timeout: float) -> DemoReport:
         redriven_succeeded=tally.succeeded_types["crm.sync"] - crm_before,
         left_in_dlqs=left,
         scheduled=scheduled,
-        elapsed_seconds=round(time.monotonic() - started, 2),
+        elapsed_seconds=round(ended - started, 2),
         settled=settled,
         sagas=sagas,
+        phases=phases,
     )
 
 
@@ -334,6 +347,8 @@ def _wait(
         return done()
     from rich.live import Live
 
+    from jobframework.local.demo_summary import progress_table
+
     with Live(progress_table(tally, expected, title), console=console, refresh_per_second=10) as view:
         while not done() and time.monotonic() < deadline:
             time.sleep(0.1)
@@ -341,71 +356,3 @@ def _wait(
         view.update(progress_table(tally, expected, title))
     console.line()
     return done()
-
-
-def progress_table(tally: Tally, expected: Counter[str], title: str) -> Any:
-    from rich.progress_bar import ProgressBar
-    from rich.table import Table
-
-    table = Table(title=title, title_justify="left", box=None, pad_edge=False)
-    for name in ("queue", "", "settled", "succeeded", "retries", "dead-lettered"):
-        table.add_column(name, justify="left" if name in ("queue", "") else "right")
-    for prio in Priority:
-        total = expected[prio.value]
-        settled = tally.settled(prio.value)
-        table.add_row(
-            prio.value,
-            ProgressBar(total=max(total, 1), completed=min(settled, total), width=30),
-            f"{settled}/{total}",
-            str(tally.succeeded[prio.value]),
-            str(tally.retried[prio.value]),
-            str(tally.dead[prio.value]),
-        )
-    return table
-
-
-def _ms(value: float | None) -> str:
-    return "-" if value is None else f"{value:,.0f} ms"
-
-
-def render_summary(report: DemoReport) -> Any:
-    """The summary as rich renderables."""
-    from rich.console import Group
-    from rich.table import Table
-
-    outcomes = Table(title="summary", title_justify="left", show_header=False, box=None)
-    outcomes.add_column(style="bold")
-    outcomes.add_column(justify="right")
-    outcomes.add_row("jobs enqueued", str(sum(report.enqueued.values())))
-    outcomes.add_row("succeeded", str(report.succeeded))
-    outcomes.add_row("retries", str(report.retries))
-    outcomes.add_row("jobs that retried, then succeeded", str(report.retried_then_succeeded))
-    for reason, count in sorted(report.dead_lettered.items()):
-        outcomes.add_row(f"dead-lettered: {reason}", str(count))
-    outcomes.add_row(
-        "redriven after the CRM fix", f"{report.redriven} -> {report.redriven_succeeded} succeeded"
-    )
-    outcomes.add_row(
-        "left in the DLQs", ", ".join(f"{k} {v}" for k, v in report.left_in_dlqs.items() if v) or "0"
-    )
-    outcomes.add_row("scheduled runs fired", str(len(report.scheduled)))
-    for s in report.sagas:
-        detail = s["status"]
-        if s["reason"]:
-            detail += f" ({s['reason']}; undone: {', '.join(s['compensated']) or 'nothing'})"
-        outcomes.add_row(f"saga order.place {s['order_id']}", detail)
-    outcomes.add_row("elapsed", f"{report.elapsed_seconds:.1f} s")
-
-    timings = Table(title="timings of successful attempts", title_justify="left")
-    timings.add_column("")
-    timings.add_column("p50", justify="right")
-    timings.add_column("p95", justify="right")
-    timings.add_row("queue wait", _ms(report.queue_wait_ms["p50"]), _ms(report.queue_wait_ms["p95"]))
-    timings.add_row("processing", _ms(report.processing_ms["p50"]), _ms(report.processing_ms["p95"]))
-    by_queue: defaultdict[str, int] = defaultdict(int, report.enqueued)
-    mix = Table(title="workload", title_justify="left")
-    mix.add_column("queue")
-    mix.add_column("jobs", justify="right")
-    for prio in Priority:
-        mix.add_row(prio.value, str(by_queue[prio.value]))
-    return Group(mix, outcomes, timings)

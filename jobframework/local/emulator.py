@@ -189,10 +189,15 @@ class Emulator:
         sqs_client: a boto3 SQS client (thread-safe; shared by the workers).
         workers: worker threads shared by all queues (default: the sum of the queues' max
             concurrency, capped at 32).
-        wait_time_seconds: ``WaitTimeSeconds`` of each receive (0 on the embedded AWS, where long
-            polling really blocks; up to 20 against AWS).
-        idle_seconds: how long a queue found empty is left alone before the next poll (it grows up
-            to ``max_idle_seconds`` while the queue stays empty).
+        wait_time_seconds: ``WaitTimeSeconds`` of each receive (up to 20). With long polling (above
+            0) an idle queue costs one receive every that many seconds and a message sent to it is
+            received at once (the embedded AWS wakes a waiting receive too); ``jf dev`` uses it. 0
+            polls and backs off instead (the demo and tests, which want a stop to be immediate).
+        idle_seconds: with short polling, how long a queue found empty is left alone before the next
+            poll (it grows up to ``max_idle_seconds`` while the queue stays empty).
+
+    A queue found empty is polled by one worker at a time until it has work again; then every
+    worker may take it, up to its maximum concurrency.
     """
 
     def __init__(
@@ -224,7 +229,8 @@ class Emulator:
         self._lock = threading.Condition()
         self._stopping = threading.Event()
         self._threads: list[threading.Thread] = []
-        self._idle_streak: dict[str, int] = dict.fromkeys(self._states, 0)
+        # Empty polls in a row, per queue; a queue starts as idle (one poller) until it has work.
+        self._idle_streak: dict[str, int] = dict.fromkeys(self._states, 1)
 
     # -- lifecycle -------------------------------------------------------------------------------------
 
@@ -302,7 +308,10 @@ class Emulator:
         eligible = [
             name
             for name, s in self._states.items()
-            if s.in_flight < s.poller.max_concurrency and s.idle_until <= now
+            if s.in_flight < s.poller.max_concurrency
+            and s.idle_until <= now
+            # A queue found empty gets one poller (waiting in its receive) until it has work again.
+            and not (self._idle_streak[name] and s.in_flight)
         ]
         name = self._picker.pick(eligible)
         if name is None:
@@ -318,11 +327,12 @@ class Emulator:
                 if state is None:
                     now = time.monotonic()
                     waits = [s.idle_until - now for s in self._states.values() if s.idle_until > now]
-                    self._lock.wait(min([*waits, self.idle_seconds]) if waits else self.idle_seconds)
+                    # Until a queue's pause ends, or a poll ends and notifies.
+                    self._lock.wait(min(waits) if waits else self.max_idle_seconds)
                     continue
             try:
                 got = self._poll_once(state.poller)
-            except Exception:
+            except BaseException:  # a poller never dies from a job (signals go to the main thread)
                 log.warning("polling %s failed", state.poller.name, exc_info=True)
                 got = 0
             finally:
@@ -335,7 +345,9 @@ class Emulator:
                     self._idle_streak[name] = 0
                 else:
                     streak = self._idle_streak[name] = self._idle_streak[name] + 1
+                    # A long poll (wait_time_seconds) has waited already; a short one backs off.
                     pause = min(self.max_idle_seconds, self.idle_seconds * (2 ** min(streak - 1, 6)))
+                    pause = 0.0 if self.wait_time_seconds else pause
                     state.idle_until = max(state.idle_until, time.monotonic() + pause)
 
     def _receive(self, poller: QueuePoller, count: int, wait: int) -> list[dict[str, Any]]:
@@ -369,6 +381,9 @@ class Emulator:
     def _poll_once(self, poller: QueuePoller) -> int:
         messages = self._collect(poller)
         if messages:
+            with self._lock:  # it has work: let the other workers take it too while this batch runs
+                self._idle_streak[poller.name] = 0
+                self._lock.notify_all()
             self.invoke(poller, messages)
         return len(messages)
 
@@ -384,7 +399,7 @@ class Emulator:
         try:
             response = self.handler(event, context)
             failed = _failed_ids(response, set(by_id))
-        except Exception:
+        except BaseException:
             log.error(
                 "%s invocation failed; the whole batch of %d returns after its visibility timeout",
                 poller.function_name,

@@ -10,8 +10,11 @@ Expressions use EventBridge syntax:
 - ``rate(N minute|minutes|hour|hours|day|days)``: every N units from the scheduler's
   start (the first firing is one interval after the start);
 - ``cron(minutes hours day-of-month month day-of-week year)``: six fields, ``?`` in one of
-  the day fields, day-of-week 1-7 = SUN-SAT (or ``MON``...), ``L`` and ``#`` as in
-  EventBridge (``W`` is not supported locally). The schedule's time zone applies.
+  the day fields, day-of-week 1-7 = SUN-SAT (or ``MON``...), ``L``, ``W`` and ``#`` as in
+  EventBridge. The schedule's time zone applies.
+
+Every expression is first checked by :func:`jobframework.schedule_expr.check_expression`, the
+same check ``@job`` applies, so what runs here is what EventBridge Scheduler accepts.
 
 A slot missed while the process was busy (or asleep) fires once, late, not once per
 missed slot (EventBridge's flexible time window is off).
@@ -31,6 +34,7 @@ from zoneinfo import ZoneInfo
 
 from jobframework.envelope import Envelope
 from jobframework.errors import ConfigurationError
+from jobframework.schedule_expr import check_expression, is_one_time
 from jobframework.scheduling import scheduled_envelope
 from jobframework.topology import RuntimeConfig, ScheduleSpec
 
@@ -67,6 +71,8 @@ def _dow_field(value: str) -> str:
     """EventBridge day-of-week (1-7 = SUN-SAT) to cron's (0-6 = SUN-SAT)."""
 
     def shift(token: str) -> str:
+        if token.upper() == "L":
+            return "6"  # the last day of the week: Saturday
         if token.upper() in _DOW_NAMES or token == "*":
             return token.upper()
         if token.isdigit():
@@ -113,8 +119,6 @@ def cron_fields(expression: str) -> tuple[str, str | None]:
             f"day-of-week year), got {len(fields)}"
         )
     minute, hour, dom, month, dow, year = fields
-    if "W" in dom.upper():
-        raise ConfigurationError(f"{expression!r}: the W (nearest weekday) field is not supported locally")
     if (dom == "?") == (dow == "?"):
         raise ConfigurationError(f"{expression!r}: exactly one of day-of-month and day-of-week must be '?'")
     dom = "*" if dom == "?" else dom
@@ -148,6 +152,9 @@ class ScheduleClock:
         self.expression = expression
         self.tz = ZoneInfo(timezone)
         self.start = (start or datetime.now(UTC)).astimezone(UTC)
+        check_expression(expression)
+        if is_one_time(expression):
+            raise ConfigurationError(f"{expression!r}: the local scheduler fires recurring schedules only")
         self.rate = parse_rate(expression)
         self.cron: str | None = None
         self.year: str | None = None

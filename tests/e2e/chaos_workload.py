@@ -12,6 +12,10 @@ framework runs a job at least once and never again once its idempotency record s
 COMPLETED; a worker killed between the effect and that record runs it again after the
 in-progress record expires, and the conditional write then detects the replay.
 
+A quarter of the jobs are ``async def`` (:data:`ASYNC_JOB_NAME`, same body, awaited on the worker's
+event loop), and a third of the transient failures are not ``Exception``s: ``KeyboardInterrupt`` from
+sync jobs, ``asyncio.CancelledError`` from async ones (each is that job's failure, retried).
+
 Every step is also appended to an events file (one ``write`` with ``O_APPEND`` per line,
 so a SIGKILL leaves whole lines): ``<event> <n> <attempt> <pid>`` with event one of
 ``run``, ``transient``, ``permanent``, ``effect``, ``replay``, ``pause``.
@@ -19,6 +23,7 @@ so a SIGKILL leaves whole lines): ``<event> <n> <attempt> <pid>`` with event one
 
 from __future__ import annotations
 
+import asyncio
 import os
 import threading
 import time
@@ -31,6 +36,7 @@ from jobframework import JobContext, PermanentError, RetryPolicy, job
 from jobframework.jobs import Job, JobRegistry
 
 JOB_NAME = "chaos.apply"
+ASYNC_JOB_NAME = "chaos.apply_async"
 ENV_LEDGER = "JF_CHAOS_LEDGER"
 """The ledger directory: one file per applied job, named by its number, holding the pid."""
 ENV_EVENTS = "JF_CHAOS_EVENTS"
@@ -65,6 +71,22 @@ def transient_failures(n: int) -> int:
 def is_duplicated(n: int) -> bool:
     """5 % of the jobs are sent twice (same id, same key)."""
     return (_mix(n) >> 20) % 20 == 0
+
+
+def is_async(n: int) -> bool:
+    """A quarter of the jobs are async def."""
+    return (_mix(n) >> 24) % 4 == 0
+
+
+def job_name(n: int) -> str:
+    return ASYNC_JOB_NAME if is_async(n) else JOB_NAME
+
+
+def _transient_error(n: int, attempt: int) -> BaseException:
+    """A third of the transient failures raise a BaseException (not an Exception)."""
+    if n % 3 == 0:
+        return asyncio.CancelledError(f"job {n}: leaked cancellation") if is_async(n) else KeyboardInterrupt()
+    return ConnectionError(f"job {n}: downstream unavailable on attempt {attempt}")
 
 
 class Work(BaseModel):
@@ -107,7 +129,7 @@ def apply(work: Work, ctx: JobContext) -> dict[str, Any]:
         raise PermanentError(f"job {n} can never succeed")
     if attempt <= transient_failures(n):
         _event("transient", n, attempt)
-        raise ConnectionError(f"job {n}: downstream unavailable on attempt {attempt}")
+        raise _transient_error(n, attempt)
     if not _apply_once(n, attempt):
         _event("replay", n, attempt)  # applied before, by a delivery that never recorded completion
         return {"replayed": n}
@@ -118,13 +140,21 @@ def apply(work: Work, ctx: JobContext) -> dict[str, Any]:
     return {"applied": n}
 
 
+async def apply_async(work: Work, ctx: JobContext) -> dict[str, Any]:
+    """:func:`apply` as an async job (never paused: a sleep would hold the process's event loop)."""
+    await asyncio.sleep(0)
+    return apply(work, ctx)
+
+
 def register(registry: JobRegistry | None = None) -> Job[Any]:
-    """Declare the chaos job in ``registry`` (the default registry when ``None``)."""
-    return job(
-        JOB_NAME,
-        priority="default",
-        retry=RetryPolicy(max_attempts=MAX_ATTEMPTS, base_delay=0.5, max_delay=2.0),
-        key=lambda w: key_of(w.n),
-        timeout=10,
-        registry=registry,
-    )(apply)
+    """Declare the chaos jobs in ``registry`` (the default registry when ``None``)."""
+    for name, fn in ((ASYNC_JOB_NAME, apply_async), (JOB_NAME, apply)):
+        declared = job(
+            name,
+            priority="default",
+            retry=RetryPolicy(max_attempts=MAX_ATTEMPTS, base_delay=0.5, max_delay=2.0),
+            key=lambda w: key_of(w.n),
+            timeout=10,
+            registry=registry,
+        )(fn)
+    return declared

@@ -8,6 +8,10 @@ worker is SIGKILLed and restarted at least four times: twice at a random moment 
 batch runs, and twice exactly in the crash window (a job has written its effect, Powertools
 has not yet saved the COMPLETED record).
 
+A quarter of the jobs are ``async def``, a third of the transient failures are BaseExceptions
+(``KeyboardInterrupt``, ``asyncio.CancelledError``), and every wave an invocation with 1 s left
+releases the records it receives (handed back unrun as fresh copies: not attempts).
+
 What the framework guarantees, and what this shows:
 
 * at-least-once: every job ends applied or in its DLQ with a ``jf-reason`` (none lost);
@@ -40,9 +44,10 @@ from typing import Any
 import pytest
 
 from jobframework import envelope as wire
+from jobframework.consumer import Outcome, RecordOutcome, consumer
 from jobframework.envelope import Envelope
 from jobframework.jobs import JobRegistry
-from jobframework.testing import provision_fresh, receive_all
+from jobframework.testing import FakeLambdaContext, consume_once, provision_fresh, receive_all
 
 from . import chaos_workload as workload
 
@@ -181,7 +186,12 @@ def _pause_jobs(plan: ChaosPlan) -> list[int]:
     chosen = []
     for fraction in plan.window_kills:
         n = int(plan.jobs * fraction)
-        while workload.is_permanent(n) or workload.transient_failures(n) or workload.is_duplicated(n):
+        while (
+            workload.is_permanent(n)
+            or workload.transient_failures(n)
+            or workload.is_duplicated(n)
+            or workload.is_async(n)
+        ):
             n += 1
         chosen.append(n)
     return chosen
@@ -254,6 +264,9 @@ def run_chaos(jf_aws: Any, tmp_path: Path, plan: ChaosPlan) -> None:
         },
     )
 
+    # An invocation with 1 s left hands each record of its batch back unrun (released, not an attempt).
+    heard: list[RecordOutcome] = []
+    releaser = consumer(registry, config=config, sqs_client=sqs, listeners=[heard.append])
     workers = [Worker(env, tmp_path, 0)]
     kills: list[Kill] = []
     batch_kills = list(plan.batch_kills)
@@ -295,11 +308,12 @@ def run_chaos(jf_aws: Any, tmp_path: Path, plan: ChaosPlan) -> None:
 
             if sent < plan.jobs and sent - events.settled < LOW_WATER:
                 wave = [
-                    Envelope.new(workload.JOB_NAME, {"n": n}, key=workload.key_of(n))
+                    Envelope.new(workload.job_name(n), {"n": n}, key=workload.key_of(n))
                     for n in range(sent, min(plan.jobs, sent + WAVE))
                 ]
                 twice = [env for env in wave if workload.is_duplicated(env.payload["n"])]
                 _send(sqs, queue.url, resend_later + wave + [e for e in twice if e.payload["n"] % 2 == 0])
+                consume_once(releaser, sqs, queue.url, context=FakeLambdaContext(1.0))
                 duplicates_sent += len(twice)
                 resend_later = [e for e in twice if e.payload["n"] % 2 == 1]
                 sent += len(wave)
@@ -355,6 +369,11 @@ def run_chaos(jf_aws: Any, tmp_path: Path, plan: ChaosPlan) -> None:
         "duplicates suppressed": logs.count("duplicate delivery skipped"),
         "deferred while in progress": logs.count("is running in another delivery"),
         "transient failures": sum(1 for kind, *_ in events.lines if kind == "transient"),
+        "BaseException failures": sum(
+            1 for kind, n, *_ in events.lines if kind == "transient" and n % 3 == 0
+        ),
+        "async job runs": sum(1 for kind, n, *_ in events.lines if kind == "run" and workload.is_async(n)),
+        "released": sum(1 for o in heard if o.outcome == Outcome.RELEASED),
         "job runs": events.runs,
         "replays after a kill": len(replays),
         "kills": [(k.kind, round(k.at, 1), k.interrupted) for k in kills],
@@ -374,6 +393,8 @@ def run_chaos(jf_aws: Any, tmp_path: Path, plan: ChaosPlan) -> None:
     assert len(kills) >= 3 and {k.kind for k in kills} == {"window", "batch"}
     assert all(k.interrupted >= 1 for k in kills if k.kind == "window"), kills  # killed inside a job
     assert counts["duplicates suppressed"] >= 1
+    assert counts["released"] >= 1 and counts["async job runs"] >= 1 and counts["BaseException failures"] >= 1
+    assert [o for o in heard if o.outcome != Outcome.RELEASED] == []  # the releaser ran nothing
     assert _queue_empty(sqs, queue.url)
 
 

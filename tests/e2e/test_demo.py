@@ -36,6 +36,7 @@ def test_demo_exits_0_and_its_summary_matches_what_happened():
     assert 0 <= report["queue_wait_ms"]["p50"] <= report["queue_wait_ms"]["p95"]
     assert report["processing_ms"]["p95"] is not None
     assert report["elapsed_seconds"] < 45
+    assert list(report["phases"]) == ["start", "workload", "redrive", "stop"]
 
 
 def test_demo_prints_progress_and_a_summary():
@@ -48,5 +49,7 @@ def test_demo_prints_progress_and_a_summary():
         "p95",
         "redriven after the CRM fix",
         "saga order.place o-101",
+        # the lifecycle stages it showed, and how long it took
+        *("enqueue", "run", "retry", "dead-letter", "redrive", "schedule", "saga", "elapsed", "workload"),
     ):
         assert text in result.stdout

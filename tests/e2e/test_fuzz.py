@@ -556,3 +556,61 @@ def test_an_unreadable_offloaded_payload_is_dead_lettered_on_its_last_attempt(wo
     dead = _dead_letters(world, 1)
     assert response == {"batchItemFailures": []}
     assert dead == [(case.body, "exhausted")]
+
+
+# -- whole odd events --------------------------------------------------------------------------------------
+
+
+@st.composite
+def odd_records(draw: st.DrawFn, arn: str) -> Any:
+    """An entry of ``Records`` that is not a well-formed SQS record: any JSON value, or a record with
+    fields missing, of the wrong type, or a body that is not text."""
+    base = sqs_record(_envelope("fuzz.echo", {"token": _token()}).to_body(), queue_arn=arn)
+    kind = draw(st.sampled_from(["value", "drop", "retype", "body"]))
+    if kind == "value":
+        return draw(json_values)
+    record = dict(base)
+    if kind == "drop":
+        for name in draw(st.lists(st.sampled_from(sorted(base)), min_size=1, max_size=4, unique=True)):
+            record.pop(name, None)
+    elif kind == "retype":
+        name = draw(st.sampled_from(["attributes", "messageAttributes", "receiptHandle", "eventSourceARN"]))
+        record[name] = draw(json_values)
+    else:
+        record["body"] = draw(json_values.filter(lambda v: not isinstance(v, str)))
+    return record
+
+
+def test_fuzz_whole_odd_events_never_fail_their_healthy_records(world):
+    arn = world.arns["high"]
+
+    @settings(max_examples=40, deadline=None, database=None, derandomize=True)
+    @given(data=st.data())
+    def run(data: st.DataObject) -> None:
+        event_kind = data.draw(st.sampled_from(["records", "records", "not-a-list", "no-records", "value"]))
+        token = _token()
+        healthy = sqs_record(_envelope("fuzz.echo", {"token": token, "count": 1}).to_body(), queue_arn=arn)
+        odd = data.draw(st.lists(odd_records(arn), max_size=5))
+        if event_kind != "records":
+            event: Any = (
+                {"Records": data.draw(json_values.filter(lambda v: not isinstance(v, list)))}
+                if event_kind == "not-a-list"
+                else {"other": data.draw(json_values)}
+                if event_kind == "no-records"
+                else data.draw(json_values.filter(lambda v: not isinstance(v, dict)))
+            )
+            with pytest.raises(ValueError, match="not an SQS event"):
+                world.plain(event, FakeLambdaContext(30))
+            return
+        records = [*odd[: len(odd) // 2], healthy, *odd[len(odd) // 2 :]]
+        response = world.plain({"Records": records}, FakeLambdaContext(30))
+        ids = {r["messageId"] for r in records if isinstance(r, dict) and isinstance(r.get("messageId"), str)}
+        failed = [f["itemIdentifier"] for f in response["batchItemFailures"]]
+        assert set(failed) <= ids and healthy["messageId"] not in failed
+        for queue in world.dlqs.values():  # keep the DLQs shallow
+            got = world.sqs.receive_message(QueueUrl=queue, MaxNumberOfMessages=10).get("Messages", [])
+            if got:
+                entries = [{"Id": str(n), "ReceiptHandle": m["ReceiptHandle"]} for n, m in enumerate(got)]
+                world.sqs.delete_message_batch(QueueUrl=queue, Entries=entries)
+
+    run()

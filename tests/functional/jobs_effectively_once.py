@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections import Counter
 from collections.abc import Callable
 from typing import Any
@@ -54,19 +55,16 @@ def outage(item: Item) -> None:
     raise ConnectionError("downstream is down")
 
 
-class Killed(BaseException):
-    """Stands for Lambda killing the invocation: no ``except Exception`` sees it."""
-
-
-kill_next: list[str] = []
-"""Names whose next ``eo.killable`` attempt is killed midway."""
+hang_next: list[str] = []
+"""Names whose next ``eo.killable`` attempt hangs (until its process is killed)."""
 
 
 @job("eo.killable", registry=registry, priority="high", timeout=1)
 def killable(item: Item) -> None:
-    if item.name in kill_next:
-        kill_next.remove(item.name)
-        raise Killed(item.name)
+    if item.name in hang_next:
+        hang_next.remove(item.name)
+        print("hanging", flush=True)
+        time.sleep(600)
     effects[item.name] += 1
 
 

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
+import boto3
 import pytest
 
 from jobframework.local.aws import free_port
@@ -28,11 +31,13 @@ def _env(extra: dict[str, str]) -> dict[str, str]:
     return env
 
 
-def start_jf_dev(port: int, *, stderr: int = subprocess.PIPE) -> tuple[subprocess.Popen[str], dict[str, str]]:
-    """`jf dev --port PORT` as a subprocess, and the variables it printed (read up to its first schedule)."""
+def start_jf_dev(
+    port: int, *, stderr: int = subprocess.PIPE, args: tuple[str, ...] = ()
+) -> tuple[subprocess.Popen[str], dict[str, str]]:
+    """`jf dev --port PORT` as a subprocess, and the variables it printed (read up to its ready line)."""
     proc = subprocess.Popen(
-        [JF, "dev", "--port", str(port), "--jobs", "handlers.jobs"],
-        env=_env({"POWERTOOLS_METRICS_DISABLED": "true", "POWERTOOLS_LOG_LEVEL": "WARNING"}),
+        [JF, "dev", "--port", str(port), "--jobs", "handlers.jobs", *args],
+        env=_env({"POWERTOOLS_LOG_LEVEL": "WARNING"}),
         stdout=subprocess.PIPE,
         stderr=stderr,
         text=True,
@@ -43,9 +48,21 @@ def start_jf_dev(port: int, *, stderr: int = subprocess.PIPE) -> tuple[subproces
         if line.startswith("export "):
             name, _, value = line[len("export ") :].strip().partition("=")
             exports[name] = value
-        if line.startswith("# schedule"):
+        if line.startswith("# ready"):
             break
     return proc, exports
+
+
+def stop_jf_dev(proc: subprocess.Popen[str]) -> tuple[str, str]:
+    """Ctrl-C `jf dev`; the rest of its stdout and its stderr."""
+    proc.send_signal(signal.SIGINT)
+    try:
+        out, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, err
+    return out, err
 
 
 @pytest.mark.parametrize(
@@ -201,3 +218,101 @@ def test_dev_prints_its_environment_and_runs_jobs_until_stopped():
             if proc.poll() is None:
                 proc.kill()
     assert proc.returncode == 0
+
+
+def _lines_until(proc: subprocess.Popen[str], done, timeout: float = 30.0) -> list[str]:
+    """Read `jf dev`'s stdout (in a thread) until ``done(lines)`` or the timeout; the lines read."""
+    lines: list[str] = []
+    assert proc.stdout is not None
+    stream = proc.stdout
+
+    def read() -> None:
+        for line in stream:
+            lines.append(line.rstrip("\n"))
+
+    threading.Thread(target=read, daemon=True).start()
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and not done(lines):
+        time.sleep(0.1)
+    return lines
+
+
+def _enqueue(env: dict[str, str], job_type: str, payload: str) -> str:
+    sent = subprocess.run(
+        [JF, "enqueue", job_type, payload], check=False, env=env, capture_output=True, text=True, timeout=30
+    )
+    assert sent.returncode == 0, sent.stderr
+    return sent.stdout.strip()
+
+
+def _shell_env(exports: dict[str, str]) -> dict[str, str]:
+    return _env({k: v for k, v in exports.items() if not k.startswith(("JF_QUEUE", "JF_DLQ"))})
+
+
+def test_dev_is_quiet_when_idle_and_prints_one_readable_line_per_outcome():
+    proc, exports = start_jf_dev(free_port())
+    try:
+        time.sleep(4)  # idle: the pollers long-poll; nothing may warn
+        env = _shell_env(exports)
+        ok = _enqueue(env, "emails.send", '{"to": "a@example.com", "subject": "hi"}')
+        declined = _enqueue(
+            env, "payments.capture", '{"order_id": "o", "amount_cents": 5, "card_token": "declined"}'
+        )
+        sqs = boto3.client("sqs", endpoint_url=exports["JF_ENDPOINT_URL"], region_name="us-east-1")
+        sqs.send_message(QueueUrl=exports["JF_QUEUE_URL_DEFAULT"], MessageBody="{not json")
+        poison = _enqueue(env, "reports.generate", '{"report_id": "poison"}')  # raises, 3 attempts
+        lines = _lines_until(proc, lambda ls: sum("dead-lettered" in x for x in ls) >= 3)
+    finally:
+        rest, stderr = stop_jf_dev(proc)
+    lines += rest.splitlines()
+    assert "WARNING" not in stderr and "Connection pool" not in stderr, stderr
+    assert not [x for x in lines if x.startswith("{") or "_aws" in x], lines  # no JSON, no EMF blob
+    (done,) = [x for x in lines if ok in x]
+    assert re.search(rf"succeeded +emails\.send +{ok} +high +attempt 1 +\d+ ms$", done), done
+    (dead,) = [x for x in lines if declined in x]
+    assert re.search(rf"dead-lettered +payments\.capture +{declined} .*permanent: PermanentError", dead)
+    (malformed,) = [x for x in lines if "malformed" in x]
+    assert re.search(
+        r"dead-lettered +\(no job type\) +message \S+ +default .*malformed: body is not JSON", malformed
+    )
+    assert not [x for x in lines if "WARNING" in x], lines
+    first, second, last = [i for i, x in enumerate(lines) if poison in x]
+    assert re.search(
+        rf"retry in \d+s +reports\.generate +{poison} +low +attempt 1 .*ZeroDivisionError", lines[first]
+    )
+    # where the job raised, under its line (the framework's frames left out)
+    assert lines[first + 1].startswith("    at handlers/jobs.py:"), lines[first : first + 3]
+    assert "attempt 2" in lines[second]
+    assert re.search(r"dead-lettered .* attempt 3 .*exhausted: ZeroDivisionError", lines[last])
+
+
+def test_dev_json_prints_json_lines_with_each_outcome():
+    proc, exports = start_jf_dev(free_port(), args=("--json",))
+    try:
+        declined = _enqueue(
+            _shell_env(exports),
+            "payments.capture",
+            '{"order_id": "o", "amount_cents": 5, "card_token": "declined"}',
+        )
+        lines = _lines_until(proc, lambda ls: any('"outcome"' in x for x in ls))
+    finally:
+        rest, _ = stop_jf_dev(proc)
+    records = [json.loads(x) for x in [*lines, *rest.splitlines()] if x.strip()]
+    (outcome,) = [r for r in records if "outcome" in r]
+    assert outcome["job_id"] == declined
+    assert (outcome["outcome"], outcome["reason"], outcome["job_type"]) == (
+        "dead_lettered",
+        "permanent",
+        "payments.capture",
+    )
+    assert not [r for r in records if "_aws" in r]  # EMF stays off the console
+
+
+@pytest.mark.parametrize("name", ["jobframework.local.console", "jobframework.local.demo_summary"])
+def test_console_docstring_examples(name):
+    import doctest
+    import importlib
+
+    result = doctest.testmod(importlib.import_module(name))
+    assert result.attempted > 0
+    assert result.failed == 0

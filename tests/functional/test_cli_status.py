@@ -104,7 +104,7 @@ def test_dlq_peek_shows_the_pointer_of_an_offloaded_payload(env_config):
     assert result.exit_code == 0, result.output
     pointers = [d.get("payload_ref") for d in json.loads(result.stdout)]
     big = next(p for p in pointers if p)
-    assert big["uri"].startswith(f"s3://{config.payload_bucket}/payloads/eo.blob/")
+    assert big["uri"].startswith(f"s3://{config.payload_bucket}/keep-28d/payloads/eo.blob/")
     assert big["size"] > 300_000
     assert sum(1 for p in pointers if p is None) == 1  # the inline one has none
     table = invoke(["dlq", "peek", "high"], cli_env(config))

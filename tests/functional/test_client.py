@@ -55,7 +55,9 @@ def test_a_bad_payload_is_a_clear_value_error_and_nothing_is_sent(rt):
 
 
 def test_an_unknown_job_names_the_known_ones(rt):
-    with pytest.raises(UnknownJobError, match=r"no job named 't\.nope' is registered \(known: t\.broken"):
+    with pytest.raises(
+        UnknownJobError, match=r"no job named 't\.nope' is registered in this process \(known: t\.broken"
+    ):
         rt.client.enqueue("t.nope", {})
 
 

@@ -100,6 +100,27 @@ def test_redrive_dry_run_and_limit(sqs, jf_config, letters):
     assert json.loads(too_young.stdout)["moved"] == 0
 
 
+def test_redrive_by_message_ids_moves_exactly_the_selection(sqs, jf_config, letters):
+    crm, reports = letters
+    ep = jf_config.endpoints("default")
+    by_job = {json.loads(m["Body"])["id"]: m["MessageId"] for m in _peek_raw(sqs, ep.dlq_url)}
+    picked = [by_job[crm[0].id], by_job[reports[1].id], "gone-since"]  # one id no longer in the DLQ
+    dead = DeadLetters(jf_config, sqs, wait_time_seconds=0)
+
+    dry = dead.redrive("default", message_ids=picked, dry_run=True)
+    assert (dry.matched, dry.moved) == (2, 0)
+    assert queue_counts(sqs, ep.dlq_url) == (5, 0)
+
+    result = dead.redrive("default", message_ids=picked)
+
+    assert (result.matched, result.moved, result.failed) == (2, 2, 0)
+    assert sorted(result.job_ids) == sorted([crm[0].id, reports[1].id])
+    moved = receive_all(sqs, ep.url)
+    assert sorted(json.loads(m["Body"])["id"] for m in moved) == sorted([crm[0].id, reports[1].id])
+    remaining = {json.loads(m["Body"])["id"] for m in receive_all(sqs, ep.dlq_url)}
+    assert remaining == {crm[1].id, crm[2].id, reports[0].id}
+
+
 class _Interrupting:
     """An SQS client that is interrupted at the ``n``-th call of ``operation``."""
 

@@ -4,6 +4,9 @@ job status, long delays, payload versions, signing and large payloads."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 import threading
 import time
 import uuid
@@ -21,7 +24,7 @@ from jobframework.envelope import Envelope, message_attribute, string_attribute
 from jobframework.errors import ConfigurationError, EnqueueError
 from jobframework.scheduling import scheduled_envelope
 from jobframework.state import JobState
-from jobframework.testing import FakeLambdaContext, provision_fresh, receive_all
+from jobframework.testing import provision_fresh, receive_all
 
 from . import jobs_effectively_once as jobs
 from .conftest import Runtime
@@ -32,7 +35,7 @@ def eo(jf_aws: Any) -> Runtime:
     jobs.effects.clear()
     jobs.observed.clear()
     jobs.while_running.clear()
-    jobs.kill_next.clear()
+    jobs.hang_next.clear()
     topology, config = provision_fresh(jf_aws.endpoint_url, jobs.registry)
     sqs = jf_aws.client("sqs")
     return Runtime(
@@ -112,30 +115,37 @@ def test_a_job_that_fails_then_succeeds_applies_its_effect_once(eo):
     ]
 
 
-def test_a_killed_invocations_in_progress_record_expires_and_the_job_runs_again(eo):
+def test_a_killed_invocations_in_progress_record_expires_and_the_job_runs_again(eo, jf_aws):
     env = Envelope.new("eo.killable", {"name": "killed", "fail_times": 0})
     redeliver(eo, "high", env.to_body())
-    jobs.kill_next.append("killed")
-    with pytest.raises(jobs.Killed):  # Lambda kills the invocation midway: the message stays in flight
-        eo.consume("high", context=FakeLambdaContext(2.5))
-    killed_at = time.monotonic()
-    assert outcomes == []  # the killed invocation reported nothing
-    idempotency = eo.handler.idempotency
-    assert idempotency is not None
-    items = idempotency.client.scan(TableName=eo.config.idempotency_table)["Items"]
-    assert [i["status"]["S"] for i in items] == ["INPROGRESS"]
-    # While its invocation could still be running, another delivery is retried, not run.
+    # A real invocation in its own process, killed (SIGKILL, as Lambda does) while its job runs.
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tests.functional.killed_consumer", "2.5"],
+        env={**os.environ, **eo.config.to_env()},
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "hanging"
+        started = time.monotonic()
+        items = jf_aws.client("dynamodb").scan(TableName=eo.config.idempotency_table)["Items"]
+        assert [i["status"]["S"] for i in items] == ["INPROGRESS"]
+    finally:
+        proc.kill()
+        proc.wait(timeout=10)
+    assert outcomes == []
+    # While its invocation could still be running, another delivery is handed back, not run.
     redeliver(eo, "high", env.to_body())
-    (held,), response = eo.consume("high")
-    assert response["batchItemFailures"] == [{"itemIdentifier": held["messageId"]}]
+    (_held,), response = eo.consume("high")
+    assert response["batchItemFailures"] == []  # handed back as a fresh copy: not an attempt
     assert jobs.effects["killed"] == 0
     (retried,) = of(Outcome.RETRIED)
     assert retried.error and "another delivery" in retried.error
-    # It comes back when the record expires (one receive spent), not after a whole job timeout.
+    # It comes back when the record expires, not after a whole job timeout.
     assert retried.delay is not None and retried.delay <= 4
-    # The record expires with the killed invocation's remaining time (2.5 s); then the job runs.
-    time.sleep(max(0.0, 2.6 - (time.monotonic() - killed_at)))
-    deadline = time.monotonic() + 5
+    # The record expired by the killed invocation's hard end (2.5 s); then the job runs.
+    time.sleep(max(0.0, 2.6 - (time.monotonic() - started)))
+    deadline = time.monotonic() + 8
     while not jobs.effects["killed"]:
         eo.consume("high")
         assert time.monotonic() < deadline, "the job never ran again"

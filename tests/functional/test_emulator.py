@@ -148,6 +148,48 @@ def test_batch_size_window_and_max_concurrency(sqs, jf_config):
     assert queue_counts(sqs, url) == (0, 0)
 
 
+def test_long_polling_keeps_one_receive_per_idle_queue_and_scales_with_work(jf_aws, jf_config):
+    sqs = jf_aws.client("sqs")  # its own client: the hooks below stay on it
+    url = jf_config.endpoints("high").url
+    receiving, peak_idle, peak_busy = [0], [0], [0]
+    busy = threading.Event()
+    lock = threading.Lock()
+
+    def before(**kwargs: Any) -> None:
+        with lock:
+            receiving[0] += 1
+            peak = peak_busy if busy.is_set() else peak_idle
+            peak[0] = max(peak[0], receiving[0])
+
+    def after(**kwargs: Any) -> None:
+        with lock:
+            receiving[0] -= 1
+
+    sqs.meta.events.register("before-call.sqs.ReceiveMessage", before)
+    sqs.meta.events.register("after-call.sqs.ReceiveMessage", after)
+    sqs.meta.events.register("after-call-error.sqs.ReceiveMessage", after)
+    handled: list[str] = []
+
+    def handler(event, context):
+        time.sleep(0.3)  # long enough for the other workers to join while it runs
+        with lock:
+            handled.extend(r["body"] for r in event["Records"])
+        return {"batchItemFailures": []}
+
+    poller = _poller(jf_config, "high", batch_size=1, max_concurrency=3)
+    emulator = Emulator([poller], handler, sqs, workers=6, wait_time_seconds=1).start()
+    try:
+        time.sleep(2.5)  # idle: a couple of long polls, one at a time
+        busy.set()
+        _send(jf_aws.client("sqs"), url, [str(i) for i in range(6)])
+        assert _wait(lambda: len(handled) == 6)
+    finally:
+        emulator.stop(3)
+    assert peak_idle[0] == 1  # six workers, one waiting receive while the queue is empty
+    assert peak_busy[0] > 1  # with work, the other workers take the queue too
+    assert sorted(handled) == [str(i) for i in range(6)]
+
+
 def test_critical_jobs_start_promptly_under_a_burst_of_low(sqs, jf_config):
     low_url, critical_url = jf_config.endpoints("low").url, jf_config.endpoints("critical").url
     _send(sqs, low_url, [f"low-{i}" for i in range(40)])

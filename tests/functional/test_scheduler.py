@@ -36,11 +36,21 @@ def test_eventbridge_cron_becomes_croniter(expression, expected):
 
 @pytest.mark.parametrize(
     "bad",
-    ["cron(0 3 * * *)", "cron(0 3 * * * *)", "cron(0 3 ? * ? *)", "cron(0 3 15W * ? *)", "rate(5 minute)"],
+    ["cron(0 3 * * *)", "cron(0 3 * * * *)", "cron(0 3 ? * ? *)", "rate(5 minute)", "rate(1 minutes)"],
 )
 def test_bad_expressions_are_refused(bad):
     with pytest.raises(ConfigurationError):
         ScheduleClock(bad)
+
+
+def test_the_nearest_weekday_and_the_last_saturday_fire_as_eventbridge_says():
+    start = datetime(2026, 11, 1, tzinfo=UTC)  # 15 November 2026 is a Sunday
+    assert ScheduleClock("cron(0 8 15W * ? *)", start=start).next_after(start) == datetime(
+        2026, 11, 16, 8, tzinfo=UTC
+    )
+    assert ScheduleClock("cron(0 8 ? * 7L *)", start=start).next_after(start) == datetime(
+        2026, 11, 28, 8, tzinfo=UTC
+    )
 
 
 def test_next_slots_of_rate_and_cron():

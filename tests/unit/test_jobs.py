@@ -37,6 +37,16 @@ def test_job_takes_its_model_from_the_first_parameter(reg):
     assert run_inline(ship, {"order_id": "7"}, attempt=2) == "7@2"
 
 
+def test_run_inline_gives_the_context_the_id_key_and_attempt_asked_for(reg):
+    @job("orders.pack", registry=reg, key=lambda o: f"pack:{o.order_id}")
+    def pack(order: Order, ctx: JobContext) -> tuple[str, str, int, bool]:
+        return ctx.job_id, ctx.key, ctx.attempt, ctx.is_last_attempt
+
+    assert run_inline(pack, {"order_id": "7"}, job_id="job-7", attempt=3) == ("job-7", "pack:7", 3, True)
+    own_id, key, _, _ = run_inline(pack, {"order_id": "8"}, key="custom")
+    assert key == "custom" and len(own_id) == 36 and own_id[14] == "7"  # a UUIDv7 by default
+
+
 def test_a_job_without_context_is_called_with_the_payload_only(reg):
     @job("orders.count", registry=reg)
     def count(order: Order) -> int:
@@ -53,10 +63,10 @@ def test_a_job_without_context_is_called_with_the_payload_only(reg):
         ({"retry": 3}, "RetryPolicy"),
         ({"permanent": ValueError, "transient": ValueError}, "choose one"),
         ({"permanent": "ValueError"}, "exception classes"),
-        ({"timeout": 43_201}, "12 hours"),
-        ({"timeout": 0}, "within"),
+        ({"timeout": 43_201}, "at most 43,200 seconds"),
+        ({"timeout": 0}, "at most 43,200 seconds"),
         ({"key": "order_id"}, "function of the payload"),
-        ({"schedule": "every day"}, "EventBridge expression"),
+        ({"schedule": "every day"}, "EventBridge Scheduler expression"),
     ],
 )
 def test_bad_options_fail_when_the_decorator_is_applied(reg, options, message):
@@ -102,11 +112,32 @@ def test_a_duplicate_name_is_an_error(reg):
 
 
 def test_a_schedule_payload_must_match_the_model(reg):
-    with pytest.raises(ConfigurationError, match="schedule's payload"):
+    with pytest.raises(ConfigurationError, match="schedule's payload") as info:
 
         @job("orders.nightly", registry=reg, schedule=Schedule("rate(1 day)", payload={"amount": 1}))
         def nightly(order: Order) -> None:
             pass
+
+    assert str(info.value) == (
+        "job orders.nightly: the schedule's payload does not match Order: order_id: Field required; "
+        "give it in Schedule('rate(1 day)', payload={...})"
+    )
+    assert info.value.__cause__ is None  # one readable line, not a pydantic dump
+
+
+def test_the_timeout_limit_is_one_number_in_the_code_the_error_and_the_readme(reg):
+    from pathlib import Path
+
+    from jobframework.jobs import MAX_JOB_TIMEOUT
+
+    job("orders.long", registry=reg, timeout=901)  # over Lambda's 900 s: a jf worker lane runs it
+    job("orders.longest", registry=reg, timeout=MAX_JOB_TIMEOUT)
+    stated = f"{MAX_JOB_TIMEOUT:,.0f}"
+    for bad in (0, MAX_JOB_TIMEOUT + 1):
+        with pytest.raises(ConfigurationError, match=f"at most {stated} seconds"):
+            job("orders.bad", registry=reg, timeout=bad)
+    readme = (Path(__file__).parents[2] / "README.md").read_text()
+    assert f"`timeout` (seconds, at most {stated}" in readme
 
 
 def test_envelope_round_trips_and_keeps_unknown_fields():
@@ -213,3 +244,12 @@ def test_a_long_job_gets_a_visibility_covering_it_and_a_worker_context_that_last
     )
     [poller] = pollers_for(config, topology, ["low-cpu"])
     assert poller.timeout >= 3600  # jf worker gives the job its time
+
+
+def test_validation_problems_are_one_line_and_its_example_runs():
+    import doctest
+
+    from jobframework import validation
+
+    result = doctest.testmod(validation)
+    assert result.attempted > 0 and result.failed == 0

@@ -1,0 +1,86 @@
+"""Attempts count executions of a job, never receives of its message.
+
+SQS's ``ApproximateReceiveCount`` also counts the receives that handed a record back unrun: a release
+for lack of time, a wait on another delivery's in-progress record, a deferral of a backlogged
+schedule. So a hand-back never changes visibility in place: it sends a fresh copy of the message
+(same body, same attributes) carrying the executions so far in ``jf-executions`` (and the deferrals so
+far in ``jf-deferrals``), and the original is acknowledged. A copy starts again at receive count 1,
+so for any record
+
+    attempt = jf-executions (earlier copies) + ApproximateReceiveCount (this copy)
+
+which counts the executions (and receives whose invocation crashed, which did run). A record with no
+usable ``ApproximateReceiveCount`` (a hand-made event) counts as its copy's first receive, and its
+retries travel as fresh copies too, so it is still exhausted after ``max_attempts`` runs. A redrive
+(``jf dlq redrive`` or StartMessageMoveTask) sends the dead letter without ``jf-executions``: attempts
+start again, as documented.
+
+Because one copy is received at most ``max_attempts`` times before the framework settles it, the
+queue's ``maxReceiveCount`` (:func:`receive_limit`) only has to leave room for crashes; it can never
+move a job to the DLQ before the framework's own attempts are used up.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+ATTR_EXECUTIONS = "jf-executions"
+"""Message attribute: executions of the job in earlier copies of this message (a hand-back's copy)."""
+ATTR_DEFERRALS = "jf-deferrals"
+"""Message attribute: times a scheduled run was deferred because its queue was backlogged."""
+MIN_RECEIVE_LIMIT = 5
+CRASH_MARGIN = 2
+"""Receives allowed above a job's max attempts for invocations that crash (timeouts, kills)."""
+
+
+def receive_limit(max_attempts: int, margin: int = CRASH_MARGIN) -> int:
+    """The queue's ``maxReceiveCount`` for jobs of at most ``max_attempts``: above them by ``margin``.
+
+    Example:
+        >>> receive_limit(3), receive_limit(10)
+        (5, 12)
+    """
+    return max(max_attempts + margin, MIN_RECEIVE_LIMIT)
+
+
+def receive_count(record: Mapping[str, Any]) -> int | None:
+    """This copy's ``ApproximateReceiveCount``, or ``None`` when the record has no usable one."""
+    attributes = record.get("attributes")
+    count = attributes.get("ApproximateReceiveCount") if isinstance(attributes, Mapping) else None
+    try:
+        value = int(count) if isinstance(count, str | int) and not isinstance(count, bool) else 0
+    except ValueError:
+        return None
+    return value if value >= 1 else None
+
+
+def _carried(record: Mapping[str, Any], name: str) -> int | None:
+    attributes = record.get("messageAttributes")
+    attr = attributes.get(name) if isinstance(attributes, Mapping) else None
+    value = attr.get("stringValue") if isinstance(attr, Mapping) else None
+    try:
+        number = int(value) if isinstance(value, str) else -1
+    except ValueError:
+        return None
+    return number if 0 <= number <= 100_000 else None
+
+
+def executions_before(record: Mapping[str, Any]) -> int:
+    """Executions in earlier copies of this message (``jf-executions``; 0 when absent)."""
+    return _carried(record, ATTR_EXECUTIONS) or 0
+
+
+def deferrals(record: Mapping[str, Any]) -> int:
+    """Deferrals of this scheduled run so far (``jf-deferrals``; 0 when absent)."""
+    return _carried(record, ATTR_DEFERRALS) or 0
+
+
+def attempt_of(record: Mapping[str, Any]) -> int:
+    """The execution this delivery would be, 1-based (see the module docstring)."""
+    return executions_before(record) + (receive_count(record) or 1)
+
+
+def is_first_attempt(record: Mapping[str, Any]) -> bool:
+    """The job's first execution, and not a handed-back copy (for the retry budget's count)."""
+    return attempt_of(record) == 1 and _carried(record, ATTR_EXECUTIONS) is None

@@ -1,0 +1,318 @@
+"""The job catalog: enqueue a job by name from a process that does not import its module.
+
+The topology carries one :class:`~jobframework.config.JobRoute` per job (its lane, priority,
+FIFO or not, payload version, dedup window, and its payload model's JSON Schema). The stack writes
+the catalog into the topology parameter (``JF_TOPOLOGY_PARAMETER``), ``jf dev`` too. A
+:class:`~jobframework.client.JobClient` that finds no job of a name in its registry looks it up
+there, routes by it, and validates the payload against the schema with ``fastjsonschema`` (what
+Powertools' validation utility uses) before anything is sent.
+
+The schema check is what a producer can do without the model: types, required fields, bounds,
+patterns, enums, formats. Validators written in Python (``@field_validator``) run only in the
+consumer, which validates with the model; a payload that passes the schema but fails the model is
+dead-lettered there with reason ``invalid-payload``. The schema is also stricter than pydantic's lax
+mode in one way: ``"5"`` is not an integer.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from datetime import date, datetime, time
+from time import monotonic
+from typing import TYPE_CHECKING, Any
+
+from jobframework.config import ENV_TOPOLOGY_PARAMETER, JobRoute, RuntimeConfig
+from jobframework.errors import ConfigurationError, PayloadValidationError, UnknownJobError
+from jobframework.jobs import Priority, Profile, lane_name, lane_priority
+from jobframework.payloads import retry_horizon
+
+if TYPE_CHECKING:
+    from pydantic import BaseModel
+
+    from jobframework.jobs import Job
+
+log = logging.getLogger(__name__)
+
+_DROPPED = ("title", "description", "examples")
+"""Annotations that do not change what validates: left out to keep the parameter small."""
+_MAPS = ("properties", "$defs", "definitions", "patternProperties", "dependentSchemas")
+_KNOWN_FORMATS = {
+    "email",
+    "hostname",
+    "idn-email",
+    "idn-hostname",
+    "ipv4",
+    "ipv6",
+    "iri",
+    "iri-reference",
+    "json-pointer",
+    "regex",
+    "relative-json-pointer",
+    "uri",
+    "uri-reference",
+    "uri-template",
+}
+"""Formats ``fastjsonschema`` checks itself; the others are checked as pydantic reads them, or not."""
+
+
+def _iso(parse: Callable[[str], object]) -> Callable[[object], bool]:
+    def check(value: object) -> bool:
+        try:
+            parse(str(value).replace("Z", "+00:00"))
+        except ValueError:
+            return False
+        return True
+
+    return check
+
+
+_FORMATS: dict[str, Callable[[object], bool]] = {
+    # pydantic reads ISO 8601 with or without a zone: fastjsonschema's own date-time wants one.
+    "date-time": _iso(datetime.fromisoformat),
+    "date": _iso(date.fromisoformat),
+    "time": _iso(time.fromisoformat),
+}
+
+
+def compact_schema(schema: Any) -> Any:
+    """A JSON Schema without titles, descriptions and examples (properties named so are kept).
+
+    Example:
+        >>> compact_schema({"title": "M", "properties": {"title": {"title": "Title", "type": "string"}}})
+        {'properties': {'title': {'type': 'string'}}}
+    """
+    if isinstance(schema, list):
+        return [compact_schema(item) for item in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out: dict[str, Any] = {}
+    for key, value in schema.items():
+        if key in _DROPPED:
+            continue
+        if key in _MAPS and isinstance(value, dict):
+            out[key] = {name: compact_schema(sub) for name, sub in value.items()}
+        else:
+            out[key] = compact_schema(value)
+    return out
+
+
+def route_of(job: Job[Any], *, fifo: bool = False) -> JobRoute:
+    """The catalog entry of a registered job (``fifo``: its lane's queue is a FIFO queue)."""
+    return JobRoute(
+        priority=job.priority,
+        lane=job.lane,
+        fifo=fifo,
+        version=job.version,
+        dedup_window=job.dedup_window,
+        retry_horizon=retry_horizon(job.retry),
+        payload_schema=compact_schema(job.payload_model.model_json_schema(mode="validation")),
+    )
+
+
+def _formats(schema: Any, found: set[str]) -> set[str]:
+    if isinstance(schema, dict):
+        value = schema.get("format")
+        if isinstance(value, str):
+            found.add(value)
+        for sub in schema.values():
+            _formats(sub, found)
+    elif isinstance(schema, list):
+        for sub in schema:
+            _formats(sub, found)
+    return found
+
+
+def _at(data: Any, path: list[str | int]) -> Any:
+    for step in path:
+        try:
+            data = data[step]
+        except (KeyError, IndexError, TypeError):
+            return None
+    return data
+
+
+class RoutedJob:
+    """A job known only from the catalog: enough to validate, route and send it.
+
+    Args:
+        name: the job's name.
+        route: its catalog entry.
+        source: where the entry came from, for messages (e.g. ``SSM parameter /jf/dev/topology``).
+    """
+
+    def __init__(self, name: str, route: JobRoute, source: str) -> None:
+        self.name = name
+        self.route = route
+        self.source = source
+        self._check: Callable[[Any], Any] | None = None
+        self._lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"<RoutedJob {self.name} lane={self.route.lane} from {self.source}>"
+
+    @property
+    def priority(self) -> Priority:
+        return self.route.priority
+
+    @property
+    def profile(self) -> Profile | None:
+        _, _, profile = self.route.lane.partition("-")
+        return Profile(profile) if profile else None
+
+    @property
+    def version(self) -> int:
+        return self.route.version
+
+    @property
+    def dedup_window(self) -> float | None:
+        return self.route.dedup_window
+
+    def lane_for(self, priority: Priority) -> str:
+        """The lane of this job at ``priority`` (its own lane at its own priority)."""
+        if priority is lane_priority(self.route.lane):
+            return self.route.lane
+        return lane_name(priority, self.profile)
+
+    def _validator(self) -> Callable[[Any], Any]:
+        with self._lock:
+            if self._check is None:
+                import fastjsonschema
+
+                schema = self.route.payload_schema
+                formats: dict[str, Callable[[object], bool]] = {
+                    name: _FORMATS.get(name, lambda _value: True)
+                    for name in _formats(schema, set())
+                    if name not in _KNOWN_FORMATS
+                }
+                self._check = fastjsonschema.compile(schema, formats=formats, use_default=True)
+            return self._check
+
+    def validate(self, payload: BaseModel | dict[str, Any]) -> dict[str, Any]:
+        """The payload as JSON data, with the schema's defaults filled in.
+
+        Raises:
+            PayloadValidationError: it does not match the schema; the message names the field.
+        """
+        from fastjsonschema import JsonSchemaValueException
+        from pydantic import BaseModel
+        from pydantic_core import to_jsonable_python
+
+        data = payload.model_dump(mode="json") if isinstance(payload, BaseModel) else payload
+        data = to_jsonable_python(data)
+        try:
+            checked = self._validator()(data)
+        except JsonSchemaValueException as exc:
+            raise PayloadValidationError(
+                f"payload for {self.name} does not match its schema ({self.source}): "
+                f"{self._problem(exc, data)}"
+            ) from None
+        if not isinstance(checked, dict):
+            raise PayloadValidationError(f"payload for {self.name} must be a JSON object, got {data!r}")
+        return checked
+
+    @staticmethod
+    def _problem(exc: Any, data: Any) -> str:
+        path = list(exc.path or [])[1:]
+        where = ".".join(map(str, path))
+        if exc.rule == "required" and isinstance(exc.rule_definition, list):
+            present = _at(data, path)
+            missing = [f for f in exc.rule_definition if not isinstance(present, dict) or f not in present]
+            return "; ".join(f"{where + '.' if where else ''}{f}: Field required" for f in missing)
+        message = str(exc.message)
+        prefix = str(exc.name or "data")
+        message = message.removeprefix(prefix).strip()
+        return f"{where or 'payload'}: {message}"
+
+    def key_for(self, payload: dict[str, Any]) -> str | None:
+        """A catalog job has no key function here: the key is the caller's, else the job id."""
+        return None
+
+
+CATALOG_REFRESH_SECONDS = 60.0
+"""A name missing from the catalog re-reads the topology parameter at most this often (a new deploy)."""
+
+
+class JobCatalog:
+    """Finds jobs by name in the configuration's catalog, else in the topology parameter.
+
+    Args:
+        config: the runtime configuration (its ``jobs``, and ``topology_parameter`` to read more from).
+        ssm: makes the SSM client, when the parameter has to be read.
+    """
+
+    def __init__(self, config: RuntimeConfig, ssm: Callable[[], Any]) -> None:
+        self.config = config
+        self._ssm = ssm
+        self._routes: dict[str, JobRoute] = dict(config.jobs)
+        self._source = "the runtime configuration"
+        if config.jobs and config.topology_parameter:
+            self._source = f"SSM parameter {config.topology_parameter}"
+        self._jobs: dict[str, RoutedJob] = {}
+        self._read_at: float | None = None
+        self._read_error: str | None = None
+        self._lock = threading.Lock()
+
+    def get(self, name: str, *, known: list[str]) -> RoutedJob:
+        """The catalog's job of ``name``.
+
+        Raises:
+            UnknownJobError: not in the registry (``known``), the configuration or the parameter;
+                the message says where the client looked and what to set.
+        """
+        with self._lock:
+            if name not in self._routes:
+                self._refresh()
+            route = self._routes.get(name)
+            if route is None:
+                raise UnknownJobError(self._unknown(name, known))
+            routed = self._jobs.get(name)
+            if routed is None or routed.route != route:
+                routed = self._jobs[name] = RoutedJob(name, route, self._source)
+            return routed
+
+    def _refresh(self) -> None:
+        parameter = self.config.topology_parameter
+        now = monotonic()
+        if parameter is None or (self._read_at is not None and now - self._read_at < CATALOG_REFRESH_SECONDS):
+            return
+        self._read_at = now
+        try:
+            read = RuntimeConfig.from_parameter(
+                parameter,
+                ssm_client=self._ssm(),
+                endpoint_url=self.config.endpoint_url,
+                region=self.config.region,
+            )
+        except ConfigurationError as exc:
+            self._read_error = str(exc).splitlines()[0]
+            log.warning("reading the job catalog failed: %s", self._read_error)
+            return
+        self._read_error = None
+        self._routes.update(read.jobs)
+        self._source = f"SSM parameter {parameter}"
+
+    def _unknown(self, name: str, known: list[str]) -> str:
+        registered = ", ".join(known) or "none"
+        listed = ", ".join(sorted(self._routes)) or "none"
+        parameter = self.config.topology_parameter
+        if parameter is None:
+            looked = (
+                f"and no topology parameter to look in ({ENV_TOPOLOGY_PARAMETER} is not set; the catalog "
+                f"in the configuration lists: {listed})"
+            )
+            todo = (
+                f"set {ENV_TOPOLOGY_PARAMETER} to the SSM parameter the stack wrote (its TopologyParameter "
+                "output, e.g. /jf/prod/topology) or export what `jf dev` prints"
+            )
+        elif self._read_error is not None:
+            looked = f"and SSM parameter {parameter} could not be read ({self._read_error})"
+            todo = "let this process read it (stack.grant_enqueue(role)), or check the endpoint and region"
+        else:
+            looked = f"nor in the job catalog of SSM parameter {parameter} (it lists: {listed})"
+            todo = (
+                f"deploy (or `jf dev`) the job module that defines {name!r}, point {ENV_TOPOLOGY_PARAMETER} "
+                "at the topology that runs it, or import the module here"
+            )
+        return f"no job named {name!r} is registered in this process (known: {registered}) {looked}; {todo}"

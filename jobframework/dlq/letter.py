@@ -1,0 +1,154 @@
+"""One dead letter as read from a DLQ, and a DLQ's depth."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from jobframework import envelope as wire
+from jobframework.errors import JobFrameworkError
+
+REASON_ATTRIBUTES = (
+    wire.ATTR_REASON,
+    wire.ATTR_ERROR,
+    wire.ATTR_ATTEMPTS,
+    wire.ATTR_SOURCE,
+    wire.ATTR_DEAD_AT,
+)
+"""The attributes the consumer adds to a dead letter (a redrive drops them)."""
+
+
+class DeadLetterError(JobFrameworkError):
+    """A DLQ operation failed; the message says which and why."""
+
+
+@dataclass(frozen=True, slots=True)
+class DeadLetter:
+    """One dead letter as read from a DLQ."""
+
+    message_id: str
+    receipt_handle: str
+    body: str
+    job_type: str | None
+    job_id: str | None
+    key: str | None
+    reason: str | None
+    error: str | None
+    attempts: int | None
+    source: str | None
+    dead_at: datetime | None
+    sent_at: datetime | None
+    attributes: dict[str, str]
+    system_attributes: dict[str, str]
+    payload_ref: dict[str, Any] | None = None
+    """The body's ``payload_ref`` (bucket, key, size, sha256) when the payload was offloaded to S3."""
+
+    @classmethod
+    def of(cls, message: dict[str, Any]) -> DeadLetter:
+        attrs = {
+            name: str(attr.get("StringValue"))
+            for name, attr in (message.get("MessageAttributes") or {}).items()
+            if isinstance(attr, dict) and "StringValue" in attr
+        }
+        body = str(message.get("Body", ""))
+        job_id = key = None
+        ref: dict[str, Any] | None = None
+        job_type = attrs.get(wire.ATTR_TYPE)
+        try:
+            data = json.loads(body)
+            if isinstance(data, dict):
+                job_id = _str_or_none(data.get("id"))
+                key = _str_or_none(data.get("key"))
+                job_type = job_type or _str_or_none(data.get("type"))
+                pointer = data.get("payload_ref")
+                if isinstance(pointer, dict) and pointer.get("bucket") and pointer.get("key"):
+                    ref = pointer
+        except (ValueError, RecursionError):
+            pass
+        system = {k: str(v) for k, v in (message.get("Attributes") or {}).items()}
+        attempts = attrs.get(wire.ATTR_ATTEMPTS)
+        return cls(
+            message_id=str(message.get("MessageId", "")),
+            receipt_handle=str(message.get("ReceiptHandle", "")),
+            body=body,
+            job_type=job_type,
+            job_id=job_id,
+            key=key,
+            reason=attrs.get(wire.ATTR_REASON),
+            error=attrs.get(wire.ATTR_ERROR),
+            attempts=int(attempts) if attempts and attempts.isdigit() else None,
+            source=attrs.get(wire.ATTR_SOURCE),
+            dead_at=_parse_time(attrs.get(wire.ATTR_DEAD_AT)),
+            sent_at=_epoch_ms(system.get("SentTimestamp")),
+            attributes=attrs,
+            system_attributes=system,
+            payload_ref=ref,
+        )
+
+    @property
+    def died_at(self) -> datetime | None:
+        """When it was dead-lettered (``jf-dead-at``, else when the DLQ got it)."""
+        return self.dead_at or self.sent_at
+
+    def age(self, now: datetime | None = None) -> float | None:
+        """Seconds since it was dead-lettered."""
+        died = self.died_at
+        if died is None:
+            return None
+        return max(0.0, ((now or datetime.now(UTC)) - died).total_seconds())
+
+    def summary(self) -> dict[str, Any]:
+        """What ``jf dlq peek`` shows (JSON-ready)."""
+        return {
+            "type": self.job_type,
+            "id": self.job_id,
+            "key": self.key,
+            "reason": self.reason,
+            "error": self.error,
+            "attempts": self.attempts,
+            "dead_at": self.died_at.isoformat() if self.died_at else None,
+            "source": self.source,
+            "message_id": self.message_id,
+        }
+
+    def export_record(self) -> dict[str, Any]:
+        """One line of ``jf dlq export``: everything needed to inspect or re-send it."""
+        return {
+            **self.summary(),
+            "body": self.body,
+            "attributes": self.attributes,
+            "system_attributes": self.system_attributes,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class DlqDepth:
+    priority: str
+    name: str
+    url: str
+    depth: int
+    in_flight: int
+    oldest_age_seconds: float | None
+    sampled: int
+
+
+def _str_or_none(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _parse_time(value: str | None) -> datetime | None:
+    if not value:
+        return None
+    try:
+        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+
+
+def _epoch_ms(value: str | None) -> datetime | None:
+    if not value or not value.isdigit():
+        return None
+    return datetime.fromtimestamp(int(value) / 1000, UTC)

@@ -1,0 +1,155 @@
+"""Reading a queue once: each message handed out once, held invisible until deleted or released.
+
+A DLQ read is a sequence of receives that hold what they get (``VisibilityTimeout``). Left alone, a
+read that outlasts its hold sees the first messages again and, counting them as new, never ends.
+:class:`HeldScan` keeps the ids it has handed out, extends the hold of everything it holds before it
+lapses (doubling it each time, so a long read makes few extension rounds), and stops after
+``empty_receives`` receives in a row bring nothing new (empty, or only letters already seen): every
+letter is considered once, and a read of ``n`` letters makes at most about ``n / 10 *
+(1 + empty_receives)`` receives whatever happens to the holds.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from mypy_boto3_sqs import SQSClient
+
+log = logging.getLogger(__name__)
+
+BATCH = 10
+"""Messages per ReceiveMessage / DeleteMessageBatch / ChangeMessageVisibilityBatch (SQS's maximum)."""
+MAX_HOLD_SECONDS = 43_200
+"""SQS's visibility limit (12 hours)."""
+
+
+class HeldScan:
+    """One pass over a queue.
+
+    Iterate it for batches of messages not seen before; :meth:`delete` what is done with; leave the
+    ``with`` block (or call :meth:`release`) to make the rest visible again.
+
+    Args:
+        sqs: the SQS client.
+        url: the queue.
+        hold: seconds each message is first held; doubled at each extension, up to 12 hours.
+        wait_time_seconds: ``WaitTimeSeconds`` of each receive.
+        empty_receives: receives in a row with nothing new that end the pass.
+        clock: seconds, monotonic (tests inject one).
+    """
+
+    def __init__(
+        self,
+        sqs: SQSClient,
+        url: str,
+        *,
+        hold: int,
+        wait_time_seconds: int = 0,
+        empty_receives: int = 2,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.sqs = sqs
+        self.url = url
+        self.hold = max(1, min(int(hold), MAX_HOLD_SECONDS))
+        self.wait_time_seconds = wait_time_seconds
+        self.empty_receives = max(1, empty_receives)
+        self.clock = clock
+        self.held: dict[str, dict[str, Any]] = {}
+        """Message id -> the latest received copy (its receipt handle is the valid one)."""
+        self.seen: set[str] = set()
+        self.repeats = 0
+        """Receives of a message already handed out (its hold lapsed)."""
+        self.extensions = 0
+        """Rounds of hold extension."""
+        self._until = self.clock() + self.hold
+
+    def __enter__(self) -> HeldScan:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+    def __iter__(self) -> Iterator[list[dict[str, Any]]]:
+        quiet = 0
+        while quiet < self.empty_receives:
+            self._keep_held()
+            fresh = []
+            for message in self._receive():
+                message_id = str(message.get("MessageId", ""))
+                if message_id in self.seen:
+                    self.repeats += 1
+                else:
+                    self.seen.add(message_id)
+                    fresh.append(message)
+                self.held[message_id] = message
+            if not fresh:
+                quiet += 1
+                continue
+            quiet = 0
+            yield fresh
+
+    def _receive(self) -> list[dict[str, Any]]:
+        visibility = max(1, math.ceil(self._until - self.clock()))
+        response: Any = self.sqs.receive_message(
+            QueueUrl=self.url,
+            MaxNumberOfMessages=BATCH,
+            WaitTimeSeconds=self.wait_time_seconds,
+            VisibilityTimeout=visibility,
+            AttributeNames=["All"],
+            MessageSystemAttributeNames=["All"],
+            MessageAttributeNames=["All"],
+        )
+        return list(response.get("Messages", []))
+
+    def _keep_held(self) -> None:
+        """Extend every hold when less than half of the current one is left."""
+        now = self.clock()
+        if not self.held or self._until - now > self.hold / 2:
+            return
+        self.hold = min(self.hold * 2, MAX_HOLD_SECONDS)
+        self.extensions += 1
+        self._until = now + self.hold
+        log.debug("extending the hold of %d messages on %s to %ds", len(self.held), self.url, self.hold)
+        self._change_visibility(list(self.held.values()), self.hold)
+
+    def _change_visibility(self, messages: list[dict[str, Any]], seconds: int) -> None:
+        for start in range(0, len(messages), BATCH):
+            chunk = messages[start : start + BATCH]
+            try:
+                self.sqs.change_message_visibility_batch(
+                    QueueUrl=self.url,
+                    Entries=[
+                        {"Id": str(i), "ReceiptHandle": m["ReceiptHandle"], "VisibilityTimeout": seconds}
+                        for i, m in enumerate(chunk)
+                    ],
+                )
+            except Exception as exc:
+                # Not fatal: a message whose hold lapses is received again and not counted twice.
+                log.warning(
+                    "changing the visibility of %d messages on %s failed: %s", len(chunk), self.url, exc
+                )
+
+    def delete(self, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Delete ``messages`` (batches of ten); returns those deleted, which are no longer held."""
+        deleted: list[dict[str, Any]] = []
+        for start in range(0, len(messages), BATCH):
+            chunk = [self.held.get(str(m.get("MessageId", "")), m) for m in messages[start : start + BATCH]]
+            response = self.sqs.delete_message_batch(
+                QueueUrl=self.url,
+                Entries=[{"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(chunk)],
+            )
+            for ok in response.get("Successful", []):
+                message = chunk[int(ok["Id"])]
+                self.held.pop(str(message.get("MessageId", "")), None)
+                deleted.append(message)
+        return deleted
+
+    def release(self) -> None:
+        """Make everything still held visible again now."""
+        held, self.held = list(self.held.values()), {}
+        self._change_visibility(held, 0)

@@ -1,0 +1,268 @@
+"""Redrive: send dead letters back to their source queue, in batches sized by bytes.
+
+A letter goes back with its body byte for byte (id, key) and its kept attributes (trace, type,
+signature), without the reason attributes, as a new message (attempts start again at 1). A batch holds
+at most ten entries and at most 1 MiB of body and attributes (SQS's ``SendMessageBatch`` limits); a
+letter is deleted from the DLQ only after its send succeeded, so an interrupted redrive loses nothing
+(at worst a letter sent just before the interruption is redriven twice; its key dedups it). An
+offloaded payload is refreshed before its letter moves (see :func:`jobframework.payloads.refresh`); a
+letter whose payload is gone stays in the DLQ and is reported.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Callable, Collection, Iterable, Iterator
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from jobframework import envelope as wire
+from jobframework.dead_letter import KEPT_ATTRIBUTES
+from jobframework.delivery import arn_queue_name
+from jobframework.dlq.letter import DeadLetter
+from jobframework.dlq.reader import BATCH, HeldScan
+from jobframework.envelope import PayloadRef
+from jobframework.errors import PayloadMissingError
+from jobframework.topology import RuntimeConfig
+
+if TYPE_CHECKING:
+    from mypy_boto3_s3 import S3Client
+    from mypy_boto3_sqs import SQSClient
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+Progress = Callable[[int], None]
+"""Called after each batch read with how many letters it considered (each letter once)."""
+
+
+@dataclass(slots=True)
+class RedriveResult:
+    """What a redrive did (or, with ``dry_run``, would do)."""
+
+    priority: str
+    dry_run: bool
+    moved: int = 0
+    matched: int = 0
+    skipped: int = 0
+    failed: int = 0
+    payload_missing: int = 0
+    """Letters left in the DLQ because their offloaded payload is gone (export them, then purge)."""
+    by_type: dict[str, int] = field(default_factory=dict)
+    by_source: dict[str, int] = field(default_factory=dict)
+    job_ids: list[str] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def count(self, letter: DeadLetter, source: str) -> None:
+        kind = letter.job_type or "?"
+        self.by_type[kind] = self.by_type.get(kind, 0) + 1
+        if source:
+            self.by_source[source] = self.by_source.get(source, 0) + 1
+        if letter.job_id:
+            self.job_ids.append(letter.job_id)
+
+
+def batches_by_bytes(
+    items: Iterable[T], size: Callable[[T], int], *, limit: int = wire.SQS_MAX_MESSAGE_BYTES
+) -> Iterator[list[T]]:
+    """Groups of at most ten items and at most ``limit`` bytes together (an item over ``limit`` alone).
+
+    Example:
+        >>> [len(b) for b in batches_by_bytes([150_000] * 8, lambda n: n)]
+        [6, 2]
+    """
+    batch: list[T] = []
+    total = 0
+    for item in items:
+        n = size(item)
+        if batch and (len(batch) == BATCH or total + n > limit):
+            yield batch
+            batch, total = [], 0
+        batch.append(item)
+        total += n
+    if batch:
+        yield batch
+
+
+def queue_name(url: str) -> str:
+    """``.../123456789012/jf-dev-high`` -> ``jf-dev-high``."""
+    return url.rstrip("/").rsplit("/", 1)[-1]
+
+
+def redrive_entry(letter: DeadLetter, entry_id: str) -> dict[str, Any]:
+    """The ``SendMessageBatch`` entry that puts ``letter`` back: same body, kept attributes, X-Ray."""
+    entry: dict[str, Any] = {
+        "Id": entry_id,
+        "MessageBody": letter.body,
+        "MessageAttributes": {
+            name: wire.string_attribute(value)
+            for name, value in letter.attributes.items()
+            if name in KEPT_ATTRIBUTES
+        },
+    }
+    xray = letter.system_attributes.get("AWSTraceHeader")
+    if xray:
+        entry["MessageSystemAttributes"] = {"AWSTraceHeader": wire.string_attribute(xray)}
+    return entry
+
+
+def _entry_size(item: tuple[dict[str, Any], DeadLetter]) -> int:
+    letter = item[1]
+    return wire.message_size(letter.body, redrive_entry(letter, "0")["MessageAttributes"])
+
+
+class Redrive:
+    """One redrive of one DLQ (see :meth:`jobframework.dlq.DeadLetters.redrive`)."""
+
+    def __init__(
+        self,
+        config: RuntimeConfig,
+        sqs: SQSClient,
+        s3: Callable[[], S3Client | None] | None,
+        result: RedriveResult,
+    ) -> None:
+        self.config = config
+        self.sqs = sqs
+        self._s3 = s3
+        """Gives the S3 client that refreshes offloaded payloads (asked only when a letter has one)."""
+        self.result = result
+        self._warned_s3 = False
+
+    def default_source(self) -> str:
+        """The DLQ's source queue: the one its redrive allow policy names, else the topology's."""
+        ep = self.config.endpoints(self.result.priority)
+        try:
+            attrs = self.sqs.get_queue_attributes(QueueUrl=ep.dlq_url, AttributeNames=["RedriveAllowPolicy"])
+            policy = json.loads(attrs.get("Attributes", {}).get("RedriveAllowPolicy", "{}"))
+            arns = policy.get("sourceQueueArns") or []
+            if len(arns) == 1:
+                name = arn_queue_name(arns[0])
+                if name == ep.name:
+                    return ep.url
+                return self.sqs.get_queue_url(QueueName=name)["QueueUrl"]
+        except Exception:
+            log.debug("no usable RedriveAllowPolicy on %s", ep.dlq_url, exc_info=True)
+        return ep.url
+
+    def source_url(self, letter: DeadLetter, default: str) -> str:
+        if letter.source and letter.source != "-":
+            found = self.config.by_queue_name(letter.source)
+            if found and found[1].name == letter.source:
+                return found[1].url
+            try:
+                return self.sqs.get_queue_url(QueueName=letter.source)["QueueUrl"]
+            except Exception:
+                log.warning(
+                    "source queue %s of %s not found; using %s", letter.source, letter.job_id, default
+                )
+        return default
+
+    def run(
+        self,
+        scan: HeldScan,
+        *,
+        job_type: str | None,
+        older_than: float | None,
+        limit: int | None,
+        rate: float | None,
+        progress: Progress | None,
+        message_ids: Collection[str] | None = None,
+    ) -> None:
+        """Consider each letter of ``scan`` once; move (or, in a dry run, count) those that match."""
+        result = self.result
+        wanted = set(message_ids) if message_ids is not None else None
+        default = self.default_source()
+        started = time.monotonic()
+        now = datetime.now(UTC)
+        for batch in scan:
+            chosen: list[tuple[dict[str, Any], DeadLetter]] = []
+            for message in batch:
+                letter = DeadLetter.of(message)
+                full = limit is not None and result.matched + len(chosen) >= limit
+                too_young = older_than is not None and (letter.age(now) or 0.0) < older_than
+                unpicked = wanted is not None and letter.message_id not in wanted
+                if full or too_young or unpicked or (job_type is not None and letter.job_type != job_type):
+                    result.skipped += 1
+                    continue
+                chosen.append((message, letter))
+                if wanted is not None:
+                    wanted.discard(letter.message_id)
+            result.matched += len(chosen)
+            if result.dry_run:
+                for _, letter in chosen:
+                    result.count(letter, "")
+            else:
+                self._move(scan, chosen, default)
+            if progress:
+                progress(len(batch))
+            if rate:
+                ahead = (result.matched if result.dry_run else result.moved) / rate - (
+                    time.monotonic() - started
+                )
+                if ahead > 0:
+                    time.sleep(ahead)
+            if (limit is not None and result.matched >= limit) or wanted == set():
+                break
+
+    def _move(self, scan: HeldScan, chosen: list[tuple[dict[str, Any], DeadLetter]], default: str) -> int:
+        by_source: dict[str, list[tuple[dict[str, Any], DeadLetter]]] = {}
+        for message, letter in chosen:
+            if self._payload_gone(letter):
+                continue
+            by_source.setdefault(self.source_url(letter, default), []).append((message, letter))
+        moved = 0
+        for source_url, items in by_source.items():
+            for batch in batches_by_bytes(items, _entry_size):
+                moved += self._send(scan, source_url, batch)
+        return moved
+
+    def _send(self, scan: HeldScan, source_url: str, items: list[tuple[dict[str, Any], DeadLetter]]) -> int:
+        result = self.result
+        entries: list[Any] = [redrive_entry(letter, str(i)) for i, (_, letter) in enumerate(items)]
+        try:
+            response = self.sqs.send_message_batch(QueueUrl=source_url, Entries=entries)
+        except Exception as exc:
+            result.failed += len(items)
+            result.errors.append(f"SendMessageBatch to {source_url} failed: {exc}")
+            return 0
+        sent = [items[int(ok["Id"])] for ok in response.get("Successful", [])]
+        for bad in response.get("Failed", []):
+            _, letter = items[int(bad["Id"])]
+            result.failed += 1
+            result.errors.append(f"{letter.job_id or letter.message_id}: {bad.get('Code')}")
+        # Deleted only now that the send succeeded: an interruption before this line leaves the
+        # letter in the DLQ (released at the end) as well as its copy in the source queue.
+        letters = {str(m.get("MessageId", "")): letter for m, letter in sent}
+        for message in scan.delete([m for m, _ in sent]):
+            result.count(letters[str(message.get("MessageId", ""))], queue_name(source_url))
+        result.moved += len(sent)
+        return len(sent)
+
+    def _payload_gone(self, letter: DeadLetter) -> bool:
+        """Refresh the letter's offloaded payload; ``True`` when it is gone (the letter then stays)."""
+        if letter.payload_ref is None:
+            return False
+        s3 = self._s3() if self._s3 is not None else None
+        if s3 is None:
+            if not self._warned_s3:
+                log.warning("no S3 client: offloaded payloads are redriven without being refreshed")
+                self._warned_s3 = True
+            return False
+        from jobframework.payloads import refresh
+
+        try:
+            refresh(PayloadRef.model_validate(letter.payload_ref), s3)
+        except PayloadMissingError as exc:
+            self.result.payload_missing += 1
+            self.result.errors.append(f"{letter.job_id or letter.message_id}: {exc}")
+            return True
+        except Exception as exc:
+            # Its first horizon still covers one redrive: move it, and say so.
+            log.warning("refreshing the payload of %s failed (%s); redriving it anyway", letter.job_id, exc)
+        return False

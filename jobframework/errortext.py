@@ -1,0 +1,46 @@
+"""Text about an exception that never raises, whatever the exception does.
+
+A job may raise anything: an exception whose ``__str__`` or ``__repr__`` raises, returns a non-string,
+or recurses. The failure path must still classify, retry or dead-letter it, so everything the consumer
+says about an exception goes through :func:`describe`.
+
+Example:
+    >>> class Weird(Exception):
+    ...     def __str__(self) -> str:
+    ...         raise RuntimeError("no text for you")
+    >>> describe(Weird())
+    'Weird: <str() of Weird raised RuntimeError>'
+"""
+
+from __future__ import annotations
+
+MAX_ERROR_CHARS = 1000
+"""The longest error text kept (the ``jf-error`` attribute, the status record)."""
+
+
+def _type_name(value: object) -> str:
+    try:
+        name = type(value).__name__
+        return name if isinstance(name, str) else "exception"
+    except BaseException:
+        return "exception"
+
+
+def safe_str(value: object) -> str:
+    """``str(value)``; a stand-in text when ``__str__`` raises or gives something that is not a ``str``."""
+    try:
+        text: object = value.__str__()  # str() itself refuses a __str__ that returns a non-str
+        if isinstance(text, str):
+            return text
+    except Exception as exc:
+        return f"<str() of {_type_name(value)} raised {_type_name(exc)}>"
+    except BaseException as exc:  # e.g. a __str__ that raises KeyboardInterrupt: still text, never fatal
+        return f"<str() of {_type_name(value)} raised {_type_name(exc)}>"
+    return f"<str() of {_type_name(value)} is not text>"
+
+
+def describe(exc: BaseException, limit: int = MAX_ERROR_CHARS) -> str:
+    """``"TypeName: message"``, at most ``limit`` characters; never raises."""
+    message = safe_str(exc)
+    text = f"{_type_name(exc)}: {message}" if message else _type_name(exc)
+    return text[:limit]

@@ -1,0 +1,86 @@
+"""Handing a record back unrun by sending a fresh copy, so that the hand-back is not an attempt.
+
+See :mod:`jobframework.attempts`. The copy keeps the body byte for byte and the message attributes
+(trace, type, signature), and carries ``jf-executions``/``jf-deferrals``; the X-Ray header travels
+again as a system attribute. A delay over SQS's 15 minutes is sent as 15 minutes: the record is
+looked at again then and handed back again if it must still wait.
+"""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from jobframework import envelope as wire
+from jobframework.attempts import ATTR_DEFERRALS, ATTR_EXECUTIONS
+
+if TYPE_CHECKING:
+    from mypy_boto3_sqs import SQSClient
+
+MAX_DELAY_SECONDS = 900
+"""SQS's longest ``DelaySeconds``."""
+_DROPPED = frozenset(
+    {
+        ATTR_EXECUTIONS,
+        ATTR_DEFERRALS,
+        wire.ATTR_REASON,
+        wire.ATTR_ERROR,
+        wire.ATTR_ATTEMPTS,
+        wire.ATTR_SOURCE,
+        wire.ATTR_DEAD_AT,
+    }
+)
+"""Attributes a copy does not take over: the counters (set afresh) and a natively redriven letter's
+reason attributes (which would crowd SQS's ten)."""
+
+
+def copy_message(
+    record: Mapping[str, Any], *, delay: int, executions: int, deferred: int = 0
+) -> dict[str, Any]:
+    """The ``SendMessage`` arguments, all but ``QueueUrl``, of the hand-back copy of ``record``."""
+    attributes: dict[str, Any] = {}
+    original = record.get("messageAttributes")
+    for name, attr in original.items() if isinstance(original, Mapping) else ():
+        if name in _DROPPED or not isinstance(attr, Mapping):
+            continue
+        data_type = str(attr.get("dataType") or "String")
+        if isinstance(attr.get("stringValue"), str):
+            attributes[name] = {"DataType": data_type, "StringValue": attr["stringValue"]}
+        elif isinstance(attr.get("binaryValue"), str):
+            attributes[name] = {"DataType": data_type, "BinaryValue": base64.b64decode(attr["binaryValue"])}
+    attributes[ATTR_EXECUTIONS] = wire.string_attribute(str(max(0, executions)))
+    if deferred:
+        attributes[ATTR_DEFERRALS] = wire.string_attribute(str(deferred))
+    message: dict[str, Any] = {
+        "MessageBody": record.get("body"),
+        "MessageAttributes": attributes,
+        "DelaySeconds": max(0, min(MAX_DELAY_SECONDS, int(delay))),
+    }
+    system = record.get("attributes")
+    xray = system.get("AWSTraceHeader") if isinstance(system, Mapping) else None
+    if isinstance(xray, str) and 0 < len(xray) <= wire.MAX_TRACE_ATTRIBUTE_CHARS:
+        message["MessageSystemAttributes"] = {"AWSTraceHeader": wire.string_attribute(xray)}
+    return message
+
+
+def hand_back(
+    sqs: SQSClient,
+    queue_url: str,
+    record: Mapping[str, Any],
+    *,
+    delay: int,
+    executions: int,
+    deferred: int = 0,
+) -> None:
+    """Send the copy; the caller then acknowledges the original.
+
+    Raises:
+        Exception: the send failed (the caller hands the record back in place instead).
+    """
+    body = record.get("body")
+    if not isinstance(body, str) or not body:
+        raise ValueError("a record without a text body cannot be copied")
+    sqs.send_message(
+        QueueUrl=queue_url, **copy_message(record, delay=delay, executions=executions, deferred=deferred)
+    )

@@ -1,0 +1,181 @@
+"""While a job runs, its idempotency key and its message stay held, however long it takes.
+
+A job's in-progress record first expires at its ``timeout`` (plus a second) or with the invocation,
+whichever is first. One daemon thread per process beats for every running job whose hold is about to
+lapse: each beat moves the in-progress record's expiry and the message's visibility a ``lease`` ahead
+(half the job's timeout, between 0.5 and 30 s, twice over). So a job that overruns its timeout keeps
+its key (a duplicate delivery waits, handed back) and its message (it does not reappear), and the
+overrun is logged and counted (the ``Overrun`` metric).
+
+Where a hold ends:
+
+* on Lambda, at the invocation's hard end: beats never push the key past the remaining time the
+  context reported, so a killed invocation's job can run again as soon as Lambda has stopped it;
+  the message stays hidden at least to that end (the visibility covers the rest of the invocation,
+  so a finished job's message is never received again while its batch still runs);
+* on ``jf worker``, whose context has no hard end (nothing stops a job when it runs out), beats go on
+  while the job runs; when the worker's drain time runs out and the process exits, the beats stop
+  and the hold lapses within one lease.
+
+A beat that fails is logged and tried again at the next one; it is never fatal to the job.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+log = logging.getLogger(__name__)
+
+MIN_PERIOD = 0.5
+MAX_PERIOD = 30.0
+MAX_VISIBILITY = 43_200
+
+
+def period_for(timeout: float) -> float:
+    """Seconds between beats for a job of ``timeout`` seconds (half of it, within 0.5..30).
+
+    Example:
+        >>> period_for(2), period_for(900)
+        (1.0, 30.0)
+    """
+    return min(MAX_PERIOD, max(MIN_PERIOD, timeout / 2))
+
+
+@dataclass(slots=True)
+class Hold:
+    """One running job's hold (made by :meth:`Heartbeat.hold`)."""
+
+    label: str
+    timeout: float
+    started: float
+    hard_end: float
+    """Monotonic time of the invocation's end (``inf`` when unknown)."""
+    key_expires: float
+    """Monotonic time the in-progress record lapses (as last set)."""
+    extend_key: Callable[[float], None] | None
+    """Sets the in-progress record's expiry to the given wall-clock epoch seconds."""
+    extend_visibility: Callable[[int], None] | None
+    """Sets the message's visibility to the given seconds from now."""
+    beats: int = 0
+    overran: bool = False
+    past_end: bool = False
+
+    @property
+    def period(self) -> float:
+        return period_for(self.timeout)
+
+    def due(self) -> float:
+        return self.key_expires - self.period
+
+    def beat(self, now: float) -> None:
+        lease = 2 * self.period
+        self.beats += 1
+        if not self.overran and now - self.started > self.timeout:
+            self.overran = True
+            log.warning(
+                "job %s has run %.1fs, past its timeout of %gs; its key and message stay held while it runs",
+                self.label,
+                now - self.started,
+                self.timeout,
+            )
+        self.past_end = now >= self.hard_end
+        # Before the hard end the key never outlives it; after it (no Lambda stopped us) leases go on.
+        until = now + lease if self.past_end else min(now + lease, self.hard_end)
+        if self.extend_key is not None and until > self.key_expires:
+            try:
+                self.extend_key(time.time() + (until - now))
+                self.key_expires = until
+            except Exception:
+                log.warning(
+                    "extending the key of job %s failed; next beat retries", self.label, exc_info=True
+                )
+                self.key_expires = max(self.key_expires, now + self.period / 2)
+        else:
+            self.key_expires = max(self.key_expires, until)
+        if self.extend_visibility is not None:
+            rest = 0.0 if self.past_end else self.hard_end - now
+            seconds = min(MAX_VISIBILITY, math.ceil(max(rest, lease) + self.period))
+            try:
+                self.extend_visibility(seconds)
+            except Exception:
+                log.warning("extending the visibility of job %s failed", self.label, exc_info=True)
+
+
+class Heartbeat:
+    """The beating thread (one per process: :data:`heartbeat`), started with the first hold."""
+
+    def __init__(self) -> None:
+        self._holds: dict[int, Hold] = {}
+        self._wake = threading.Condition()
+        self._thread: threading.Thread | None = None
+
+    @contextmanager
+    def hold(
+        self,
+        label: str,
+        *,
+        timeout: float,
+        key_lapses_in: float,
+        remaining: float,
+        extend_key: Callable[[float], None] | None,
+        extend_visibility: Callable[[int], None] | None,
+    ) -> Iterator[Hold]:
+        """Hold a job's key and message while the ``with`` block runs.
+
+        Args:
+            label: names the job in log lines (``"<id> (<type>)"``).
+            timeout: the job's timeout, seconds.
+            key_lapses_in: seconds until the in-progress record lapses as first written.
+            remaining: seconds left in the invocation (``inf`` outside Lambda).
+            extend_key: moves the in-progress record's expiry (``None``: no key to hold).
+            extend_visibility: moves the message's visibility.
+        """
+        now = time.monotonic()
+        held = Hold(
+            label=label,
+            timeout=timeout,
+            started=now,
+            hard_end=now + remaining if math.isfinite(remaining) else math.inf,
+            key_expires=now + max(0.0, key_lapses_in),
+            extend_key=extend_key,
+            extend_visibility=extend_visibility,
+        )
+        with self._wake:
+            self._holds[id(held)] = held
+            self._ensure_thread()
+            self._wake.notify()
+        try:
+            yield held
+        finally:
+            with self._wake:
+                self._holds.pop(id(held), None)
+
+    def _ensure_thread(self) -> None:
+        if self._thread is None or not self._thread.is_alive():
+            self._thread = threading.Thread(target=self._run, name="jf-heartbeat", daemon=True)
+            self._thread.start()
+
+    def _run(self) -> None:
+        while True:
+            with self._wake:
+                now = time.monotonic()
+                due = [h for h in self._holds.values() if h.due() <= now]
+                if not due:
+                    nearest = min((h.due() for h in self._holds.values()), default=now + 60)
+                    self._wake.wait(max(0.05, min(60.0, nearest - now)))
+                    continue
+            for held in due:  # outside the lock: beats call AWS
+                try:
+                    held.beat(time.monotonic())
+                except Exception:
+                    log.warning("heartbeat of job %s failed", held.label, exc_info=True)
+
+
+heartbeat = Heartbeat()
+"""The process's heartbeat."""

@@ -1,0 +1,230 @@
+"""The console of ``jf dev``: one readable line per job outcome, each log record on one line, no EMF.
+
+Every record the consumer settles ends in one :class:`~jobframework.delivery.RecordOutcome`; the
+listener :func:`outcome_listener` logs it on the ``jobframework.outcomes`` logger with these keys
+(``extra``), so that ``jf dev --json`` prints it as one more JSON log line:
+
+``outcome``, ``job_type``, ``job_id``, ``message_id``, ``priority``, ``attempt``, ``reason``,
+``error``, ``delay`` (seconds), ``duration_ms``.
+
+Without ``--json``, :class:`ReadableFormatter` (a Powertools formatter, so the job's logger keeps its
+keys) renders a record that has the outcome keys as an outcome line, and any other record, the jobs'
+own ``ctx.logger`` lines included, as ``time level [job_type job_id attempt N] message``, a traceback
+indented under it. The consumer's own records that say again what an outcome line says (``job ...
+dead-lettered``, ``... retry in 2s``) are left out; of their traceback, if any, the frames of the
+job's own code are kept (``at handlers/jobs.py:108 in generate_report: raise ...``), under the line.
+
+Example (what ``jf dev`` prints)::
+
+    09:22:25.882 succeeded      emails.send       01a23b36-5687-7106-87ed-84ccbfcd25b8  high     attempt 1  11 ms
+    09:22:28.206 retry in 1s    webhooks.deliver  01a23b36-5b50-73de-8d65-2699fe235923  default  attempt 1  7 ms  RetryableError: answered 503
+    09:22:25.882 dead-lettered  payments.capture  01a23b36-519d-70e0-9aa0-525f7ef9d590  high     attempt 1  3 ms  permanent: PermanentError: card declined
+"""  # noqa: E501
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import threading
+import traceback
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from aws_lambda_powertools.logging.formatter import LambdaPowertoolsFormatter
+
+from jobframework.delivery import Outcome, RecordOutcome
+
+if TYPE_CHECKING:
+    from jobframework.delivery import Listener
+
+OUTCOMES_LOGGER = "jobframework.outcomes"
+OUTCOME_KEYS = (
+    "outcome",
+    "job_type",
+    "job_id",
+    "message_id",
+    "priority",
+    "attempt",
+    "reason",
+    "error",
+    "delay",
+    "duration_ms",
+)
+"""The keys of an outcome record (``extra`` of the ``jobframework.outcomes`` logger)."""
+
+_LEVELS = {
+    Outcome.SUCCEEDED: logging.INFO,
+    Outcome.SKIPPED: logging.INFO,
+    Outcome.RELEASED: logging.INFO,
+    Outcome.RETRIED: logging.WARNING,
+    Outcome.DEAD_LETTERED: logging.ERROR,
+}
+
+_CONSUMER_LOGGER = "jobframework.consumer"
+_RESTATES = re.compile(
+    r"dead-lettered|retry in|retrying in|released unstarted|skipped|deferred %ds|already completed"
+    r"|running in another delivery|retry budget"
+)
+"""The consumer's messages that an outcome line says again (matched against the message template)."""
+
+
+def outcome_listener() -> Listener:
+    """A consumer listener that logs each record's outcome (see the module's docstring for its keys)."""
+    log = logging.getLogger(OUTCOMES_LOGGER)
+    log.setLevel(logging.INFO)  # outcome lines show whatever POWERTOOLS_LOG_LEVEL says for the rest
+
+    def emit(outcome: RecordOutcome) -> None:
+        keys = outcome_keys(outcome)
+        ident = outcome.job_id or f"message {outcome.message_id}"
+        level = _LEVELS.get(outcome.outcome, logging.INFO)
+        log.log(level, "job %s (%s) %s", ident, outcome.job_type or "-", _what(keys), extra=keys)
+
+    return emit
+
+
+def outcome_keys(outcome: RecordOutcome) -> dict[str, Any]:
+    """The outcome as the keys its log record carries."""
+    return {
+        "outcome": outcome.outcome,
+        "job_type": outcome.job_type,
+        "job_id": outcome.job_id,
+        "message_id": outcome.message_id,
+        "priority": outcome.priority,
+        "attempt": outcome.attempt,
+        "reason": str(outcome.reason) if outcome.reason is not None else None,
+        "error": outcome.error,
+        "delay": outcome.delay,
+        "duration_ms": round(outcome.processing_ms, 1) if outcome.processing_ms is not None else None,
+    }
+
+
+def outcome_text(keys: dict[str, Any]) -> str:
+    """One line for an outcome's keys (without the time).
+
+    Example:
+        >>> outcome_text({"outcome": "retried", "job_type": "webhooks.deliver", "job_id": "j-1",
+        ...               "priority": "default", "attempt": 2, "delay": 4, "duration_ms": 7.2,
+        ...               "error": "RetryableError: 503"})
+        'retry in 4s    webhooks.deliver  j-1  default  attempt 2  7 ms  RetryableError: 503'
+    """
+    what = _what(keys)
+    job_type = keys.get("job_type") or "(no job type)"
+    ident = keys.get("job_id") or f"message {keys.get('message_id') or '?'}"
+    parts = [f"{what:<13}", f"{job_type:<16}", ident, keys.get("priority") or "-"]
+    parts.append(f"attempt {keys.get('attempt') or 1}")
+    duration = keys.get("duration_ms")
+    if duration is not None:
+        parts.append(f"{duration:,.0f} ms")
+    detail = [str(d) for d in (keys.get("reason"), keys.get("error")) if d]
+    if detail:
+        parts.append(": ".join(detail))
+    return "  ".join(parts)
+
+
+def _what(keys: dict[str, Any]) -> str:
+    outcome = keys.get("outcome")
+    if outcome == Outcome.RETRIED:
+        return f"retry in {_seconds(keys.get('delay'))}"
+    return str(outcome).replace("_", "-")
+
+
+def _seconds(value: Any) -> str:
+    if value is None:
+        return "?"
+    seconds = float(value)
+    return f"{seconds:g}s" if seconds < 60 else f"{seconds / 60:.0f}m"
+
+
+class ReadableFormatter(LambdaPowertoolsFormatter):
+    """Powertools' formatter, rendering each record's keys as one line of text instead of JSON."""
+
+    def __init__(self) -> None:
+        super().__init__(datefmt="%H:%M:%S.%F")
+
+    def format(self, record: logging.LogRecord) -> str:
+        if _restates_outcome(record):  # not through the filter: keep where the job raised, at least
+            return _job_frames(record)
+        return super().format(record)
+
+    def serialize(self, log: Any) -> str:
+        keys: dict[str, Any] = dict(log)
+        when = keys.get("timestamp", "")
+        if keys.get("outcome"):
+            line = f"{when} {outcome_text(keys)}"
+            frames, _pending.frames = _pending.frames, ""
+            if frames:
+                line = f"{line}\n{frames}"
+        else:
+            context = [str(keys[k]) for k in ("job_type", "job_id") if keys.get(k)]
+            if keys.get("job_id") and keys.get("attempt"):
+                context.append(f"attempt {keys['attempt']}")
+            if keys.get("reason"):
+                context.append(f"reason {keys['reason']}")
+            prefix = f"[{' '.join(context)}] " if context else ""
+            line = f"{when} {keys.get('level', ''):<7} {prefix}{keys.get('message', '')}"
+        exception = keys.get("exception")
+        return f"{line}\n{_indent(str(exception))}" if exception else line
+
+
+def _restates_outcome(record: logging.LogRecord) -> bool:
+    return record.name == _CONSUMER_LOGGER and bool(_RESTATES.search(str(record.msg)))
+
+
+_FRAMEWORK_DIR = str(Path(__file__).resolve().parent.parent)
+
+
+def _job_frames(record: logging.LogRecord) -> str:
+    """Where the job raised: its traceback's frames outside jobframework and installed packages."""
+    if not record.exc_info or record.exc_info[2] is None:
+        return ""
+    frames = traceback.extract_tb(record.exc_info[2])
+    own = [
+        f for f in frames if not f.filename.startswith(_FRAMEWORK_DIR) and "-packages" not in f.filename
+    ] or frames[-1:]
+    cwd = os.getcwd()
+    return "\n".join(
+        f"    at {os.path.relpath(f.filename, cwd) if f.filename.startswith(cwd) else f.filename}:"
+        f"{f.lineno} in {f.name}: {(f.line or '').strip()}"
+        for f in own
+    )
+
+
+def _indent(text: str) -> str:
+    return "\n".join(f"    {line}" for line in text.splitlines())
+
+
+class _Pending(threading.local):
+    frames = ""
+    """The job's frames of the consumer's last record in this thread, for the outcome line that follows."""
+
+
+_pending = _Pending()
+
+
+class _NoRestatements(logging.Filter):
+    """Drops the consumer's records that an outcome line says again (keeping the job's frames for it)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if not _restates_outcome(record):
+            return True
+        _pending.frames = _job_frames(record)
+        return False
+
+
+def install(*, json_logs: bool) -> Listener:
+    """Set up the console of ``jf dev``; returns the consumer listener that logs the outcomes.
+
+    EMF metrics are off (``POWERTOOLS_METRICS_DISABLED=true`` unless the environment says otherwise);
+    the framework's and the jobs' records go through the Powertools Logger of
+    :func:`jobframework.telemetry.job_logger`, as JSON with ``json_logs``, else through
+    :class:`ReadableFormatter`.
+    """
+    from jobframework.telemetry import job_logger
+
+    os.environ.setdefault("POWERTOOLS_METRICS_DISABLED", "true")
+    handler = job_logger().registered_handler
+    if not json_logs:
+        handler.setFormatter(ReadableFormatter())
+        handler.addFilter(_NoRestatements())
+    return outcome_listener()

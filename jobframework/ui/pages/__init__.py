@@ -1,0 +1,1 @@
+"""The console's pages, one module each; every module exposes ``routes``."""

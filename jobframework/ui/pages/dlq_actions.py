@@ -1,0 +1,152 @@
+"""Dead-letter actions: redrive (a filter or a selection; a dry-run count first, then progress) and purge.
+
+Every action is two steps: a preview (``.../preview``) that changes nothing and says how many
+letters would move or go, then the action itself, which the preview's confirm button posts with the
+same fields. A filter redrive is :meth:`jobframework.dlq.DeadLetters.redrive`; a selection redrive is the same
+call with the ticked ``message_ids``; purge is :meth:`~jobframework.dlq.DeadLetters.purge`
+and needs the DLQ's name typed in.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import typer
+from starlette.concurrency import run_in_threadpool
+from starlette.datastructures import FormData
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from jobframework.dlq import RedriveResult
+from jobframework.ui.console import Console
+from jobframework.ui.tasks import Tasks
+from jobframework.ui.templating import render
+
+MAX_SELECTION = 1000
+
+
+@dataclass
+class RedriveRequest:
+    """What a redrive form asks for: a filter (type, age, count) or a selection of message ids."""
+
+    lane: str
+    mode: str
+    job_type: str | None = None
+    older_than: str | None = None
+    limit: int | None = None
+    ids: list[str] = field(default_factory=list)
+
+    @classmethod
+    def of(cls, lane: str, form: FormData) -> RedriveRequest:
+        mode = str(form.get("mode", "filter"))
+        if mode not in ("filter", "selection"):
+            raise ValueError(f"unknown redrive mode {mode!r}: use filter or selection")
+        ids = [str(v) for v in form.getlist("id") if str(v).strip()]
+        if mode == "selection" and not ids:
+            raise ValueError("no dead letters selected: tick some, or redrive by filter")
+        if len(ids) > MAX_SELECTION:
+            raise ValueError(f"at most {MAX_SELECTION} letters at a time; redrive by filter instead")
+        limit_text = str(form.get("limit", "")).strip()
+        if limit_text and (not limit_text.isdigit() or int(limit_text) < 1):
+            raise ValueError(f"limit {limit_text!r} is not a positive whole number")
+        older = str(form.get("older_than", "")).strip() or None
+        if older is not None:
+            seconds(older)  # a bad duration is refused before anything is read
+        return cls(
+            lane=lane,
+            mode=mode,
+            job_type=str(form.get("type", "")).strip() or None,
+            older_than=older,
+            limit=int(limit_text) if limit_text else None,
+            ids=ids,
+        )
+
+    def run(
+        self, console: Console, *, dry_run: bool, progress: Callable[[int], None] | None = None
+    ) -> RedriveResult:
+        if self.mode == "selection":
+            return console.letters.redrive(
+                self.lane, message_ids=self.ids, dry_run=dry_run, progress=progress
+            )
+        return console.letters.redrive(
+            self.lane,
+            job_type=self.job_type,
+            older_than=seconds(self.older_than) if self.older_than else None,
+            limit=self.limit,
+            dry_run=dry_run,
+            progress=progress,
+        )
+
+
+def seconds(text: str) -> float:
+    """A duration as ``jf dlq redrive --older-than`` reads it (``90s``, ``15m``, ``2h``, ``1d``)."""
+    from jobframework.cli.base import parse_duration
+
+    try:
+        return parse_duration(text)
+    except typer.BadParameter as exc:
+        raise ValueError(str(exc.message)) from None
+
+
+async def redrive_preview(request: Request) -> Response:
+    console: Console = request.app.state.console
+    lane = console.lane(request.path_params["lane"])
+    asked = RedriveRequest.of(lane, await request.form())
+    result = await run_in_threadpool(asked.run, console, dry_run=True)
+    return render(request, "_redrive_preview.html", lane=lane, asked=asked, result=result)
+
+
+async def redrive(request: Request) -> Response:
+    console: Console = request.app.state.console
+    tasks: Tasks = request.app.state.tasks
+    lane = console.lane(request.path_params["lane"])
+    form = await request.form()
+    asked = RedriveRequest.of(lane, form)
+    expected = str(form.get("expected", ""))
+    total = int(expected) if expected.isdigit() else None
+    title = f"redrive of {total if total is not None else 'the'} {lane} dead letters"
+    task = tasks.start(title, total, lambda progress: asked.run(console, dry_run=False, progress=progress))
+    return render(request, "_task.html", task=task)
+
+
+def task_progress(request: Request) -> Response:
+    tasks: Tasks = request.app.state.tasks
+    task = tasks.get(request.path_params["task_id"])
+    if task is None:
+        raise LookupError("no such task (the console was restarted, or it is long finished)")
+    return render(request, "_task.html", task=task)
+
+
+async def purge_preview(request: Request) -> Response:
+    console: Console = request.app.state.console
+    lane = console.lane(request.path_params["lane"])
+    form = await request.form()
+    job_type = str(form.get("type", "")).strip() or None
+    letters = console.letters
+    count = await run_in_threadpool(
+        lambda: sum(1 for d in letters.peek(lane, limit=None) if job_type is None or d.job_type == job_type)
+    )
+    return render(request, "_purge_preview.html", lane=lane, job_type=job_type, count=count)
+
+
+async def purge(request: Request) -> Response:
+    console: Console = request.app.state.console
+    lane = console.lane(request.path_params["lane"])
+    form = await request.form()
+    job_type = str(form.get("type", "")).strip() or None
+    typed = str(form.get("confirm", "")).strip()
+    if typed != lane:
+        raise ValueError(f"type the DLQ's name ({lane}) to confirm the purge; nothing was deleted")
+    deleted = await run_in_threadpool(lambda: console.letters.purge(lane, job_type=job_type))
+    return render(request, "_purge_done.html", lane=lane, job_type=job_type, deleted=deleted)
+
+
+routes = [
+    Route("/dlq/{lane}/redrive/preview", redrive_preview, methods=["POST"], name="redrive_preview"),
+    Route("/dlq/{lane}/redrive", redrive, methods=["POST"], name="redrive"),
+    Route("/tasks/{task_id}", task_progress, name="task"),
+    Route("/dlq/{lane}/purge/preview", purge_preview, methods=["POST"], name="purge_preview"),
+    Route("/dlq/{lane}/purge", purge, methods=["POST"], name="purge"),
+]

@@ -1,0 +1,174 @@
+"""Job status records found by something other than their id: key, type, status, recent activity.
+
+The state table is keyed by job id only (``job#<id>``), so these are filtered Scans, meant for an
+operator's page, not for a hot path (like :func:`jobframework.saga.list_sagas`). A scan reads at most
+``max_pages`` pages (1 MB each); :class:`Found` says when it stopped early. A job by id is
+:meth:`jobframework.client.JobClient.status`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from boto3.dynamodb.types import TypeDeserializer
+
+from jobframework.state import JobState, JobStatus, StateStore
+
+MAX_PAGES = 20
+_ATTRIBUTES = {
+    "job_type": "type",
+    "job_key": "key",
+    "attempts": "attempts",
+    "enqueued_at": "enqueued_at",
+    "started_at": "started_at",
+    "finished_at": "finished_at",
+    "updated_at": "updated_at",
+    "error": "error",
+    "reason": "reason",
+}
+"""State-table attribute -> :class:`JobStatus` field (what ``StateStore.set_status`` writes)."""
+_deserialize = TypeDeserializer().deserialize
+
+
+@dataclass
+class Found:
+    """Status records a scan found, newest first, and whether it read the whole table."""
+
+    jobs: list[JobStatus] = field(default_factory=list)
+    complete: bool = True
+    scanned: int = 0
+
+
+def job_status(item: dict[str, Any]) -> JobStatus:
+    """The :class:`JobStatus` of a raw ``job#<id>`` item."""
+    plain = {name: _deserialize(value) for name, value in item.items()}
+    values: dict[str, Any] = {"id": str(plain["pk"]).removeprefix("job#"), "status": plain["status"]}
+    for attribute, name in _ATTRIBUTES.items():
+        value = plain.get(attribute)
+        if value is not None:
+            values[name] = int(value) if name == "attempts" else str(value)
+    return JobStatus(**values)
+
+
+def find_jobs(
+    store: StateStore,
+    *,
+    key: str | None = None,
+    key_prefix: str | None = None,
+    job_type: str | None = None,
+    status: JobState | str | None = None,
+    updated_since: datetime | None = None,
+    limit: int | None = 100,
+    max_pages: int = MAX_PAGES,
+) -> Found:
+    """Job status records matching every filter given, newest (``updated_at``) first.
+
+    Args:
+        key: exactly this idempotency/dedup key.
+        key_prefix: keys that start with this (a schedule's runs: ``schedule:<job>:``).
+        job_type: this job type.
+        status: this state.
+        updated_since: only records written since then.
+        limit: at most this many (``None``: all found).
+        max_pages: stop after this many scan pages (``Found.complete`` is then false).
+    """
+    names: dict[str, str] = {}
+    values: dict[str, Any] = {":prefix": {"S": "job#"}}
+    filters = ["begins_with(pk, :prefix)", "sk = :sk"]
+    values[":sk"] = {"S": "status"}
+    if key is not None:
+        values[":key"] = {"S": key}
+        filters.append("job_key = :key")
+    if key_prefix is not None:
+        values[":key_prefix"] = {"S": key_prefix}
+        filters.append("begins_with(job_key, :key_prefix)")
+    if job_type is not None:
+        values[":type"] = {"S": job_type}
+        filters.append("job_type = :type")
+    if status is not None:
+        names["#status"] = "status"  # a reserved word
+        values[":status"] = {"S": JobState(status).value}
+        filters.append("#status = :status")
+    if updated_since is not None:
+        values[":since"] = {"S": updated_since.astimezone(UTC).isoformat(timespec="milliseconds")}
+        filters.append("updated_at >= :since")
+    kwargs: dict[str, Any] = {
+        "TableName": store.table,
+        "FilterExpression": " AND ".join(filters),
+        "ExpressionAttributeValues": values,
+    }
+    if names:
+        kwargs["ExpressionAttributeNames"] = names
+    found = Found()
+    for _ in range(max_pages):
+        page = store.client.scan(**kwargs)
+        found.scanned += int(page.get("ScannedCount", 0))
+        found.jobs.extend(job_status(item) for item in page.get("Items", []))
+        start = page.get("LastEvaluatedKey")
+        if not start:
+            break
+        kwargs["ExclusiveStartKey"] = start
+    else:
+        found.complete = False
+    found.jobs.sort(key=lambda j: j.updated_at or "", reverse=True)
+    if limit is not None:
+        found.jobs = found.jobs[:limit]
+    return found
+
+
+@dataclass
+class TypeActivity:
+    """One job type's last hour, from its status records."""
+
+    job_type: str
+    succeeded: int = 0
+    dead: int = 0
+    retried: int = 0
+    """Finished jobs that needed more than one attempt."""
+    in_progress: int = 0
+    """Queued, scheduled, running or retrying."""
+
+    @property
+    def finished(self) -> int:
+        return self.succeeded + self.dead
+
+    @property
+    def failure_rate(self) -> float | None:
+        """Dead-lettered over finished (``None`` with nothing finished)."""
+        return self.dead / self.finished if self.finished else None
+
+    @property
+    def first_attempt_failure_rate(self) -> float | None:
+        return self.retried / self.finished if self.finished else None
+
+
+def activity(
+    store: StateStore, *, window: timedelta = timedelta(hours=1)
+) -> tuple[list[TypeActivity], Found]:
+    """Per job type: what finished in the last ``window`` (throughput, dead-letter and retry rates)."""
+    since = datetime.now(UTC) - window
+    found = find_jobs(store, updated_since=since, limit=None)
+    by_type: dict[str, TypeActivity] = {}
+    for job in found.jobs:
+        row = by_type.setdefault(job.type or "?", TypeActivity(job.type or "?"))
+        if job.status is JobState.SUCCEEDED:
+            row.succeeded += 1
+        elif job.status is JobState.DEAD:
+            row.dead += 1
+        else:
+            row.in_progress += 1
+        if job.status in (JobState.SUCCEEDED, JobState.DEAD) and job.attempts > 1:
+            row.retried += 1
+    return sorted(by_type.values(), key=lambda r: r.job_type), found
+
+
+def seconds_between(start: str | None, end: str | None) -> float | None:
+    """Seconds from one ISO 8601 time to another (``None`` if either is missing or unreadable)."""
+    if not start or not end:
+        return None
+    try:
+        return round((datetime.fromisoformat(end) - datetime.fromisoformat(start)).total_seconds(), 3)
+    except ValueError:
+        return None

@@ -1,0 +1,116 @@
+"""The console's Jinja2 templates (autoescaped, from the package) and the filters they use."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from typing import Any
+
+import jinja2
+from starlette.requests import Request
+from starlette.responses import HTMLResponse
+from starlette.templating import Jinja2Templates
+
+NAV = (
+    ("overview", "/", "Overview"),
+    ("dlq", "/dlq", "Dead letters"),
+    ("jobs", "/jobs", "Jobs"),
+    ("schedules", "/schedules", "Schedules"),
+    ("sagas", "/sagas", "Sagas"),
+    ("retry", "/retry-plans", "Retry plans"),
+)
+
+
+def duration(seconds: float | None) -> str:
+    """``0.25`` -> ``250 ms``, ``90`` -> ``1.5m``, ``None`` -> ``-``.
+
+    Example:
+        >>> duration(0.25), duration(90), duration(7200), duration(None)
+        ('250 ms', '1.5m', '2.0h', '-')
+    """
+    if seconds is None:
+        return "-"
+    if seconds < 1:
+        return f"{seconds * 1000:.0f} ms"
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            return f"{seconds / size:.1f}{unit}"
+    return f"{seconds:.1f}s"
+
+
+def when(value: str | datetime | None) -> str:
+    """An ISO time (or datetime) as ``2026-12-02 13:00:05 UTC``."""
+    if value is None or value == "":
+        return "-"
+    try:
+        moment = value if isinstance(value, datetime) else datetime.fromisoformat(value)
+    except ValueError:
+        return str(value)
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def ago(value: str | datetime | None) -> str:
+    """How long ago an ISO time (or datetime) was: ``5.0m ago``."""
+    if value is None or value == "":
+        return "-"
+    try:
+        moment = value if isinstance(value, datetime) else datetime.fromisoformat(value)
+    except ValueError:
+        return str(value)
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    seconds = (datetime.now(UTC) - moment).total_seconds()
+    return f"in {duration(-seconds)}" if seconds < 0 else f"{duration(seconds)} ago"
+
+
+def percent(rate: float | None) -> str:
+    return "-" if rate is None else f"{100 * rate:.1f} %"
+
+
+def pretty_json(value: Any) -> str:
+    """A JSON text (or value) indented for reading; other text as is."""
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError:
+            return str(value)
+    return json.dumps(value, indent=2, sort_keys=True, default=str)
+
+
+def make_templates() -> Jinja2Templates:
+    env = jinja2.Environment(
+        loader=jinja2.PackageLoader("jobframework.ui", "templates"),
+        autoescape=jinja2.select_autoescape(["html"]),
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.filters.update(duration=duration, when=when, ago=ago, percent=percent, pretty_json=pretty_json)
+    env.globals["nav"] = NAV
+    return Jinja2Templates(env=env)
+
+
+def render(request: Request, template: str, status_code: int = 200, **context: Any) -> HTMLResponse:
+    """Render a template with what every page needs (the console, its token, the active page)."""
+    state = request.app.state
+    templates: Jinja2Templates = state.templates
+    response: HTMLResponse = templates.TemplateResponse(
+        request,
+        template,
+        {
+            "console": state.console,
+            "read_only": state.console.read_only,
+            "csrf_token": state.csrf_token,
+            "csrf_headers": json.dumps({"X-CSRF-Token": state.csrf_token}),
+            "page": context.pop("page", ""),
+            **context,
+        },
+        status_code=status_code,
+    )
+    return response
+
+
+def is_htmx(request: Request) -> bool:
+    return request.headers.get("hx-request") == "true"

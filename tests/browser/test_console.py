@@ -1,0 +1,266 @@
+"""The console in a real browser (headless Chromium) against the embedded AWS."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from playwright.sync_api import expect
+
+from jobframework.client import JobClient
+from jobframework.state import StateStore
+from tests.browser import console_jobs
+from tests.browser.harness import LEAK_KEY_ID, LEAK_SECRET, Shop
+
+
+def _client(shop: Shop) -> JobClient:
+    return JobClient(
+        shop.config, registry=shop.registry, sqs_client=shop.sqs, clients={"dynamodb": shop.dynamodb}
+    )
+
+
+def _dead_charge(shop: Shop, order_id: str) -> str:
+    """A shop.charge job that was declined and dead-lettered; returns its id."""
+    console_jobs.declined.add(order_id)
+    job_id = _client(shop).enqueue("shop.charge", {"order_id": order_id}).id
+    shop.consume("high")
+    assert shop.dlq_depth("high") >= 1
+    return job_id
+
+
+def test_redrive_a_dead_letter_by_selection_and_see_the_job_succeed(page: Any, console_url: str, clean: Shop):
+    job_id = _dead_charge(clean, "o-1")
+    page.goto(f"{console_url}/dlq/high")
+    expect(page.locator("#groups")).to_contain_text("permanent")
+    expect(page.locator("#groups")).to_contain_text("shop.charge")
+    row = page.locator(f'#letters tr[data-job-id="{job_id}"]')
+    expect(row).to_contain_text("card of order o-1 declined")
+    row.get_by_role("checkbox").check()
+    page.locator("#redrive-selected").click()
+    expect(page.locator("#dry-run-count")).to_have_text("1")
+    assert clean.dlq_depth("high") == 1, "a dry run moves nothing"
+
+    console_jobs.declined.discard("o-1")  # the provider is fixed: the redriven charge goes through
+    page.locator("#confirm-redrive").click()
+    expect(page.locator("#task-done")).to_be_visible()
+    expect(page.locator("#moved-count")).to_have_text("1")
+    expect(page.locator("progress")).to_have_attribute("value", "100")
+    assert clean.dlq_depth("high") == 0
+
+    assert clean.consume("high") == 1
+    page.locator("#redrive-result").get_by_role("link", name=job_id).click()
+    expect(page).to_have_url(re.compile(f"/jobs/{job_id}$"))
+    expect(page.locator("#job-status")).to_have_text("succeeded")
+
+
+def test_dry_run_count_matches_what_a_filter_redrive_moves(page: Any, console_url: str, clean: Shop):
+    for n in range(3):
+        _dead_charge(clean, f"o-f{n}")
+    _client(clean).enqueue("shop.ship", {"order_id": "o-s", "charge_id": "c", "fail_at": "ship"})
+    clean.consume("high")
+    assert clean.dlq_depth("high") == 4
+
+    page.goto(f"{console_url}/dlq/high")
+    form = page.locator("#redrive-filter")
+    form.locator('select[name="type"]').select_option("shop.charge")
+    form.get_by_role("button", name="Count (dry run)").click()
+    expect(page.locator("#dry-run-count")).to_have_text("3")
+    expect(page.locator("#redrive-preview")).to_contain_text("shop.charge 3")
+
+    page.locator("#confirm-redrive").click()
+    expect(page.locator("#task-done")).to_be_visible()
+    expect(page.locator("#moved-count")).to_have_text("3")
+    assert clean.dlq_depth("high") == 1  # the shop.ship letter did not match and stayed
+
+
+def test_search_and_read_a_dead_letter(page: Any, console_url: str, clean: Shop):
+    job_id = _dead_charge(clean, "o-search")
+    _dead_charge(clean, "o-other")
+    page.goto(f"{console_url}/dlq/high")
+    page.get_by_label("search").fill("o-search")
+    page.get_by_role("button", name="Search").click()
+    expect(page.locator("#shown")).to_contain_text("1 of 2 shown")
+    page.get_by_role("link", name=job_id).click()
+    expect(page.locator("#letter-error")).to_have_text("PermanentError: card of order o-search declined")
+    expect(page.locator("#letter-body")).to_contain_text('"order_id": "o-search"')
+    expect(page.locator("#letter-attributes")).to_contain_text("jf-reason")
+    expect(page.locator("#letter-attributes")).to_contain_text("traceparent")
+
+
+def test_purge_needs_the_dlq_name_typed(page: Any, console_url: str, clean: Shop):
+    _dead_charge(clean, "o-p1")
+    _dead_charge(clean, "o-p2")
+    page.goto(f"{console_url}/dlq/high")
+    page.locator("#purge").get_by_role("button", name="Purge…").click()
+    expect(page.locator("#purge-count")).to_have_text("2")
+    page.locator("#purge-confirm").fill("low")
+    page.locator("#confirm-purge").click()
+    expect(page.get_by_role("alert")).to_contain_text("type the DLQ's name (high)")
+    assert clean.dlq_depth("high") == 2
+
+    page.locator("#purge").get_by_role("button", name="Purge…").click()
+    page.locator("#purge-confirm").fill("high")
+    page.locator("#confirm-purge").click()
+    expect(page.locator("#purge-done")).to_contain_text("Deleted 2 dead letters")
+    assert clean.dlq_depth("high") == 0
+
+
+def test_export_downloads_every_letter_as_json_lines(page: Any, console_url: str, clean: Shop):
+    _dead_charge(clean, "o-x1")
+    _dead_charge(clean, "o-x2")
+    page.goto(f"{console_url}/dlq/high")
+    with page.expect_download() as info:
+        page.locator("#export").click()
+    lines = info.value.path().read_text().splitlines()
+    assert len(lines) == 2
+    assert all('"reason": "permanent"' in line for line in lines)
+    assert clean.dlq_depth("high") == 2, "export removes nothing"
+
+
+def test_find_a_job_by_id(page: Any, console_url: str, clean: Shop):
+    job_id = _client(clean).enqueue("shop.charge", {"order_id": "o-find"}).id
+    clean.consume("high")
+    page.goto(f"{console_url}/jobs")
+    page.locator("#job-id").fill(job_id)
+    page.get_by_role("button", name="Open").click()
+    expect(page).to_have_url(re.compile(f"/jobs/{job_id}$"))
+    expect(page.locator("#job-status")).to_have_text("succeeded")
+    expect(page.locator("#job-attempts")).to_have_text("1 of 2")
+    expect(page.locator("#job-result")).to_contain_text('"charge_id": "ch-o-find"')
+
+
+def test_find_a_job_by_key(page: Any, console_url: str, clean: Shop):
+    job_id = _client(clean).enqueue("shop.charge", {"order_id": "o-key"}, key="charge:o-key").id
+    _client(clean).enqueue("shop.charge", {"order_id": "o-key2"}, key="charge:o-key2")
+    page.goto(f"{console_url}/jobs")
+    page.locator("#find-jobs").get_by_label("key").fill("charge:o-key")
+    page.locator("#find-jobs").get_by_role("button", name="Find").click()
+    results = page.locator("#job-results tbody tr")
+    expect(results).to_have_count(1)
+    expect(results).to_contain_text(job_id)
+    expect(results).to_contain_text("queued")
+
+
+def test_find_jobs_by_status_and_see_a_dead_jobs_error_and_trace(page: Any, console_url: str, clean: Shop):
+    job_id = _dead_charge(clean, "o-dead")
+    page.goto(f"{console_url}/jobs?status=dead&type=shop.charge")
+    page.locator("#job-results").get_by_role("link", name=job_id).click()
+    expect(page.locator("#job-status")).to_have_text("dead")
+    expect(page.locator("#job-error")).to_contain_text("card of order o-dead declined")
+    expect(page.locator("#trace-id")).to_have_text(re.compile(r"^[0-9a-f]{32}$"))
+
+
+def test_read_a_saga_with_its_steps_and_compensation(page: Any, console_url: str, clean: Shop):
+    saga_id = console_jobs.order_saga.start({"order_id": "o-saga", "fail_at": "ship"}, client=_client(clean))
+    for _ in range(4):
+        clean.consume("high")
+    page.goto(f"{console_url}/sagas?name=shop.order")
+    page.get_by_role("link", name=saga_id).click()
+    expect(page.locator("#saga-status")).to_have_text("compensated")
+    charge = page.locator('#steps tr[data-step="shop.charge"]')
+    expect(charge).to_contain_text("succeeded")
+    expect(charge.locator(".compensation")).to_contain_text("shop.refund compensated")
+    ship = page.locator('#steps tr[data-step="shop.ship"]')
+    expect(ship).to_contain_text("failed")
+    expect(ship).to_contain_text("no courier for order o-saga")
+
+
+def test_schedule_enqueue_now_records_a_run_and_a_heartbeat(page: Any, console_url: str, clean: Shop):
+    page.goto(f"{console_url}/schedules")
+    row = page.locator('#schedules tr[data-schedule*="reconcile"]')
+    expect(row).to_contain_text("rate(1 hour)")
+    row.get_by_role("button", name="Enqueue now").click()
+    expect(row.locator(".ok")).to_contain_text("enqueued")
+    clean.consume("low")
+    page.reload()
+    expect(row).to_contain_text("succeeded")
+    expect(row.locator("td").nth(5)).to_contain_text("ago")
+
+
+def test_retry_plan_of_a_job(page: Any, console_url: str):
+    page.goto(f"{console_url}/retry-plans")
+    page.get_by_role("link", name="shop.export").click()
+    expect(page.locator("h1")).to_contain_text("shop.export: 4 attempts, then the DLQ")
+    expect(page.locator("#retry-plan tbody tr")).to_have_count(3)
+
+
+def test_read_only_hides_and_refuses_actions(page: Any, read_only_url: str, clean: Shop):
+    _dead_charge(clean, "o-ro")
+    page.goto(f"{read_only_url}/dlq/high")
+    expect(page.locator("#read-only")).to_be_visible()
+    expect(page.locator("#letters")).to_contain_text("o-ro declined")
+    expect(page.locator("#dlq-actions")).to_have_count(0)
+    expect(page.get_by_role("checkbox")).to_have_count(0)
+    expect(page.get_by_role("button", name=re.compile("Redrive|Purge"))).to_have_count(0)
+    page.goto(f"{read_only_url}/schedules")
+    expect(page.get_by_role("button", name="Enqueue now")).to_have_count(0)
+    # Even a well-formed same-origin action (the page's own token) is refused.
+    status = page.evaluate(
+        """async () => {
+            const token = JSON.parse(document.body.getAttribute('hx-headers'))['X-CSRF-Token'];
+            const r = await fetch('/dlq/high/purge', {method: 'POST', headers: {'X-CSRF-Token': token},
+                body: new URLSearchParams({confirm: 'high'})});
+            return [r.status, await r.text()];
+        }"""
+    )
+    assert status[0] == 403 and "read-only" in status[1]
+    assert clean.dlq_depth("high") == 1
+
+
+def test_a_cross_site_post_is_refused(page: Any, console_url: str, clean: Shop):
+    _dead_charge(clean, "o-csrf")
+    attacker = "http://attacker.example/"
+    page.route(
+        attacker,
+        lambda route: route.fulfill(
+            content_type="text/html",
+            body=f"""<form method="post" action="{console_url}/dlq/high/purge">
+                <input name="confirm" value="high"></form>
+                <script>document.forms[0].submit()</script>""",
+        ),
+    )
+    page.goto(attacker)
+    page.wait_for_url(f"{console_url}/dlq/high/purge")
+    expect(page.locator("body")).to_contain_text("cross-site request refused")
+    assert clean.dlq_depth("high") == 1
+
+    # From the console's own origin but without its token (a script that did not read a page).
+    page.goto(f"{console_url}/dlq/high")
+    status = page.evaluate(
+        """async () => (await fetch('/dlq/high/purge', {method: 'POST',
+            body: new URLSearchParams({confirm: 'high'})})).status"""
+    )
+    assert status == 403
+    assert clean.dlq_depth("high") == 1
+
+
+def test_no_credential_reaches_a_page(page: Any, console_url: str, clean: Shop):
+    job_id = _dead_charge(clean, "o-cred")
+    seen = []
+    paths = ["/", "/dlq", "/dlq/high", "/jobs", f"/jobs/{job_id}", "/schedules", "/sagas", "/retry-plans"]
+    for path in paths:
+        page.goto(console_url + path)
+        seen.append(page.content())
+    page.goto(f"{console_url}/dlq/high")
+    page.locator("#letters a").first.click()
+    seen.append(page.content())
+    text = "\n".join(seen)
+    assert LEAK_KEY_ID not in text and LEAK_SECRET not in text
+    assert "AKIA" not in text
+
+
+def test_overview_shows_queues_and_the_last_hour(page: Any, console_url: str, clean: Shop):
+    _dead_charge(clean, "o-ov")
+    _client(clean).enqueue("shop.charge", {"order_id": "o-ov-ok"})
+    page.goto(console_url)
+    high = page.locator('#queues tr[data-lane="high"]')
+    expect(high.locator("td").nth(2)).to_have_text("1")  # the waiting o-ov-ok
+    expect(high.locator("td").nth(6)).to_have_text("1")  # one dead letter
+    expect(page.locator("#activity")).to_contain_text("shop.charge")
+
+
+def test_state_store_is_the_one_the_pages_read(the_shop: Shop):
+    """The console reads the topology's own state table (not a copy)."""
+    console = the_shop.console()
+    assert isinstance(console.store, StateStore)
+    assert console.store.table == the_shop.config.state_table

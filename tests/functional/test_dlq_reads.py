@@ -1,0 +1,135 @@
+"""`jf dlq` over big letters and slow reads: redrive batches sized by bytes; export and a selective
+redrive consider each letter once, however long the read takes against the hold (issue 12, items 14-15).
+
+Faults and slowness are injected with botocore event hooks on the real SQS client of the embedded AWS.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+from jobframework import envelope as wire
+from jobframework.dlq import DeadLetters
+from jobframework.testing import receive_all
+from tests.functional.conftest_local import cli_env, dead_letter, invoke, jf_aws, jf_config, queue_counts, sqs
+
+__all__ = ["jf_aws", "jf_config", "sqs"]
+
+
+def _slow_receives(client: Any, seconds: float) -> list[float]:
+    """Make every ReceiveMessage of ``client`` take ``seconds`` longer; returns the list of call times."""
+    calls: list[float] = []
+
+    def slow(**_: Any) -> None:
+        calls.append(time.monotonic())
+        time.sleep(seconds)
+
+    client.meta.events.register("before-send.sqs.ReceiveMessage", slow)
+    return calls
+
+
+def _hold_extensions(client: Any, *, fail: bool = False) -> list[int]:
+    """Record (or, with ``fail``, refuse) every ChangeMessageVisibilityBatch that extends a hold."""
+    extended: list[int] = []
+
+    def watch(params: dict[str, Any], **_: Any) -> None:
+        seconds = [e["VisibilityTimeout"] for e in params.get("Entries", [])]
+        if seconds and min(seconds) > 0:
+            extended.append(len(seconds))
+            if fail:
+                raise ConnectionError("injected: ChangeMessageVisibilityBatch unreachable")
+
+    client.meta.events.register("provide-client-params.sqs.ChangeMessageVisibilityBatch", watch)
+    return extended
+
+
+def test_redrive_of_eight_letters_of_150_kb_sends_batches_under_1_mib(sqs, jf_config):
+    ep = jf_config.endpoints("low")
+    envs = [
+        dead_letter(sqs, jf_config, "low", "reports.generate", {"report_id": f"r-{i}", "blob": "x" * 150_000})
+        for i in range(8)
+    ]
+    batches: list[int] = []
+
+    def size(params: dict[str, Any], **_: Any) -> None:
+        batches.append(
+            sum(wire.message_size(e["MessageBody"], e["MessageAttributes"]) for e in params["Entries"])
+        )
+
+    sqs.meta.events.register("provide-client-params.sqs.SendMessageBatch", size)
+
+    result = DeadLetters(jf_config, sqs).redrive("low")
+
+    assert (result.moved, result.failed, result.errors) == (8, 0, [])
+    assert len(batches) >= 2 and max(batches) <= wire.SQS_MAX_MESSAGE_BYTES
+    moved = receive_all(sqs, ep.url)
+    assert sorted(json.loads(m["Body"])["id"] for m in moved) == sorted(e.id for e in envs)
+    assert queue_counts(sqs, ep.dlq_url) == (0, 0)
+
+
+def test_cli_redrive_of_big_letters_exits_zero(sqs, jf_config):
+    for i in range(8):
+        dead_letter(sqs, jf_config, "low", "reports.generate", {"report_id": f"r-{i}", "blob": "y" * 150_000})
+
+    result = invoke(["dlq", "redrive", "low", "--json"], cli_env(jf_config))
+
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["moved"] == 8
+
+
+def test_export_that_outlasts_its_hold_writes_each_letter_once_and_ends(sqs, jf_config, tmp_path):
+    ep = jf_config.endpoints("default")
+    envs = [dead_letter(sqs, jf_config, "default", "crm.sync", {"account_id": f"a-{i}"}) for i in range(30)]
+    receives = _slow_receives(sqs, 0.6)  # 3 batches + 2 empty receives: about 3 s against a 2 s hold
+    extended = _hold_extensions(sqs)
+    out = tmp_path / "dlq.jsonl"
+    progress: list[int] = []
+
+    with out.open("w") as fh:
+        count = DeadLetters(jf_config, sqs, hold_seconds=2).export("default", fh, progress=progress.append)
+
+    assert receives[-1] - receives[0] > 2  # the read did outlast the first hold
+    lines = [json.loads(line) for line in out.read_text().splitlines()]
+    assert count == len(lines) == 30
+    assert sorted(line["id"] for line in lines) == sorted(e.id for e in envs)  # each once
+    assert sum(progress) == 30
+    assert extended  # the hold was extended while reading
+    assert len(receives) <= 3 + 2 + 2  # bounded: the batches, the empty receives, a little slack
+    assert queue_counts(sqs, ep.dlq_url) == (30, 0)  # nothing removed, all visible again
+
+
+def test_export_whose_holds_lapse_still_writes_each_letter_once_and_ends(sqs, jf_config):
+    envs = [dead_letter(sqs, jf_config, "default", "crm.sync", {"account_id": f"a-{i}"}) for i in range(20)]
+    _slow_receives(sqs, 0.7)  # each receive outlasts half the 1 s hold ...
+    refused = _hold_extensions(sqs, fail=True)  # ... and no extension gets through
+    letters = DeadLetters(jf_config, sqs, hold_seconds=1)
+
+    found = letters.peek("default", limit=None)
+
+    assert refused  # it tried
+    assert sorted(d.job_id or "" for d in found) == sorted(e.id for e in envs)  # each once: repeats dropped
+
+
+def test_redrive_by_type_where_most_letters_do_not_match_considers_each_once(sqs, jf_config):
+    ep = jf_config.endpoints("default")
+    wanted = [dead_letter(sqs, jf_config, "default", "crm.sync", {"account_id": f"a-{i}"}) for i in range(4)]
+    others = [
+        dead_letter(sqs, jf_config, "default", "reports.generate", {"report_id": f"r-{i}"}) for i in range(36)
+    ]
+    receives = _slow_receives(sqs, 0.5)  # 4 batches + 2 empty receives: about 3 s against a 2 s hold
+    considered: list[int] = []
+
+    result = DeadLetters(jf_config, sqs, hold_seconds=2).redrive(
+        "default", job_type="crm.sync", progress=considered.append
+    )
+
+    assert (result.moved, result.skipped, result.failed) == (4, 36, 0)
+    assert sum(considered) == 40
+    assert len(receives) <= 4 + 2 + 2
+    assert sorted(json.loads(m["Body"])["id"] for m in receive_all(sqs, ep.url)) == sorted(
+        e.id for e in wanted
+    )
+    left = receive_all(sqs, ep.dlq_url)
+    assert sorted(json.loads(m["Body"])["id"] for m in left) == sorted(e.id for e in others)

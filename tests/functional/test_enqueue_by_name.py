@@ -1,0 +1,103 @@
+"""A producer that does not import the job module enqueues by name: routes and schemas from the topology."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from jobframework.client import JobClient
+from jobframework.config import JobRoute, RuntimeConfig
+from jobframework.errors import ConfigurationError, PayloadValidationError, UnknownJobError
+from jobframework.jobs import JobRegistry
+from jobframework.testing import receive_all
+
+
+def bodies(rt: Any, lane: str) -> list[dict[str, Any]]:
+    return [json.loads(m["Body"]) for m in receive_all(rt.sqs, rt.url(lane))]
+
+
+def producer(rt: Any, config: RuntimeConfig | None = None) -> JobClient:
+    """A client with an empty registry: it knows the jobs only from the topology."""
+    return JobClient(
+        config or rt.config.model_copy(update={"jobs": {}}),  # everything comes from the SSM parameter
+        registry=JobRegistry(),
+        sqs_client=rt.sqs,
+        clients={"ssm": rt.ssm, "dynamodb": rt.dynamodb},
+    )
+
+
+@pytest.fixture
+def named(rt, jf_aws):
+    rt.ssm = jf_aws.client("ssm")
+    rt.dynamodb = jf_aws.client("dynamodb")
+    return rt
+
+
+def test_a_job_the_process_never_imported_is_routed_and_sent_with_its_defaults(named):
+    client = producer(named)
+    result = client.enqueue("t.ok", {"name": "by-name"})
+    (env,) = bodies(named, "high")  # t.ok is a high-priority job
+    assert env["id"] == result.id and env["type"] == "t.ok"
+    assert env["payload"] == {"name": "by-name", "fail_times": 0, "delay": None}  # the model's defaults
+    assert result.priority == "high"
+
+
+def test_the_payload_is_checked_against_the_schema_and_the_field_is_named(named):
+    client = producer(named)
+    with pytest.raises(
+        PayloadValidationError, match=r"t\.ok does not match its schema .*: name: Field required"
+    ):
+        client.enqueue("t.ok", {"nam": "typo"})
+    with pytest.raises(PayloadValidationError, match=r"fail_times: must be bigger than or equal to 0"):
+        client.enqueue("t.ok", {"name": "x", "fail_times": -1})
+    with pytest.raises(PayloadValidationError, match=r"name: must be string"):
+        client.enqueue("t.ok", {"name": 5})
+    assert bodies(named, "high") == []  # nothing was sent
+
+
+def test_the_topology_parameter_carries_each_jobs_route_and_schema(named):
+    value = named.ssm.get_parameter(Name=named.topology.topology_parameter)["Parameter"]["Value"]
+    read = RuntimeConfig.model_validate_json(value)
+    route = read.jobs["t.ok"]
+    assert (route.priority, route.lane, route.fifo, route.version) == ("high", "high", False, 1)
+    assert route.payload_schema["required"] == ["name"]
+    assert set(route.payload_schema["properties"]) == {"name", "fail_times", "delay"}
+    assert len(value) < 4096  # a standard SSM parameter
+
+
+def test_a_config_from_jf_variables_reads_the_catalog_from_the_parameter_they_name(named):
+    env = {**named.config.to_env(), "JF_TOPOLOGY_PARAMETER": named.topology.topology_parameter}
+    config = RuntimeConfig.from_env(env)
+    assert config.jobs == {} and config.topology_parameter == named.topology.topology_parameter
+    producer(named, config).enqueue("t.declined", {"name": "env"})
+    assert [b["type"] for b in bodies(named, "high")] == ["t.declined"]
+
+
+def test_an_unknown_name_says_where_the_client_looked_and_what_to_set(named):
+    with pytest.raises(UnknownJobError) as info:
+        producer(named).enqueue("invoices.render", {})
+    message = str(info.value)
+    assert "no job named 'invoices.render' is registered in this process (known: none)" in message
+    assert f"SSM parameter {named.topology.topology_parameter} (it lists: t.broken" in message
+    assert "JF_TOPOLOGY_PARAMETER" in message
+
+    bare = named.config.model_copy(update={"jobs": {}, "topology_parameter": None})
+    with pytest.raises(
+        UnknownJobError, match=r"JF_TOPOLOGY_PARAMETER is not set.*export what `jf dev` prints"
+    ):
+        producer(named, bare).enqueue("t.ok", {"name": "x"})
+
+    missing = named.config.model_copy(update={"jobs": {}, "topology_parameter": "/jf/nowhere/topology"})
+    with pytest.raises(UnknownJobError, match=r"/jf/nowhere/topology could not be read .*grant_enqueue"):
+        producer(named, missing).enqueue("t.ok", {"name": "x"})
+
+
+def test_a_fifo_route_is_refused_rather_than_sent_without_a_message_group(named):
+    route = JobRoute(
+        priority="high", lane="high", fifo=True, payload_schema={"type": "object", "properties": {}}
+    )
+    config = named.config.model_copy(update={"jobs": {"orders.ship": route}})
+    with pytest.raises(ConfigurationError, match="FIFO lane"):
+        producer(named, config).enqueue("orders.ship", {})

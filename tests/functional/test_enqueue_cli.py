@@ -1,0 +1,154 @@
+"""`jf enqueue` dedups a --key and delays up to a year; a producer without the job module enqueues by name
+against `jf dev`."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+from jobframework.local.aws import free_port
+from jobframework.testing import receive_all
+from tests.functional.conftest_local import cli_env, invoke, jf_aws, jf_config, sqs
+
+__all__ = ["jf_aws", "jf_config", "sqs"]
+
+JF = str(Path(sys.executable).with_name("jf"))
+
+JOB_MODULE = """
+from pathlib import Path
+
+from pydantic import BaseModel, Field
+
+from jobframework import job
+
+
+class Invoice(BaseModel):
+    invoice_id: str = Field(min_length=1)
+    amount_cents: int = Field(default=100, gt=0)
+
+
+@job("invoices.render", priority="high")
+def render(invoice: Invoice) -> None:
+    Path(__file__).with_name(f"rendered-{invoice.invoice_id}").write_text(str(invoice.amount_cents))
+"""
+
+PRODUCER = """
+import sys
+
+from jobframework import JobClient
+from jobframework.errors import PayloadValidationError
+
+try:
+    import mysvc_jobs  # noqa: F401
+except ImportError:
+    pass
+else:
+    sys.exit("the producer must not be able to import the job module")
+client = JobClient()
+print(client.enqueue("invoices.render", {"invoice_id": "inv-1"}).id)
+try:
+    client.enqueue("invoices.render", {"invoice_id": "inv-2", "amount_cents": 0})
+except PayloadValidationError as exc:
+    print(f"refused: {exc}")
+"""
+
+
+def test_enqueue_with_a_key_prints_the_first_id_again_and_sends_once(sqs, jf_config):
+    env = cli_env(jf_config)
+    args = ["enqueue", "reports.generate", '{"report_id": "r-1"}', "--key", "report:r-1"]
+    first = invoke(args, env)
+    again = invoke(args, env)
+    assert first.exit_code == again.exit_code == 0, again.output
+    assert again.stdout.strip() == first.stdout.strip()
+    assert "was enqueued already as job" in again.stderr
+    forced = invoke([*args, "--dedup-window", "0", "--json"], env)
+    info = json.loads(forced.stdout)
+    assert info["duplicate"] is False and info["id"] != first.stdout.strip()
+    low = [json.loads(m["Body"])["id"] for m in receive_all(sqs, jf_config.endpoints("low").url)]
+    assert sorted(low) == sorted([first.stdout.strip(), info["id"]])
+
+
+def test_enqueue_takes_delays_up_to_a_year_as_the_client_does():
+    help_text = " ".join(invoke(["enqueue", "--help"]).stdout.split())
+    assert "up to a year, 31536000" in help_text
+    assert "--dedup-window" in help_text
+    over = invoke(["enqueue", "reports.generate", "{}", "--delay", "31536001"])
+    assert over.exit_code == 2
+
+
+def _start_dev(tmp_path: Path, port: int) -> tuple[subprocess.Popen[str], dict[str, str]]:
+    (tmp_path / "mysvc_jobs.py").write_text(JOB_MODULE)
+    base = {k: v for k, v in os.environ.items() if not k.startswith(("JF_", "AWS_"))}
+    proc = subprocess.Popen(
+        [JF, "dev", "--port", str(port), "--jobs", "mysvc_jobs"],
+        cwd=tmp_path,
+        env={**base, "POWERTOOLS_METRICS_DISABLED": "true", "POWERTOOLS_LOG_LEVEL": "WARNING"},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    exports: dict[str, str] = {}
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        if line.startswith("export "):
+            name, _, value = line[len("export ") :].strip().partition("=")
+            exports[name] = value
+            if name == "JF_JOBS":  # the last one it prints
+                break
+    return proc, {**base, **exports}
+
+
+def test_a_producer_without_the_job_module_enqueues_by_name_against_jf_dev(tmp_path):
+    port = free_port()
+    (tmp_path / "service").mkdir()
+    proc, env = _start_dev(tmp_path / "service", port)
+    try:
+        producer_env = {k: v for k, v in env.items() if k != "JF_JOBS"}  # a producer names no job module
+        elsewhere = tmp_path / "producer"
+        elsewhere.mkdir()
+        ran = subprocess.run(
+            [sys.executable, "-c", textwrap.dedent(PRODUCER)],
+            cwd=elsewhere,
+            env=producer_env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        assert ran.returncode == 0, ran.stderr
+        job_id, refused = ran.stdout.strip().splitlines()
+        assert len(job_id) == 36
+        assert refused.startswith("refused: payload for invoices.render does not match its schema")
+        assert "amount_cents: must be bigger than 0" in refused
+
+        cli = subprocess.run(
+            [JF, "enqueue", "invoices.render", '{"amount_cents": 5}'],
+            cwd=elsewhere,
+            env=producer_env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        assert cli.returncode == 1
+        assert cli.stderr.strip().splitlines() == [cli.stderr.strip()]
+        assert "invoice_id: Field required" in cli.stderr
+
+        rendered = tmp_path / "service" / "rendered-inv-1"
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and not rendered.exists():
+            time.sleep(0.2)
+        assert rendered.read_text() == "100"  # jf dev's worker ran it, with the schema's default
+    finally:
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(timeout=20)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
