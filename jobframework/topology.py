@@ -281,7 +281,9 @@ class Topology(BaseModel):
                     profile=consumer.profile,
                     name=f"{prefix}-{lane}",
                     dlq_name=f"{prefix}-{lane}-dlq",
-                    visibility_timeout=min(MAX_VISIBILITY, max(6 * consumer.timeout, longest + 60)),
+                    # AWS: at least 6x the function timeout plus the batching window (a record waits
+                    # in the window while already invisible).
+                    visibility_timeout=min(MAX_VISIBILITY, max(6 * consumer.timeout + window, longest + 60)),
                     longest_job_timeout=longest,
                     max_receive_count=receive_count,
                     retention=s.retention,

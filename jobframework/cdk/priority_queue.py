@@ -14,7 +14,18 @@ from jobframework.errors import ConfigurationError
 from jobframework.topology import MAX_RETENTION, MAX_VISIBILITY
 
 VISIBILITY_FACTOR = 6
-"""AWS's advice for Lambda event sources: visibility timeout at least 6x the function timeout."""
+"""AWS's advice for Lambda event sources: visibility timeout at least 6x the function timeout plus the
+event source's ``MaximumBatchingWindowInSeconds``."""
+
+
+def minimum_visibility(consumer_timeout: int, batching_window: int = 0) -> int:
+    """The shortest visibility timeout AWS advises for a queue behind a Lambda event source (seconds).
+
+    Example:
+        >>> minimum_visibility(30, batching_window=5)
+        185
+    """
+    return VISIBILITY_FACTOR * consumer_timeout + batching_window
 
 
 class PriorityQueue(Construct):
@@ -23,8 +34,10 @@ class PriorityQueue(Construct):
     Props (flat; durations are seconds):
         queue_name, dead_letter_queue_name: physical names.
         consumer_timeout: the consuming function's timeout; the visibility timeout must be at least
-            6x it (AWS's advice, so a retried batch never overlaps a running one).
-        visibility_timeout: default ``min(6 * consumer_timeout, 43200)``.
+            6x it plus the batching window (AWS's advice, so a retried batch never overlaps a running
+            one).
+        batching_window: the event source's ``MaximumBatchingWindowInSeconds``; default 0.
+        visibility_timeout: default ``min(6 * consumer_timeout + batching_window, 43200)``.
         max_receive_count: the redrive policy's safety net; must be above every routed job's
             ``max_attempts`` (the framework dead-letters itself before SQS would).
         job_max_attempts: ``{job name: max_attempts}`` of the jobs routed here.
@@ -38,7 +51,8 @@ class PriorityQueue(Construct):
 
     Raises:
         ConfigurationError: a job's max attempts is not below ``max_receive_count`` (naming the
-            job), the visibility timeout is under 6x the consumer timeout, or the DLQ would not
+            job), the visibility timeout is under 6x the consumer timeout plus the batching window, or
+            the DLQ would not
             outlive the queue's messages.
 
     The DLQ's ``redriveAllowPolicy`` names its source queue by ARN built from the queue's name
@@ -56,17 +70,15 @@ class PriorityQueue(Construct):
         max_receive_count: int,
         job_max_attempts: Mapping[str, int] | None = None,
         visibility_timeout: int | None = None,
+        batching_window: int = 0,
         retention: int = 4 * 24 * 3600,
         dead_letter_retention: int = MAX_RETENTION,
         target_latency: int = 60,
         removal_policy: RemovalPolicy = RemovalPolicy.DESTROY,
     ) -> None:
         super().__init__(scope, construct_id)
-        visibility = (
-            visibility_timeout
-            if visibility_timeout is not None
-            else min(MAX_VISIBILITY, VISIBILITY_FACTOR * consumer_timeout)
-        )
+        least = minimum_visibility(consumer_timeout, batching_window)
+        visibility = visibility_timeout if visibility_timeout is not None else min(MAX_VISIBILITY, least)
         for job_name, attempts in sorted((job_max_attempts or {}).items()):
             if attempts >= max_receive_count:
                 raise ConfigurationError(
@@ -74,11 +86,12 @@ class PriorityQueue(Construct):
                     f"maxReceiveCount={max_receive_count}: SQS would dead-letter it before its retries run "
                     f"out; raise max_receive_count above {attempts} or lower the job's max_attempts"
                 )
-        if visibility < VISIBILITY_FACTOR * consumer_timeout:
+        if visibility < least:
+            window = f" plus its batching window ({batching_window}s)" if batching_window else ""
             raise ConfigurationError(
                 f"queue {queue_name}: visibility timeout {visibility}s is under {VISIBILITY_FACTOR}x the "
-                f"consumer's timeout ({consumer_timeout}s); raise it to at least "
-                f"{VISIBILITY_FACTOR * consumer_timeout}s or shorten the jobs' timeouts"
+                f"consumer's timeout ({consumer_timeout}s){window}; raise it to at least {least}s or "
+                "shorten the jobs' timeouts (or the batching window)"
             )
         if dead_letter_retention <= retention:
             raise ConfigurationError(

@@ -146,6 +146,7 @@ class JobResources(Construct):
                 dead_letter_queue_name=spec.dlq_name,
                 consumer_timeout=consumer.timeout,
                 visibility_timeout=spec.visibility_timeout,
+                batching_window=spec.batching_window if spec.lane not in container_lanes else 0,
                 max_receive_count=spec.max_receive_count,
                 job_max_attempts={name: max_attempts[name] for name in spec.jobs},
                 retention=spec.retention,
@@ -265,6 +266,7 @@ class JobResources(Construct):
         )
         for q in self.queues.values():
             self.monitoring.route(*q.alarms)
+        self.monitoring.route(*self.workers.alarms)
         if self.schedules is not None:
             self.monitoring.route(*self.schedules.alarms)
             self.monitoring.add_schedule_widgets([s.job for s in topology.schedules])

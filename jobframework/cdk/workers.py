@@ -87,8 +87,10 @@ class Workers(Construct):
         log_retention: default two weeks; removal_policy (of the log groups): default ``DESTROY``.
 
     Attributes:
-        functions, aliases, roles, error_alarms, deployment_groups (by consumer name), event_sources
-        (by lane), log_groups, application (the CodeDeploy application), code, layers.
+        functions, aliases, roles, error_alarms, throttle_alarms, deployment_groups (by consumer name),
+        event_sources (by lane), log_groups, application (the CodeDeploy application), code, layers,
+        alarms (the errors and throttles alarms, for the alarm topic: a crashing or throttled consumer
+        pages at once, before the age-of-oldest alarms would).
 
     Safe deploys: the event source mappings invoke the ``live`` alias, never ``$LATEST``; each deploy
     publishes a version and CodeDeploy shifts the alias to it with ``deployment_config``, rolling back
@@ -136,6 +138,7 @@ class Workers(Construct):
         self.roles: dict[str, iam.Role] = {}
         self.log_groups: dict[str, logs.LogGroup] = {}
         self.error_alarms: dict[str, cloudwatch.Alarm] = {}
+        self.throttle_alarms: dict[str, cloudwatch.Alarm] = {}
         self.deployment_groups: dict[str, codedeploy.LambdaDeploymentGroup] = {}
         self.event_sources: dict[str, event_sources.SqsEventSource] = {}
         self.application = codedeploy.LambdaApplication(self, "Deployments")
@@ -218,6 +221,16 @@ class Workers(Construct):
                 metric=alias.metric_errors(period=ALARM_PERIOD, statistic="Sum"),
             )
             rollback_alarms.insert(0, errors)
+            throttles = alarm_on_any(
+                self,
+                f"{cid}ThrottlesAlarm",
+                description=(
+                    f"{consumer.function_name}:{CANARY_ALIAS} invocations were throttled (reserved or "
+                    "account concurrency reached): records wait and age; raise the concurrency or lower "
+                    "the event sources' maximum concurrency"
+                ),
+                metric=alias.metric_throttles(period=ALARM_PERIOD, statistic="Sum"),
+            )
             group = codedeploy.LambdaDeploymentGroup(
                 self,
                 f"{cid}DeploymentGroup",
@@ -248,7 +261,13 @@ class Workers(Construct):
             self.roles[consumer.name] = role
             self.log_groups[consumer.name] = log_group
             self.error_alarms[consumer.name] = errors
+            self.throttle_alarms[consumer.name] = throttles
             self.deployment_groups[consumer.name] = group
+
+    @property
+    def alarms(self) -> list[cloudwatch.Alarm]:
+        """Every consumer's errors and throttles alarms (route them to the alarm topic)."""
+        return [*self.error_alarms.values(), *self.throttle_alarms.values()]
 
     @property
     def critical_function(self) -> lambda_.Function:
