@@ -1,0 +1,292 @@
+"""``jf new PATH``: scaffold a service project on jobframework, as ``cdk init`` and ``sam init`` do.
+
+The project holds a package with a jobs module (a plain job, a keyed one and a scheduled one), the CDK
+app (``app.py`` and ``cdk.json`` on :class:`jobframework.cdk.JobFrameworkStack`), tests on
+:mod:`jobframework.testing`, its dependencies in ``pyproject.toml`` (what the construct bundles into
+the Lambda code) and a README. As created it passes its own tests and synthesizes offline.
+"""
+
+from __future__ import annotations
+
+import keyword
+import re
+import string
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from jobframework.cli.base import app
+from jobframework.cli.errors import EXIT_USAGE, CliError
+
+_PACKAGE = re.compile(r"^[a-z][a-z0-9_]*$")
+_APP = re.compile(r"^[a-z][a-z0-9-]{0,20}$")
+
+PYPROJECT = """\
+[project]
+name = "$project"
+version = "0.1.0"
+description = "$project: background jobs on jobframework"
+requires-python = ">=3.11"
+# What the jobs need at run time: the JobFramework construct installs these into the Lambda code
+# (for the function's platform, without Docker). jobframework itself is shipped from the installed
+# distribution; boto3, Powertools and pydantic come from the Lambda runtime and the Powertools layer.
+dependencies = [
+    "jobframework",
+]
+
+[project.optional-dependencies]
+# Synthesizing and deploying (cdk synth / cdk deploy) and the tests (pytest, the embedded AWS).
+dev = ["jobframework[cdk,local]", "pytest>=8"]
+
+[tool.setuptools.packages.find]
+include = ["$package*"]
+
+[tool.pytest.ini_options]
+testpaths = ["tests"]
+"""
+
+JOBS = '''\
+"""The jobs of $project: a plain one, a keyed one, a scheduled one.
+
+Enqueue them from a service with ``greet.enqueue(Greeting(name="Ada"))`` or, without importing this
+module, ``JobClient().enqueue("$prefix.greet", {"name": "Ada"})``.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from pydantic import BaseModel
+
+from jobframework import JobContext, Priority, RetryPolicy, Schedule, job
+
+logger = logging.getLogger(__name__)
+
+
+class Greeting(BaseModel):
+    name: str
+
+
+@job("$prefix.greet", priority=Priority.DEFAULT)
+def greet(greeting: Greeting, ctx: JobContext) -> str:
+    """A plain job: runs once per enqueue (retried on failure, dead-lettered when attempts run out)."""
+    logger.info("job %s attempt %d: greeting %s", ctx.job_id, ctx.attempt, greeting.name)
+    return f"Hello, {greeting.name}!"
+
+
+class Invoice(BaseModel):
+    invoice_id: str
+    amount_cents: int
+
+
+@job(
+    "$prefix.invoice_pdf",
+    priority=Priority.HIGH,
+    retry=RetryPolicy(max_attempts=5),
+    key=lambda invoice: f"invoice:{invoice.invoice_id}:pdf",
+)
+def render_invoice(invoice: Invoice, ctx: JobContext) -> str:
+    """A keyed job: enqueues with the same key within the dedup window send one message, and the
+    consumer runs the key once (its idempotency record)."""
+    return f"invoices/{invoice.invoice_id}.pdf"
+
+
+class Cleanup(BaseModel):
+    older_than_days: int = 30
+
+
+@job(
+    "$prefix.cleanup",
+    priority=Priority.LOW,
+    schedule=Schedule("rate(1 day)", payload={"older_than_days": 30}),
+)
+def cleanup(request: Cleanup, ctx: JobContext) -> int:
+    """A scheduled job: EventBridge Scheduler enqueues it once a day with the schedule's payload."""
+    logger.info("job %s: removing what is older than %d days", ctx.job_id, request.older_than_days)
+    return request.older_than_days
+'''
+
+APP = '''\
+"""The CDK app of $project: ``cdk synth`` / ``cdk deploy`` run it (``-c stage=prod`` for production)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from aws_cdk import App
+
+from jobframework.cdk import JobFrameworkStack
+
+app = App()
+stage = str(app.node.try_get_context("stage") or "dev")
+JobFrameworkStack(
+    app,
+    f"$stack-{stage}",
+    job_modules=["$package.jobs"],
+    app_name="$app_name",
+    stage=stage,
+    code_root=Path(__file__).resolve().parent,  # $package/ and pyproject.toml's dependencies are bundled
+    description=f"$project ({stage}): jobframework queues, consumers and schedules",
+)
+app.synth()
+'''
+
+CDK_JSON = """\
+{
+  "app": "python3 app.py",
+  "watch": {"include": ["app.py", "$package/**"]},
+  "context": {}
+}
+"""
+
+CONFTEST = '''\
+"""jobframework's fixtures: ``jf_aws`` (the embedded AWS) and ``jf_config`` (a provisioned topology)."""
+
+pytest_plugins = ["jobframework.testing"]
+'''
+
+TESTS = '''\
+"""The jobs of $project, inline and through one poll of the embedded AWS."""
+
+from __future__ import annotations
+
+from jobframework import JobClient, consumer
+from jobframework.testing import consume_once, run_inline
+from $package.jobs import Invoice, cleanup, greet, render_invoice
+
+
+def test_greet_runs_inline():
+    assert run_inline(greet, {"name": "Ada"}) == "Hello, Ada!"
+
+
+def test_an_invoice_is_keyed_by_its_id():
+    assert render_invoice.key_for(Invoice(invoice_id="42", amount_cents=100)) == "invoice:42:pdf"
+    assert run_inline(render_invoice, {"invoice_id": "42", "amount_cents": 100}) == "invoices/42.pdf"
+
+
+def test_cleanup_runs_daily_with_its_schedule_payload():
+    assert cleanup.schedule is not None and cleanup.schedule.expression == "rate(1 day)"
+    assert run_inline(cleanup, cleanup.schedule.payload) == 30
+
+
+def test_an_enqueued_greeting_runs_on_the_embedded_aws(jf_aws, jf_config):
+    sqs = jf_aws.client("sqs")
+    JobClient(jf_config, sqs_client=sqs).enqueue(greet, {"name": "Ada"})
+    records, response = consume_once(
+        consumer(config=jf_config, sqs_client=sqs), sqs, jf_config.endpoints("default").url
+    )
+    assert len(records) == 1 and response == {"batchItemFailures": []}
+'''
+
+README = """\
+# $project
+
+Background jobs on [jobframework](https://pypi.org/project/jobframework/): SQS queues by priority,
+Lambda consumers, retries with backoff, dead letters, schedules. The jobs are in `$package/jobs.py`.
+
+## Set up
+
+    python3 -m venv .venv && .venv/bin/pip install -e ".[dev]"
+
+## Run it locally (embedded AWS, no account)
+
+    .venv/bin/jf dev --jobs $package.jobs
+    .venv/bin/jf enqueue $prefix.greet '{"name": "Ada"}'     # in another terminal
+
+## Test it
+
+    .venv/bin/python -m pytest
+
+## Deploy it
+
+    npm install -g aws-cdk        # the CDK CLI, once
+    cdk bootstrap                 # once per account and region
+    cdk deploy -c stage=dev       # or -c stage=prod
+
+`app.py` puts the `JobFramework` construct in a stack. It bundles `$package/` and the runtime
+`dependencies` of `pyproject.toml` into the Lambda code with `pip install --platform ...` (no Docker):
+add a third-party package your jobs import there.
+"""
+
+FILES: dict[str, str] = {
+    "pyproject.toml": PYPROJECT,
+    "$package/__init__.py": '"""$project: background jobs on jobframework."""\n',
+    "$package/jobs.py": JOBS,
+    "app.py": APP,
+    "cdk.json": CDK_JSON,
+    "tests/__init__.py": "",
+    "tests/conftest.py": CONFTEST,
+    "tests/test_jobs.py": TESTS,
+    "README.md": README,
+    ".gitignore": ".venv/\ncdk.out/\n__pycache__/\n*.egg-info/\n",
+}
+"""The files of a new project, by path; both are ``string.Template`` texts."""
+
+
+def project_names(path: Path, package: str | None = None) -> dict[str, str]:
+    """The names a new project at ``path`` uses: ``project`` (its directory), ``package`` (its Python
+    package), ``prefix`` (of its job names), ``app_name`` (of its AWS resources), ``stack``.
+
+    Example:
+        >>> project_names(Path("/src/billing-service"))["package"]
+        'billing_service'
+
+    Raises:
+        CliError: the directory's name gives no valid package (or ``package`` is not one), saying what
+            to pass.
+    """
+    project = path.name
+    name = package or re.sub(r"[^a-z0-9_]", "_", project.lower()).strip("_")
+    if not _PACKAGE.match(name) or keyword.iskeyword(name):
+        raise CliError(
+            f"{name!r} is not a valid Python package name: pass --package NAME (lowercase letters, digits "
+            "and underscores, starting with a letter)",
+            EXIT_USAGE,
+        )
+    app_name = name.replace("_", "-")[:21].rstrip("-")
+    if not _APP.match(app_name):
+        raise CliError(f"cannot derive an AWS name from {name!r}: pass another --package", EXIT_USAGE)
+    stack = "".join(part.capitalize() for part in name.split("_"))
+    return {"project": project, "package": name, "prefix": name, "app_name": app_name, "stack": stack}
+
+
+def scaffold(path: Path, package: str | None = None) -> list[Path]:
+    """Write a new project into ``path`` (created; it may exist only if empty); returns the files.
+
+    Raises:
+        CliError: ``path`` is a file or a non-empty directory (nothing is written), or the names are
+            not valid (see :func:`project_names`).
+    """
+    path = path.expanduser().resolve()
+    if path.exists() and (not path.is_dir() or any(path.iterdir())):
+        raise CliError(
+            f"{path} already exists and is not an empty directory: choose a new path (nothing was written)",
+            EXIT_USAGE,
+        )
+    names = project_names(path, package)
+    written = []
+    for relative, text in FILES.items():
+        target = path / string.Template(relative).substitute(names)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(string.Template(text).substitute(names), encoding="utf-8")
+        written.append(target)
+    return written
+
+
+@app.command()
+def new(
+    path: Annotated[Path, typer.Argument(help="Directory of the new project (created; must be empty).")],
+    package: Annotated[
+        str | None, typer.Option(help="Its Python package (default: the directory's name, as an identifier).")
+    ] = None,
+) -> None:
+    """Create a service project: jobs, a CDK app on the JobFramework construct, tests, a README."""
+    written = scaffold(path, package)
+    names = project_names(path.expanduser().resolve(), package)
+    typer.echo(f"created {path} ({len(written)} files): the jobs are in {names['package']}/jobs.py")
+    typer.echo(f"next:  cd {path}")
+    typer.echo('       python3 -m venv .venv && .venv/bin/pip install -e ".[dev]"')
+    typer.echo(
+        f"       .venv/bin/python -m pytest; .venv/bin/jf dev --jobs {names['package']}.jobs; cdk deploy"
+    )
