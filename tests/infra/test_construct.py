@@ -1,0 +1,240 @@
+"""The ``JobFramework`` construct in a team's own stack: what it exposes, ``grant_enqueue``, the Lambda
+code it bundles from the team's project, and the synth-time checks that name the conflict."""
+
+from __future__ import annotations
+
+import importlib
+import itertools
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from aws_cdk import App, Stack
+from aws_cdk import aws_iam as iam
+from aws_cdk.assertions import Match, Template
+
+from jobframework.cdk import JobFramework, JobFrameworkStack
+from jobframework.cdk.bundling import BundleSpec
+from jobframework.errors import ConfigurationError
+from jobframework.jobs import JobRegistry
+
+_counter = itertools.count()
+
+JOBS = """
+from pydantic import BaseModel
+from jobframework import JobRegistry, Priority, job
+{extra_import}
+REGISTRY = JobRegistry()
+
+class Order(BaseModel):
+    order_id: str
+
+@job("orders.ship", priority=Priority.HIGH, registry=REGISTRY)
+def ship(order: Order) -> None: ...
+
+@job("orders.audit", priority=Priority.LOW, registry=REGISTRY)
+def audit(order: Order) -> None: ...
+"""
+
+
+def _project(root: Path, extra_import: str = "") -> tuple[str, JobRegistry]:
+    """A team's package (a fresh name each time) under ``root``; returns it and its jobs' registry."""
+    package = f"shop{next(_counter)}"
+    (root / package).mkdir(parents=True)
+    (root / package / "__init__.py").write_text("")
+    (root / package / "jobs.py").write_text(JOBS.format(extra_import=extra_import))
+    if str(root) not in sys.path:
+        sys.path.insert(0, str(root))
+    module = importlib.import_module(f"{package}.jobs")
+    registry: JobRegistry = module.REGISTRY
+    return package, registry
+
+
+@pytest.fixture(autouse=True)
+def _bundle_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("JF_BUNDLE_CACHE", str(tmp_path / "bundles"))
+
+
+def _framework(stack: Stack, root: Path, package: str, registry: JobRegistry, **props: Any) -> JobFramework:
+    return JobFramework(
+        stack,
+        "Jobs",
+        job_modules=[f"{package}.jobs"],
+        registry=registry,
+        code_root=root,
+        app_name="shop",
+        api=False,
+        **props,
+    )
+
+
+def test_the_construct_goes_into_a_stack_of_the_team_and_exposes_what_it_built(tmp_path):
+    package, registry = _project(tmp_path / "src")
+    stack = Stack(App(), "ShopService")
+    jobs = _framework(stack, tmp_path / "src", package, registry, requirements=())
+    assert jobs.job_modules == (f"{package}.jobs",)
+    assert set(jobs.queues) == set(jobs.dead_letter_queues) == {"critical", "high", "default", "low"}
+    assert set(jobs.functions) == {"critical", "shared"}
+    assert jobs.topology.app == "shop" and jobs.topology.stage == "dev"
+    assert jobs.state_table is jobs.tables.state_table and jobs.alarm_topic is jobs.monitoring.topic
+    template = Template.from_stack(stack)
+    template.has_resource_properties("AWS::SQS::Queue", {"QueueName": "shop-dev-high"})
+    template.has_resource_properties(
+        "AWS::Lambda::Function",
+        {
+            "FunctionName": "shop-dev-consumer-shared",
+            "Environment": {"Variables": Match.object_like({"JF_JOBS": f"{package}.jobs"})},
+        },
+    )
+    assert all(lid.startswith("Jobs") for lid in template.find_resources("AWS::SQS::Queue"))
+
+
+def test_the_bundle_holds_the_team_package_and_jobframework_without_its_cdk_part(tmp_path):
+    package, registry = _project(tmp_path / "src")
+    (tmp_path / "src" / "scripts").mkdir()  # not a job module's package: not shipped
+    (tmp_path / "src" / "scripts" / "__init__.py").write_text("")
+    app = App(outdir=str(tmp_path / "cdk.out"))
+    jobs = _framework(Stack(app, "ShopService"), tmp_path / "src", package, registry, requirements=())
+    app.synth()
+    [asset] = [p for p in (tmp_path / "cdk.out").glob("asset.*") if p.is_dir()]
+    assert sorted(p.name for p in asset.iterdir()) == sorted([package, "jobframework"])
+    assert (asset / "jobframework" / "entrypoints" / "worker.py").is_file()
+    assert not (asset / "jobframework" / "cdk").exists()
+    assert jobs.code is jobs.workers.code
+
+
+def test_grant_enqueue_lets_a_producer_send_to_every_queue_and_read_the_topology(tmp_path):
+    package, registry = _project(tmp_path / "src")
+    stack = Stack(App(), "ShopService")
+    jobs = _framework(stack, tmp_path / "src", package, registry, requirements=())
+    producer = iam.Role(stack, "Checkout", assumed_by=iam.ServicePrincipal("ecs-tasks.amazonaws.com"))
+    jobs.grant_enqueue(producer)
+    [policy] = [
+        p
+        for p in Template.from_stack(stack).find_resources("AWS::IAM::Policy").values()
+        if p["Properties"]["Roles"] == [{"Ref": stack.get_logical_id(producer.node.default_child)}]
+    ]
+    statements = policy["Properties"]["PolicyDocument"]["Statement"]
+    sent_to = {
+        r["Fn::GetAtt"][0]
+        for s in statements
+        if "sqs:SendMessage" in s["Action"]
+        for r in (s["Resource"] if isinstance(s["Resource"], list) else [s["Resource"]])
+    }
+    queue_ids = {stack.get_logical_id(q.queue.node.default_child) for q in jobs.queues.values()}
+    assert sent_to == queue_ids
+    assert any("ssm:GetParameter" in s["Action"] for s in statements)
+
+
+def test_the_thin_stack_keeps_the_logical_ids_of_resources_declared_on_the_stack(tmp_path):
+    package, registry = _project(tmp_path / "src")
+    stack = JobFrameworkStack(
+        App(),
+        "Shop",
+        job_modules=[f"{package}.jobs"],
+        registry=registry,
+        code_root=tmp_path / "src",
+        requirements=(),
+        api=False,
+    )
+    queues = Template.from_stack(stack).find_resources("AWS::SQS::Queue")
+    # The ids of the stack before the construct existed (the hash is of the path within the stack).
+    assert {"HighQueue59379633", "HighQueueDeadLetterQueue75FB90EB"} <= set(queues)
+    assert stack.topology is stack.jobs.topology
+
+
+def test_a_job_module_whose_package_is_not_shipped_fails_the_synth_naming_it(tmp_path):
+    package, registry = _project(tmp_path / "src")
+    (tmp_path / "src" / "other").mkdir()
+    (tmp_path / "src" / "other" / "__init__.py").write_text("")
+    with pytest.raises(ConfigurationError, match=rf"job module {package}\.jobs is not in the Lambda asset"):
+        _framework(
+            Stack(App(), "S"), tmp_path / "src", package, registry, packages=["other"], requirements=()
+        )
+
+
+def test_a_job_module_that_cannot_be_imported_from_the_asset_fails_the_synth_naming_it(tmp_path):
+    """Importable here (the helper package is in the code root) but not from the bundle (not shipped)."""
+    root = tmp_path / "src"
+    root.mkdir()
+    helpers = f"helpers{next(_counter)}"
+    (root / f"{helpers}.py").write_text("VALUE = 1\n")
+    package, registry = _project(root, extra_import=f"import {helpers}")
+    with pytest.raises(
+        ConfigurationError,
+        match=rf"job module {package}\.jobs cannot be imported from the Lambda asset .*{helpers}",
+    ):
+        _framework(Stack(App(), "S"), root, package, registry, requirements=())
+
+
+def test_a_package_missing_from_the_code_root_says_where_it_looked(tmp_path):
+    package, registry = _project(tmp_path / "src")
+    with pytest.raises(
+        ConfigurationError, match=rf"package {package} is not under the code root .*code_root="
+    ):
+        _framework(Stack(App(), "S"), tmp_path, package, registry, requirements=())
+
+
+@pytest.mark.parametrize(
+    ("props", "message"),
+    [
+        ({"stage": "prod", "settings": "dev"}, r"stage='prod' conflicts with the topology's .*'dev'"),
+        ({"code": "inline", "requirements": ["x"]}, r"code= is your own Lambda code, so packages="),
+        ({"requirements": ["aws-cdk-lib>=2"]}, r"requirements= lists aws-cdk-lib, which only synthesizes"),
+        ({"requirements": ["not a requirement!"]}, r"'not a requirement!' is not a valid requirement"),
+        (
+            {"container_lanes": ["low"]},
+            r"container_lanes=\['low'\] need a worker image: pass container_image=",
+        ),
+    ],
+)
+def test_conflicting_props_fail_the_synth_naming_the_conflict(tmp_path, props, message):
+    from aws_cdk import aws_lambda as lambda_
+
+    from jobframework.topology import TopologySettings
+
+    package, registry = _project(tmp_path / "src")
+    if props.get("settings") == "dev":
+        props["settings"] = TopologySettings(app="shop", stage="dev")
+    if props.get("code") == "inline":
+        props["code"] = lambda_.Code.from_inline("def handler(e, c): ...")
+    with pytest.raises(ConfigurationError, match=message):
+        JobFramework(
+            Stack(App(), "S"),
+            "Jobs",
+            job_modules=[f"{package}.jobs"],
+            registry=registry,
+            code_root=tmp_path / "src",
+            api=False,
+            **props,
+        )
+
+
+def test_no_job_modules_says_what_to_name():
+    with pytest.raises(ConfigurationError, match=r"JobFramework needs job_modules.*mysvc\.jobs"):
+        JobFramework(Stack(App(), "S"), "Jobs", job_modules=[" "])
+
+
+def test_the_bundle_key_follows_the_code_and_the_requirements_not_the_path(tmp_path):
+    for root in (tmp_path / "a", tmp_path / "b"):
+        (root / "svc").mkdir(parents=True)
+        (root / "svc" / "__init__.py").write_text("X = 1\n")
+    spec = BundleSpec(code_root=tmp_path / "a", packages=("svc",), requirements=(), python_version="3.14")
+    same_elsewhere = BundleSpec(
+        code_root=tmp_path / "b", packages=("svc",), requirements=(), python_version="3.14"
+    )
+    assert spec.key() == same_elsewhere.key()
+    arm = BundleSpec(
+        code_root=tmp_path / "a",
+        packages=("svc",),
+        requirements=(),
+        python_version="3.14",
+        architecture="arm64",
+    )
+    with_dependency = BundleSpec(
+        code_root=tmp_path / "a", packages=("svc",), requirements=("idna",), python_version="3.14"
+    )
+    before = spec.key()
+    (tmp_path / "a" / "svc" / "__init__.py").write_text("X = 2\n")
+    assert len({before, spec.key(), arm.key(), with_dependency.key()}) == 4
