@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
-"""The CDK app: loads the job modules, derives the topology, builds the stack, applies cdk-nag.
+"""This repository's CDK app: the example jobs on the library's JobFrameworkStack, with cdk-nag.
 
-npx cdk synth -c stage=dev -c jobs=handlers.jobs
-npx cdk deploy -c stage=prod -c jobs=my_service.jobs
+npx cdk synth -c stage=dev              (offline; the Lambda code is bundled locally, never with Docker)
+npx cdk deploy -c stage=prod
+
+A team's own app puts jobframework.cdk.JobFramework into its stack instead (`jf new PATH` writes one).
 """
 
 from __future__ import annotations
