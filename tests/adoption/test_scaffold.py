@@ -1,0 +1,53 @@
+"""`jf new PATH` as a command: what it writes, and what it refuses (writing nothing)."""
+
+from __future__ import annotations
+
+from typer.testing import CliRunner
+
+from jobframework.cli import app
+from jobframework.cli.errors import EXIT_USAGE
+
+
+def test_jf_new_writes_a_project_named_after_its_directory(tmp_path):
+    result = CliRunner().invoke(app, ["new", str(tmp_path / "billing-service")])
+    assert result.exit_code == 0, result.output
+    root = tmp_path / "billing-service"
+    written = sorted(str(p.relative_to(root)) for p in root.rglob("*") if p.is_file())
+    assert written == [
+        ".gitignore",
+        "README.md",
+        "app.py",
+        "billing_service/__init__.py",
+        "billing_service/jobs.py",
+        "cdk.json",
+        "pyproject.toml",
+        "tests/__init__.py",
+        "tests/conftest.py",
+        "tests/test_jobs.py",
+    ]
+    jobs = (root / "billing_service" / "jobs.py").read_text()
+    assert '"billing_service.greet"' in jobs and "key=lambda" in jobs and 'Schedule("rate(1 day)"' in jobs
+    app_py = (root / "app.py").read_text()
+    assert 'job_modules=["billing_service.jobs"]' in app_py and 'app_name="billing-service"' in app_py
+    assert "jf dev --jobs billing_service.jobs" in (root / "README.md").read_text()
+    compile(jobs, "jobs.py", "exec")
+    compile(app_py, "app.py", "exec")
+
+
+def test_jf_new_refuses_a_non_empty_directory_and_writes_nothing(tmp_path):
+    (tmp_path / "svc").mkdir()
+    (tmp_path / "svc" / "notes.txt").write_text("mine")
+    result = CliRunner().invoke(app, ["new", str(tmp_path / "svc")])
+    assert result.exit_code == EXIT_USAGE
+    assert "already exists and is not an empty directory" in result.output
+    assert [p.name for p in (tmp_path / "svc").iterdir()] == ["notes.txt"]
+
+
+def test_jf_new_asks_for_a_package_when_the_directory_name_is_not_one(tmp_path):
+    result = CliRunner().invoke(app, ["new", str(tmp_path / "2fast")])
+    assert result.exit_code == EXIT_USAGE
+    assert "pass --package NAME" in result.output
+    assert not (tmp_path / "2fast").exists()
+    ok = CliRunner().invoke(app, ["new", str(tmp_path / "2fast"), "--package", "fast"])
+    assert ok.exit_code == 0, ok.output
+    assert (tmp_path / "2fast" / "fast" / "jobs.py").is_file()
