@@ -15,7 +15,8 @@ from jobframework.cdk.defaults import DEPTH_GROWTH_MINUTES, DEPTH_GROWTH_PER_MIN
 from jobframework.cdk.job_widgets import allowed_concurrency
 from jobframework.cdk.monitoring import Monitoring
 from jobframework.cdk.priority_queue import PriorityQueue
-from jobframework.topology import ConsumerSpec, Priority
+from jobframework.jobs import Priority
+from jobframework.topology import ConsumerSpec
 
 from .conftest import CONTAINER_LANES, PROFILE_CONTAINER_LANES
 
@@ -34,7 +35,8 @@ def widget(template: Template, title_start: str) -> dict[str, Any]:
     [found] = [
         w["properties"] for w in widgets(template) if w["properties"].get("title", "").startswith(title_start)
     ]
-    return found
+    props: dict[str, Any] = found
+    return props
 
 
 def expressions(props: dict[str, Any]) -> dict[str, str]:
