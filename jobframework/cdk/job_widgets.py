@@ -11,6 +11,7 @@ from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_lambda as lambda_
 
 from jobframework.cdk.defaults import METRICS_SERVICE, UTILIZATION_BAND
+from jobframework.errors import ConfigurationError
 from jobframework.topology import ConsumerSpec, JobSpec, QueueSpec
 
 PERIOD = Duration.minutes(1)
@@ -106,12 +107,24 @@ def allowed_concurrency(
     concurrency when it has one.
 
     Raises:
-        ValueError: the consumer reads no lane (no function is built for it).
+        ConfigurationError: the consumer reads no lane (no function is built for it).
+
+    Example:
+        >>> from jobframework.topology import Topology
+        >>> from jobframework.jobs import JobRegistry
+        >>> topology = Topology.from_registry(JobRegistry())
+        >>> allowed_concurrency(topology.consumer("shared"), topology.queues)
+        12
+        >>> allowed_concurrency(topology.consumer("shared"), topology.queues, skip_lanes=("low",))
+        10
     """
     lanes = [lane for lane in (consumer.lanes or consumer.priorities) if lane not in skip_lanes]
     mapped = sum(q.max_concurrency for q in queues if q.lane in lanes)
     if not mapped:
-        raise ValueError(f"consumer {consumer.name} reads no lane: it has no function to watch")
+        raise ConfigurationError(
+            f"consumer {consumer.name} reads no lane here (all of {', '.join(map(str, lanes or ['-']))} "
+            "are skipped): it has no function to watch; drop it from `functions`"
+        )
     if consumer.reserved_concurrency is not None:
         return min(consumer.reserved_concurrency, mapped)
     return mapped

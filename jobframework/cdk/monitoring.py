@@ -24,6 +24,7 @@ from jobframework.cdk.defaults import (
     alarm_on_any,
 )
 from jobframework.cdk.priority_queue import PriorityQueue
+from jobframework.errors import ConfigurationError
 from jobframework.topology import Topology
 
 GRAPH_PERIOD = Duration.minutes(1)
@@ -54,6 +55,10 @@ class Monitoring(Construct):
         depth_growth_alarms (by queue name; routed to the topic), allowed_concurrency (by function
         name, with ``topology``). Call :meth:`route` to send an alarm to the topic,
         :meth:`add_schedule_widgets` for the scheduled jobs' runs, skips and deferrals.
+
+    Raises:
+        ConfigurationError: with ``topology``, a function that is not one of its consumers, or one
+            whose lanes are all in ``container_lanes``.
 
     The topic is encrypted with a customer-managed key (CloudWatch cannot publish to a topic that
     uses the AWS-managed SNS key) whose policy lets CloudWatch use it; publishers need TLS.
@@ -171,9 +176,17 @@ class Monitoring(Construct):
             jobs = list(topology.jobs)
             if jobs:
                 self.dashboard.add_widgets(*job_widgets.latency_widgets(metrics_namespace, jobs))
+            consumers = {c.name: c for c in topology.consumers}
+            unknown = [name for name in functions if name not in consumers]
+            if unknown:
+                raise ConfigurationError(
+                    f"functions {', '.join(unknown)} are not consumers of the topology "
+                    f"({', '.join(consumers)}): key each function by its consumer's name, or leave out "
+                    "`topology` (no utilization row then)"
+                )
             for name in functions:
                 self.allowed_concurrency[name] = job_widgets.allowed_concurrency(
-                    topology.consumer(name), topology.queues, container_lanes
+                    consumers[name], topology.queues, container_lanes
                 )
             row = job_widgets.rate_widgets(metrics_namespace, jobs) if jobs else []
             if self.allowed_concurrency:

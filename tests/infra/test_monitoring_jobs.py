@@ -3,6 +3,7 @@ alarm a test, read from the synthesized template."""
 
 from __future__ import annotations
 
+import doctest
 import json
 from typing import Any
 
@@ -11,12 +12,14 @@ from aws_cdk import App, Stack
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk.assertions import Match, Template
 
+from jobframework.cdk import job_widgets
 from jobframework.cdk.defaults import DEPTH_GROWTH_MINUTES, DEPTH_GROWTH_PER_MINUTE, UTILIZATION_BAND
 from jobframework.cdk.job_widgets import allowed_concurrency
 from jobframework.cdk.monitoring import Monitoring
 from jobframework.cdk.priority_queue import PriorityQueue
-from jobframework.jobs import Priority
-from jobframework.topology import ConsumerSpec
+from jobframework.errors import ConfigurationError
+from jobframework.jobs import JobRegistry, Priority
+from jobframework.topology import ConsumerSpec, Topology
 
 from .conftest import CONTAINER_LANES, PROFILE_CONTAINER_LANES
 
@@ -176,7 +179,9 @@ def test_a_consumer_without_lanes_has_no_allowed_concurrency():
         memory_mb=128,
         reserved_concurrency=None,
     )
-    with pytest.raises(ValueError, match="consumer cpu reads no lane"):
+    with pytest.raises(
+        ConfigurationError, match=r"consumer cpu reads no lane here .* drop it from `functions`"
+    ):
         allowed_concurrency(consumer, [], skip_lanes=("low-cpu",))
 
 
@@ -273,3 +278,32 @@ def test_without_a_topology_the_dashboard_has_no_job_rows_but_the_queue_alarms_s
         {"Threshold": 500, "EvaluationPeriods": 3, "DatapointsToAlarm": 3, "Metrics": Match.any_value()},
     )
     assert list(monitoring.depth_growth_alarms) == ["q"]
+
+
+def test_functions_that_are_not_consumers_of_the_topology_are_refused_with_the_names():
+    stack = Stack(App(), "Mismatch")
+    function = lambda_.Function(
+        stack,
+        "Fn",
+        runtime=lambda_.Runtime.PYTHON_3_13,
+        handler="index.handler",
+        code=lambda_.Code.from_inline("def handler(event, context): pass"),
+    )
+    with pytest.raises(
+        ConfigurationError, match=r"functions worker are not consumers of the topology \(critical"
+    ):
+        Monitoring(
+            stack,
+            "Monitoring",
+            dashboard_name="d",
+            topic_name="t",
+            queues=[],
+            functions={"worker": function},
+            topology=Topology.from_registry(JobRegistry()),
+        )
+
+
+def test_the_docstring_examples_run():
+    result = doctest.testmod(job_widgets)
+    assert result.attempted > 0
+    assert result.failed == 0
