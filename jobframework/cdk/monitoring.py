@@ -139,10 +139,13 @@ class Monitoring(Construct):
         )
         self.dashboard.add_widgets(
             cloudwatch.GraphWidget(
-                title="Jobs by type (framework EMF metrics)",
+                title="Jobs by type: succeeded, retried, dead-lettered a minute",
                 left=[
-                    cloudwatch.MathExpression(
-                        expression=f"SEARCH('Namespace=\"{metrics_namespace}\"', 'Sum', 60)",
+                    cloudwatch.MathExpression(  # counts only: a sum of latencies would mean nothing
+                        expression=(
+                            f'SEARCH(\'Namespace="{metrics_namespace}" JobType (MetricName="Succeeded" OR '
+                            'MetricName="Retried" OR MetricName="DeadLettered")\', \'Sum\', 60)'
+                        ),
                         label="",
                         period=GRAPH_PERIOD,
                     )

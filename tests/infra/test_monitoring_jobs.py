@@ -307,3 +307,12 @@ def test_the_docstring_examples_run():
     result = doctest.testmod(job_widgets)
     assert result.attempted > 0
     assert result.failed == 0
+
+
+def test_the_jobs_by_type_graph_searches_the_per_job_counts_only(synth):
+    props = widget(synth.template, "Jobs by type")
+    [[search]] = props["metrics"]
+    assert search["expression"] == (
+        'SEARCH(\'Namespace="JobFramework" JobType (MetricName="Succeeded" OR MetricName="Retried" '
+        "OR MetricName=\"DeadLettered\")', 'Sum', 60)"
+    )
