@@ -29,6 +29,8 @@ from jobframework.topology import Topology
 
 GRAPH_PERIOD = Duration.minutes(1)
 SCHEDULE_GRAPH_PERIOD = Duration.hours(1)
+MAX_EVALUATION_MINUTES = 24 * 60
+"""An alarm's periods times their length may not pass a day."""
 
 
 class Monitoring(Construct):
@@ -58,7 +60,8 @@ class Monitoring(Construct):
 
     Raises:
         ConfigurationError: with ``topology``, a function that is not one of its consumers, or one
-            whose lanes are all in ``container_lanes``.
+            whose lanes are all in ``container_lanes``; a growth window outside 1 to 1,440 minutes or a
+            negative growth.
 
     The topic is encrypted with a customer-managed key (CloudWatch cannot publish to a topic that
     uses the AWS-managed SNS key) whose policy lets CloudWatch use it; publishers need TLS.
@@ -80,10 +83,17 @@ class Monitoring(Construct):
         depth_growth_per_minute: float = DEPTH_GROWTH_PER_MINUTE,
         depth_growth_minutes: int = DEPTH_GROWTH_MINUTES,
     ) -> None:
+        if not 1 <= depth_growth_minutes <= MAX_EVALUATION_MINUTES or depth_growth_per_minute < 0:
+            raise ConfigurationError(
+                f"depth_growth_minutes={depth_growth_minutes}, depth_growth_per_minute="
+                f"{depth_growth_per_minute:g}: the minutes must be 1 to {MAX_EVALUATION_MINUTES} (CloudWatch "
+                "evaluates at most a day of one-minute periods) and the growth 0 or more messages a minute"
+            )
         super().__init__(scope, construct_id)
         self._namespace = metrics_namespace
         self.budget_alarms: dict[str, cloudwatch.Alarm] = {}
         self.allowed_concurrency: dict[str, int] = {}
+        self.depth_growth_alarms: dict[str, cloudwatch.Alarm] = {}
         self.key = kms.Key(
             self,
             "AlarmTopicKey",
@@ -203,7 +213,6 @@ class Monitoring(Construct):
         """One alarm per queue on the rate of change of its depth (``DIFF`` of the visible messages a
         minute), routed to the topic: the backlog grows faster than the consumers drain it, long
         before the age of the oldest message reaches the target latency. Returns the growth series."""
-        self.depth_growth_alarms: dict[str, cloudwatch.Alarm] = {}
         growth: dict[str, cloudwatch.IMetric] = {}
         for i, q in enumerate(queues):
             series = cloudwatch.MathExpression(  # ids unique in the dashboard's growth graph

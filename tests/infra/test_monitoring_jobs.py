@@ -316,3 +316,18 @@ def test_the_jobs_by_type_graph_searches_the_per_job_counts_only(synth):
         'SEARCH(\'Namespace="JobFramework" JobType (MetricName="Succeeded" OR MetricName="Retried" '
         "OR MetricName=\"DeadLettered\")', 'Sum', 60)"
     )
+
+
+@pytest.mark.parametrize(("per_minute", "minutes"), [(50, 0), (50, 1441), (-1, 5)])
+def test_a_growth_window_cloudwatch_cannot_evaluate_is_refused_at_synth(per_minute, minutes):
+    with pytest.raises(ConfigurationError, match="the minutes must be 1 to 1440"):
+        Monitoring(
+            Stack(App(), "Window"),
+            "Monitoring",
+            dashboard_name="d",
+            topic_name="t",
+            queues=[],
+            functions={},
+            depth_growth_per_minute=per_minute,
+            depth_growth_minutes=minutes,
+        )
