@@ -47,3 +47,16 @@ def test_a_batch_writes_end_to_end_latency_and_first_attempt_failures_per_job_ty
     [directive] = declined["_aws"]["CloudWatchMetrics"]
     assert directive["Namespace"] == "JobFramework"
     assert directive["Dimensions"] == [["service", "JobType", "Priority"]]
+
+
+def test_a_failed_first_execution_that_is_retried_counts_as_a_first_attempt_failure(rt, emf):
+    rt.client.enqueue("t.flaky", {"name": "f", "fail_times": 1})
+    records, response = rt.consume("default")
+    assert response["batchItemFailures"] == [{"itemIdentifier": records[0]["messageId"]}]
+    flaky = emf()["t.flaky"]
+    assert flaky["Priority"] == "default"
+    assert flaky["FirstAttempts"] == [1.0]
+    assert flaky["FirstAttemptFailures"] == [1.0]
+    assert flaky["Retried"] == [1.0]
+    assert len(flaky["ProcessingTime"]) == 1
+    assert "EndToEndLatency" not in flaky and "Succeeded" not in flaky
