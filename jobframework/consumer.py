@@ -785,15 +785,7 @@ class Consumer:
             raise RecordRetry(f"dead-lettering failed: {exc}") from exc
 
     def _emit(self, batch: _Batch, outcome: RecordOutcome) -> None:
-        metrics = batch.metrics
-        job_type = outcome.job_type or "-"
-        priority = outcome.priority or "-"
-        if outcome.outcome == Outcome.SUCCEEDED:
-            metrics.succeeded(job_type, priority, outcome.queue_wait_ms, outcome.processing_ms or 0.0)
-        elif outcome.outcome == Outcome.RETRIED:
-            metrics.retried(job_type, priority, outcome.processing_ms)
-        elif outcome.outcome == Outcome.DEAD_LETTERED:
-            metrics.dead_lettered(job_type, priority, str(outcome.reason))
+        batch.metrics.add(outcome)
         for listener in self.listeners:
             try:
                 listener(outcome)

@@ -263,6 +263,8 @@ class JobResources(Construct):
             queues=list(self.queues.values()),
             functions=self.workers.functions,
             removal_policy=stage.removal_policy,
+            topology=topology,
+            container_lanes=container_lanes,
         )
         for q in self.queues.values():
             self.monitoring.route(*q.alarms)
