@@ -8,6 +8,7 @@ the Lambda code) and a README. As created it passes its own tests and synthesize
 
 from __future__ import annotations
 
+import json
 import keyword
 import re
 import string
@@ -32,12 +33,12 @@ requires-python = ">=3.11"
 # (for the function's platform, without Docker). jobframework itself is shipped from the installed
 # distribution; boto3, Powertools and pydantic come from the Lambda runtime and the Powertools layer.
 dependencies = [
-    "jobframework",
+    "$framework",
 ]
 
 [project.optional-dependencies]
 # Synthesizing and deploying (cdk synth / cdk deploy) and the tests (pytest, the embedded AWS).
-dev = ["jobframework[cdk,local]", "pytest>=8"]
+dev = ["$framework_dev", "pytest>=8"]
 
 [tool.setuptools.packages.find]
 include = ["$package*"]
@@ -201,6 +202,7 @@ Lambda consumers, retries with backoff, dead letters, schedules. The jobs are in
 ## Deploy it
 
     npm install -g aws-cdk        # the CDK CLI, once
+    source .venv/bin/activate     # cdk.json runs `python3 app.py`: the venv's Python, with aws-cdk-lib
     cdk bootstrap                 # once per account and region
     cdk deploy -c stage=dev       # or -c stage=prod
 
@@ -224,9 +226,37 @@ FILES: dict[str, str] = {
 """The files of a new project, by path; both are ``string.Template`` texts."""
 
 
+def framework_requirement(extras: str = "") -> str:
+    """How the new project depends on jobframework: where this one came from when it was installed
+    from a path, a wheel or a repository (PEP 610's ``direct_url.json``), else its version or later.
+
+    Example:
+        >>> framework_requirement("[cdk,local]").startswith("jobframework[cdk,local]")
+        True
+    """
+    from importlib import metadata
+
+    try:
+        dist = metadata.distribution("jobframework")
+    except metadata.PackageNotFoundError:  # run from a source tree that is not installed
+        return f"jobframework{extras}"
+    try:
+        direct = json.loads(dist.read_text("direct_url.json") or "null")
+    except ValueError:
+        direct = None
+    if isinstance(direct, dict) and isinstance(direct.get("url"), str):
+        url = direct["url"]
+        vcs = direct.get("vcs_info")
+        if isinstance(vcs, dict) and vcs.get("vcs") and vcs.get("commit_id"):
+            url = f"{vcs['vcs']}+{url}@{vcs['commit_id']}"
+        return f"jobframework{extras} @ {url}"
+    return f"jobframework{extras}>={dist.version}"
+
+
 def project_names(path: Path, package: str | None = None) -> dict[str, str]:
     """The names a new project at ``path`` uses: ``project`` (its directory), ``package`` (its Python
-    package), ``prefix`` (of its job names), ``app_name`` (of its AWS resources), ``stack``.
+    package), ``prefix`` (of its job names), ``app_name`` (of its AWS resources), ``stack``, and the
+    ``framework`` requirement (:func:`framework_requirement`).
 
     Example:
         >>> project_names(Path("/src/billing-service"))["package"]
@@ -248,7 +278,15 @@ def project_names(path: Path, package: str | None = None) -> dict[str, str]:
     if not _APP.match(app_name):
         raise CliError(f"cannot derive an AWS name from {name!r}: pass another --package", EXIT_USAGE)
     stack = "".join(part.capitalize() for part in name.split("_"))
-    return {"project": project, "package": name, "prefix": name, "app_name": app_name, "stack": stack}
+    return {
+        "project": project,
+        "package": name,
+        "prefix": name,
+        "app_name": app_name,
+        "stack": stack,
+        "framework": framework_requirement(),
+        "framework_dev": framework_requirement("[cdk,local]"),
+    }
 
 
 def scaffold(path: Path, package: str | None = None) -> list[Path]:
@@ -287,6 +325,5 @@ def new(
     typer.echo(f"created {path} ({len(written)} files): the jobs are in {names['package']}/jobs.py")
     typer.echo(f"next:  cd {path}")
     typer.echo('       python3 -m venv .venv && .venv/bin/pip install -e ".[dev]"')
-    typer.echo(
-        f"       .venv/bin/python -m pytest; .venv/bin/jf dev --jobs {names['package']}.jobs; cdk deploy"
-    )
+    typer.echo(f"       .venv/bin/python -m pytest; .venv/bin/jf dev --jobs {names['package']}.jobs")
+    typer.echo("       source .venv/bin/activate && cdk deploy")

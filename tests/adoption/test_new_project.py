@@ -116,8 +116,10 @@ def test_a_project_from_jf_new_deploys_its_jobs_and_their_dependencies(tmp_path)
     )
     jobs.write_text(source + SIGNUP_JOB)
     pyproject = project / "pyproject.toml"
+    declared = pyproject.read_text()
+    assert f'"jobframework @ {wheel.as_uri()}",' in declared  # where this jobframework came from
     pyproject.write_text(
-        pyproject.read_text().replace('"jobframework",', '"jobframework",\n    "pydantic[email]>=2.7",')
+        declared.replace("dependencies = [\n", 'dependencies = [\n    "pydantic[email]>=2.7",\n')
     )
 
     # The project's own tests pass, and it synthesizes offline (what `cdk synth` runs: cdk.json's app).

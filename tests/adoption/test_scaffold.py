@@ -6,6 +6,7 @@ from typer.testing import CliRunner
 
 from jobframework.cli import app
 from jobframework.cli.errors import EXIT_USAGE
+from jobframework.cli.new import framework_requirement
 
 
 def test_jf_new_writes_a_project_named_after_its_directory(tmp_path):
@@ -30,6 +31,9 @@ def test_jf_new_writes_a_project_named_after_its_directory(tmp_path):
     app_py = (root / "app.py").read_text()
     assert 'job_modules=["billing_service.jobs"]' in app_py and 'app_name="billing-service"' in app_py
     assert "jf dev --jobs billing_service.jobs" in (root / "README.md").read_text()
+    pyproject = (root / "pyproject.toml").read_text()
+    assert f'"{framework_requirement()}",' in pyproject  # this jobframework, from where it was installed
+    assert f'"{framework_requirement("[cdk,local]")}", "pytest>=8"' in pyproject
     compile(jobs, "jobs.py", "exec")
     compile(app_py, "app.py", "exec")
 
