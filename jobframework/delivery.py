@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from jobframework import envelope as wire
 from jobframework import errortext
 from jobframework.attempts import attempt_of
+from jobframework.errors import RetryableError
 from jobframework.jobs import JobContext
 
 if TYPE_CHECKING:
@@ -30,12 +31,16 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-class _Unavailable(Exception):
-    """Something a record needs before its job can run (key ring, payload store) cannot be read now."""
+class _Unavailable(RetryableError):
+    """Something a record needs before its job can run (key ring, payload store) cannot be read now.
+
+    A :class:`~jobframework.errors.RetryableError`: classified like a job's transient failure (retried
+    within the job's policy and the retry budget, then ``exhausted``)."""
 
 
 class RecordRetry(Exception):
-    """Raised inside the batch to report a record in ``batchItemFailures`` (it comes back later)."""
+    """Kept for older imports: the consumer now reports records through verdicts
+    (:mod:`jobframework.verdict`), not by raising this."""
 
 
 class Outcome:
@@ -71,7 +76,7 @@ Listener = Callable[[RecordOutcome], None]
 
 @dataclass(slots=True)
 class _Batch:
-    """What the records of one invocation share: the metrics and the retry budget."""
+    """What the records of one invocation share: the metrics, the retry budget, the status records."""
 
     metrics: BatchMetrics
     budget: BatchBudget | None
@@ -90,8 +95,8 @@ class _Delivery:
     """The execution this delivery is (see :mod:`jobframework.attempts`), never the receive count."""
     priority: str | None = None
     envelope: Envelope | None = None
-    statuses: dict[str, dict[str, Any]] | None = None
-    """The batch's pending status records (see ``Consumer._status``)."""
+    events: list[str] = field(default_factory=list)
+    """Per-job-type schedule metrics this record adds to its batch's (``Heartbeat``, ``Overrun``, ...)."""
 
     @classmethod
     def of(cls, record: dict[str, Any]) -> _Delivery:
