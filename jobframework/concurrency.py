@@ -11,8 +11,10 @@ Sync jobs run on the process's pool threads (:func:`run_all`); ``async def`` job
 one event loop of :mod:`jobframework.running`, so many of them wait together. The calling thread takes
 records too, and helpers join only while records are left (each helper that starts asks for the next),
 so a batch of quick jobs costs about one thread hand-off, and a batch of jobs that wait runs them all
-within a moment of each other. Per-record isolation is unchanged: each record's stages run on one
-thread, in a copy of the caller's context variables (its log keys and trace context are its own).
+within a moment of each other. A lane whose last batch was all quick jobs (none over 2 ms) starts
+its next batch on the calling thread alone, and calls the helpers in once a record runs long.
+Per-record isolation is unchanged: each record's stages run on one thread, in a copy of the
+caller's context variables (its log keys and trace context are its own).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import contextlib
 import contextvars
 import os
 import threading
+import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
@@ -84,17 +87,29 @@ def _env_limit(lane: str) -> int | None:
     return _env_limits[lane]
 
 
-def run_all(items: Sequence[T], fn: Callable[[T], R], limit: int) -> list[R | None]:
+QUICK_SECONDS = 0.002
+"""A record that runs longer than this makes its lane "waiting": its batches start with helpers."""
+_waiting: dict[str, bool] = {}
+"""Per lane: did its last batch have a record that ran longer than :data:`QUICK_SECONDS`?"""
+
+
+def run_all(
+    items: Sequence[T], fn: Callable[[T], R], limit: int, *, lane: str | None = None
+) -> list[R | None]:
     """``[fn(item) for item in items]``, at most ``limit`` at a time, the calling thread among them.
 
-    ``fn`` should not raise (the pipeline turns every error into a verdict); if it does, that item's
-    result is ``None`` and the others still run.
+    A lane whose records are quick (none of its last batch ran over :data:`QUICK_SECONDS`) starts on
+    the calling thread alone and calls in helpers as soon as one record runs long; a lane whose
+    records wait (or one not seen yet) starts with helpers. So quick jobs cost no thread hand-off, and
+    jobs that wait run together. ``fn`` should not raise (the pipeline turns every error into a
+    verdict); if it does on a helper, that item's result is ``None`` and the others still run.
     """
     n = len(items)
     if limit <= 1 or n <= 1:
         return [fn(item) for item in items]
+    key = lane or ""
     results: list[R | None] = [None] * n
-    state = {"next": 0, "helpers": 0, "finished": 0}
+    state = {"next": 0, "helpers": 0, "finished": 0, "slow": 0}
     done = threading.Condition()
     parent = contextvars.copy_context()
 
@@ -107,11 +122,14 @@ def run_all(items: Sequence[T], fn: Callable[[T], R], limit: int) -> list[R | No
             return i
 
     def run(i: int) -> None:
+        started = time.perf_counter()
         try:
             results[i] = fn(items[i])
         finally:
             with done:
                 state["finished"] += 1
+                if time.perf_counter() - started > QUICK_SECONDS:
+                    state["slow"] += 1
                 if state["finished"] == n:
                     done.notify_all()
 
@@ -132,10 +150,14 @@ def run_all(items: Sequence[T], fn: Callable[[T], R], limit: int) -> list[R | No
             with contextlib.suppress(Exception):  # already counted; the item's result stays None
                 run(i)
 
-    spawn()
+    if _waiting.get(key, True):
+        spawn()
     while (i := take()) is not None:
         run(i)
+        if state["slow"] and not state["helpers"]:
+            spawn()  # a record ran long: the rest may wait too
     with done:
         while state["finished"] < n:
             done.wait()
+    _waiting[key] = state["slow"] > 0
     return results

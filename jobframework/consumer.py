@@ -59,6 +59,7 @@ from jobframework.queues import QueueDirectory, env_config
 from jobframework.settler import Settler, note_status
 from jobframework.state import JobState, StateStore
 from jobframework.telemetry import BatchMetrics
+from jobframework.tracing import recording_api
 from jobframework.verdict import Kind, Verdict, returned
 
 if TYPE_CHECKING:
@@ -209,6 +210,7 @@ class Consumer:
         batch = _Batch(
             BatchMetrics(),
             BatchBudget(self.retry_budget, self.state) if self.retry_budget and self.state else None,
+            otel=recording_api(),
         )
         failures: list[str] = []
         try:
@@ -226,7 +228,8 @@ class Consumer:
         """One verdict per record, in the records' order: batched jobs first, the rest concurrently."""
         done = run_batched(self.pipeline, records, context, batch) if self._has_batched_jobs() else {}
         rest = [r for r in records if r["messageId"] not in done]
-        limit = lane_limit(self._lane_of(rest), len(rest), self._concurrency)
+        lane = self._lane_of(rest)
+        limit = lane_limit(lane, len(rest), self._concurrency)
         idempotency = self.idempotency
 
         def process(record: dict[str, Any]) -> Verdict:
@@ -234,7 +237,7 @@ class Consumer:
                 idempotency.register_context(context)  # Powertools keeps it per thread
             return self.pipeline.process(record, context, batch)
 
-        for record, verdict in zip(rest, run_all(rest, process, limit), strict=True):
+        for record, verdict in zip(rest, run_all(rest, process, limit, lane=lane), strict=True):
             done[record["messageId"]] = verdict or returned(_Delivery.of(record), "not processed")
         return [done[r["messageId"]] for r in records]
 

@@ -82,6 +82,10 @@ class _Batch:
     budget: BatchBudget | None
     statuses: dict[str, dict[str, Any]] = field(default_factory=dict)
     """Job status records, written together when the batch ends (one ``BatchWriteItem`` per 25)."""
+    otel: Any = None
+    """The OpenTelemetry API when spans are recorded (looked up once a batch), else ``None``."""
+    priorities: dict[str, str | None] = field(default_factory=dict)
+    """The priority of each source queue, looked up once a batch."""
 
 
 @dataclass(slots=True)

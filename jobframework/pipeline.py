@@ -88,7 +88,9 @@ class Pipeline:
     def admit(self, d: _Delivery, context: Any, batch: _Batch) -> Admitted | Verdict:
         """Everything before running: the job and its validated payload, past the gates, or a verdict."""
         c = self.consumer
-        d.priority = c.queues.priority_of(d.source)
+        if d.source not in batch.priorities:
+            batch.priorities[d.source] = c.queues.priority_of(d.source)
+        d.priority = batch.priorities[d.source]
         body = d.record.get("body")
         try:
             if not isinstance(body, str):
@@ -140,7 +142,10 @@ class Pipeline:
         ran = True
         result: str | None = None
         try:
-            with job_span(trace, env.type, env.id, d.attempt) as own, self._held(d, job, context) as key:
+            with (
+                job_span(trace, env.type, env.id, d.attempt, otel=batch.otel) as own,
+                self._held(d, job, context) as key,
+            ):
                 ctx = _job_context(d, job, own=own, parent=trace, context=context, logger=logger)
                 if c.idempotency is not None and key is not None:
                     c.idempotency.limit_attempt(context, job.timeout + RELEASE_MARGIN_SECONDS)
