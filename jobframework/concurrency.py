@@ -12,7 +12,9 @@ one event loop of :mod:`jobframework.running`, so many of them wait together. Th
 records too, and helpers join only while records are left (each helper that starts asks for the next),
 so a batch of quick jobs costs about one thread hand-off, and a batch of jobs that wait runs them all
 within a moment of each other. A lane whose last batch was all quick jobs (none over 2 ms) starts
-its next batch on the calling thread alone, and calls the helpers in once a record runs long.
+its next batch on the calling thread alone, and calls the helpers in once a record runs long (so
+there, the first long record of a batch delays the others by its own time, once; the batch after it
+starts with helpers).
 Per-record isolation is unchanged: each record's stages run on one thread, in a copy of the
 caller's context variables (its log keys and trace context are its own).
 """
