@@ -18,7 +18,7 @@ from pydantic import BaseModel
 from jobframework import job
 from jobframework.client import JobClient
 from jobframework.consumer import consumer
-from jobframework.jobs import JobRegistry
+from jobframework.jobs import JobRegistry, Priority
 from jobframework.testing import consume_once, provision_fresh
 
 registry = JobRegistry()
@@ -157,3 +157,28 @@ def test_a_barrier_job_fails_alone_when_the_lane_runs_one_at_a_time(world):
         barrier = saved
     assert len(records) == 2
     assert len(response["batchItemFailures"]) == 2  # neither could pass: they ran one after the other
+
+
+def test_the_emulator_runs_a_batchs_records_at_once_as_jf_worker_does(world):
+    from jobframework.local.emulator import Emulator, QueuePoller, queue_arn_from_url
+    from jobframework.topology import POLL_WEIGHT
+
+    config, sqs, client = world
+    url = config.endpoints("high").url
+    client.enqueue_many([meet.request(Item(n=n)) for n in range(BATCH)])
+    poller = QueuePoller(
+        priority=Priority.HIGH,
+        url=url,
+        arn=queue_arn_from_url(url, "us-east-1"),
+        batch_size=BATCH,
+        batching_window=0.5,
+        max_concurrency=1,
+        weight=POLL_WEIGHT[Priority.HIGH],
+        function_name="jf-test-consumer",
+        timeout=120.0,  # room for the job's 60 s timeout
+    )
+    emulator = Emulator([poller], consumer(registry, config=config, sqs_client=sqs), sqs)
+    messages = emulator._collect(poller)
+    assert len(messages) == BATCH  # one invocation: the barrier needs all ten running together
+    assert len(emulator.invoke(poller, messages)) == BATCH  # all succeeded and were deleted
+    assert ran["meet"] == BATCH
