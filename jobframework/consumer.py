@@ -58,7 +58,7 @@ from jobframework.pipeline import Pipeline
 from jobframework.queues import QueueDirectory, env_config
 from jobframework.settler import Settler, note_status
 from jobframework.state import JobState, StateStore
-from jobframework.telemetry import BatchMetrics
+from jobframework.telemetry import BatchMetrics, job_logger
 from jobframework.tracing import recording_api
 from jobframework.verdict import Kind, Verdict, returned
 
@@ -211,6 +211,7 @@ class Consumer:
             BatchMetrics(),
             BatchBudget(self.retry_budget, self.state) if self.retry_budget and self.state else None,
             otel=recording_api(),
+            log_keys=job_logger().registered_formatter,
         )
         failures: list[str] = []
         try:

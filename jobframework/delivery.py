@@ -84,6 +84,9 @@ class _Batch:
     """Job status records, written together when the batch ends (one ``BatchWriteItem`` per 25)."""
     otel: Any = None
     """The OpenTelemetry API when spans are recorded (looked up once a batch), else ``None``."""
+    log_keys: Any = None
+    """The job logger's formatter (its ``thread_safe_append_keys``/``remove_keys``), looked up once a
+    batch (the logger's own methods look it up on every call)."""
     priorities: dict[str, str | None] = field(default_factory=dict)
     """The priority of each source queue, looked up once a batch."""
 

@@ -134,8 +134,9 @@ class Pipeline:
         env = d.require_envelope()
         trace = extract(d.record)
         logger = job_logger()
+        keys = batch.log_keys or logger
         queue_wait_ms = _queue_wait_ms(d.record, env) if d.attempt == 1 else None
-        logger.thread_safe_append_keys(
+        keys.thread_safe_append_keys(
             job_id=env.id, job_type=env.type, job_key=env.key, attempt=d.attempt, trace_id=trace.trace_id
         )
         started = time.perf_counter()
@@ -165,7 +166,7 @@ class Pipeline:
         except Exception as exc:  # a BaseException of the job arrives as JobAborted: the job's failure
             return self.failed(d, job, exc, (time.perf_counter() - started) * 1000, batch)
         finally:
-            logger.thread_safe_remove_keys(LOG_KEYS)
+            keys.thread_safe_remove_keys(LOG_KEYS)
             if time.perf_counter() - started > job.timeout:
                 d.events.append("Overrun")
         elapsed_ms = (time.perf_counter() - started) * 1000
