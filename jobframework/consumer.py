@@ -50,7 +50,7 @@ from jobframework.delivery import (
     identified_records,
 )
 from jobframework.envelope import parse_body
-from jobframework.gates import DEFAULT_GATES, Admitted, Gate
+from jobframework.gates import DEFAULT_GATES, DEFER_SECONDS, RELEASE_MARGIN_SECONDS, Admitted, Gate
 from jobframework.jobs import JobRegistry, Priority
 from jobframework.jobs import registry as default_registry
 from jobframework.modules import import_job_modules
@@ -343,7 +343,9 @@ def consumer(
 
 __all__ = [
     "DEFAULT_GATES",
+    "DEFER_SECONDS",  # from jobframework.gates, re-exported for older imports
     "KEPT_ATTRIBUTES",  # from jobframework.dead_letter, re-exported for older imports
+    "RELEASE_MARGIN_SECONDS",  # from jobframework.gates, re-exported for older imports
     "Admitted",
     "Consumer",
     "Gate",
