@@ -46,7 +46,8 @@ def verify_signature(d: _Delivery, keys: KeySource, registry: JobRegistry) -> No
 
 def load_payload(d: _Delivery, job: Job[Any], s3: Callable[[], Any]) -> Any:
     """The validated payload: fetched from S3 (``s3()`` gives the client) if offloaded, upgraded to the
-    job's version."""
+    job's version. A record sent without a key (its key is its id) takes the key the job's ``key=``
+    function gives, so that idempotency holds for producers that enqueue by name."""
     env = d.require_envelope()
     data = env.payload
     if env.payload_ref is not None:
@@ -59,7 +60,17 @@ def load_payload(d: _Delivery, job: Job[Any], s3: Callable[[], Any]) -> Any:
             raise _Unavailable(str(exc)) from exc
     if env.payload_version != job.version:
         data = job.upgrade(data, env.payload_version)
-    return job.validate(data)
+    payload = job.validate(data)
+    if env.key == env.id and job.key_fn is not None:
+        # Sent without a key by a producer that knows the job only from the catalog (it cannot run
+        # the job's key= function): the key function gives the idempotency key here instead.
+        try:
+            key = job.key_for(payload)
+        except Exception as exc:
+            raise ValueError(f"the job's key= function failed: {exc!r}") from exc
+        if key is not None:
+            d.envelope = env.model_copy(update={"key": key})
+    return payload
 
 
 def is_recurring_firing(env: Envelope, job: Job[Any] | None) -> bool:

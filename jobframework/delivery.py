@@ -12,6 +12,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from jobframework import envelope as wire
@@ -69,6 +70,8 @@ class RecordOutcome:
     processing_ms: float | None = None
     duplicate: bool = False
     """A delivery of a job that had already completed: skipped (counted as succeeded)."""
+    enqueued_at: datetime | None = None
+    """The envelope's first enqueue time (UTC): the start of the job's end-to-end latency."""
 
 
 Listener = Callable[[RecordOutcome], None]
@@ -127,6 +130,7 @@ class _Delivery:
             job_id=env.id if env else None,
             priority=self.priority,
             attempt=self.attempt,
+            enqueued_at=env.enqueued_at if env else None,
             **details,
         )
 

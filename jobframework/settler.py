@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from jobframework import envelope as wire
 from jobframework.dead_letter import dead_letter_message
-from jobframework.delivery import Outcome, RecordOutcome, _Batch, describe
+from jobframework.delivery import RecordOutcome, _Batch, describe
 from jobframework.handback import copy_message
 from jobframework.state import JobState
 from jobframework.verdict import Kind, Verdict
@@ -207,15 +207,7 @@ class Settler:
             self.emit(batch, v.outcome)
 
     def emit(self, batch: _Batch, outcome: RecordOutcome) -> None:
-        metrics = batch.metrics
-        job_type = outcome.job_type or "-"
-        priority = outcome.priority or "-"
-        if outcome.outcome == Outcome.SUCCEEDED:
-            metrics.succeeded(job_type, priority, outcome.queue_wait_ms, outcome.processing_ms or 0.0)
-        elif outcome.outcome == Outcome.RETRIED:
-            metrics.retried(job_type, priority, outcome.processing_ms)
-        elif outcome.outcome == Outcome.DEAD_LETTERED:
-            metrics.dead_lettered(job_type, priority, str(outcome.reason))
+        batch.metrics.add(outcome)
         for listener in self.consumer.listeners:
             try:
                 listener(outcome)

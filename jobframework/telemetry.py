@@ -10,12 +10,15 @@ from __future__ import annotations
 import json
 import logging
 import os
+import time
 from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from aws_lambda_powertools import Logger
+
+    from jobframework.delivery import RecordOutcome
 
 NAMESPACE_ENV = "POWERTOOLS_METRICS_NAMESPACE"
 DEFAULT_NAMESPACE = "JobFramework"
@@ -42,6 +45,9 @@ class _Group:
     dead_lettered: dict[str, int] = field(default_factory=lambda: defaultdict(int))
     queue_wait_ms: list[float] = field(default_factory=list)
     processing_ms: list[float] = field(default_factory=list)
+    end_to_end_ms: list[float] = field(default_factory=list)
+    first_attempts: int = 0
+    first_attempt_failures: int = 0
 
 
 class BatchMetrics:
@@ -49,27 +55,88 @@ class BatchMetrics:
 
     Metrics (namespace ``JobFramework`` unless ``POWERTOOLS_METRICS_NAMESPACE`` says otherwise), with
     dimensions ``JobType`` and ``Priority``: ``Succeeded``, ``Retried``, ``DeadLettered``,
-    ``QueueWait`` (ms, enqueue to start), ``ProcessingTime`` (ms); ``DeadLettered`` with dimensions
-    ``Reason`` and ``Priority``; and for scheduled jobs ``Heartbeat``, ``ScheduleSkipped`` and
-    ``ScheduleDeferred`` with dimension ``JobType``. Powertools adds ``service`` to every set.
+    ``QueueWait`` (ms, send onto the queue to start), ``ProcessingTime`` (ms), ``EndToEndLatency``
+    (ms, the envelope's ``enqueued_at`` to the job's success; a redriven job keeps its first enqueue
+    time, so its latency includes the time it spent dead-lettered), ``FirstAttempts`` (first
+    executions that ended) and ``FirstAttemptFailures`` (those of them that failed: retried or
+    dead-lettered after running); ``DeadLettered`` with dimensions ``Reason`` and ``Priority``; and for
+    scheduled jobs ``Heartbeat``, ``ScheduleSkipped`` and ``ScheduleDeferred`` with dimension
+    ``JobType``. Powertools adds ``service`` to every set.
+
+    Example:
+        >>> from jobframework.delivery import Outcome, RecordOutcome
+        >>> metrics = BatchMetrics()
+        >>> metrics.add(RecordOutcome("m-1", Outcome.SUCCEEDED, "a.job", "j-1", "high", 1,
+        ...                           processing_ms=3.0))
+        >>> metrics.pending()
+        1
     """
 
     def __init__(self) -> None:
         self._groups: dict[tuple[str, str], _Group] = defaultdict(_Group)
         self._schedule_events: dict[tuple[str, str], int] = defaultdict(int)
 
+    def pending(self) -> int:
+        """How many (job type, priority) groups wait for :meth:`flush`."""
+        return len(self._groups)
+
+    def add(self, outcome: RecordOutcome) -> None:
+        """Count what became of one record: its outcome, and whether it ended a first execution.
+
+        A first execution is an outcome of attempt 1 after the job ran (it has a processing time and was
+        not a duplicate delivery skipped by idempotency); records refused before running, released
+        or deferred are not executions.
+        """
+        from jobframework.delivery import Outcome
+
+        job_type = outcome.job_type or "-"
+        priority = outcome.priority or "-"
+        if outcome.outcome == Outcome.SUCCEEDED:
+            end_to_end_ms = None
+            if outcome.enqueued_at is not None and not outcome.duplicate:
+                end_to_end_ms = max(0.0, time.time() * 1000 - outcome.enqueued_at.timestamp() * 1000)
+            self.succeeded(
+                job_type,
+                priority,
+                outcome.queue_wait_ms,
+                outcome.processing_ms or 0.0,
+                end_to_end_ms=end_to_end_ms,
+            )
+        elif outcome.outcome == Outcome.RETRIED:
+            self.retried(job_type, priority, outcome.processing_ms)
+        elif outcome.outcome == Outcome.DEAD_LETTERED:
+            self.dead_lettered(job_type, priority, str(outcome.reason), processing_ms=outcome.processing_ms)
+        else:
+            return
+        if outcome.attempt == 1 and outcome.processing_ms is not None and not outcome.duplicate:
+            self.first_attempt(job_type, priority, failed=outcome.outcome != Outcome.SUCCEEDED)
+
+    def first_attempt(self, job_type: str, priority: str, *, failed: bool) -> None:
+        """A job's first execution ended (``failed``: it raised, and was retried or dead-lettered)."""
+        group = self._groups[(job_type, priority)]
+        group.first_attempts += 1
+        group.first_attempt_failures += int(failed)
+
     def schedule_event(self, job_type: str, metric: str) -> None:
         """``Heartbeat`` (a scheduled job ran), ``ScheduleSkipped`` or ``ScheduleDeferred``, per job type."""
         self._schedule_events[(job_type, metric)] += 1
 
     def succeeded(
-        self, job_type: str, priority: str, queue_wait_ms: float | None, processing_ms: float
+        self,
+        job_type: str,
+        priority: str,
+        queue_wait_ms: float | None,
+        processing_ms: float,
+        *,
+        end_to_end_ms: float | None = None,
     ) -> None:
         group = self._groups[(job_type, priority)]
         group.succeeded += 1
         if queue_wait_ms is not None:
             group.queue_wait_ms.append(queue_wait_ms)
         group.processing_ms.append(processing_ms)
+        if end_to_end_ms is not None:
+            group.end_to_end_ms.append(end_to_end_ms)
 
     def retried(self, job_type: str, priority: str, processing_ms: float | None) -> None:
         group = self._groups[(job_type, priority)]
@@ -77,8 +144,13 @@ class BatchMetrics:
         if processing_ms is not None:
             group.processing_ms.append(processing_ms)
 
-    def dead_lettered(self, job_type: str, priority: str, reason: str) -> None:
-        self._groups[(job_type, priority)].dead_lettered[reason] += 1
+    def dead_lettered(
+        self, job_type: str, priority: str, reason: str, *, processing_ms: float | None = None
+    ) -> None:
+        group = self._groups[(job_type, priority)]
+        group.dead_lettered[reason] += 1
+        if processing_ms is not None:  # it ran, then failed for good
+            group.processing_ms.append(processing_ms)
 
     def flush(self) -> None:
         if not self._groups and not self._schedule_events:
@@ -109,6 +181,12 @@ class BatchMetrics:
                     "DeadLettered": (COUNT, [dead] if dead else []),
                     "QueueWait": (MILLISECONDS, group.queue_wait_ms),
                     "ProcessingTime": (MILLISECONDS, group.processing_ms),
+                    "EndToEndLatency": (MILLISECONDS, group.end_to_end_ms),
+                    "FirstAttempts": (COUNT, [group.first_attempts] if group.first_attempts else []),
+                    "FirstAttemptFailures": (
+                        COUNT,
+                        [group.first_attempt_failures] if group.first_attempt_failures else [],
+                    ),
                 },
             )
             for reason, count in group.dead_lettered.items():

@@ -26,6 +26,15 @@ POWERTOOLS_LAYER_VERSION = 38
 """Version of the ``AWSLambdaPowertoolsPythonV3-<python>-x86_64`` layer; override with
 ``-c powertools_layer_version=N`` (check with ``aws lambda get-layer-version-by-arn``)."""
 
+DEPTH_GROWTH_PER_MINUTE = 50
+"""Messages a minute by which a queue's backlog must grow, minute after minute, to raise its
+depth-growth alarm (``DIFF`` of the visible messages)."""
+DEPTH_GROWTH_MINUTES = 5
+"""Consecutive minutes of that growth before the alarm fires: a burst drains, a trend does not."""
+UTILIZATION_BAND = (30, 80)
+"""Worker utilization (concurrent executions over the concurrency allowed), in percent, that a
+consumer is sized for: below the band it is oversized, above it messages start to wait for a slot."""
+
 METRICS_NAMESPACE = "JobFramework"
 METRICS_SERVICE = "jobframework"
 """The ``service`` dimension Powertools adds to every EMF metric of the consumer

@@ -14,11 +14,23 @@ from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_sns as sns
 from constructs import Construct
 
-from jobframework.cdk.defaults import ALARM_PERIOD, METRICS_NAMESPACE, METRICS_SERVICE, alarm_on_any
+from jobframework.cdk import job_widgets
+from jobframework.cdk.defaults import (
+    ALARM_PERIOD,
+    DEPTH_GROWTH_MINUTES,
+    DEPTH_GROWTH_PER_MINUTE,
+    METRICS_NAMESPACE,
+    METRICS_SERVICE,
+    alarm_on_any,
+)
 from jobframework.cdk.priority_queue import PriorityQueue
+from jobframework.errors import ConfigurationError
+from jobframework.topology import Topology
 
 GRAPH_PERIOD = Duration.minutes(1)
 SCHEDULE_GRAPH_PERIOD = Duration.hours(1)
+MAX_EVALUATION_MINUTES = 24 * 60
+"""An alarm's periods times their length may not pass a day."""
 
 
 class Monitoring(Construct):
@@ -30,11 +42,26 @@ class Monitoring(Construct):
         functions: the consumer functions by name.
         metrics_namespace: the EMF namespace of the consumer's metrics (default ``JobFramework``).
         removal_policy: of the topic's KMS key; default ``DESTROY``.
+        topology: when given, the rows per job type (enqueue-to-completion latency p50 and p95,
+            processing time p95, first-attempt failure rate, dead-letter rate) and worker utilization
+            (each function's concurrent executions over the concurrency it is allowed, with the
+            :data:`~jobframework.cdk.defaults.UTILIZATION_BAND` marked); default ``None`` (neither).
+        container_lanes: lanes that ``functions`` do not consume (served by container workers); they
+            do not count in a function's allowed concurrency. Default none.
+        depth_growth_per_minute, depth_growth_minutes: a queue's depth-growth alarm fires when its
+            backlog grows by more than this many messages a minute for that many minutes in a row
+            (default 50 and 5, :data:`~jobframework.cdk.defaults.DEPTH_GROWTH_PER_MINUTE`).
 
     Attributes:
-        topic, key, dashboard, budget_alarms (by priority, after :meth:`add_budget_alarms`).
-        Call :meth:`route` to send an alarm to the topic, :meth:`add_schedule_widgets` for the scheduled
-        jobs' runs, skips and deferrals.
+        topic, key, dashboard, budget_alarms (by priority, after :meth:`add_budget_alarms`),
+        depth_growth_alarms (by queue name; routed to the topic), allowed_concurrency (by function
+        name, with ``topology``). Call :meth:`route` to send an alarm to the topic,
+        :meth:`add_schedule_widgets` for the scheduled jobs' runs, skips and deferrals.
+
+    Raises:
+        ConfigurationError: with ``topology``, a function that is not one of its consumers, or one
+            whose lanes are all in ``container_lanes``; a growth window outside 1 to 1,440 minutes or a
+            negative growth.
 
     The topic is encrypted with a customer-managed key (CloudWatch cannot publish to a topic that
     uses the AWS-managed SNS key) whose policy lets CloudWatch use it; publishers need TLS.
@@ -51,10 +78,22 @@ class Monitoring(Construct):
         functions: Mapping[str, lambda_.IFunction],
         metrics_namespace: str = METRICS_NAMESPACE,
         removal_policy: RemovalPolicy = RemovalPolicy.DESTROY,
+        topology: Topology | None = None,
+        container_lanes: Sequence[str] = (),
+        depth_growth_per_minute: float = DEPTH_GROWTH_PER_MINUTE,
+        depth_growth_minutes: int = DEPTH_GROWTH_MINUTES,
     ) -> None:
+        if not 1 <= depth_growth_minutes <= MAX_EVALUATION_MINUTES or depth_growth_per_minute < 0:
+            raise ConfigurationError(
+                f"depth_growth_minutes={depth_growth_minutes}, depth_growth_per_minute="
+                f"{depth_growth_per_minute:g}: the minutes must be 1 to {MAX_EVALUATION_MINUTES} (CloudWatch "
+                "evaluates at most a day of one-minute periods) and the growth 0 or more messages a minute"
+            )
         super().__init__(scope, construct_id)
         self._namespace = metrics_namespace
         self.budget_alarms: dict[str, cloudwatch.Alarm] = {}
+        self.allowed_concurrency: dict[str, int] = {}
+        self.depth_growth_alarms: dict[str, cloudwatch.Alarm] = {}
         self.key = kms.Key(
             self,
             "AlarmTopicKey",
@@ -110,10 +149,13 @@ class Monitoring(Construct):
         )
         self.dashboard.add_widgets(
             cloudwatch.GraphWidget(
-                title="Jobs by type (framework EMF metrics)",
+                title="Jobs by type: succeeded, retried, dead-lettered a minute",
                 left=[
-                    cloudwatch.MathExpression(
-                        expression=f"SEARCH('Namespace=\"{metrics_namespace}\"', 'Sum', 60)",
+                    cloudwatch.MathExpression(  # counts only: a sum of latencies would mean nothing
+                        expression=(
+                            f'SEARCH(\'Namespace="{metrics_namespace}" JobType (MetricName="Succeeded" OR '
+                            'MetricName="Retried" OR MetricName="DeadLettered")\', \'Sum\', 60)'
+                        ),
                         label="",
                         period=GRAPH_PERIOD,
                     )
@@ -142,6 +184,66 @@ class Monitoring(Construct):
                 width=8,
             ),
         )
+        growth = self._depth_growth_alarms(queues, depth_growth_per_minute, depth_growth_minutes)
+        if topology is not None:
+            jobs = list(topology.jobs)
+            if jobs:
+                self.dashboard.add_widgets(*job_widgets.latency_widgets(metrics_namespace, jobs))
+            consumers = {c.name: c for c in topology.consumers}
+            unknown = [name for name in functions if name not in consumers]
+            if unknown:
+                raise ConfigurationError(
+                    f"functions {', '.join(unknown)} are not consumers of the topology "
+                    f"({', '.join(consumers)}): key each function by its consumer's name, or leave out "
+                    "`topology` (no utilization row then)"
+                )
+            for name in functions:
+                self.allowed_concurrency[name] = job_widgets.allowed_concurrency(
+                    consumers[name], topology.queues, container_lanes
+                )
+            row = job_widgets.rate_widgets(metrics_namespace, jobs) if jobs else []
+            if self.allowed_concurrency:
+                row.append(job_widgets.utilization_widget(functions, self.allowed_concurrency))
+            self.dashboard.add_widgets(*row)
+        self.dashboard.add_widgets(job_widgets.depth_growth_widget(growth, depth_growth_per_minute))
+
+    def _depth_growth_alarms(
+        self, queues: Sequence[PriorityQueue], per_minute: float, minutes: int
+    ) -> dict[str, cloudwatch.IMetric]:
+        """One alarm per queue on the rate of change of its depth (``DIFF`` of the visible messages a
+        minute), routed to the topic: the backlog grows faster than the consumers drain it, long
+        before the age of the oldest message reaches the target latency. Returns the growth series."""
+        growth: dict[str, cloudwatch.IMetric] = {}
+        for i, q in enumerate(queues):
+            series = cloudwatch.MathExpression(  # ids unique in the dashboard's growth graph
+                expression=f"DIFF(depth{i})",
+                using_metrics={
+                    f"depth{i}": q.queue.metric_approximate_number_of_messages_visible(
+                        period=ALARM_PERIOD, statistic="Maximum"
+                    )
+                },
+                label=q.queue_name,
+                period=ALARM_PERIOD,
+            )
+            alarm = cloudwatch.Alarm(
+                self,
+                f"{q.node.id}DepthGrowthAlarm",
+                alarm_description=(
+                    f"{q.queue_name}'s backlog grew by more than {per_minute:g} messages a minute for "
+                    f"{minutes} minutes: producers outpace the consumers (throttled, failing and retrying, "
+                    "or too little concurrency); see the dashboard's utilization and failure rates"
+                ),
+                metric=series,
+                threshold=per_minute,
+                evaluation_periods=minutes,
+                datapoints_to_alarm=minutes,
+                comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
+                treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+            )
+            self.depth_growth_alarms[q.queue_name] = alarm
+            growth[q.queue_name] = series
+        self.route(*self.depth_growth_alarms.values())
+        return growth
 
     def add_schedule_widgets(self, jobs: Sequence[str]) -> None:
         """A row for the scheduled jobs: runs (``Heartbeat``) and the runs skipped or deferred because

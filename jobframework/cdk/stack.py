@@ -246,6 +246,8 @@ class JobFrameworkStack(Stack):
             queues=list(self.queues.values()),
             functions=self.workers.functions,
             removal_policy=stage.removal_policy,
+            topology=topology,
+            container_lanes=container_lanes,
         )
         for q in self.queues.values():
             self.monitoring.route(*q.alarms)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 from collections.abc import Sequence
 from enum import StrEnum
@@ -12,6 +13,7 @@ import typer
 
 from jobframework.cli.aws import Aws
 from jobframework.cli.errors import CliError, JfGroup
+from jobframework.config import ENV_JOBS
 from jobframework.errors import ConfigurationError
 
 
@@ -74,6 +76,23 @@ def _load_jobs(modules: list[str] | None) -> list[str]:
         return import_job_modules(names, cwd_importable=True)
     except ConfigurationError as exc:
         raise CliError(str(exc)) from exc
+
+
+def optional_jobs(modules: list[str] | None) -> list[str]:
+    """The job modules of a command that also works without them (``jf enqueue``, ``jf ui``).
+
+    ``--jobs`` must import. ``JF_JOBS`` alone is often inherited from ``jf dev``'s exports in a shell
+    that lacks the module: then a note says so and the command goes on with the topology's catalog.
+    """
+    if modules:
+        return _load_jobs(modules)
+    if not os.environ.get(ENV_JOBS, "").strip(" ,"):
+        return []
+    try:
+        return _load_jobs(None)
+    except CliError as exc:
+        typer.echo(f"note: {exc}; going on without it (the topology's job catalog)", err=True)
+        return []
 
 
 def _print_json(data: Any) -> None:

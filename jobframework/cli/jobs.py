@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 from typing import Annotated
 
 import typer
@@ -18,9 +17,9 @@ from jobframework.cli.base import (
     _load_jobs,
     _print_json,
     app,
+    optional_jobs,
 )
 from jobframework.cli.errors import CliError
-from jobframework.config import ENV_JOBS
 
 MAX_DELAY_SECONDS = 365 * 24 * 3600
 """The client's limit (``jobframework.client.MAX_SCHEDULED_DELAY_SECONDS``): one year."""
@@ -71,8 +70,7 @@ def enqueue(  # noqa: PLR0917
         raise typer.BadParameter(f"not JSON: {exc}", param_hint="JSON") from None
     if not isinstance(data, dict):
         raise typer.BadParameter("the payload must be a JSON object", param_hint="JSON")
-    if jobs or os.environ.get(ENV_JOBS):
-        _load_jobs(jobs)
+    optional_jobs(jobs)
     from jobframework.client import JobClient
 
     aws = _aws(ctx)

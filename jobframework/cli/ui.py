@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import os
 from typing import Annotated
 
 import typer
 
 from jobframework.cli.aws import _aws, _check_reachable
-from jobframework.cli.base import JobsOption, _load_jobs, app
+from jobframework.cli.base import JobsOption, app, optional_jobs
 from jobframework.cli.errors import CliError
 
 LOOPBACK_NAMES = ("127.0.0.1", "localhost")
@@ -50,7 +49,7 @@ def ui(  # noqa: PLR0917
         ) from exc
     from jobframework.jobs import registry
 
-    modules = _load_jobs(jobs) if jobs or os.environ.get("JF_JOBS") else []
+    modules = optional_jobs(jobs)
     aws = _aws(ctx)
     config = aws.runtime_config()
     sqs = aws.sqs(config)

@@ -52,6 +52,11 @@ def broken(work: Work) -> None:
     raise RuntimeError(f"{work.name} always fails")
 
 
+@job("t.keyed", registry=registry, priority="high", key=lambda w: f"work:{w.name}")
+def keyed(work: Work) -> None:
+    calls[work.name] += 1
+
+
 @job("t.slow", registry=registry, timeout=30)
 def slow(work: Work) -> None:
     calls[work.name] += 1

@@ -12,6 +12,7 @@ from jobframework.config import JobRoute, RuntimeConfig
 from jobframework.errors import ConfigurationError, PayloadValidationError, UnknownJobError
 from jobframework.jobs import JobRegistry
 from jobframework.testing import receive_all
+from tests.functional import jobs_under_test
 
 
 def bodies(rt: Any, lane: str) -> list[dict[str, Any]]:
@@ -42,6 +43,18 @@ def test_a_job_the_process_never_imported_is_routed_and_sent_with_its_defaults(n
     assert env["id"] == result.id and env["type"] == "t.ok"
     assert env["payload"] == {"name": "by-name", "fail_times": 0, "delay": None}  # the model's defaults
     assert result.priority == "high"
+
+
+def test_the_consumer_keys_a_job_sent_by_name_with_the_jobs_key_function(named):
+    # The producer cannot run the job's key= function; the consumer does, so idempotency still holds.
+    client = producer(named)
+    first = client.enqueue("t.keyed", {"name": "once"})
+    second = client.enqueue("t.keyed", {"name": "once"})
+    assert first.id != second.id and first.key == first.id  # sent unkeyed: the key is the id
+    consumed, _ = named.consume("high")
+    assert len(consumed) == 2
+    named.consume("high")
+    assert jobs_under_test.calls["once"] == 1
 
 
 def test_the_payload_is_checked_against_the_schema_and_the_field_is_named(named):

@@ -140,6 +140,21 @@ def test_a_producer_without_the_job_module_enqueues_by_name_against_jf_dev(tmp_p
         assert cli.stderr.strip().splitlines() == [cli.stderr.strip()]
         assert "invoice_id: Field required" in cli.stderr
 
+        # A shell that took every export of jf dev (JF_JOBS too) but cannot import the module.
+        inherited = subprocess.run(
+            [JF, "enqueue", "invoices.render", '{"invoice_id": "inv-3"}'],
+            cwd=elsewhere,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        assert inherited.returncode == 0, inherited.stderr
+        assert len(inherited.stdout.strip()) == 36
+        assert "note: job module 'mysvc_jobs' not found" in inherited.stderr
+        assert "the topology's job catalog" in inherited.stderr
+
         rendered = tmp_path / "service" / "rendered-inv-1"
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline and not rendered.exists():

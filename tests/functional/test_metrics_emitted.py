@@ -1,0 +1,62 @@
+"""The consumer, run against the embedded AWS, writes the EMF metrics the dashboard reads."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+
+@pytest.fixture
+def emf(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> Any:
+    monkeypatch.setenv("POWERTOOLS_METRICS_DISABLED", "false")
+    monkeypatch.delenv("POWERTOOLS_DEV", raising=False)
+    monkeypatch.delenv("POWERTOOLS_METRICS_NAMESPACE", raising=False)
+    capsys.readouterr()
+
+    def read() -> dict[str, dict[str, Any]]:
+        """The documents with a ``JobType`` and ``Priority``, by job type."""
+        docs = [
+            json.loads(line) for line in capsys.readouterr().out.splitlines() if line.startswith('{"_aws"')
+        ]
+        return {d["JobType"]: d for d in docs if "JobType" in d and "Priority" in d}
+
+    return read
+
+
+def test_a_batch_writes_end_to_end_latency_and_first_attempt_failures_per_job_type(rt, emf):
+    rt.client.enqueue("t.ok", {"name": "a"})
+    rt.client.enqueue("t.declined", {"name": "card"})
+    records, _ = rt.consume("high")
+    assert len(records) == 2
+    by_type = emf()
+
+    ok = by_type["t.ok"]
+    assert ok["Priority"] == "high" and ok["service"] == "jobframework"
+    [latency] = ok["EndToEndLatency"]
+    assert 0 <= latency < 60_000
+    assert ok["FirstAttempts"] == [1.0]
+    assert "FirstAttemptFailures" not in ok
+
+    declined = by_type["t.declined"]
+    assert declined["FirstAttempts"] == [1.0]
+    assert declined["FirstAttemptFailures"] == [1.0]
+    assert declined["DeadLettered"] == [1.0]
+    assert "EndToEndLatency" not in declined  # dead-lettered: no completion
+    [directive] = declined["_aws"]["CloudWatchMetrics"]
+    assert directive["Namespace"] == "JobFramework"
+    assert directive["Dimensions"] == [["service", "JobType", "Priority"]]
+
+
+def test_a_failed_first_execution_that_is_retried_counts_as_a_first_attempt_failure(rt, emf):
+    rt.client.enqueue("t.flaky", {"name": "f", "fail_times": 1})
+    records, response = rt.consume("default")
+    assert response["batchItemFailures"] == [{"itemIdentifier": records[0]["messageId"]}]
+    flaky = emf()["t.flaky"]
+    assert flaky["Priority"] == "default"
+    assert flaky["FirstAttempts"] == [1.0]
+    assert flaky["FirstAttemptFailures"] == [1.0]
+    assert flaky["Retried"] == [1.0]
+    assert len(flaky["ProcessingTime"]) == 1
+    assert "EndToEndLatency" not in flaky and "Succeeded" not in flaky
