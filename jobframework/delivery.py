@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from jobframework import envelope as wire
 from jobframework import errortext
 from jobframework.attempts import attempt_of
+from jobframework.errors import RetryableError
 from jobframework.jobs import JobContext
 
 if TYPE_CHECKING:
@@ -31,12 +32,16 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-class _Unavailable(Exception):
-    """Something a record needs before its job can run (key ring, payload store) cannot be read now."""
+class _Unavailable(RetryableError):
+    """Something a record needs before its job can run (key ring, payload store) cannot be read now.
+
+    A :class:`~jobframework.errors.RetryableError`: classified like a job's transient failure (retried
+    within the job's policy and the retry budget, then ``exhausted``)."""
 
 
 class RecordRetry(Exception):
-    """Raised inside the batch to report a record in ``batchItemFailures`` (it comes back later)."""
+    """Kept for older imports: the consumer now reports records through verdicts
+    (:mod:`jobframework.verdict`), not by raising this."""
 
 
 class Outcome:
@@ -74,12 +79,19 @@ Listener = Callable[[RecordOutcome], None]
 
 @dataclass(slots=True)
 class _Batch:
-    """What the records of one invocation share: the metrics and the retry budget."""
+    """What the records of one invocation share: the metrics, the retry budget, the status records."""
 
     metrics: BatchMetrics
     budget: BatchBudget | None
     statuses: dict[str, dict[str, Any]] = field(default_factory=dict)
     """Job status records, written together when the batch ends (one ``BatchWriteItem`` per 25)."""
+    otel: Any = None
+    """The OpenTelemetry API when spans are recorded (looked up once a batch), else ``None``."""
+    log_keys: Any = None
+    """The job logger's formatter (its ``thread_safe_append_keys``/``remove_keys``), looked up once a
+    batch (the logger's own methods look it up on every call)."""
+    priorities: dict[str, str | None] = field(default_factory=dict)
+    """The priority of each source queue, looked up once a batch."""
 
 
 @dataclass(slots=True)
@@ -93,8 +105,8 @@ class _Delivery:
     """The execution this delivery is (see :mod:`jobframework.attempts`), never the receive count."""
     priority: str | None = None
     envelope: Envelope | None = None
-    statuses: dict[str, dict[str, Any]] | None = None
-    """The batch's pending status records (see ``Consumer._status``)."""
+    events: list[str] = field(default_factory=list)
+    """Per-job-type schedule metrics this record adds to its batch's (``Heartbeat``, ``Overrun``, ...)."""
 
     @classmethod
     def of(cls, record: dict[str, Any]) -> _Delivery:

@@ -114,6 +114,9 @@ class Heartbeat:
         self._holds: dict[int, Hold] = {}
         self._wake = threading.Condition()
         self._thread: threading.Thread | None = None
+        self._wakes_at = -math.inf
+        """When the waiting thread wakes by itself (``-inf`` while it is not waiting: it looks at every
+        hold before it waits again, so a new hold only wakes it when it is due earlier)."""
 
     @contextmanager
     def hold(
@@ -147,9 +150,11 @@ class Heartbeat:
             extend_visibility=extend_visibility,
         )
         with self._wake:
+            if not self._holds:  # the first hold after an idle spell: is the thread still there?
+                self._ensure_thread()
             self._holds[id(held)] = held
-            self._ensure_thread()
-            self._wake.notify()
+            if held.due() < self._wakes_at:
+                self._wake.notify()
         try:
             yield held
         finally:
@@ -168,7 +173,10 @@ class Heartbeat:
                 due = [h for h in self._holds.values() if h.due() <= now]
                 if not due:
                     nearest = min((h.due() for h in self._holds.values()), default=now + 60)
-                    self._wake.wait(max(0.05, min(60.0, nearest - now)))
+                    wait = max(0.05, min(60.0, nearest - now))
+                    self._wakes_at = now + wait
+                    self._wake.wait(wait)
+                    self._wakes_at = -math.inf
                     continue
             for held in due:  # outside the lock: beats call AWS
                 try:

@@ -13,7 +13,7 @@ import os
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from aws_lambda_powertools import Logger
@@ -205,6 +205,9 @@ EMF_MAX_VALUES = 100
 """CloudWatch takes at most 100 values of one metric in one EMF document."""
 
 
+_serializers: dict[str, Any] = {}
+
+
 def _write_emf(
     namespace: str, dimensions: dict[str, str], metrics: dict[str, tuple[str, list[float]]]
 ) -> None:
@@ -225,7 +228,11 @@ def _write_emf(
             }
             for name, (unit, values) in pending.items()
         }
-        emf = EphemeralMetrics(namespace=namespace, service=SERVICE)
+        emf = _serializers.get(namespace)
+        if emf is None:  # one a namespace: making it reads the environment (per document, it was most
+            emf = _serializers[namespace] = EphemeralMetrics(
+                namespace=namespace, service=SERVICE
+            )  # of a flush)
         document = emf.serialize_metric_set(
             metrics=chunk, dimensions={"service": SERVICE, **dimensions}, metadata={}
         )

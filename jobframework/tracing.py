@@ -14,6 +14,7 @@ import contextlib
 import contextvars
 import logging
 import os
+import random
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -27,6 +28,17 @@ from jobframework.envelope import (
 )
 
 logger = logging.getLogger(__name__)
+
+_ids = random.Random()
+"""Trace and span ids (as OpenTelemetry's SDK makes them: random bits, not ``os.urandom``, which costs
+tens of microseconds a call on some hosts). Reseeded in a forked child so processes never share ids."""
+os.register_at_fork(after_in_child=_ids.seed)
+
+
+def _hex_id(bits: int) -> str:
+    """A random id of ``bits`` bits as lowercase hex, never all zeros (W3C forbids it)."""
+    return f"{(_ids.getrandbits(bits) or 1):0{bits // 4}x}"
+
 
 _TRACEPARENT = re.compile(r"^00-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})$")
 _XRAY = re.compile(r"Root=1-([0-9a-f]{8})-([0-9a-f]{24})(?:;Parent=([0-9a-f]{16}))?(?:;Sampled=([01?]))?")
@@ -62,7 +74,7 @@ class TraceContext:
     def child(self) -> TraceContext:
         """The same trace with a new span id (a job's own span)."""
         return TraceContext(
-            f"00-{self.trace_id}-{os.urandom(8).hex()}-{self.traceparent[-2:]}",
+            f"00-{self.trace_id}-{_hex_id(64)}-{self.traceparent[-2:]}",
             self.tracestate,
             self.xray_header,
         )
@@ -91,7 +103,7 @@ def valid_traceparent(value: str | None) -> bool:
 
 
 def new_trace() -> TraceContext:
-    return TraceContext(f"00-{os.urandom(16).hex()}-{os.urandom(8).hex()}-01")
+    return TraceContext(f"00-{_hex_id(128)}-{_hex_id(64)}-01")
 
 
 def from_xray_header(header: str) -> TraceContext | None:
@@ -101,7 +113,7 @@ def from_xray_header(header: str) -> TraceContext | None:
         return None
     epoch, unique, parent, sampled = match.groups()
     flags = "00" if sampled == "0" else "01"
-    return TraceContext(f"00-{epoch}{unique}-{parent or os.urandom(8).hex()}-{flags}", None, header)
+    return TraceContext(f"00-{epoch}{unique}-{parent or _hex_id(64)}-{flags}", None, header)
 
 
 def to_xray_header(ctx: TraceContext) -> str:
@@ -225,11 +237,27 @@ def _powertools_tracer() -> Any:
     return _tracer
 
 
+_LOOK_UP: Any = object()
+
+
+def recording_api() -> Any:
+    """The OpenTelemetry API when spans would be recorded, else ``None`` (look it up once a batch and
+    pass it to :func:`job_span`: the tracer provider does not change between a batch's records)."""
+    return _otel_recording()
+
+
 @contextlib.contextmanager
-def job_span(parent: TraceContext, job_type: str, job_id: str, attempt: int) -> Iterator[TraceContext]:
-    """Run a job in a span whose parent is the producer's context; yields the job's own context."""
+def job_span(
+    parent: TraceContext, job_type: str, job_id: str, attempt: int, *, otel: Any = _LOOK_UP
+) -> Iterator[TraceContext]:
+    """Run a job in a span whose parent is the producer's context; yields the job's own context.
+
+    ``otel``: what :func:`recording_api` gave for this batch (looked up here when not given).
+    """
     own = parent.child()
-    otel, tracer = _otel_recording(), _powertools_tracer()
+    if otel is _LOOK_UP:
+        otel = _otel_recording()
+    tracer = _powertools_tracer()
     if otel is None and tracer is None:  # the plain path: no span machinery to enter
         token = _current.set(own)
         try:

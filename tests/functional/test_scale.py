@@ -230,16 +230,16 @@ def test_an_unexpected_error_admitting_a_batched_record_fails_only_that_record(s
     client.enqueue_many([jobs.send_emails.request({"to": a}) for a in ("ok1@x.io", "boom@x.io", "ok2@x.io")])
     import importlib
 
-    consumer_module = importlib.import_module("jobframework.consumer")
+    pipeline_module = importlib.import_module("jobframework.pipeline")  # the stages' module
 
-    original = consumer_module.load_payload
+    original = pipeline_module.load_payload
 
     def payload(d, job, s3):
         if "boom" in d.record["body"]:
             raise TypeError("a bug while admitting")
         return original(d, job, s3)
 
-    monkeypatch.setattr(consumer_module, "load_payload", payload)
+    monkeypatch.setattr(pipeline_module, "load_payload", payload)
     records, response = consume_once(handler, sqs, config.endpoints("default").url)
     by_id = {r["messageId"]: json.loads(r["body"])["payload"]["to"] for r in records}
     assert [by_id[f["itemIdentifier"]] for f in response["batchItemFailures"]] == ["boom@x.io"]

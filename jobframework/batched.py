@@ -1,0 +1,120 @@
+"""Batched jobs (``@job(batch=...)``): the batch's records of one such job run in one call.
+
+Each record is admitted on its own (parse, verify, load, gates: :mod:`jobframework.pipeline`); the
+admitted payloads of one job type are passed to the job together, ``max_size`` at a time; then each
+item gets its own verdict from what the job returned for it (``None`` or a value: succeeded; an
+exception: classified as any failure). A call that raises fails each of its items alike.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import TYPE_CHECKING, Any
+
+from jobframework.delivery import _Batch, _Delivery, _job_context, _queue_wait_ms, describe
+from jobframework.envelope import parse_body
+from jobframework.running import JobAborted, call
+from jobframework.state import summarize
+from jobframework.telemetry import job_logger
+from jobframework.tracing import extract, job_span
+from jobframework.verdict import Verdict, returned
+
+if TYPE_CHECKING:
+    from jobframework.gates import Admitted
+    from jobframework.jobs import Job, JobRegistry
+    from jobframework.pipeline import Pipeline
+
+log = logging.getLogger("jobframework.consumer")
+
+
+def has_batched_jobs(registry: JobRegistry) -> bool:
+    return any(j.batch is not None for j in registry)
+
+
+def run_batched(
+    pipeline: Pipeline, records: list[dict[str, Any]], context: Any, batch: _Batch
+) -> dict[str, Verdict]:
+    """The verdicts of the records of batched jobs, by message id (the other records are left out)."""
+    registry = pipeline.consumer.registry
+    verdicts: dict[str, Verdict] = {}
+    groups: dict[str, list[Admitted]] = {}
+    for record in records:
+        try:
+            job = registry.find(parse_body(record.get("body")).type)
+        except Exception:
+            continue  # the ordinary path dead-letters it
+        if job is None or job.batch is None:
+            continue
+        d = _Delivery.of(record)
+        try:
+            admitted = pipeline.admit(d, context, batch)
+        except Exception as exc:  # one bad record never fails the batch: it comes back alone
+            log.error("admitting record %s failed", d.message_id, exc_info=True)
+            verdicts[d.message_id] = returned(d, describe(exc))
+            continue
+        if isinstance(admitted, Verdict):
+            verdicts[d.message_id] = admitted
+        else:
+            groups.setdefault(job.name, []).append(admitted)
+    for name, items in groups.items():
+        job = registry.get(name)
+        size = job.batch.max_size if job.batch else len(items)
+        for start in range(0, len(items), size):
+            chunk = items[start : start + size]
+            done: dict[str, Verdict] = {}
+            try:
+                _run_chunk(pipeline, job, chunk, context=context, batch=batch, verdicts=done)
+            except Exception as exc:  # the items not yet settled come back; a settled one stays settled
+                log.error(
+                    "settling a batch of %s failed; its unsettled records come back", name, exc_info=True
+                )
+                for a in chunk:
+                    done.setdefault(a.delivery.message_id, returned(a.delivery, describe(exc)))
+            verdicts.update(done)
+    return verdicts
+
+
+def _run_chunk(
+    pipeline: Pipeline,
+    job: Job[Any],
+    items: list[Admitted],
+    *,
+    context: Any,
+    batch: _Batch,
+    verdicts: dict[str, Verdict],
+) -> None:
+    """One call of a batched job; then each item's verdict (into ``verdicts``, as each is decided)."""
+    first = items[0].delivery
+    env = first.require_envelope()
+    trace = extract(first.record)
+    logger = job_logger()
+    logger.thread_safe_append_keys(job_type=env.type, batch_size=len(items), trace_id=trace.trace_id)
+    started = time.perf_counter()
+    outcomes: Any
+    try:
+        with job_span(trace, env.type, env.id, first.attempt, otel=batch.otel) as own:
+            ctx = _job_context(first, job, own=own, parent=trace, context=context, logger=logger)
+            outcomes = call(job, [a.payload for a in items], ctx)
+        if outcomes is None:
+            outcomes = [None] * len(items)
+        if not isinstance(outcomes, list | tuple) or len(outcomes) != len(items):
+            raise TypeError(
+                f"batched job {job.name} must return None or one outcome per payload "
+                f"({len(items)}), got {type(outcomes).__name__}"
+            )
+    except Exception as exc:
+        outcomes = [exc] * len(items)
+    finally:
+        logger.thread_safe_remove_keys(["job_type", "batch_size", "trace_id"])
+    per_item_ms = (time.perf_counter() - started) * 1000 / len(items)
+    for a, outcome in zip(items, outcomes, strict=True):
+        d = a.delivery
+        if isinstance(outcome, BaseException):
+            failure = outcome if isinstance(outcome, Exception) else JobAborted(outcome)
+            verdicts[d.message_id] = pipeline.failed(d, job, failure, per_item_ms, batch)
+        else:
+            wait = _queue_wait_ms(d.record, d.require_envelope()) if d.attempt == 1 else None
+            verdicts[d.message_id] = pipeline.succeeded(
+                d, summarize(outcome), queue_wait_ms=wait, processing_ms=per_item_ms
+            )

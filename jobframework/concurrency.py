@@ -1,0 +1,165 @@
+"""Records of a batch run concurrently, bounded per lane, on one thread pool reused across invocations.
+
+How many of a batch's records run at once (:func:`lane_limit`):
+
+* an ``io`` lane, or a lane without a profile: up to the batch size, or the lane's ``concurrency``
+  (``consumer(concurrency=...)``, or the ``JF_CONCURRENCY`` / ``JF_CONCURRENCY_<LANE>`` environment:
+  ``JF_CONCURRENCY_HIGH_CPU=2``);
+* a ``cpu`` lane: one at a time, unless its ``concurrency`` says otherwise.
+
+Sync jobs run on the process's pool threads (:func:`run_all`); ``async def`` jobs are awaited on the
+one event loop of :mod:`jobframework.running`, so many of them wait together. The calling thread takes
+records too, and helpers join only while records are left (each helper that starts asks for the next),
+so a batch of quick jobs costs about one thread hand-off, and a batch of jobs that wait runs them all
+within a moment of each other. A lane whose last batch was all quick jobs (none over 2 ms) starts
+its next batch on the calling thread alone, and calls the helpers in once a record runs long (so
+there, the first long record of a batch delays the others by its own time, once; the batch after it
+starts with helpers).
+Per-record isolation is unchanged: each record's stages run on one thread, in a copy of the
+caller's context variables (its log keys and trace context are its own).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import os
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import TypeVar
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+POOL_THREADS = 64
+"""Threads of the process's pool (shared by every batch the process runs at once)."""
+ENV_CONCURRENCY = "JF_CONCURRENCY"
+
+_pool: ThreadPoolExecutor | None = None
+_pool_lock = threading.Lock()
+
+
+def pool() -> ThreadPoolExecutor:
+    """The process's pool for the records of batches (made on first use, reused after)."""
+    global _pool
+    if _pool is None:
+        with _pool_lock:
+            if _pool is None:
+                _pool = ThreadPoolExecutor(max_workers=POOL_THREADS, thread_name_prefix="jf-records")
+    return _pool
+
+
+def lane_limit(lane: str | None, batch_size: int, concurrency: Mapping[str, int] | int | None) -> int:
+    """How many records of a batch from ``lane`` run at once (see the module docstring).
+
+    Example:
+        >>> lane_limit("high", 10, None), lane_limit("high-cpu", 10, None), lane_limit("high", 10, 4)
+        (10, 1, 4)
+    """
+    name = lane or ""
+    limit: int | None = None
+    if isinstance(concurrency, int):
+        limit = concurrency
+    elif concurrency is not None:
+        limit = concurrency.get(name)
+    if limit is None:
+        limit = _env_limit(name)
+    if limit is None:
+        limit = 1 if name.endswith("-cpu") else batch_size
+    return max(1, min(limit, batch_size))
+
+
+_env_limits: dict[str, int | None] = {}
+
+
+def _env_limit(lane: str) -> int | None:
+    if lane not in _env_limits:
+        raw = os.environ.get(f"{ENV_CONCURRENCY}_{lane.upper().replace('-', '_')}") if lane else None
+        raw = raw or os.environ.get(ENV_CONCURRENCY)
+        try:
+            _env_limits[lane] = int(raw) if raw else None
+        except ValueError:
+            from jobframework.errors import ConfigurationError
+
+            raise ConfigurationError(
+                f"{ENV_CONCURRENCY} (or its lane form) must be a whole number of records, got {raw!r}"
+            ) from None
+    return _env_limits[lane]
+
+
+QUICK_SECONDS = 0.002
+"""A record that runs longer than this makes its lane "waiting": its batches start with helpers."""
+_waiting: dict[str, bool] = {}
+"""Per lane: did its last batch have a record that ran longer than :data:`QUICK_SECONDS`?"""
+
+
+def run_all(
+    items: Sequence[T], fn: Callable[[T], R], limit: int, *, lane: str | None = None
+) -> list[R | None]:
+    """``[fn(item) for item in items]``, at most ``limit`` at a time, the calling thread among them.
+
+    A lane whose records are quick (none of its last batch ran over :data:`QUICK_SECONDS`) starts on
+    the calling thread alone and calls in helpers as soon as one record runs long; a lane whose
+    records wait (or one not seen yet) starts with helpers. So quick jobs cost no thread hand-off, and
+    jobs that wait run together. ``fn`` should not raise (the pipeline turns every error into a
+    verdict); if it does on a helper, that item's result is ``None`` and the others still run.
+    """
+    n = len(items)
+    if limit <= 1 or n <= 1:
+        return [fn(item) for item in items]
+    key = lane or ""
+    results: list[R | None] = [None] * n
+    state = {"next": 0, "helpers": 0, "finished": 0, "slow": 0}
+    done = threading.Condition()
+    parent = contextvars.copy_context()
+
+    def take() -> int | None:
+        with done:
+            i = state["next"]
+            if i >= n:
+                return None
+            state["next"] = i + 1
+            return i
+
+    def run(i: int) -> None:
+        started = time.perf_counter()
+        try:
+            results[i] = fn(items[i])
+        finally:
+            with done:
+                state["finished"] += 1
+                if time.perf_counter() - started > QUICK_SECONDS:
+                    state["slow"] += 1
+                if state["finished"] == n:
+                    done.notify_all()
+
+    def spawn() -> None:
+        with done:
+            if state["helpers"] >= limit - 1 or state["next"] >= n:
+                return
+            state["helpers"] += 1
+        try:
+            pool().submit(parent.copy().run, helper)
+        except RuntimeError:  # the pool is shut down (the interpreter is exiting): the caller goes on
+            with done:
+                state["helpers"] -= 1
+
+    def helper() -> None:
+        spawn()  # the next helper, while records are left
+        while (i := take()) is not None:
+            with contextlib.suppress(Exception):  # already counted; the item's result stays None
+                run(i)
+
+    if _waiting.get(key, True):
+        spawn()
+    while (i := take()) is not None:
+        run(i)
+        if state["slow"] and not state["helpers"]:
+            spawn()  # a record ran long: the rest may wait too
+    with done:
+        while state["finished"] < n:
+            done.wait()
+    _waiting[key] = state["slow"] > 0
+    return results

@@ -1,0 +1,201 @@
+"""Gates: checks between a record's admission and its job's run, each of which may end the record.
+
+The pipeline (:mod:`jobframework.pipeline`) runs, per record: parse, verify, load the payload, then
+the **gates** in order, then execute and classify. A gate is a callable::
+
+    def gate(admitted: Admitted, consumer: Consumer) -> Verdict | None
+
+* ``admitted`` holds the record's :class:`~jobframework.delivery._Delivery` (its envelope, source queue,
+  attempt), the :class:`~jobframework.jobs.Job`, the validated payload and the Lambda context;
+* ``consumer`` is the :class:`~jobframework.consumer.Consumer` (its ``sqs`` client, ``queue_url()``,
+  ``state`` store, ``config``);
+* it returns ``None`` to let the record go on to the next gate (and then the job), or a
+  :class:`~jobframework.verdict.Verdict` that ends the record there. Build one with :func:`release`
+  (hand it back unrun, not an attempt), :func:`refuse` (dead-letter it with a reason) or
+  :func:`skip` (acknowledge it unrun). A gate never calls SQS about the record itself: the settler
+  applies its verdict with the batch's others.
+
+A gate runs on the thread of its record (records of a batch run concurrently), so whatever it
+shares across records must be thread-safe; an exception it raises is that record's alone (it comes
+back when its visibility runs out). Gates are the consumer's ``gates`` list
+(:data:`DEFAULT_GATES` unless ``consumer(gates=...)`` says otherwise); add one with
+``consumer(gates=[*DEFAULT_GATES, my_gate])``.
+
+The built-in gates: :func:`backlog_gate` (a scheduled run whose queue is backlogged is skipped or
+deferred, per ``when_backlogged``) and :func:`time_left_gate` (a record whose job could not finish in
+the invocation's remaining time is released unstarted).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from jobframework.attempts import deferrals, receive_count
+from jobframework.delivery import Outcome, _queue_wait_ms, _remaining_seconds, refusal_logged
+from jobframework.jobs import WhenBacklogged
+from jobframework.scheduling import SCHEDULE_KEY_PREFIX
+from jobframework.state import JobState
+from jobframework.verdict import Kind, Verdict
+
+if TYPE_CHECKING:
+    from jobframework.consumer import Consumer
+    from jobframework.delivery import _Delivery
+    from jobframework.jobs import Job
+    from jobframework.retry import Reason
+
+log = logging.getLogger("jobframework.consumer")
+
+RELEASE_MARGIN_SECONDS = 1.0
+"""A job starts only if the invocation has its ``timeout`` plus this left."""
+DEFER_SECONDS = 60
+"""How long a deferred scheduled run waits before the backlog is checked again."""
+
+
+@dataclass(frozen=True, slots=True)
+class Admitted:
+    """A record that passed parse, verify and load: what a gate looks at."""
+
+    delivery: _Delivery
+    job: Job[Any]
+    payload: Any
+    context: Any
+    """The Lambda context (``get_remaining_time_in_millis``), or ``None``."""
+
+
+Gate = Callable[[Admitted, "Consumer"], Verdict | None]
+
+
+def release(
+    d: _Delivery,
+    delay: int,
+    *,
+    deferred: int = 0,
+    why: str = "",
+    outcome: str = Outcome.RELEASED,
+    state: JobState = JobState.QUEUED,
+) -> Verdict:
+    """Hand the record back unrun in ``delay`` seconds, as a fresh copy that is not an attempt.
+
+    ``outcome`` is what the listeners hear (``released``, or ``retried`` for a wait on another
+    delivery or a deferral); the job's status becomes ``state`` (``queued`` unless said otherwise).
+    """
+    details: dict[str, Any] = {"delay": delay} if outcome != Outcome.RELEASED else {}
+    if why:
+        details["reason" if outcome == Outcome.RETRIED and why == "backlogged" else "error"] = why
+    return Verdict(
+        d,
+        Kind.RELEASE,
+        delay=delay,
+        copy=True,
+        executions=d.attempt - 1,
+        deferred=deferred,
+        status=(state, {"attempts": d.attempt - 1}),
+        outcome=d.outcome(outcome, **details),
+    )
+
+
+def refuse(d: _Delivery, reason: Reason, error: str) -> Verdict:
+    """Dead-letter the record before its job runs (logged as every dead letter is, same keys)."""
+    with refusal_logged(d, reason, error, log):
+        pass
+    return dead_letter(d, reason, error)
+
+
+def dead_letter(d: _Delivery, reason: Reason, error: str, processing_ms: float | None = None) -> Verdict:
+    """The verdict that sends the record to its DLQ (the saga, if any, is told first)."""
+    from jobframework.delivery import _safe_text
+
+    error = _safe_text(error)
+    env = d.envelope
+    return Verdict(
+        d,
+        Kind.DEAD_LETTER,
+        reason=reason,
+        error=error,
+        status=(JobState.DEAD, {"attempts": d.attempt, "error": error, "reason": reason.value})
+        if env is not None
+        else None,
+        outcome=d.outcome(Outcome.DEAD_LETTERED, reason=reason, error=error, processing_ms=processing_ms),
+        saga=("failed", {"reason": reason.value, "error": error})
+        if env is not None and env.saga is not None
+        else None,
+    )
+
+
+def skip(d: _Delivery, result: str, *, reason: str) -> Verdict:
+    """Acknowledge the record unrun; its status says ``succeeded`` with ``result``."""
+    return Verdict(
+        d,
+        Kind.SKIPPED,
+        status=(JobState.SUCCEEDED, {"attempts": d.attempt, "result": result}),
+        outcome=d.outcome(Outcome.SKIPPED, reason=reason),
+    )
+
+
+def backlog_gate(admitted: Admitted, consumer: Consumer) -> Verdict | None:
+    """For a scheduled run whose queue is backlogged: skip it or defer it (``when_backlogged``)."""
+    d, job = admitted.delivery, admitted.job
+    env = d.require_envelope()
+    if job.schedule is None or not env.key.startswith(SCHEDULE_KEY_PREFIX):
+        return None
+    if job.when_backlogged is WhenBacklogged.RUN:
+        d.events.append("Heartbeat")
+        return None
+    try:
+        depth = int(
+            consumer.sqs.get_queue_attributes(
+                QueueUrl=consumer.queue_url(d.source), AttributeNames=["ApproximateNumberOfMessages"]
+            )["Attributes"].get("ApproximateNumberOfMessages", 0)
+        )
+    except Exception:
+        log.warning("reading the depth of %s failed; running the scheduled job", d.source, exc_info=True)
+        d.events.append("Heartbeat")
+        return None
+    waited = _queue_wait_ms(d.record, env) / 1000
+    backlogged = depth > job.backlog_depth or (job.backlog_age is not None and waited > job.backlog_age)
+    if not backlogged:
+        d.events.append("Heartbeat")
+        return None
+    if job.when_backlogged is WhenBacklogged.SKIP:
+        log.warning("scheduled run %s of %s skipped: %s has %d waiting", env.key, env.type, d.source, depth)
+        d.events.append("ScheduleSkipped")
+        return skip(d, '"skipped: queue backlogged"', reason="backlogged")
+    deferred = deferrals(d.record) + (receive_count(d.record) or 1) - 1
+    if deferred >= job.retry.max_attempts:
+        log.warning("scheduled run %s of %s deferred %d times; running it now", env.key, env.type, deferred)
+        d.events.append("Heartbeat")
+        return None
+    log.info(
+        "scheduled run %s of %s deferred %ds: %s has %d waiting",
+        env.key,
+        env.type,
+        DEFER_SECONDS,
+        d.source,
+        depth,
+    )
+    d.events.append("ScheduleDeferred")
+    return release(d, DEFER_SECONDS, deferred=deferred + 1, why="backlogged", outcome=Outcome.RETRIED)
+
+
+def time_left_gate(admitted: Admitted, consumer: Consumer) -> Verdict | None:
+    """Release the record unstarted when the invocation has not the job's timeout (and a margin) left."""
+    d, job = admitted.delivery, admitted.job
+    remaining = _remaining_seconds(admitted.context)
+    if remaining >= job.timeout + RELEASE_MARGIN_SECONDS:
+        return None
+    env = d.require_envelope()
+    log.warning(
+        "job %s (%s) released unstarted: %.1fs left in the invocation, the job may take %gs",
+        env.id,
+        env.type,
+        remaining,
+        job.timeout,
+    )
+    return release(d, 0)
+
+
+DEFAULT_GATES: tuple[Gate, ...] = (backlog_gate, time_left_gate)
+"""The consumer's gates unless it is given others, in the order they run."""

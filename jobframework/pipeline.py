@@ -1,0 +1,284 @@
+"""One record's stages: parse, verify, load, the gates, execute, classify; each may end it with a verdict.
+
+:meth:`Pipeline.process` takes one SQS record to a :class:`~jobframework.verdict.Verdict`, on its own
+(one bad record never touches its neighbours): it never sends anything to SQS about the record; the
+settler (:mod:`jobframework.settler`) applies the batch's verdicts together.
+
+* **parse**: the body as an envelope (``malformed`` otherwise), the job looked up (``unknown-type``);
+* **verify**: the signature, when the consumer has signing keys (``signature``);
+* **load**: the payload fetched from S3 if offloaded (``payload-missing`` when gone), upgraded to the
+  job's version (``version``) and validated (``invalid-payload``);
+* **gates**: :mod:`jobframework.gates` (backlogged schedules, time left, and whatever else is plugged in);
+* **execute**: the job in its trace span and log context, under its key and message hold, through
+  idempotency when on;
+* **classify**: every failure, whether the job's or a store's that the record needed (the key ring or
+  the payload store unreadable), goes through :func:`jobframework.retry.classify` and the retry budget.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
+
+from pydantic import ValidationError
+
+from jobframework.admission import load_payload, verify_signature
+from jobframework.attempts import is_first_attempt, receive_count
+from jobframework.delivery import (
+    Outcome,
+    _Batch,
+    _Delivery,
+    _job_context,
+    _queue_wait_ms,
+    _remaining_seconds,
+    _Unavailable,
+    describe,
+)
+from jobframework.envelope import parse_body
+from jobframework.errors import (
+    MalformedMessageError,
+    PayloadMissingError,
+    PayloadVersionError,
+    SignatureError,
+)
+from jobframework.gates import RELEASE_MARGIN_SECONDS, Admitted, Gate, dead_letter, refuse, release
+from jobframework.heartbeat import heartbeat
+from jobframework.idempotency import AlreadyInProgress, KeyHold
+from jobframework.retry import MAX_RETRY_DELAY_SECONDS, Action, Reason, classify
+from jobframework.running import call
+from jobframework.state import JobState, summarize
+from jobframework.telemetry import job_logger
+from jobframework.tracing import extract, job_span
+from jobframework.verdict import Kind, Verdict, returned
+
+if TYPE_CHECKING:
+    from jobframework.consumer import Consumer
+    from jobframework.jobs import Job
+
+log = logging.getLogger("jobframework.consumer")
+
+LOG_KEYS = ["job_id", "job_type", "job_key", "attempt", "trace_id"]
+
+
+class Pipeline:
+    """The stages of one record, for one consumer (its registry, features and ``gates``)."""
+
+    def __init__(self, consumer: Consumer, gates: Sequence[Gate]) -> None:
+        self.consumer = consumer
+        self.gates = tuple(gates)
+
+    def process(self, record: dict[str, Any], context: Any, batch: _Batch) -> Verdict:
+        """The record's verdict; an unexpected error of the framework is the record's alone."""
+        d = _Delivery.of(record)
+        try:
+            admitted = self.admit(d, context, batch)
+            if isinstance(admitted, Verdict):
+                return admitted
+            return self.execute(admitted, batch)
+        except Exception as exc:
+            log.error("processing record %s failed; it comes back", d.message_id, exc_info=True)
+            return returned(d, describe(exc))
+
+    # -- parse, verify, load, gates ---------------------------------------------------------------------
+
+    def admit(self, d: _Delivery, context: Any, batch: _Batch) -> Admitted | Verdict:
+        """Everything before running: the job and its validated payload, past the gates, or a verdict."""
+        c = self.consumer
+        if d.source not in batch.priorities:
+            batch.priorities[d.source] = c.queues.priority_of(d.source)
+        d.priority = batch.priorities[d.source]
+        body = d.record.get("body")
+        try:
+            if not isinstance(body, str):
+                raise MalformedMessageError(f"the body is {type(body).__name__}, not text")
+            d.envelope = env = parse_body(body)
+        except MalformedMessageError as exc:
+            return refuse(d, Reason.MALFORMED, str(exc))
+        job = c.registry.find(env.type)
+        if job is None:
+            return refuse(d, Reason.UNKNOWN_TYPE, f"no job named {env.type!r} is registered here")
+        d.priority = d.priority or job.priority.value
+        try:
+            if c.keys is not None:
+                verify_signature(d, c.keys, c.registry)
+            payload = load_payload(d, job, lambda: c._client("s3"))
+        except SignatureError as exc:
+            return refuse(d, Reason.SIGNATURE, str(exc))
+        except PayloadMissingError as exc:  # gone from S3: no retry can bring it back
+            return refuse(d, Reason.PAYLOAD_MISSING, str(exc))
+        except _Unavailable as exc:  # the key ring or the payload store: classified as any failure
+            return self.failed(d, job, exc, None, batch)
+        except PayloadVersionError as exc:
+            return refuse(d, Reason.VERSION, str(exc))
+        except (ValidationError, ValueError) as exc:
+            error = f"payload does not match {job.payload_model.__name__}: {describe(exc)}"
+            return refuse(d, Reason.INVALID_PAYLOAD, error)
+        admitted = Admitted(d, job, payload, context)
+        for gate in self.gates:
+            verdict = gate(admitted, c)
+            if verdict is not None:
+                return verdict
+        if batch.budget is not None and is_first_attempt(d.record):
+            batch.budget.first_attempt(d.source)
+        return admitted
+
+    # -- execute -----------------------------------------------------------------------------------------
+
+    def execute(self, admitted: Admitted, batch: _Batch) -> Verdict:
+        d, job, payload, context = admitted.delivery, admitted.job, admitted.payload, admitted.context
+        c = self.consumer
+        env = d.require_envelope()
+        trace = extract(d.record)
+        logger = job_logger()
+        keys = batch.log_keys or logger
+        queue_wait_ms = _queue_wait_ms(d.record, env) if d.attempt == 1 else None
+        keys.thread_safe_append_keys(
+            job_id=env.id, job_type=env.type, job_key=env.key, attempt=d.attempt, trace_id=trace.trace_id
+        )
+        started = time.perf_counter()
+        ran = True
+        result: str | None = None
+        try:
+            with (
+                job_span(trace, env.type, env.id, d.attempt, otel=batch.otel) as own,
+                self._held(d, job, context) as key,
+            ):
+                ctx = _job_context(d, job, own=own, parent=trace, context=context, logger=logger)
+                if c.idempotency is not None and key is not None:
+                    c.idempotency.limit_attempt(context, job.timeout + RELEASE_MARGIN_SECONDS)
+                    result, ran = c.idempotency.run(env.type, env.key, lambda: call(job, payload, ctx), key)
+                else:
+                    result = summarize(call(job, payload, ctx))
+        except AlreadyInProgress as exc:
+            # Back when the other delivery's in-progress record expires (or, if unknown, a job timeout).
+            delay = min(
+                MAX_RETRY_DELAY_SECONDS,
+                math.ceil((exc.retry_after if exc.retry_after is not None else job.timeout) + 1),
+            )
+            log.info(
+                "job %s (%s) is running in another delivery; checking again in %ds", env.id, env.type, delay
+            )
+            return release(d, delay, why=str(exc), outcome=Outcome.RETRIED, state=JobState.RETRYING)
+        except Exception as exc:  # a BaseException of the job arrives as JobAborted: the job's failure
+            return self.failed(d, job, exc, (time.perf_counter() - started) * 1000, batch)
+        finally:
+            keys.thread_safe_remove_keys(LOG_KEYS)
+            if time.perf_counter() - started > job.timeout:
+                d.events.append("Overrun")
+        elapsed_ms = (time.perf_counter() - started) * 1000
+        if not ran:
+            log.info(
+                "job %s (%s) key %s already completed; duplicate delivery skipped", env.id, env.type, env.key
+            )
+        return self.succeeded(d, result, queue_wait_ms=queue_wait_ms, processing_ms=elapsed_ms, ran=ran)
+
+    @staticmethod
+    def succeeded(
+        d: _Delivery,
+        result: str | None,
+        *,
+        queue_wait_ms: float | None,
+        processing_ms: float,
+        ran: bool = True,
+    ) -> Verdict:
+        env = d.require_envelope()
+        return Verdict(
+            d,
+            Kind.SUCCEEDED,
+            status=(JobState.SUCCEEDED, {"attempts": d.attempt, "result": result}),
+            outcome=d.outcome(
+                Outcome.SUCCEEDED,
+                queue_wait_ms=queue_wait_ms,
+                processing_ms=processing_ms,
+                duplicate=not ran,
+            ),
+            saga=("completed", {"result": result}) if env.saga is not None else None,
+        )
+
+    @contextmanager
+    def _held(self, d: _Delivery, job: Job[Any], context: Any) -> Iterator[KeyHold | None]:
+        """Keep the job's key and message held while it runs (see :mod:`jobframework.heartbeat`)."""
+        c = self.consumer
+        env, remaining = d.require_envelope(), _remaining_seconds(context)
+        key = KeyHold(c.idempotency) if c.idempotency is not None and job.idempotent else None
+        with heartbeat.hold(
+            f"{env.id} ({env.type})",
+            timeout=job.timeout,
+            key_lapses_in=min(job.timeout + RELEASE_MARGIN_SECONDS, remaining),
+            remaining=remaining,
+            extend_key=key.extend if key is not None else None,
+            extend_visibility=lambda seconds: c.change_visibility(d, seconds),
+        ):
+            yield key
+
+    # -- classify ------------------------------------------------------------------------------------------
+
+    def failed(
+        self, d: _Delivery, job: Job[Any], exc: Exception, elapsed_ms: float | None, batch: _Batch
+    ) -> Verdict:
+        """The one classification path: retry (within the policy and the budget) or dead-letter."""
+        env = d.require_envelope()
+        decision = classify(
+            exc, attempt=d.attempt, policy=job.retry, permanent=job.permanent, transient=job.transient
+        )
+        error = describe(exc)
+        max_attempts = job.retry.max_attempts
+        if (
+            decision.action is Action.RETRY
+            and batch.budget is not None
+            and not batch.budget.allow_retry(d.source)
+        ):
+            log.error(
+                "job %s (%s) failed and the retry budget of %s is spent: %s",
+                env.id,
+                env.type,
+                d.source,
+                error,
+            )
+            return dead_letter(d, Reason.BUDGET, error, processing_ms=elapsed_ms)
+        if decision.action is Action.RETRY:
+            delay = min(MAX_RETRY_DELAY_SECONDS, math.ceil(decision.delay))
+            if decision.transient:
+                log.warning(
+                    "job %s (%s) attempt %d/%d failed, retry in %ds: %s",
+                    env.id,
+                    env.type,
+                    d.attempt,
+                    max_attempts,
+                    delay,
+                    error,
+                )
+            else:
+                log.error(
+                    "job %s (%s) attempt %d/%d failed, retry in %ds",
+                    env.id,
+                    env.type,
+                    d.attempt,
+                    max_attempts,
+                    delay,
+                    exc_info=exc,
+                )
+            return Verdict(
+                d,
+                Kind.RETRY,
+                delay=delay,
+                # A record with no receive count to grow retries as a copy carrying this execution.
+                copy=receive_count(d.record) is None,
+                executions=d.attempt,
+                status=(JobState.RETRYING, {"attempts": d.attempt, "error": error}),
+                outcome=d.outcome(Outcome.RETRIED, error=error, delay=delay, processing_ms=elapsed_ms),
+            )
+        reason = decision.reason or Reason.EXHAUSTED
+        log.error(
+            "job %s (%s) dead-lettered (%s) after attempt %d: %s",
+            env.id,
+            env.type,
+            reason.value,
+            d.attempt,
+            error,
+        )
+        return dead_letter(d, reason, error, processing_ms=elapsed_ms)

@@ -1,0 +1,233 @@
+"""The settler: applies a batch's verdicts together, in the fewest SQS requests.
+
+In this order (each step sees what the ones before changed):
+
+1. **sagas**: a saga step's verdict tells its saga first (``completed`` or ``failed``); when the saga
+   cannot be told now, the record is retried in a second instead (never dead-lettered unannounced);
+2. **dead letters**: ``SendMessageBatch`` to each DLQ, entries grouped by at most ten and 1 MiB
+   (:func:`jobframework.dlq.redrive.batches_by_bytes`); an entry that fails to send is not settled:
+   the record is reported failed and comes back (nothing is lost);
+3. **copies**: hand-backs and copy retries, ``SendMessageBatch`` to the source queue the same way; a
+   copy that fails to send is handed back in place instead;
+4. **visibility**: ``ChangeMessageVisibilityBatch`` per source queue, ten a request, for what is
+   retried or released in place; a failure is logged (the record still comes back, when its current
+   visibility runs out);
+5. **statuses, metrics, listeners**: the job statuses noted for the batch's one write, the batch's
+   metrics, and each listener told each settled record's :class:`~jobframework.delivery.RecordOutcome`
+   (a listener's failure is logged, never fatal).
+
+The partial batch response then names only what did not settle (:attr:`Verdict.acknowledged`).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from jobframework import envelope as wire
+from jobframework.dead_letter import dead_letter_message
+from jobframework.delivery import RecordOutcome, _Batch, describe
+from jobframework.handback import copy_message
+from jobframework.state import JobState
+from jobframework.verdict import Kind, Verdict
+
+if TYPE_CHECKING:
+    from jobframework.consumer import Consumer
+
+log = logging.getLogger("jobframework.consumer")
+
+VISIBILITY_BATCH = 10
+"""Entries per ``ChangeMessageVisibilityBatch`` (SQS's limit)."""
+SAGA_RETRY_SECONDS = 1
+
+
+class Settler:
+    """Applies verdicts for one consumer (its SQS client, queue directory, listeners)."""
+
+    def __init__(self, consumer: Consumer) -> None:
+        self.consumer = consumer
+
+    def settle(self, verdicts: list[Verdict], batch: _Batch) -> list[str]:
+        """Apply the verdicts; the message ids to report in ``batchItemFailures``."""
+        self._tell_sagas(v for v in verdicts if v.saga is not None)
+        self._dead_letter([v for v in verdicts if v.kind is Kind.DEAD_LETTER])
+        self._copy([v for v in verdicts if v.copy and v.kind in (Kind.RETRY, Kind.RELEASE)])
+        self._change_visibility([v for v in verdicts if not v.copy and v.kind in (Kind.RETRY, Kind.RELEASE)])
+        for v in verdicts:
+            if v.kind is Kind.RETURN:
+                log.warning("record %s comes back unsettled: %s", v.delivery.message_id, v.why)
+            self._note(v, batch)
+        return [v.delivery.message_id for v in verdicts if not v.acknowledged]
+
+    # -- 1. sagas -----------------------------------------------------------------------------------
+
+    def _tell_sagas(self, verdicts: Iterable[Verdict]) -> None:
+        from jobframework import saga
+
+        for v in verdicts:
+            assert v.saga is not None
+            event, details = v.saga
+            env = v.delivery.require_envelope()
+            try:
+                saga.on_step_event(self.consumer, env, event, **details)
+            except Exception:
+                # The job's effect is done (and recorded by idempotency): retried, it is skipped as a
+                # duplicate and the saga told again, which its conditional writes make happen once.
+                log.error("advancing saga %s after step %s failed; retrying", env.saga, env.id, exc_info=True)
+                v.kind, v.delay, v.copy, v.outcome = Kind.RETRY, SAGA_RETRY_SECONDS, False, None
+                if event != "completed":
+                    v.status = None
+
+    # -- 2. dead letters ----------------------------------------------------------------------------
+
+    def _dead_letter(self, verdicts: list[Verdict]) -> None:
+        def message(v: Verdict) -> dict[str, Any]:
+            d = v.delivery
+            assert v.reason is not None
+            return dead_letter_message(d.record, v.reason, v.error or "-", attempt=d.attempt, source=d.source)
+
+        def unsent(v: Verdict, error: str) -> None:
+            log.error(
+                "dead-lettering %s (%s) failed; it will be retried: %s",
+                v.delivery.message_id,
+                v.reason.value if v.reason else "-",
+                error,
+            )
+            v.kind, v.why, v.status, v.outcome = Kind.RETURN, f"dead-lettering failed: {error}", None, None
+
+        self._send_batches(verdicts, self.consumer.dlq_url, message, unsent)
+
+    # -- 3. copies --------------------------------------------------------------------------------------
+
+    def _copy(self, verdicts: list[Verdict]) -> None:
+        def message(v: Verdict) -> dict[str, Any]:
+            body = v.delivery.record.get("body")
+            if not isinstance(body, str) or not body:
+                raise ValueError("a record without a text body cannot be copied")
+            return copy_message(
+                v.delivery.record, delay=v.delay, executions=v.executions, deferred=v.deferred
+            )
+
+        def unsent(v: Verdict, error: str) -> None:
+            log.warning(
+                "handing %s back as a copy failed; handed back in place: %s", v.delivery.message_id, error
+            )
+            v.copy = False
+
+        self._send_batches(verdicts, self.consumer.queue_url, message, unsent)
+
+    def _send_batches(
+        self,
+        verdicts: list[Verdict],
+        url_of: Callable[[str], str],
+        message: Callable[[Verdict], dict[str, Any]],
+        unsent: Callable[[Verdict, str], None],
+    ) -> None:
+        """``SendMessageBatch`` each verdict's message to ``url_of(source)``; ``unsent`` for each failure."""
+        if not verdicts:
+            return
+        from jobframework.dlq.redrive import batches_by_bytes
+
+        by_url: dict[str, list[tuple[Verdict, dict[str, Any]]]] = {}
+        for v in verdicts:
+            try:
+                url = url_of(v.delivery.source)
+                by_url.setdefault(url, []).append((v, message(v)))
+            except Exception as exc:
+                unsent(v, describe(exc))
+        sqs = self.consumer.sqs
+        for url, items in by_url.items():
+            for group in batches_by_bytes(items, _message_bytes):
+                entries = [{"Id": str(n), **m} for n, (_, m) in enumerate(group)]
+                try:
+                    response = sqs.send_message_batch(QueueUrl=url, Entries=entries)  # type: ignore[arg-type]
+                except Exception as exc:
+                    log.debug("SendMessageBatch to %s failed", url, exc_info=True)
+                    for v, _ in group:
+                        unsent(v, describe(exc))
+                    continue
+                sent = {str(e.get("Id")) for e in response.get("Successful", [])}
+                failed = {str(e.get("Id")): e for e in response.get("Failed", [])}
+                for n, (v, _) in enumerate(group):
+                    if str(n) not in sent:
+                        entry: Any = failed.get(str(n), {})
+                        unsent(v, f"{entry.get('Code', 'not sent')}: {entry.get('Message', '')}")
+
+    # -- 4. visibility ------------------------------------------------------------------------------------
+
+    def _change_visibility(self, verdicts: list[Verdict]) -> None:
+        by_url: dict[str, list[Verdict]] = {}
+        for v in verdicts:
+            try:
+                by_url.setdefault(self.consumer.queue_url(v.delivery.source), []).append(v)
+            except Exception:
+                log.warning("ChangeMessageVisibility of %s failed", v.delivery.message_id, exc_info=True)
+        sqs = self.consumer.sqs
+        for url, items in by_url.items():
+            for start in range(0, len(items), VISIBILITY_BATCH):
+                group = items[start : start + VISIBILITY_BATCH]
+                entries = [
+                    {
+                        "Id": str(n),
+                        "ReceiptHandle": str(v.delivery.record.get("receiptHandle", "")),
+                        "VisibilityTimeout": int(v.delay),
+                    }
+                    for n, v in enumerate(group)
+                ]
+                try:
+                    response = sqs.change_message_visibility_batch(QueueUrl=url, Entries=entries)  # type: ignore[arg-type]
+                except Exception:
+                    # The records are still reported failed: they return when their visibility runs out.
+                    log.warning(
+                        "ChangeMessageVisibilityBatch of %d records failed", len(group), exc_info=True
+                    )
+                    continue
+                for entry in response.get("Failed", []):
+                    log.warning(
+                        "ChangeMessageVisibility of %s failed: %s %s",
+                        group[int(entry.get("Id", 0))].delivery.message_id,
+                        entry.get("Code"),
+                        entry.get("Message"),
+                    )
+
+    # -- 5. statuses, metrics, listeners ------------------------------------------------------------------
+
+    def _note(self, v: Verdict, batch: _Batch) -> None:
+        d = v.delivery
+        env = d.envelope
+        if env is not None:
+            for event in v.events:
+                batch.metrics.schedule_event(env.type, event)
+        if v.status is not None and self.consumer.state is not None and env is not None:
+            state, fields = v.status
+            note_status(batch, env, state, fields)
+        if v.outcome is not None:
+            self.emit(batch, v.outcome)
+
+    def emit(self, batch: _Batch, outcome: RecordOutcome) -> None:
+        batch.metrics.add(outcome)
+        for listener in self.consumer.listeners:
+            try:
+                listener(outcome)
+            except Exception:
+                log.warning("consumer listener failed", exc_info=True)
+
+
+def note_status(batch: _Batch, env: Any, state: JobState, fields: dict[str, Any]) -> None:
+    """Note the job's status in the batch's pending records (written once, when the batch ends)."""
+    status = batch.statuses.setdefault(
+        env.id, {"id": env.id, "type": env.type, "key": env.key, "enqueued_at": env.enqueued_at.isoformat()}
+    )
+    status.update({k: v for k, v in fields.items() if v is not None}, status=state)
+    if state in (JobState.SUCCEEDED, JobState.DEAD):
+        status["finished_at"] = datetime.now(UTC).isoformat(timespec="milliseconds")
+    if state is JobState.SUCCEEDED:
+        status.pop("error", None)
+        status.pop("reason", None)
+
+
+def _message_bytes(item: tuple[Verdict, dict[str, Any]]) -> int:
+    m = item[1]
+    return wire.message_size(m["MessageBody"], m.get("MessageAttributes", {}))
