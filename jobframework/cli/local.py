@@ -5,7 +5,8 @@ from __future__ import annotations
 import signal
 import subprocess
 import sys
-from typing import Annotated
+from collections.abc import Callable
+from typing import Annotated, Any
 
 import typer
 
@@ -113,7 +114,13 @@ def dev(
         for name, value in env.items():
             typer.echo(f"export {name}={value}")
         handler = consumer(registry, config=config, sqs_client=sqs, listeners=[listener])
-        emulator = Emulator(pollers_for(config, topology), handler, sqs, wait_time_seconds=DEV_WAIT_SECONDS)
+        emulator = Emulator(
+            pollers_for(config, topology),
+            handler,
+            sqs,
+            wait_time_seconds=DEV_WAIT_SECONDS,
+            paused=_pause_watch(config, aws.client("dynamodb")),
+        )
         scheduler_client = aws.client("scheduler")
         scheduler = LocalScheduler(
             topology.schedules,
@@ -205,6 +212,7 @@ def worker(  # noqa: PLR0917
         workers=workers,
         wait_time_seconds=wait_seconds,
         region=sqs.meta.region_name,
+        paused=_pause_watch(config, aws.client("dynamodb", config=config)),
     )
     typer.echo(
         f"jf worker: polling {', '.join(p.name for p in pollers)} in {len(children) + 1} process(es); "
@@ -223,6 +231,16 @@ def worker(  # noqa: PLR0917
     )
     if not drained:
         raise CliError("drain time ran out; the unfinished records reappear after their visibility timeout")
+
+
+def _pause_watch(config: Any, dynamodb: Any) -> Callable[[], frozenset[str]] | None:
+    """The lanes ``jf queue pause`` paused, as the emulator asks for them (none without a state table)."""
+    if not config.state_table:
+        return None
+    from jobframework.flow.pause import PauseWatch
+    from jobframework.state import StateStore
+
+    return PauseWatch(StateStore(config.state_table, dynamodb)).current
 
 
 def _spawn_worker_processes(count: int) -> list[subprocess.Popen[bytes]]:

@@ -34,7 +34,7 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -195,6 +195,8 @@ class Emulator:
             polls and backs off instead (the demo and tests, which want a stop to be immediate).
         idle_seconds: with short polling, how long a queue found empty is left alone before the next
             poll (it grows up to ``max_idle_seconds`` while the queue stays empty).
+        paused: the lanes not to poll now (``jf queue pause``: :class:`jobframework.flow.pause.PauseWatch`);
+            asked before each claim, so it must be cheap (cache its reads).
 
     A queue found empty is polled by one worker at a time until it has work again; then every
     worker may take it, up to its maximum concurrency.
@@ -211,6 +213,7 @@ class Emulator:
         idle_seconds: float = 0.05,
         max_idle_seconds: float = 1.0,
         region: str = "us-east-1",
+        paused: Callable[[], Collection[str]] | None = None,
     ) -> None:
         self.pollers = list(pollers)
         if not self.pollers:
@@ -224,6 +227,7 @@ class Emulator:
         total = sum(p.max_concurrency for p in self.pollers)
         self.workers = workers or min(32, max(1, total))
         self.stats = BatchStats()
+        self._paused = paused
         self._states = {p.name: _QueueState(p) for p in self.pollers}
         self._picker = WeightedPicker({p.name: p.weight for p in self.pollers})
         self._lock = threading.Condition()
@@ -302,13 +306,14 @@ class Emulator:
 
     # -- a worker --------------------------------------------------------------------------------------
 
-    def _claim(self) -> _QueueState | None:
-        """The next queue to poll (weighted, with spare concurrency, not idle), or None to wait."""
+    def _claim(self, paused: Collection[str] = ()) -> _QueueState | None:
+        """The next queue to poll (weighted, with spare concurrency, not idle, not paused), or None."""
         now = time.monotonic()
         eligible = [
             name
             for name, s in self._states.items()
-            if s.in_flight < s.poller.max_concurrency
+            if name not in paused
+            and s.in_flight < s.poller.max_concurrency
             and s.idle_until <= now
             # A queue found empty gets one poller (waiting in its receive) until it has work again.
             and not (self._idle_streak[name] and s.in_flight)
@@ -322,8 +327,9 @@ class Emulator:
 
     def _work(self) -> None:
         while not self._stopping.is_set():
+            paused = self._paused() if self._paused is not None else ()
             with self._lock:
-                state = self._claim()
+                state = self._claim(paused)
                 if state is None:
                     now = time.monotonic()
                     waits = [s.idle_until - now for s in self._states.values() if s.idle_until > now]
