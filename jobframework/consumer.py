@@ -62,6 +62,8 @@ from jobframework.errors import (
     PayloadVersionError,
     SignatureError,
 )
+from jobframework.flow.gates import flow_gates
+from jobframework.flow.outcome import Drop, HandBack
 from jobframework.handback import hand_back
 from jobframework.heartbeat import heartbeat
 from jobframework.idempotency import AlreadyInProgress, KeyHold
@@ -332,6 +334,21 @@ class Consumer:
             if self._hand_back(d, 0):
                 return None
             raise RecordRetry(f"job {env.id} released: {remaining:.1f}s left, job needs {job.timeout:g}s")
+
+        # Flow control (jobframework.flow.gates: expiry, debounce, limits, cancel): the one call site.
+        verdict = flow_gates(self).check(env, job, d.attempt, time.time())
+        if isinstance(verdict, Drop):  # acknowledged unrun, with a final status (cancelled, expired)
+            now = datetime.now(UTC).isoformat(timespec="milliseconds")
+            self._status(d, verdict.state, attempts=d.attempt - 1, reason=verdict.reason, finished_at=now)
+            batch.metrics.schedule_event(env.type, verdict.metric)
+            self._emit(batch, d.outcome(Outcome.SKIPPED, reason=verdict.reason))
+            return None
+        if isinstance(verdict, HandBack):  # back later, unrun and not an attempt (a limit is full)
+            self._status(d, JobState.QUEUED, attempts=d.attempt - 1)
+            self._emit(batch, d.outcome(Outcome.RELEASED, reason=verdict.reason, delay=verdict.delay))
+            if self._hand_back(d, verdict.delay):
+                return None
+            raise RecordRetry(f"job {env.id} handed back: {verdict.reason}")
 
         if is_first_attempt(record) and batch.budget is not None:
             batch.budget.first_attempt(d.source)
