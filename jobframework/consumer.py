@@ -336,7 +336,7 @@ class Consumer:
             raise RecordRetry(f"job {env.id} released: {remaining:.1f}s left, job needs {job.timeout:g}s")
 
         # Flow control (jobframework.flow.gates: expiry, debounce, limits, cancel): the one call site.
-        verdict = flow_gates(self).check(env, job, d.attempt, time.time())
+        verdict = flow_gates(self).check(env, job, payload, d.attempt, time.time())
         if isinstance(verdict, Drop):  # acknowledged unrun, with a final status (cancelled, expired)
             now = datetime.now(UTC).isoformat(timespec="milliseconds")
             self._status(d, verdict.state, attempts=d.attempt - 1, reason=verdict.reason, finished_at=now)

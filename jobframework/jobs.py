@@ -434,6 +434,11 @@ def job(
     backlog_depth: int = 1000,
     backlog_age: float | timedelta | None = None,
     expires_after: float | timedelta | None = None,
+    tenant: Callable[[Any], str] | None = None,
+    concurrency: int | None = None,
+    concurrency_key: Callable[[Any], str] | None = None,
+    rate: str | None = None,
+    rate_key: Callable[[Any], str] | None = None,
     registry: JobRegistry | None = None,
 ) -> Callable[[Callable[..., Any]], Job[Any]]:
     """Register a function as a job.
@@ -470,6 +475,14 @@ def job(
         expires_after: seconds (or ``timedelta``, up to 14 days) after the enqueue by which the job
             must have started; later it is dropped unrun with status ``expired`` (``enqueue(...,
             expires_in=...)`` overrides it per message).
+        tenant: a function of the payload giving the tenant, sent as ``MessageGroupId`` (SQS fair
+            queues; ``enqueue(..., tenant=...)`` overrides it).
+        concurrency: at most this many runs of the job at once across every consumer (leases in the
+            state table); with ``concurrency_key`` (a function of the payload) the cap is per key. A
+            record over it is handed back for 1 to 3 s, not using an attempt.
+        rate: at most this many starts per period across every consumer, e.g. ``"100/minute"``
+            (``N/second``, ``N/minute``, ``N/hour``; a shared token bucket); per key with
+            ``rate_key``. A record over it is handed back until the bucket has a token.
         registry: where to register (the default registry when ``None``).
 
     Raises:
@@ -530,7 +543,15 @@ def job(
     sched = Schedule(schedule) if isinstance(schedule, str) else schedule
     if sched is not None and not isinstance(sched, Schedule):
         raise ConfigurationError(f"job {name}: schedule= takes a Schedule or an expression string")
-    flow = flow_options(name, expires_after=expires_after)
+    flow = flow_options(
+        name,
+        expires_after=expires_after,
+        tenant=tenant,
+        concurrency=concurrency,
+        concurrency_key=concurrency_key,
+        rate=rate,
+        rate_key=rate_key,
+    )
     target = registry if registry is not None else globals()["registry"]
 
     def decorate(fn: Callable[..., Any]) -> Job[Any]:

@@ -182,7 +182,7 @@ class CancelGate:
     def __init__(self, store: StateStore) -> None:
         self.store = store
 
-    def __call__(self, env: Envelope, job: Job[Any], attempt: int, now: float) -> Drop | None:
+    def __call__(self, env: Envelope, job: Job[Any], payload: Any, attempt: int, now: float) -> Drop | None:
         from botocore.exceptions import ClientError
 
         try:

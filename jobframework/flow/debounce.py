@@ -114,7 +114,9 @@ class DebounceGate:
     def __init__(self, store: StateStore) -> None:
         self.store = store
 
-    def __call__(self, env: Envelope, job: Job[Any], attempt: int, now: float) -> HandBack | Drop | None:
+    def __call__(
+        self, env: Envelope, job: Job[Any], payload: Any, attempt: int, now: float
+    ) -> HandBack | Drop | None:
         ref = env.debounce
         if ref is None or attempt > 1:
             return None

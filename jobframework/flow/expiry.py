@@ -25,7 +25,7 @@ def deadline_of(enqueued_at: datetime, expires_in: float | None) -> datetime | N
     return None if expires_in is None else enqueued_at + timedelta(seconds=expires_in)
 
 
-def expiry_gate(env: Envelope, job: Job[Any], attempt: int, now: float) -> Drop | None:
+def expiry_gate(env: Envelope, job: Job[Any], payload: Any, attempt: int, now: float) -> Drop | None:
     """Drop a job whose first run has not started by its deadline."""
     if env.deadline is None or attempt > 1 or now <= env.deadline.timestamp():
         return None

@@ -18,6 +18,7 @@ from jobframework.flow.outcome import Gate, GateOutcome
 if TYPE_CHECKING:
     from jobframework.delivery import RecordOutcome
     from jobframework.envelope import Envelope
+    from jobframework.flow.limits import LimitGate
     from jobframework.jobs import Job
     from jobframework.state import StateStore
 
@@ -34,17 +35,21 @@ class FlowGates:
     def __init__(self, state: StateStore | None) -> None:
         self.state = state
         self.gates: list[Gate] = [expiry_gate]
-        self.limits: Any = None
+        self.limits: LimitGate | None = None
         if state is not None:
             from jobframework.flow.cancel import CancelGate
             from jobframework.flow.debounce import DebounceGate
+            from jobframework.flow.limits import LimitGate
 
-            self.gates += [DebounceGate(state), CancelGate(state)]
+            self.limits = LimitGate(state)
+            self.gates += [DebounceGate(state), self.limits, CancelGate(state)]
 
-    def check(self, env: Envelope, job: Job[Any], attempt: int, now: float) -> GateOutcome | None:
+    def check(
+        self, env: Envelope, job: Job[Any], payload: Any, attempt: int, now: float
+    ) -> GateOutcome | None:
         """The first gate's verdict that is not "go on", or ``None`` to run the job."""
         for gate in self.gates:
-            verdict = gate(env, job, attempt, now)
+            verdict = gate(env, job, payload, attempt, now)
             if verdict is not None:
                 return verdict
         return None

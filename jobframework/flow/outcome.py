@@ -39,5 +39,5 @@ class Drop:
 
 
 GateOutcome = HandBack | Drop
-Gate = Callable[["Envelope", "Job[Any]", int, float], GateOutcome | None]
-"""``gate(envelope, job, attempt, now)``: ``now`` is epoch seconds."""
+Gate = Callable[["Envelope", "Job[Any]", Any, int, float], GateOutcome | None]
+"""``gate(envelope, job, payload, attempt, now)``: the loaded payload model; ``now`` is epoch seconds."""

@@ -3,6 +3,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+import threading
+
 import pytest
 
 from jobframework.client import JobClient
@@ -43,3 +45,21 @@ def flow(jf_aws: Any) -> Flow:
     handler = consumer(flow_jobs.registry, config=config, sqs_client=sqs, listeners=[outcomes.append])
     client = JobClient(config, registry=flow_jobs.registry, sqs_client=sqs, clients={"dynamodb": dynamodb})
     return Flow(config, sqs, dynamodb, client, handler, outcomes)
+
+
+@pytest.fixture(autouse=True)
+def _serialized_dynamodb_writes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """DynamoDB applies each conditional write atomically; moto evaluates the condition and then writes
+    without a lock, so two racing requests can both pass. The flow tests race writes on purpose, so
+    they make the embedded AWS (in this process) serialize them as DynamoDB does."""
+    from moto.dynamodb.models import DynamoDBBackend
+
+    lock = threading.RLock()
+    for name in ("update_item", "put_item", "delete_item"):
+        original = getattr(DynamoDBBackend, name)
+
+        def serialized(self: Any, *args: Any, _original: Any = original, **kwargs: Any) -> Any:
+            with lock:
+                return _original(self, *args, **kwargs)
+
+        monkeypatch.setattr(DynamoDBBackend, name, serialized)

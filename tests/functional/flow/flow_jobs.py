@@ -62,3 +62,66 @@ def long_running(item: Item, ctx: JobContext) -> str:
 @job("f.expiring", registry=registry, priority="low", expires_after=1.0)
 def expiring(item: Item, ctx: JobContext) -> None:
     _note(item, ctx)
+
+
+class Ledger:
+    """Runs in progress and the most seen at once, per key (a job's own count of its concurrency)."""
+
+    def __init__(self) -> None:
+        self.now: Counter[str] = Counter()
+        self.peak: Counter[str] = Counter()
+        self.starts: list[float] = []
+        self.lock = threading.Lock()
+
+    def clear(self) -> None:
+        with self.lock:
+            self.now.clear()
+            self.peak.clear()
+            self.starts.clear()
+
+    def enter(self, *keys: str) -> None:
+        with self.lock:
+            self.starts.append(time.time())
+            for key in keys:
+                self.now[key] += 1
+                self.peak[key] = max(self.peak[key], self.now[key])
+
+    def leave(self, *keys: str) -> None:
+        with self.lock:
+            for key in keys:
+                self.now[key] -= 1
+
+
+ledger = Ledger()
+
+
+@job("f.capped", registry=registry, concurrency=2, timeout=10)
+def capped(item: Item, ctx: JobContext) -> None:
+    ledger.enter("all")
+    try:
+        time.sleep(0.3)
+        _note(item, ctx)
+    finally:
+        ledger.leave("all")
+
+
+@job("f.per-tenant", registry=registry, concurrency=1, concurrency_key=lambda i: i.tenant, timeout=10)
+def per_tenant(item: Item, ctx: JobContext) -> None:
+    ledger.enter("all", item.tenant)
+    try:
+        time.sleep(0.3)
+        _note(item, ctx)
+    finally:
+        ledger.leave("all", item.tenant)
+
+
+@job("f.rated", registry=registry, rate="10/second")
+def rated(item: Item, ctx: JobContext) -> None:
+    ledger.enter("all")
+    ledger.leave("all")
+    _note(item, ctx)
+
+
+@job("f.tenant", registry=registry, tenant=lambda i: i.tenant)
+def by_tenant(item: Item, ctx: JobContext) -> None:
+    _note(item, ctx)
