@@ -1,9 +1,8 @@
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass, field
 from typing import Any
-
-import threading
 
 import pytest
 
