@@ -82,7 +82,7 @@ def test_racing_acquisitions_never_pass_the_cap(flow):
 
     def take(n: int) -> bool:
         go.wait()
-        return limits[n].acquire("limit#race", f"j{n}", 3, time.time() + 30, time.time())
+        return bool(limits[n].acquire("limit#race", f"j{n}", 3, time.time() + 30, time.time()))
 
     with ThreadPoolExecutor(6) as pool:
         taken = list(pool.map(take, range(6)))
