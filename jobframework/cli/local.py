@@ -57,13 +57,19 @@ DEV_WAIT_SECONDS = 2
 
 
 @app.command()
-def dev(
+def dev(  # noqa: PLR0917
     jobs: JobsOption = None,
     port: Annotated[
         int, typer.Option(help="Port of the embedded AWS (0: a free one).", min=0, max=65535)
     ] = 0,
     stage: Annotated[str, typer.Option(help="Stage name of the local topology.")] = "dev",
     drain_timeout: Annotated[float, typer.Option(help="Seconds to finish in-flight batches on stop.")] = 10.0,
+    fair_lookahead: Annotated[
+        int,
+        typer.Option(
+            min=0, help="Serve each queue's tenants (MessageGroupId) round-robin within N messages (0: off)."
+        ),
+    ] = 100,
     json_logs: Annotated[
         bool, typer.Option("--json", help="Print the logs (and one record per job outcome) as JSON lines.")
     ] = False,
@@ -120,6 +126,7 @@ def dev(
             sqs,
             wait_time_seconds=DEV_WAIT_SECONDS,
             paused=_pause_watch(config, aws.client("dynamodb")),
+            fair_lookahead=fair_lookahead,
         )
         scheduler_client = aws.client("scheduler")
         scheduler = LocalScheduler(
@@ -166,6 +173,12 @@ def worker(  # noqa: PLR0917
         float, typer.Option(help="Seconds to finish in-flight batches on SIGTERM.")
     ] = 30.0,
     stage: Annotated[str, typer.Option(help="Stage whose topology settings apply.")] = "dev",
+    fair_lookahead: Annotated[
+        int,
+        typer.Option(
+            min=0, help="Serve each queue's tenants (MessageGroupId) round-robin within N messages (0: off)."
+        ),
+    ] = 100,
 ) -> None:
     """Poll the queues and run jobs as a long-running process (ECS, EC2), with Lambda's semantics.
 
@@ -213,6 +226,7 @@ def worker(  # noqa: PLR0917
         wait_time_seconds=wait_seconds,
         region=sqs.meta.region_name,
         paused=_pause_watch(config, aws.client("dynamodb", config=config)),
+        fair_lookahead=fair_lookahead,
     )
     typer.echo(
         f"jf worker: polling {', '.join(p.name for p in pollers)} in {len(children) + 1} process(es); "

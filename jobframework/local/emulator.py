@@ -13,6 +13,9 @@ source mapping does in AWS:
   alone and come back when their visibility (as the consumer set it) runs out. A handler
   that raises, or a response that names an unknown record, fails the whole batch;
 - runs at most ``max_concurrency`` batches of a queue at once (one thread a batch);
+- serves a queue's message groups (``MessageGroupId``: tenants) round-robin within a look-ahead
+  when ``fair_lookahead`` is set (:mod:`jobframework.local.fair`), as SQS fair queues do;
+- skips the lanes ``jf queue pause`` paused (``paused``);
 - shares its worker threads between the queues with weighted fairness (``POLL_WEIGHT``,
   6:3:2:1): a free worker takes the next queue of a smooth weighted round robin that has
   work and spare concurrency, so critical work never waits behind a burst of low work and
@@ -41,6 +44,7 @@ from typing import TYPE_CHECKING, Any
 from jobframework.envelope import lambda_record
 from jobframework.jobs import Priority
 from jobframework.local.context import LocalLambdaContext as EmulatorContext
+from jobframework.local.fair import FairBuffer
 from jobframework.topology import POLL_WEIGHT, RuntimeConfig, Topology
 
 if TYPE_CHECKING:
@@ -197,6 +201,8 @@ class Emulator:
             poll (it grows up to ``max_idle_seconds`` while the queue stays empty).
         paused: the lanes not to poll now (``jf queue pause``: :class:`jobframework.flow.pause.PauseWatch`);
             asked before each claim, so it must be cheap (cache its reads).
+        fair_lookahead: above 0, serve each queue's message groups (tenants) round-robin within this
+            many received messages (:mod:`jobframework.local.fair`); 0 takes batches as received.
 
     A queue found empty is polled by one worker at a time until it has work again; then every
     worker may take it, up to its maximum concurrency.
@@ -214,6 +220,7 @@ class Emulator:
         max_idle_seconds: float = 1.0,
         region: str = "us-east-1",
         paused: Callable[[], Collection[str]] | None = None,
+        fair_lookahead: int = 0,
     ) -> None:
         self.pollers = list(pollers)
         if not self.pollers:
@@ -228,6 +235,7 @@ class Emulator:
         self.workers = workers or min(32, max(1, total))
         self.stats = BatchStats()
         self._paused = paused
+        self._fair = {p.name: FairBuffer(fair_lookahead) for p in self.pollers} if fair_lookahead > 0 else {}
         self._states = {p.name: _QueueState(p) for p in self.pollers}
         self._picker = WeightedPicker({p.name: p.weight for p in self.pollers})
         self._lock = threading.Condition()
@@ -272,6 +280,7 @@ class Emulator:
         for thread in self._threads:
             thread.join(max(0.0, deadline - time.monotonic()))
         drained = not self.running
+        self._return_held()
         if not drained:
             log.warning(
                 "drain time of %gs ran out with %d batch(es) in flight; their records reappear "
@@ -367,8 +376,40 @@ class Emulator:
         )
         return list(response.get("Messages", []))
 
+    def _collect_fair(self, poller: QueuePoller, buffer: FairBuffer) -> list[dict[str, Any]]:
+        """One batch taken round-robin over the groups of the look-ahead, topped up first."""
+        wait = self.wait_time_seconds
+        while (room := buffer.room()) > 0 and not self._stopping.is_set():
+            got = self._receive(poller, room, wait)
+            if not got:
+                break
+            buffer.add(got)
+            wait = 0
+        return buffer.take(poller.batch_size)
+
+    def _return_held(self) -> None:
+        """Make the messages the look-ahead still holds visible again (after a stop)."""
+        for name, buffer in self._fair.items():
+            held = buffer.drain()
+            url = self._states[name].poller.url
+            for start in range(0, len(held), SQS_MAX_RECEIVE):
+                chunk = held[start : start + SQS_MAX_RECEIVE]
+                try:
+                    self.sqs.change_message_visibility_batch(
+                        QueueUrl=url,
+                        Entries=[
+                            {"Id": str(i), "ReceiptHandle": m["ReceiptHandle"], "VisibilityTimeout": 0}
+                            for i, m in enumerate(chunk)
+                        ],
+                    )
+                except Exception:
+                    log.warning("returning %d held messages to %s failed", len(chunk), url, exc_info=True)
+
     def _collect(self, poller: QueuePoller) -> list[dict[str, Any]]:
         """One batch: up to ``batch_size`` messages, waiting at most the batching window to fill it."""
+        buffer = self._fair.get(poller.name)
+        if buffer is not None:
+            return self._collect_fair(poller, buffer)
         messages = self._receive(poller, poller.batch_size, self.wait_time_seconds)
         if not messages or poller.batching_window <= 0:
             return messages
