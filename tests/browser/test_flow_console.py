@@ -47,7 +47,8 @@ def test_cancel_a_queued_job_from_its_page(page: Any, console_url: str, clean: S
     page.reload()
     expect(page.locator("#job-status")).to_have_text("cancelled")
     expect(page.locator("#cancel")).to_have_count(0)  # nothing left to cancel
-    assert _client(clean).status(job_id).status is JobState.CANCELLED
+    status = _client(clean).status(job_id)
+    assert status is not None and status.status is JobState.CANCELLED
 
 
 def test_read_only_offers_neither_pause_nor_cancel(page: Any, read_only_url: str, clean: Shop):
