@@ -88,14 +88,18 @@ class ConcurrencyLimit:
         raise RuntimeError(f"the concurrency leases of {pk} kept changing under {WRITE_ATTEMPTS} writes")
 
     def release(self, pk: str, lease: str) -> None:
-        self.store.client.update_item(
+        """Drop ``lease`` (one write; the item as it is then is kept, so the next take is one write)."""
+        item = self.store.client.update_item(
             TableName=self.store.table,
             Key={"pk": {"S": pk}, "sk": {"S": "concurrency"}},
             UpdateExpression="REMOVE leases.#lease ADD version :one",
             ConditionExpression="attribute_exists(leases)",
             ExpressionAttributeNames={"#lease": lease},
             ExpressionAttributeValues={":one": {"N": "1"}},
-        )
+            ReturnValues="ALL_NEW",
+        ).get("Attributes", {})
+        with self._lock:
+            self._seen[pk] = _leases_of(item)
 
     def _read(self, pk: str) -> tuple[int, dict[str, float]]:
         item = self.store.client.get_item(
