@@ -176,9 +176,10 @@ def worker(  # noqa: PLR0917
     fair_lookahead: Annotated[
         int,
         typer.Option(
-            min=0, help="Serve each queue's tenants (MessageGroupId) round-robin within N messages (0: off)."
+            min=0,
+            help="Serve each queue's tenants (MessageGroupId) round-robin within N held messages (0: off).",
         ),
-    ] = 100,
+    ] = 0,
 ) -> None:
     """Poll the queues and run jobs as a long-running process (ECS, EC2), with Lambda's semantics.
 
