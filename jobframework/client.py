@@ -29,6 +29,7 @@ from jobframework.errors import (
     PayloadTooLargeError,
     PayloadValidationError,
 )
+from jobframework.flow.enqueue import flow_fields, tenant_of
 from jobframework.idempotency import DEFAULT_EXPIRY_SECONDS
 from jobframework.jobs import Job, JobRegistry, Priority, lane_name, parse_priority
 from jobframework.jobs import registry as default_registry
@@ -45,6 +46,7 @@ if TYPE_CHECKING:
     from mypy_boto3_sqs.type_defs import SendMessageBatchRequestEntryTypeDef
 
     from jobframework.catalog import JobCatalog, RoutedJob
+    from jobframework.flow.cancel import CancelResult
     from jobframework.saga import SagaRecord
     from jobframework.signing import KeySource
 
@@ -126,6 +128,9 @@ class EnqueueRequest:
     saga: SagaRef | None = None
     job_id: str | None = None
     dedup_window: float | timedelta | None = None
+    expires_in: float | timedelta | None = None
+    debounce: float | timedelta | None = None
+    tenant: str | None = None
 
 
 @dataclass(slots=True)
@@ -138,6 +143,8 @@ class _Prepared:
     delay: int
     xray: str | None
     dedup_window: float | None = None
+    group: str | None = None
+    """``MessageGroupId``: the tenant on a standard queue (SQS fair queues)."""
 
     @property
     def scheduled(self) -> bool:
@@ -146,7 +153,7 @@ class _Prepared:
 
     @property
     def batchable(self) -> bool:
-        return not self.scheduled and self.dedup_window is None
+        return not self.scheduled and self.dedup_window is None and self.envelope.debounce is None
 
     def result(
         self, message_id: str | None = None, error: str | None = None, duplicate_of: str | None = None
@@ -264,6 +271,26 @@ class JobClient:
             raise ConfigurationError(f"a job id is a string of 1 to 128 characters, got {job_id!r}")
         return state.get_status(job_id)
 
+    def cancel(self, job_id: str) -> CancelResult:
+        """Cancel a job: if it has not started it never will (status ``cancelled``); if it is running,
+        its ``ctx.cancelled`` turns true so that it may stop, and no further attempt starts.
+
+        Race-safe with a start (one conditional write decides) and idempotent; see
+        :mod:`jobframework.flow.cancel`. The result's ``outcome`` says which of ``cancelled``,
+        ``signalled`` or ``finished`` (too late: nothing changed) it came to.
+
+        Raises:
+            ConfigurationError: no state table is configured, or a bad id.
+        """
+        from jobframework.flow.cancel import cancel
+
+        state = self.state
+        if state is None:
+            raise ConfigurationError("cancel needs the state table: set JF_STATE_TABLE")
+        if not isinstance(job_id, str) or not 0 < len(job_id) <= 128:
+            raise ConfigurationError(f"a job id is a string of 1 to 128 characters, got {job_id!r}")
+        return cancel(state, job_id)
+
     def saga_status(self, saga_id: str) -> SagaRecord | None:
         """A saga's record: status, steps (state, output, attempts, error, timings), signals, trace.
 
@@ -320,6 +347,7 @@ class JobClient:
             job_id=request.job_id,
             payload_version=job.version,
         )
+        env, delay, window = flow_fields(self.state, job, request, env, delay=delay, window=window)
         trace = current_trace()
         unsigned = wire.send_attributes(env, trace.as_attributes())
         signed, attributes = self._sign(env, unsigned, delay)
@@ -338,6 +366,7 @@ class JobClient:
             delay=delay,
             xray=to_xray_header(trace) if trace.xray_header else None,
             dedup_window=window,
+            group=tenant_of(job, request, data),
         )
 
     def _dedup_window(
@@ -419,6 +448,9 @@ class JobClient:
         delay: float | timedelta | None = None,
         priority: Priority | str | None = None,
         dedup_window: float | timedelta | None = None,
+        expires_in: float | timedelta | None = None,
+        debounce: float | timedelta | None = None,
+        tenant: str | None = None,
     ) -> EnqueueResult:
         """Send one job.
 
@@ -435,6 +467,13 @@ class JobClient:
             dedup_window: seconds in which another enqueue with the same key sends nothing and
                 returns this job's id (``duplicate=True``), up to 7 days; ``0`` turns dedup off; the
                 job's own ``dedup_window`` when ``None``, else 24 hours for an explicit ``key``.
+            expires_in: seconds (or ``timedelta``, up to 14 days) by which the job must have started,
+                else it is dropped with status ``expired``; the job's ``expires_after`` when ``None``.
+            debounce: seconds (up to 900): of the enqueues with this ``key`` in a window that opens
+                with the first, only the last runs, once, when the window closes (the others end
+                ``cancelled``, reason ``debounced``); needs ``key`` and the state table.
+            tenant: the ``MessageGroupId`` (SQS fair queues): one tenant's flood does not hold up
+                another's jobs; the job's ``tenant=`` function of the payload when ``None``.
 
         Raises:
             PayloadValidationError: the payload does not match (nothing sent).
@@ -446,7 +485,15 @@ class JobClient:
         return self._send_one(
             self.prepare(
                 EnqueueRequest(
-                    job, payload, key=key, delay=delay, priority=priority, dedup_window=dedup_window
+                    job,
+                    payload,
+                    key=key,
+                    delay=delay,
+                    priority=priority,
+                    dedup_window=dedup_window,
+                    expires_in=expires_in,
+                    debounce=debounce,
+                    tenant=tenant,
                 )
             )
         )
@@ -474,6 +521,10 @@ class JobClient:
                 # Sent: raising now would make the caller enqueue it again. The pending marker still
                 # dedups until its lease ends.
                 log.warning("confirming the dedup marker of job %s failed", env.id, exc_info=True)
+        if env.debounce is not None and state is not None:
+            from jobframework.flow.debounce import confirm
+
+            confirm(state, env.debounce.key, env.debounce.window, env.id, time.time())
         self._record_status(prepared)
         log.debug("enqueued %s job %s", env.type, env.id)
         return prepared.result(message_id)
@@ -512,6 +563,8 @@ class JobClient:
             kwargs["DelaySeconds"] = prepared.delay
         if prepared.xray:
             kwargs["MessageSystemAttributes"] = {"AWSTraceHeader": wire.string_attribute(prepared.xray)}
+        if prepared.group:
+            kwargs["MessageGroupId"] = prepared.group
         try:
             response = self.sqs.send_message(**kwargs)
         except Exception as exc:
@@ -583,6 +636,8 @@ class JobClient:
             }
             if p.delay:
                 entry["DelaySeconds"] = p.delay
+            if p.group:
+                entry["MessageGroupId"] = p.group
             if p.xray:
                 entry["MessageSystemAttributes"] = {
                     "AWSTraceHeader": {"DataType": "String", "StringValue": p.xray}

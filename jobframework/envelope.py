@@ -72,6 +72,14 @@ class PayloadRef(BaseModel):
     sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
 
 
+class DebounceRef(BaseModel):
+    """The debounce key and window of an enqueue: only the window's last enqueue runs."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    key: str = Field(min_length=1, max_length=1024)
+    window: str = Field(min_length=1, max_length=128)
+
+
 class Envelope(BaseModel):
     """The message body. Unknown fields are kept (a newer producer may add some)."""
 
@@ -88,6 +96,10 @@ class Envelope(BaseModel):
     payload_ref: PayloadRef | None = None
     sig: str | None = Field(default=None, max_length=200)
     """``<kid>:<mac>`` for messages sent by EventBridge Scheduler (which cannot set attributes)."""
+    deadline: datetime | None = None
+    """Drop the job (status ``expired``) if it has not started by then (:mod:`jobframework.flow.expiry`)."""
+    debounce: DebounceRef | None = None
+    """The debounce window this enqueue joined (:mod:`jobframework.flow.debounce`)."""
 
     @classmethod
     def new(

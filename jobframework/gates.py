@@ -22,12 +22,14 @@ back when its visibility runs out). Gates are the consumer's ``gates`` list
 ``consumer(gates=[*DEFAULT_GATES, my_gate])``.
 
 The built-in gates: :func:`backlog_gate` (a scheduled run whose queue is backlogged is skipped or
-deferred, per ``when_backlogged``) and :func:`time_left_gate` (a record whose job could not finish in
-the invocation's remaining time is released unstarted).
+deferred, per ``when_backlogged``), :func:`time_left_gate` (a record whose job could not finish in
+the invocation's remaining time is released unstarted) and :func:`flow_gate` (expiry, debounce,
+concurrency and rate limits, cancel: :mod:`jobframework.flow`).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -197,5 +199,36 @@ def time_left_gate(admitted: Admitted, consumer: Consumer) -> Verdict | None:
     return release(d, 0)
 
 
-DEFAULT_GATES: tuple[Gate, ...] = (backlog_gate, time_left_gate)
+def flow_gate(admitted: Admitted, consumer: Consumer) -> Verdict | None:
+    """Flow control (:mod:`jobframework.flow.gates`: expiry, debounce, concurrency and rate limits,
+    cancel): a dropped record is acknowledged unrun with its final status (``cancelled``, ``expired``)
+    and a count; a record over a limit is handed back unrun, not an attempt."""
+    import time
+    from datetime import UTC, datetime
+
+    from jobframework.flow.gates import flow_gates
+    from jobframework.flow.outcome import Drop
+
+    d = admitted.delivery
+    env = d.require_envelope()
+    decided = flow_gates(consumer).check(env, admitted.job, admitted.payload, d.attempt, time.time())
+    if decided is None:
+        return None
+    if isinstance(decided, Drop):
+        now = datetime.now(UTC).isoformat(timespec="milliseconds")
+        fields = {"attempts": d.attempt - 1, "reason": decided.reason, "finished_at": now}
+        return Verdict(
+            d,
+            Kind.SKIPPED,
+            status=(decided.state, fields),
+            outcome=d.outcome(Outcome.SKIPPED, reason=decided.reason),
+            events=[decided.metric],
+        )
+    handed = release(d, decided.delay)
+    return dataclasses.replace(
+        handed, outcome=d.outcome(Outcome.RELEASED, reason=decided.reason, delay=decided.delay)
+    )
+
+
+DEFAULT_GATES: tuple[Gate, ...] = (backlog_gate, time_left_gate, flow_gate)
 """The consumer's gates unless it is given others, in the order they run."""

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from jobframework.errors import ConfigurationError, DuplicateJobError, PayloadVersionError, UnknownJobError
+from jobframework.flow.options import FlowOptions, flow_options
 from jobframework.retry import RetryPolicy, default_policy
 from jobframework.running import check_runnable
 from jobframework.validation import validation_problems
@@ -172,6 +173,17 @@ class JobContext:
     def is_last_attempt(self) -> bool:
         return self.attempt >= self.max_attempts
 
+    @property
+    def cancelled(self) -> bool:
+        """``True`` once ``client.cancel(job_id)`` asked this job to stop (read at most once a second).
+
+        A long job checks it between steps and returns (or raises) to stop early; see
+        :mod:`jobframework.flow.cancel`. Always ``False`` outside the consumer.
+        """
+        from jobframework.flow.cancel import cancel_requested
+
+        return cancel_requested(self.job_id)
+
 
 def _duration(value: float | timedelta, name: str) -> float:
     seconds = value.total_seconds() if isinstance(value, timedelta) else value
@@ -206,6 +218,7 @@ class Job(Generic[P]):
         when_backlogged: WhenBacklogged = WhenBacklogged.RUN,
         backlog_depth: int = 1000,
         backlog_age: float | None = None,
+        flow: FlowOptions | None = None,
     ) -> None:
         self.name = name
         self.fn = fn
@@ -227,6 +240,8 @@ class Job(Generic[P]):
         self.when_backlogged = when_backlogged
         self.backlog_depth = backlog_depth
         self.backlog_age = backlog_age
+        self.flow = flow if flow is not None else FlowOptions()
+        """Expiry, tenant, concurrency and rate limits (:mod:`jobframework.flow`)."""
         self.__doc__ = fn.__doc__
         self.__wrapped__ = fn
 
@@ -418,6 +433,12 @@ def job(
     when_backlogged: WhenBacklogged | str = WhenBacklogged.RUN,
     backlog_depth: int = 1000,
     backlog_age: float | timedelta | None = None,
+    expires_after: float | timedelta | None = None,
+    tenant: Callable[[Any], str] | None = None,
+    concurrency: int | None = None,
+    concurrency_key: Callable[[Any], str] | None = None,
+    rate: str | None = None,
+    rate_key: Callable[[Any], str] | None = None,
     registry: JobRegistry | None = None,
 ) -> Callable[[Callable[..., Any]], Job[Any]]:
     """Register a function as a job.
@@ -451,6 +472,17 @@ def job(
         when_backlogged: for scheduled jobs, what a run does when its queue's backlog is over
             ``backlog_depth`` messages (or its oldest is ``backlog_age`` seconds old): ``run``,
             ``skip`` (dropped, counted), or ``defer`` (put back until the backlog clears).
+        expires_after: seconds (or ``timedelta``, up to 14 days) after the enqueue by which the job
+            must have started; later it is dropped unrun with status ``expired`` (``enqueue(...,
+            expires_in=...)`` overrides it per message).
+        tenant: a function of the payload giving the tenant, sent as ``MessageGroupId`` (SQS fair
+            queues; ``enqueue(..., tenant=...)`` overrides it).
+        concurrency: at most this many runs of the job at once across every consumer (leases in the
+            state table); with ``concurrency_key`` (a function of the payload) the cap is per key. A
+            record over it is handed back for 1 to 3 s, not using an attempt.
+        rate: at most this many starts per period across every consumer, e.g. ``"100/minute"``
+            (``N/second``, ``N/minute``, ``N/hour``; a shared token bucket); per key with
+            ``rate_key``. A record over it is handed back until the bucket has a token.
         registry: where to register (the default registry when ``None``).
 
     Raises:
@@ -511,6 +543,15 @@ def job(
     sched = Schedule(schedule) if isinstance(schedule, str) else schedule
     if sched is not None and not isinstance(sched, Schedule):
         raise ConfigurationError(f"job {name}: schedule= takes a Schedule or an expression string")
+    flow = flow_options(
+        name,
+        expires_after=expires_after,
+        tenant=tenant,
+        concurrency=concurrency,
+        concurrency_key=concurrency_key,
+        rate=rate,
+        rate_key=rate_key,
+    )
     target = registry if registry is not None else globals()["registry"]
 
     def decorate(fn: Callable[..., Any]) -> Job[Any]:
@@ -545,6 +586,7 @@ def job(
             when_backlogged=backlogged,
             backlog_depth=backlog_depth,
             backlog_age=age,
+            flow=flow,
         )
         target.register(created)
         return created

@@ -9,6 +9,7 @@ low-level client so that Lambda loads nothing heavy. Items:
 | dedup marker | ``dedup#<key>`` | ``marker`` |
 | retry-budget counter | ``budget#<queue>`` | ``<minute bucket>`` |
 | saga record | ``saga#<id>`` | ``saga`` |
+| flow control (cancel, pause, debounce, limits) | see :mod:`jobframework.flow` | |
 """
 
 from __future__ import annotations
@@ -40,6 +41,13 @@ class JobState(StrEnum):
     RETRYING = "retrying"
     SUCCEEDED = "succeeded"
     DEAD = "dead"
+    CANCELLED = "cancelled"
+    """Acknowledged unrun: ``client.cancel`` before it started, or superseded by a debounce."""
+    EXPIRED = "expired"
+    """Acknowledged unrun: not started by its deadline (``expires_in`` / ``expires_after``)."""
+
+
+FINAL_STATES = frozenset({JobState.SUCCEEDED, JobState.DEAD, JobState.CANCELLED, JobState.EXPIRED})
 
 
 class JobStatus(BaseModel):
@@ -135,7 +143,7 @@ class StateStore:
             sets.append("attempts = :attempts")
         if state is JobState.RUNNING:
             sets.append("started_at = if_not_exists(started_at, :now)")
-        if state in (JobState.SUCCEEDED, JobState.DEAD):
+        if state in FINAL_STATES:
             sets.append("finished_at = :now")
         if state is JobState.SUCCEEDED:
             sets.append("#error = :none")

@@ -86,20 +86,32 @@ def dlq_ls(
 
     Example: jf dlq ls
     """
-    letters, _ = _dead_letters(ctx)
+    letters, config = _dead_letters(ctx)
     depths = letters.depths(sample=sample)
+    stopped = _paused_lanes(ctx, config)
     if json_output:
-        _print_json([asdict(d) for d in depths])
+        _print_json([{**asdict(d), "source_paused": d.priority in stopped} for d in depths])
         return
     from rich.table import Table
 
     table = Table()
-    for name in ("dlq", "queue", "depth", "in flight", "oldest"):
+    for name in ("dlq", "queue", "depth", "in flight", "oldest", "source"):
         table.add_column(name, justify="right" if name in ("depth", "in flight", "oldest") else "left")
     for d in depths:
         oldest = _age(d.oldest_age_seconds) + ("+" if d.sampled and d.sampled < d.depth else "")
-        table.add_row(d.priority, d.name, str(d.depth), str(d.in_flight), oldest)
+        source = "paused" if d.priority in stopped else "consuming"
+        table.add_row(d.priority, d.name, str(d.depth), str(d.in_flight), oldest, source)
     _console().print(table)
+
+
+def _paused_lanes(ctx: typer.Context, config: RuntimeConfig) -> set[str]:
+    """The lanes ``jf queue pause`` paused (none without a state table)."""
+    if not config.state_table:
+        return set()
+    from jobframework.flow.pause import paused
+    from jobframework.state import StateStore
+
+    return set(paused(StateStore(config.state_table, _aws(ctx).client("dynamodb", config=config))))
 
 
 @dlq_app.command("peek")

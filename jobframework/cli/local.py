@@ -5,7 +5,8 @@ from __future__ import annotations
 import signal
 import subprocess
 import sys
-from typing import Annotated
+from collections.abc import Callable
+from typing import Annotated, Any
 
 import typer
 
@@ -56,13 +57,19 @@ DEV_WAIT_SECONDS = 2
 
 
 @app.command()
-def dev(
+def dev(  # noqa: PLR0917
     jobs: JobsOption = None,
     port: Annotated[
         int, typer.Option(help="Port of the embedded AWS (0: a free one).", min=0, max=65535)
     ] = 0,
     stage: Annotated[str, typer.Option(help="Stage name of the local topology.")] = "dev",
     drain_timeout: Annotated[float, typer.Option(help="Seconds to finish in-flight batches on stop.")] = 10.0,
+    fair_lookahead: Annotated[
+        int,
+        typer.Option(
+            min=0, help="Serve each queue's tenants (MessageGroupId) round-robin within N messages (0: off)."
+        ),
+    ] = 100,
     json_logs: Annotated[
         bool, typer.Option("--json", help="Print the logs (and one record per job outcome) as JSON lines.")
     ] = False,
@@ -113,7 +120,14 @@ def dev(
         for name, value in env.items():
             typer.echo(f"export {name}={value}")
         handler = consumer(registry, config=config, sqs_client=sqs, listeners=[listener])
-        emulator = Emulator(pollers_for(config, topology), handler, sqs, wait_time_seconds=DEV_WAIT_SECONDS)
+        emulator = Emulator(
+            pollers_for(config, topology),
+            handler,
+            sqs,
+            wait_time_seconds=DEV_WAIT_SECONDS,
+            paused=_pause_watch(config, aws.client("dynamodb")),
+            fair_lookahead=fair_lookahead,
+        )
         scheduler_client = aws.client("scheduler")
         scheduler = LocalScheduler(
             topology.schedules,
@@ -159,6 +173,13 @@ def worker(  # noqa: PLR0917
         float, typer.Option(help="Seconds to finish in-flight batches on SIGTERM.")
     ] = 30.0,
     stage: Annotated[str, typer.Option(help="Stage whose topology settings apply.")] = "dev",
+    fair_lookahead: Annotated[
+        int,
+        typer.Option(
+            min=0,
+            help="Serve each queue's tenants (MessageGroupId) round-robin within N held messages (0: off).",
+        ),
+    ] = 0,
 ) -> None:
     """Poll the queues and run jobs as a long-running process (ECS, EC2), with Lambda's semantics.
 
@@ -205,6 +226,8 @@ def worker(  # noqa: PLR0917
         workers=workers,
         wait_time_seconds=wait_seconds,
         region=sqs.meta.region_name,
+        paused=_pause_watch(config, aws.client("dynamodb", config=config)),
+        fair_lookahead=fair_lookahead,
     )
     typer.echo(
         f"jf worker: polling {', '.join(p.name for p in pollers)} in {len(children) + 1} process(es); "
@@ -223,6 +246,16 @@ def worker(  # noqa: PLR0917
     )
     if not drained:
         raise CliError("drain time ran out; the unfinished records reappear after their visibility timeout")
+
+
+def _pause_watch(config: Any, dynamodb: Any) -> Callable[[], frozenset[str]] | None:
+    """The lanes ``jf queue pause`` paused, as the emulator asks for them (none without a state table)."""
+    if not config.state_table:
+        return None
+    from jobframework.flow.pause import PauseWatch
+    from jobframework.state import StateStore
+
+    return PauseWatch(StateStore(config.state_table, dynamodb)).current
 
 
 def _spawn_worker_processes(count: int) -> list[subprocess.Popen[bytes]]:

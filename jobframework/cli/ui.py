@@ -60,6 +60,7 @@ def ui(  # noqa: PLR0917
         dynamodb=aws.client("dynamodb", config=config) if config.state_table else None,
         # CloudWatch has the queues' age of oldest message; the embedded AWS has no such metrics.
         cloudwatch=None if config.endpoint_url else aws.client("cloudwatch", config=config),
+        lambda_client=aws.client("lambda", config=config),
         registry=registry if modules else None,
         read_only=read_only,
         stage=stage,

@@ -13,6 +13,9 @@ source mapping does in AWS:
   alone and come back when their visibility (as the consumer set it) runs out. A handler
   that raises, or a response that names an unknown record, fails the whole batch;
 - runs at most ``max_concurrency`` batches of a queue at once (one thread a batch);
+- serves a queue's message groups (``MessageGroupId``: tenants) round-robin within a look-ahead
+  when ``fair_lookahead`` is set (:mod:`jobframework.local.fair`), as SQS fair queues do;
+- skips the lanes ``jf queue pause`` paused (``paused``);
 - shares its worker threads between the queues with weighted fairness (``POLL_WEIGHT``,
   6:3:2:1): a free worker takes the next queue of a smooth weighted round robin that has
   work and spare concurrency, so critical work never waits behind a burst of low work and
@@ -34,13 +37,14 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from jobframework.envelope import lambda_record
 from jobframework.jobs import Priority
 from jobframework.local.context import LocalLambdaContext as EmulatorContext
+from jobframework.local.fair import FairBuffer
 from jobframework.topology import POLL_WEIGHT, RuntimeConfig, Topology
 
 if TYPE_CHECKING:
@@ -195,6 +199,10 @@ class Emulator:
             polls and backs off instead (the demo and tests, which want a stop to be immediate).
         idle_seconds: with short polling, how long a queue found empty is left alone before the next
             poll (it grows up to ``max_idle_seconds`` while the queue stays empty).
+        paused: the lanes not to poll now (``jf queue pause``: :class:`jobframework.flow.pause.PauseWatch`);
+            asked before each claim, so it must be cheap (cache its reads).
+        fair_lookahead: above 0, serve each queue's message groups (tenants) round-robin within this
+            many received messages (:mod:`jobframework.local.fair`); 0 takes batches as received.
 
     A queue found empty is polled by one worker at a time until it has work again; then every
     worker may take it, up to its maximum concurrency.
@@ -211,6 +219,8 @@ class Emulator:
         idle_seconds: float = 0.05,
         max_idle_seconds: float = 1.0,
         region: str = "us-east-1",
+        paused: Callable[[], Collection[str]] | None = None,
+        fair_lookahead: int = 0,
     ) -> None:
         self.pollers = list(pollers)
         if not self.pollers:
@@ -224,6 +234,8 @@ class Emulator:
         total = sum(p.max_concurrency for p in self.pollers)
         self.workers = workers or min(32, max(1, total))
         self.stats = BatchStats()
+        self._paused = paused
+        self._fair = {p.name: FairBuffer(fair_lookahead) for p in self.pollers} if fair_lookahead > 0 else {}
         self._states = {p.name: _QueueState(p) for p in self.pollers}
         self._picker = WeightedPicker({p.name: p.weight for p in self.pollers})
         self._lock = threading.Condition()
@@ -268,6 +280,7 @@ class Emulator:
         for thread in self._threads:
             thread.join(max(0.0, deadline - time.monotonic()))
         drained = not self.running
+        self._return_held()
         if not drained:
             log.warning(
                 "drain time of %gs ran out with %d batch(es) in flight; their records reappear "
@@ -302,13 +315,14 @@ class Emulator:
 
     # -- a worker --------------------------------------------------------------------------------------
 
-    def _claim(self) -> _QueueState | None:
-        """The next queue to poll (weighted, with spare concurrency, not idle), or None to wait."""
+    def _claim(self, paused: Collection[str] = ()) -> _QueueState | None:
+        """The next queue to poll (weighted, with spare concurrency, not idle, not paused), or None."""
         now = time.monotonic()
         eligible = [
             name
             for name, s in self._states.items()
-            if s.in_flight < s.poller.max_concurrency
+            if name not in paused
+            and s.in_flight < s.poller.max_concurrency
             and s.idle_until <= now
             # A queue found empty gets one poller (waiting in its receive) until it has work again.
             and not (self._idle_streak[name] and s.in_flight)
@@ -322,8 +336,9 @@ class Emulator:
 
     def _work(self) -> None:
         while not self._stopping.is_set():
+            paused = self._paused() if self._paused is not None else ()
             with self._lock:
-                state = self._claim()
+                state = self._claim(paused)
                 if state is None:
                     now = time.monotonic()
                     waits = [s.idle_until - now for s in self._states.values() if s.idle_until > now]
@@ -361,8 +376,40 @@ class Emulator:
         )
         return list(response.get("Messages", []))
 
+    def _collect_fair(self, poller: QueuePoller, buffer: FairBuffer) -> list[dict[str, Any]]:
+        """One batch taken round-robin over the groups of the look-ahead, topped up first."""
+        wait = self.wait_time_seconds
+        while (room := buffer.room()) > 0 and not self._stopping.is_set():
+            got = self._receive(poller, room, wait)
+            if not got:
+                break
+            buffer.add(got)
+            wait = 0
+        return buffer.take(poller.batch_size)
+
+    def _return_held(self) -> None:
+        """Make the messages the look-ahead still holds visible again (after a stop)."""
+        for name, buffer in self._fair.items():
+            held = buffer.drain()
+            url = self._states[name].poller.url
+            for start in range(0, len(held), SQS_MAX_RECEIVE):
+                chunk = held[start : start + SQS_MAX_RECEIVE]
+                try:
+                    self.sqs.change_message_visibility_batch(
+                        QueueUrl=url,
+                        Entries=[
+                            {"Id": str(i), "ReceiptHandle": m["ReceiptHandle"], "VisibilityTimeout": 0}
+                            for i, m in enumerate(chunk)
+                        ],
+                    )
+                except Exception:
+                    log.warning("returning %d held messages to %s failed", len(chunk), url, exc_info=True)
+
     def _collect(self, poller: QueuePoller) -> list[dict[str, Any]]:
         """One batch: up to ``batch_size`` messages, waiting at most the batching window to fill it."""
+        buffer = self._fair.get(poller.name)
+        if buffer is not None:
+            return self._collect_fair(poller, buffer)
         messages = self._receive(poller, poller.batch_size, self.wait_time_seconds)
         if not messages or poller.batching_window <= 0:
             return messages

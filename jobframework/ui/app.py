@@ -22,7 +22,16 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from jobframework.ui import security
 from jobframework.ui.console import Console
-from jobframework.ui.pages import dead_letters, dlq_actions, jobs, overview, retry_plans, sagas, schedules
+from jobframework.ui.pages import (
+    dead_letters,
+    dlq_actions,
+    flow,
+    jobs,
+    overview,
+    retry_plans,
+    sagas,
+    schedules,
+)
 from jobframework.ui.tasks import Tasks
 from jobframework.ui.templating import is_htmx, make_templates, render
 
@@ -113,6 +122,7 @@ def create_app(
         *schedules.routes,
         *sagas.routes,
         *retry_plans.routes,
+        *flow.routes,
         Mount("/static", app=StaticFiles(packages=[("jobframework.ui", "static")]), name="static"),
     ]
     token = csrf_token or security.new_token()

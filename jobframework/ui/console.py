@@ -35,6 +35,7 @@ class Console:
         sqs: an SQS client.
         dynamodb: a DynamoDB client (job status and sagas; ``None`` when there is no state table).
         cloudwatch: a CloudWatch client for the queues' age of oldest message (real AWS only).
+        lambda_client: a Lambda client: pausing a queue also disables its event source mappings.
         registry: the loaded job modules' jobs (schedules and retry plans need them; ``None``: not loaded).
         read_only: hide and refuse every action.
         stage: the stage whose topology settings apply (schedule names).
@@ -44,6 +45,7 @@ class Console:
     sqs: Any
     dynamodb: Any = None
     cloudwatch: Any = None
+    lambda_client: Any = None
     registry: JobRegistry | None = None
     read_only: bool = False
     stage: str = "dev"

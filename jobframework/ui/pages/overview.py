@@ -12,6 +12,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from jobframework.dlq import DlqDepth
+from jobframework.flow.pause import paused
 from jobframework.ui.console import Console
 from jobframework.ui.records import activity
 from jobframework.ui.templating import render
@@ -31,6 +32,8 @@ class QueueRow:
     delayed: int
     oldest_seconds: float | None
     dlq: DlqDepth
+    paused_at: str | None = None
+    """Since when ``jf queue pause`` (or the console) paused it; ``None``: consuming."""
 
 
 def oldest_age(console: Console, queue_name: str) -> float | None:
@@ -62,6 +65,8 @@ def oldest_age(console: Console, queue_name: str) -> float | None:
 
 def queue_rows(console: Console) -> list[QueueRow]:
     dlqs = {d.priority: d for d in console.letters.depths(sample=DLQ_SAMPLE)}
+    store = console.store
+    stopped = paused(store) if store is not None else {}
     rows = []
     for lane in console.lanes:
         ep = console.config.endpoints(lane)
@@ -82,6 +87,7 @@ def queue_rows(console: Console) -> list[QueueRow]:
                 delayed=int(attrs.get("ApproximateNumberOfMessagesDelayed", 0)),
                 oldest_seconds=oldest_age(console, ep.name),
                 dlq=dlqs[lane],
+                paused_at=stopped.get(lane),
             )
         )
     return rows

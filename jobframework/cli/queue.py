@@ -1,0 +1,151 @@
+"""``jf queue ls|pause|resume``: see the queues, stop and restart their consumers."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+from typer.core import TyperGroup
+
+from jobframework.cli.aws import _aws
+from jobframework.cli.base import JsonOption, _console, _print_json, app
+from jobframework.cli.errors import CliError
+
+if TYPE_CHECKING:
+    from jobframework.cli.aws import Aws
+    from jobframework.state import StateStore
+    from jobframework.topology import RuntimeConfig
+
+queue_app = typer.Typer(
+    cls=TyperGroup,
+    help="List the queues; pause and resume their consumers.",
+    no_args_is_help=True,
+    rich_markup_mode=None,
+)
+app.add_typer(queue_app, name="queue")
+
+QueueArg = Annotated[
+    str,
+    typer.Argument(
+        metavar="PRIORITY", help="critical, high, default or low (all its lanes), or a lane (low-cpu)."
+    ),
+]
+
+
+def _store(aws: Aws, config: RuntimeConfig) -> StateStore | None:
+    from jobframework.state import StateStore
+
+    if not config.state_table:
+        return None
+    return StateStore(config.state_table, aws.client("dynamodb", config=config))
+
+
+def _switch(ctx: typer.Context, name: str, *, pause: bool, json_output: bool) -> None:
+    from jobframework.errors import ConfigurationError
+    from jobframework.flow import pause as flags
+    from jobframework.local.emulator import queue_arn_from_url
+
+    aws = _aws(ctx)
+    config = aws.runtime_config()
+    try:
+        lanes = flags.lanes_of(config.queues, name)
+    except ConfigurationError as exc:
+        raise typer.BadParameter(str(exc), param_hint="PRIORITY") from None
+    store = _store(aws, config)
+    lambda_client = aws.client("lambda", config=config)
+    region = config.region or aws.session().region_name or "us-east-1"
+    report: list[dict[str, Any]] = []
+    for lane in lanes:
+        if store is not None:
+            if pause:
+                flags.pause(store, lane)
+            else:
+                flags.resume(store, lane)
+        arn = queue_arn_from_url(config.endpoints(lane).url, region)
+        mappings = flags.set_mappings_enabled(lambda_client, arn, enabled=not pause)
+        report.append(
+            {"lane": lane, "paused": pause, "flag": store is not None, "mappings": [m.uuid for m in mappings]}
+        )
+    if store is None and not any(r["mappings"] for r in report):
+        raise CliError(
+            f"nothing to {'pause' if pause else 'resume'}: no event source mapping reads {name} and there "
+            "is no state table for local pollers (set JF_STATE_TABLE)"
+        )
+    if json_output:
+        _print_json(report)
+        return
+    verb = "paused" if pause else "resumed"
+    for r in report:
+        where = [f"{len(r['mappings'])} event source mapping(s)"] + (["local pollers"] if r["flag"] else [])
+        typer.echo(f"{r['lane']}: {verb} ({', '.join(where)})")
+
+
+@queue_app.command("pause")
+def queue_pause(ctx: typer.Context, name: QueueArg, json_output: JsonOption = False) -> None:
+    """Stop consuming a queue: its event source mappings are disabled and local pollers stop.
+
+    Messages stay in the queue (mind its retention period); records being processed finish.
+
+    Example: jf queue pause low
+    """
+    _switch(ctx, name, pause=True, json_output=json_output)
+
+
+@queue_app.command("resume")
+def queue_resume(ctx: typer.Context, name: QueueArg, json_output: JsonOption = False) -> None:
+    """Consume a paused queue again.
+
+    Example: jf queue resume low
+    """
+    _switch(ctx, name, pause=False, json_output=json_output)
+
+
+@queue_app.command("ls")
+def queue_ls(ctx: typer.Context, json_output: JsonOption = False) -> None:
+    """Each queue's depth, messages in flight, delayed, and whether it is paused.
+
+    Example: jf queue ls
+    """
+    from jobframework.flow.pause import paused
+    from jobframework.jobs import lane_sort_key
+
+    aws = _aws(ctx)
+    config = aws.runtime_config()
+    store = _store(aws, config)
+    stopped = paused(store) if store is not None else {}
+    sqs = aws.sqs(config)
+    rows = []
+    for lane, ep in sorted(config.queues.items(), key=lambda kv: lane_sort_key(kv[0])):
+        attrs = sqs.get_queue_attributes(
+            QueueUrl=ep.url,
+            AttributeNames=[
+                "ApproximateNumberOfMessages",
+                "ApproximateNumberOfMessagesNotVisible",
+                "ApproximateNumberOfMessagesDelayed",
+            ],
+        )["Attributes"]
+        rows.append(
+            {
+                "lane": lane,
+                "queue": ep.name,
+                "depth": int(attrs.get("ApproximateNumberOfMessages", 0)),
+                "in_flight": int(attrs.get("ApproximateNumberOfMessagesNotVisible", 0)),
+                "delayed": int(attrs.get("ApproximateNumberOfMessagesDelayed", 0)),
+                "paused": lane in stopped,
+                "paused_at": stopped.get(lane),
+            }
+        )
+    if json_output:
+        _print_json(rows)
+        return
+    from rich.table import Table
+
+    table = Table()
+    for name in ("lane", "queue", "depth", "in flight", "delayed", "state"):
+        table.add_column(name, justify="right" if name in ("depth", "in flight", "delayed") else "left")
+    for r in rows:
+        state = f"paused since {r['paused_at']}" if r["paused"] else "consuming"
+        table.add_row(
+            str(r["lane"]), str(r["queue"]), str(r["depth"]), str(r["in_flight"]), str(r["delayed"]), state
+        )
+    _console().print(table)

@@ -1,0 +1,263 @@
+"""Cancelling a job: a marker in the state table that the start of every run checks atomically.
+
+Each job has a flow item (``pk = job#<id>``, ``sk = flow``). Before a run the consumer's cancel gate
+writes ``started_at`` and ``runs_until`` (now plus the job's timeout) on the condition that the item
+has no ``cancelled_at``; :func:`cancel` sets ``cancelled_at``. DynamoDB orders the two writes, so
+exactly one of these holds, whatever the race:
+
+- the cancel came first: the run does not start; the record is acknowledged unrun with status
+  ``cancelled`` (and no later attempt starts either);
+- the start came first: the run goes on, and ``ctx.cancelled`` turns true within a second, so that
+  the job may stop; no later attempt starts.
+
+:func:`cancel` answers which, and is idempotent.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from enum import StrEnum
+from typing import TYPE_CHECKING, Any
+
+from jobframework.flow.outcome import Drop
+from jobframework.state import FINAL_STATES, STATUS_TTL_SECONDS, JobState
+
+if TYPE_CHECKING:
+    from jobframework.envelope import Envelope
+    from jobframework.jobs import Job
+    from jobframework.state import StateStore
+
+log = logging.getLogger(__name__)
+
+FLOW_SK = "flow"
+CHECK_SECONDS = 1.0
+"""How often a running job's ``ctx.cancelled`` reads the marker (at most)."""
+WATCHED_JOBS = 1024
+"""Running jobs whose cancel marker a process keeps track of (the oldest are forgotten first)."""
+CANCELLABLE = (JobState.QUEUED, JobState.SCHEDULED, JobState.RETRYING, JobState.RUNNING)
+
+
+class CancelOutcome(StrEnum):
+    CANCELLED = "cancelled"
+    """No run is in progress and none will start: it is acknowledged unrun when it arrives."""
+    SIGNALLED = "signalled"
+    """A run started within its timeout: it sees ``ctx.cancelled``; no further attempt starts."""
+    FINISHED = "finished"
+    """Too late: it already succeeded, died, expired (nothing was changed)."""
+
+
+@dataclass(frozen=True, slots=True)
+class CancelResult:
+    job_id: str
+    outcome: CancelOutcome
+    status: JobState | None
+    """The job's status before the cancel (``None``: the state table does not know the id yet)."""
+
+
+def _key(job_id: str) -> dict[str, Any]:
+    return {"pk": {"S": f"job#{job_id}"}, "sk": {"S": FLOW_SK}}
+
+
+def _now_iso() -> str:
+    return datetime.now(UTC).isoformat(timespec="milliseconds")
+
+
+def cancel(store: StateStore, job_id: str) -> CancelResult:
+    """Cancel ``job_id``: it does not start, or, if running, is told to stop (``ctx.cancelled``).
+
+    An id the state table does not know yet is marked all the same (its enqueue may still be
+    writing its status), so that it is dropped if it arrives. Calling it again changes nothing.
+
+    Raises:
+        botocore.exceptions.ClientError: the state table refused the write.
+    """
+    before = store.get_status(job_id)
+    state = before.status if before is not None else None
+    if state in (JobState.SUCCEEDED, JobState.DEAD, JobState.EXPIRED):
+        return CancelResult(job_id, CancelOutcome.FINISHED, state)
+    now = time.time()
+    item = store.client.update_item(
+        TableName=store.table,
+        Key=_key(job_id),
+        UpdateExpression="SET cancelled_at = if_not_exists(cancelled_at, :at), expires_at = :exp",
+        ExpressionAttributeValues={
+            ":at": {"S": _now_iso()},
+            ":exp": {"N": str(int(now) + STATUS_TTL_SECONDS)},
+        },
+        ReturnValues="ALL_NEW",
+    ).get("Attributes", {})
+    runs_until = float(item.get("runs_until", {}).get("N", "0"))
+    started_attempt = int(item.get("started_attempt", {}).get("N", "0"))
+    # A job retrying after attempt n (its status says so once that attempt ended) runs only if a later
+    # attempt claimed its start before the marker.
+    ended = before.attempts if before is not None and state is JobState.RETRYING else -1
+    if runs_until > now and started_attempt > ended and state is not JobState.CANCELLED:
+        log.info("job %s is running; it is told to stop (ctx.cancelled)", job_id)
+        return CancelResult(job_id, CancelOutcome.SIGNALLED, state)
+    _record_cancelled(store, job_id, "cancelled before it started")
+    return CancelResult(job_id, CancelOutcome.CANCELLED, state)
+
+
+def _record_cancelled(store: StateStore, job_id: str, reason: str) -> None:
+    """Status ``cancelled``, unless the job already reached a final state."""
+    from botocore.exceptions import ClientError
+
+    names = {"#status": "status", "#reason": "reason"}
+    values: dict[str, Any] = {
+        ":cancelled": {"S": JobState.CANCELLED.value},
+        ":reason": {"S": reason},
+        ":now": {"S": _now_iso()},
+        ":exp": {"N": str(int(time.time()) + STATUS_TTL_SECONDS)},
+    }
+    finals = [s for s in FINAL_STATES if s is not JobState.CANCELLED]
+    for n, final in enumerate(finals):
+        values[f":f{n}"] = {"S": final.value}
+    try:
+        store.client.update_item(
+            TableName=store.table,
+            Key={"pk": {"S": f"job#{job_id}"}, "sk": {"S": "status"}},
+            UpdateExpression=(
+                "SET #status = :cancelled, #reason = :reason, updated_at = :now, finished_at = :now, "
+                "expires_at = :exp"
+            ),
+            ConditionExpression=(
+                "attribute_not_exists(#status) OR NOT #status IN ("
+                + ", ".join(f":f{n}" for n in range(len(finals)))
+                + ")"
+            ),
+            ExpressionAttributeNames=names,
+            ExpressionAttributeValues=values,
+        )
+    except ClientError as exc:
+        if exc.response.get("Error", {}).get("Code") != "ConditionalCheckFailedException":
+            raise
+
+
+def cancellable(
+    store: StateStore, job_type: str, older_than: float, *, now: datetime | None = None
+) -> Iterator[tuple[str, JobState, str]]:
+    """``(job id, status, enqueued_at)`` of the jobs of ``job_type`` enqueued more than ``older_than``
+    seconds ago that have not finished (a ``Scan`` of the state table: for operators, not hot paths)."""
+    cutoff = ((now or datetime.now(UTC)) - timedelta(seconds=older_than)).isoformat()
+    values: dict[str, Any] = {
+        ":job": {"S": "job#"},
+        ":status": {"S": "status"},
+        ":type": {"S": job_type},
+        ":cutoff": {"S": cutoff},
+    }
+    for n, state in enumerate(CANCELLABLE):
+        values[f":s{n}"] = {"S": state.value}
+    kwargs: dict[str, Any] = {
+        "TableName": store.table,
+        "FilterExpression": (
+            "begins_with(pk, :job) AND sk = :status AND job_type = :type AND enqueued_at < :cutoff AND "
+            "#status IN (" + ", ".join(f":s{n}" for n in range(len(CANCELLABLE))) + ")"
+        ),
+        "ExpressionAttributeNames": {"#status": "status"},
+        "ExpressionAttributeValues": values,
+        "ConsistentRead": True,
+    }
+    while True:
+        response = store.client.scan(**kwargs)
+        for item in sorted(response.get("Items", []), key=lambda i: i.get("enqueued_at", {}).get("S", "")):
+            yield (
+                item["pk"]["S"].removeprefix("job#"),
+                JobState(item["status"]["S"]),
+                item.get("enqueued_at", {}).get("S", ""),
+            )
+        if "LastEvaluatedKey" not in response:
+            return
+        kwargs["ExclusiveStartKey"] = response["LastEvaluatedKey"]
+
+
+class CancelGate:
+    """The consumer side: claim the start of a run unless the job was cancelled (one conditional write)."""
+
+    def __init__(self, store: StateStore) -> None:
+        self.store = store
+
+    def __call__(self, env: Envelope, job: Job[Any], payload: Any, attempt: int, now: float) -> Drop | None:
+        from botocore.exceptions import ClientError
+
+        try:
+            self.store.client.update_item(
+                TableName=self.store.table,
+                Key=_key(env.id),
+                UpdateExpression=(
+                    "SET started_at = :at, runs_until = :until, started_attempt = :attempt, expires_at = :exp"
+                ),
+                ConditionExpression="attribute_not_exists(cancelled_at)",
+                ExpressionAttributeValues={
+                    ":at": {"S": _now_iso()},
+                    ":until": {"N": f"{now + job.timeout:.3f}"},
+                    ":attempt": {"N": str(attempt)},
+                    ":exp": {"N": str(int(now) + STATUS_TTL_SECONDS)},
+                },
+            )
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") == "ConditionalCheckFailedException":
+                log.info("job %s (%s) was cancelled; acknowledged unrun", env.id, env.type)
+                return Drop(JobState.CANCELLED, "cancelled", "Cancelled")
+            log.warning("checking job %s for a cancel failed; running it", env.id, exc_info=True)
+            return None
+        except Exception:
+            log.warning("checking job %s for a cancel failed; running it", env.id, exc_info=True)
+            return None
+        watch(env.id, self.store)
+        return None
+
+
+# -- ctx.cancelled --------------------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class _Watch:
+    store: StateStore
+    checked_at: float = float("-inf")
+    cancelled: bool = False
+
+
+_watches: OrderedDict[str, _Watch] = OrderedDict()
+_lock = threading.Lock()
+
+
+def watch(job_id: str, store: StateStore) -> None:
+    """Let ``ctx.cancelled`` of the run of ``job_id`` in this process read its marker."""
+    with _lock:
+        _watches[job_id] = _Watch(store)
+        _watches.move_to_end(job_id)
+        while len(_watches) > WATCHED_JOBS:
+            _watches.popitem(last=False)
+
+
+def cancel_requested(job_id: str) -> bool:
+    """Whether ``job_id`` was cancelled (``ctx.cancelled``): read at most once a second, then kept.
+
+    ``False`` for a job this process did not start through the cancel gate (no state table, inline
+    runs), and when the read fails (logged).
+    """
+    with _lock:
+        w = _watches.get(job_id)
+        if w is None:
+            return False
+        if w.cancelled or time.monotonic() - w.checked_at < CHECK_SECONDS:
+            return w.cancelled
+        w.checked_at = time.monotonic()
+    try:
+        item = w.store.client.get_item(
+            TableName=w.store.table,
+            Key=_key(job_id),
+            ConsistentRead=True,
+            ProjectionExpression="cancelled_at",
+        ).get("Item", {})
+    except Exception:
+        log.warning("reading the cancel marker of job %s failed", job_id, exc_info=True)
+        return False
+    w.cancelled = "cancelled_at" in item
+    return w.cancelled

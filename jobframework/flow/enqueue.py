@@ -1,0 +1,110 @@
+"""The producer side of flow control: what an enqueue's ``expires_in``, ``debounce`` and ``tenant``
+add to the message (the envelope's ``deadline`` and ``debounce``, the ``MessageGroupId``)."""
+
+from __future__ import annotations
+
+import math
+import re
+import time
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
+
+from jobframework.errors import ConfigurationError
+from jobframework.flow.debounce import MAX_DEBOUNCE_SECONDS, delay_to_close, join
+from jobframework.flow.expiry import deadline_of
+from jobframework.flow.options import expiry_seconds
+
+if TYPE_CHECKING:
+    from jobframework.catalog import RoutedJob
+    from jobframework.client import EnqueueRequest
+    from jobframework.envelope import Envelope
+    from jobframework.jobs import Job
+    from jobframework.state import StateStore
+
+_GROUP = re.compile(r"^[A-Za-z0-9!\"#$%&'()*+,\-./:;<=>?@\[\\\]^_`{|}~]{1,128}$")
+MAX_DEBOUNCE_KEY_CHARS = 980
+"""A debounced job's idempotency key is ``<key>#<window id>``: it must stay within 1024 characters."""
+
+
+def debounce_seconds(value: float | timedelta) -> float:
+    """A debounce window as seconds (more than 0, at most 900).
+
+    Raises:
+        ConfigurationError: not a number or timedelta, or out of range.
+    """
+    seconds = value.total_seconds() if isinstance(value, timedelta) else value
+    if isinstance(seconds, bool) or not isinstance(seconds, int | float) or math.isnan(seconds):
+        raise ConfigurationError(f"debounce must be seconds (a number) or a timedelta, got {value!r}")
+    if not 0 < seconds <= MAX_DEBOUNCE_SECONDS:
+        raise ConfigurationError(
+            f"debounce must be more than 0 and at most {MAX_DEBOUNCE_SECONDS} seconds (SQS's longest "
+            f"delay), got {seconds:g}"
+        )
+    return float(seconds)
+
+
+def flow_fields(
+    state: StateStore | None,
+    job: Job[Any] | RoutedJob,
+    request: EnqueueRequest,
+    env: Envelope,
+    *,
+    delay: int,
+    window: float | None,
+) -> tuple[Envelope, int, float | None]:
+    """The envelope with its deadline and debounce window, the delay, and the dedup window.
+
+    A debounced enqueue joins (or opens) its key's window here, is delayed to the window's close, and
+    is not deduplicated by key (every enqueue of the window is sent; the last one runs).
+
+    Raises:
+        ConfigurationError: a bad ``expires_in`` or ``debounce``, a debounce without a key or a state
+            table, or with a ``delay`` of its own.
+    """
+    from jobframework.envelope import DebounceRef
+
+    options = getattr(job, "flow", None)
+    expires = expiry_seconds(request.expires_in)
+    if expires is None and options is not None:
+        expires = options.expires_after
+    update: dict[str, Any] = {}
+    if expires is not None:
+        update["deadline"] = deadline_of(env.enqueued_at, expires)
+    if request.debounce is not None:
+        seconds = debounce_seconds(request.debounce)
+        key = request.key
+        if key is None:
+            raise ConfigurationError(
+                f"debounce of {job.name} needs key=: the enqueues of one key are debounced"
+            )
+        if len(key) > MAX_DEBOUNCE_KEY_CHARS:
+            raise ConfigurationError(f"a debounce key has at most {MAX_DEBOUNCE_KEY_CHARS} characters")
+        if delay:
+            raise ConfigurationError("debounce= delays the job to its window's close: do not pass delay= too")
+        if state is None:
+            raise ConfigurationError("debounce needs the state table: set JF_STATE_TABLE")
+        now = time.time()
+        window_id, closes = join(state, key, env.id, seconds, now)
+        update["debounce"] = DebounceRef(key=key, window=window_id)
+        update["key"] = f"{key}#{window_id}"
+        delay, window = delay_to_close(closes, now), None
+    return (env.model_copy(update=update) if update else env), delay, window
+
+
+def tenant_of(job: Job[Any] | RoutedJob, request: EnqueueRequest, data: dict[str, Any]) -> str | None:
+    """The ``MessageGroupId`` of an enqueue: ``tenant=``, else the job's ``tenant`` function of the payload.
+
+    Raises:
+        ConfigurationError: not 1 to 128 characters of letters, digits and punctuation (SQS's rule).
+    """
+    tenant = request.tenant
+    options = getattr(job, "flow", None)
+    if tenant is None and options is not None and options.tenant is not None:
+        tenant = options.tenant(job.validate(data))
+    if tenant is None:
+        return None
+    if not isinstance(tenant, str) or not _GROUP.match(tenant):
+        raise ConfigurationError(
+            f"tenant must be 1 to 128 letters, digits or punctuation (SQS's MessageGroupId), got {tenant!r}"
+        )
+    return tenant

@@ -1,0 +1,78 @@
+"""The consumer's flow-control gates, run after the payload is loaded and before the job runs.
+
+In order: expiry (no I/O), debounce (one read, only for debounced enqueues), the job's concurrency
+and rate limits (only for jobs that declare them), then the cancel check, which claims the start of
+the run and so comes last. The first gate that does not say "go on" decides.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import weakref
+from typing import TYPE_CHECKING, Any
+
+from jobframework.flow.expiry import expiry_gate
+from jobframework.flow.outcome import Gate, GateOutcome
+
+if TYPE_CHECKING:
+    from jobframework.delivery import RecordOutcome
+    from jobframework.envelope import Envelope
+    from jobframework.flow.limits import LimitGate
+    from jobframework.jobs import Job
+    from jobframework.state import StateStore
+
+log = logging.getLogger(__name__)
+
+
+class FlowGates:
+    """The gates of one consumer.
+
+    Args:
+        state: the state table (``None``: only the gates that need no table, i.e. expiry, run).
+    """
+
+    def __init__(self, state: StateStore | None) -> None:
+        self.state = state
+        self.gates: list[Gate] = [expiry_gate]
+        self.limits: LimitGate | None = None
+        if state is not None:
+            from jobframework.flow.cancel import CancelGate
+            from jobframework.flow.debounce import DebounceGate
+            from jobframework.flow.limits import LimitGate
+
+            self.limits = LimitGate(state)
+            self.gates += [DebounceGate(state), self.limits, CancelGate(state)]
+
+    def check(
+        self, env: Envelope, job: Job[Any], payload: Any, attempt: int, now: float
+    ) -> GateOutcome | None:
+        """The first gate's verdict that is not "go on", or ``None`` to run the job."""
+        for gate in self.gates:
+            verdict = gate(env, job, payload, attempt, now)
+            if verdict is not None:
+                return verdict
+        return None
+
+    def settled(self, outcome: RecordOutcome) -> None:
+        """A consumer listener: a record's delivery ended, so its concurrency lease (if any) is freed."""
+        if self.limits is not None and outcome.job_id is not None:
+            self.limits.release(outcome.job_id)
+
+
+_by_consumer: weakref.WeakKeyDictionary[Any, FlowGates] = weakref.WeakKeyDictionary()
+_lock = threading.Lock()
+
+
+def flow_gates(consumer: Any) -> FlowGates:
+    """The gates of ``consumer`` (made on first use from its state table; registered as its listener so
+    that each record's outcome frees what its gates took)."""
+    gates = _by_consumer.get(consumer)
+    if gates is None:
+        with _lock:
+            gates = _by_consumer.get(consumer)
+            if gates is None:
+                gates = FlowGates(consumer.state)
+                consumer.listeners.append(gates.settled)
+                _by_consumer[consumer] = gates
+    return gates

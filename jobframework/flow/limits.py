@@ -1,0 +1,233 @@
+"""Concurrency and rate limits of a job type, shared by every consumer (Lambda and ``jf worker``).
+
+**Concurrency** (``@job(concurrency=N, concurrency_key=fn)``): one item per job type (and key),
+``pk = limit#<job>[#<key>]``, ``sk = concurrency``, holds the leases of the runs in progress, each
+expiring at its run's hard deadline (now plus the job's timeout), so a crashed consumer's slot frees
+itself. Acquiring is a write conditional on the item's ``version``; the write carries the leases
+still alive plus the new one, and succeeds only while fewer than N are alive. A conflicting write
+returns the item as it is now (``ReturnValuesOnConditionCheckFailure``), so a contended acquisition
+needs no separate read. The lease is released when the record's outcome is known (one write).
+
+**Rate** (``@job(rate="100/minute", rate_key=fn)``): a token bucket kept as GCRA (the generic cell
+rate algorithm): one number per bucket, the theoretical arrival time ``tat`` (``sk = rate``). An
+acquisition moves ``tat`` by one emission interval (``per / limit`` seconds) with one conditional
+update; it is allowed while the new ``tat`` stays within a burst of ``limit / 20`` (at least one)
+intervals of now, so that any window of ``per`` seconds admits at most ``limit`` plus that burst
+(starts are spread over the period, not let through in a lump at its start). A refused record waits
+exactly as long as the bucket says (rounded up to whole seconds: SQS delays are whole seconds).
+
+Either way a record over the limit is handed back unrun; the hand-back does not use an attempt. A
+state table that cannot be reached hands the record back too (a limit is never silently lifted).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import random
+import threading
+import time
+from typing import TYPE_CHECKING, Any
+
+from jobframework.flow.outcome import HandBack
+
+if TYPE_CHECKING:
+    from jobframework.envelope import Envelope
+    from jobframework.jobs import Job
+    from jobframework.state import StateStore
+
+log = logging.getLogger(__name__)
+
+CONCURRENCY_RETRY_SECONDS = (1, 3)
+"""A record over its concurrency cap comes back after a random delay in this range (seconds)."""
+UNAVAILABLE_RETRY_SECONDS = 5
+WRITE_ATTEMPTS = 8
+LEASE_MARGIN_SECONDS = 5.0
+BURST_FRACTION = 0.05
+
+
+def limit_key(job: Job[Any], payload: Any, kind: str) -> str:
+    """``limit#<job>`` or ``limit#<job>#<key>`` for the per-key limits."""
+    fn = job.flow.concurrency_key if kind == "concurrency" else job.flow.rate_key
+    if fn is None:
+        return f"limit#{job.name}"
+    key = fn(payload)
+    if not isinstance(key, str) or not key:
+        raise ValueError(f"job {job.name}: {kind}_key= must return a non-empty str, got {key!r}")
+    return f"limit#{job.name}#{key}"
+
+
+class ConcurrencyLimit:
+    """Leases of one job type's runs (see the module's docstring)."""
+
+    def __init__(self, store: StateStore) -> None:
+        self.store = store
+        self._seen: dict[str, tuple[int, dict[str, float]]] = {}
+        self._lock = threading.Lock()
+
+    def acquire(self, pk: str, lease: str, cap: int, until: float, now: float) -> bool:
+        """Take a lease for ``lease`` (the job id) until ``until``; ``False`` when ``cap`` are taken."""
+        with self._lock:
+            version, leases = self._seen.get(pk, (0, {}))
+        for _ in range(WRITE_ATTEMPTS):
+            alive = {k: v for k, v in leases.items() if v > now and k != lease}
+            if len(alive) >= cap:
+                # What we saw may be old: look again before refusing (a refusal then costs a read).
+                fresh = self._read(pk)
+                if fresh == (version, leases):
+                    return False
+                version, leases = fresh
+                continue
+            alive[lease] = until
+            ok, current = self._write(pk, version, alive)
+            if ok:
+                with self._lock:
+                    self._seen[pk] = (version + 1, alive)
+                return True
+            version, leases = current
+        raise RuntimeError(f"the concurrency leases of {pk} kept changing under {WRITE_ATTEMPTS} writes")
+
+    def release(self, pk: str, lease: str) -> None:
+        """Drop ``lease`` (one write; the item as it is then is kept, so the next take is one write)."""
+        item = self.store.client.update_item(
+            TableName=self.store.table,
+            Key={"pk": {"S": pk}, "sk": {"S": "concurrency"}},
+            UpdateExpression="REMOVE leases.#lease ADD version :one",
+            ConditionExpression="attribute_exists(leases)",
+            ExpressionAttributeNames={"#lease": lease},
+            ExpressionAttributeValues={":one": {"N": "1"}},
+            ReturnValues="ALL_NEW",
+        ).get("Attributes", {})
+        with self._lock:
+            self._seen[pk] = _leases_of(item)
+
+    def _read(self, pk: str) -> tuple[int, dict[str, float]]:
+        item = self.store.client.get_item(
+            TableName=self.store.table, Key={"pk": {"S": pk}, "sk": {"S": "concurrency"}}, ConsistentRead=True
+        ).get("Item", {})
+        return _leases_of(item)
+
+    def _write(
+        self, pk: str, version: int, leases: dict[str, float]
+    ) -> tuple[bool, tuple[int, dict[str, float]]]:
+        condition = "attribute_not_exists(version)" if version == 0 else "version = :v"
+        values: dict[str, Any] = {
+            ":leases": {"M": {k: {"N": f"{v:.3f}"} for k, v in leases.items()}},
+            ":next": {"N": str(version + 1)},
+            ":exp": {"N": str(int(max(leases.values(), default=time.time())) + 24 * 3600)},
+        }
+        if version:
+            values[":v"] = {"N": str(version)}
+        try:
+            self.store.client.update_item(
+                TableName=self.store.table,
+                Key={"pk": {"S": pk}, "sk": {"S": "concurrency"}},
+                UpdateExpression="SET leases = :leases, version = :next, expires_at = :exp",
+                ConditionExpression=condition,
+                ExpressionAttributeValues=values,
+                ReturnValuesOnConditionCheckFailure="ALL_OLD",
+            )
+        except self.store.client.exceptions.ConditionalCheckFailedException as exc:
+            return False, _leases_of(getattr(exc, "response", {}).get("Item") or {})
+        return True, (version + 1, leases)
+
+
+def _leases_of(item: dict[str, Any]) -> tuple[int, dict[str, float]]:
+    version = int(item.get("version", {}).get("N", "0"))
+    leases = {k: float(v["N"]) for k, v in item.get("leases", {}).get("M", {}).items()}
+    return version, leases
+
+
+class RateLimit:
+    """Token buckets as GCRA (see the module's docstring)."""
+
+    def __init__(self, store: StateStore) -> None:
+        self.store = store
+        self._tat: dict[str, float | None] = {}
+        self._lock = threading.Lock()
+
+    def acquire(self, pk: str, limit: float, per: float, now: float) -> float:
+        """Take one token; returns 0 when taken, else the seconds until one is due."""
+        interval = per / limit
+        tolerance = max(1.0, limit * BURST_FRACTION) * interval  # the burst: at least one interval
+        with self._lock:
+            tat = self._tat.get(pk)
+        for _ in range(WRITE_ATTEMPTS):
+            base = max(tat or 0.0, now)
+            wait = base + interval - now - tolerance
+            if wait > 0 and tat is not None:
+                return wait  # tat only grows: what we saw cannot overstate the wait
+            ok, current = self._write(pk, tat, base + interval)
+            if ok:
+                with self._lock:
+                    self._tat[pk] = base + interval
+                return 0.0
+            tat = current
+        raise RuntimeError(f"the rate bucket {pk} kept changing under {WRITE_ATTEMPTS} writes")
+
+    def _write(self, pk: str, old: float | None, new: float) -> tuple[bool, float | None]:
+        values: dict[str, Any] = {":new": {"N": f"{new:.6f}"}, ":exp": {"N": str(int(new) + 24 * 3600)}}
+        if old is not None:
+            values[":old"] = {"N": f"{old:.6f}"}
+        try:
+            self.store.client.update_item(
+                TableName=self.store.table,
+                Key={"pk": {"S": pk}, "sk": {"S": "rate"}},
+                UpdateExpression="SET tat = :new, expires_at = :exp",
+                ConditionExpression="attribute_not_exists(tat)" if old is None else "tat = :old",
+                ExpressionAttributeValues=values,
+                ReturnValuesOnConditionCheckFailure="ALL_OLD",
+            )
+        except self.store.client.exceptions.ConditionalCheckFailedException as exc:
+            item = getattr(exc, "response", {}).get("Item") or {}
+            return False, float(item["tat"]["N"]) if "tat" in item else None
+        return True, new
+
+
+class LimitGate:
+    """The consumer side: take the job's rate token and concurrency lease, or hand the record back."""
+
+    def __init__(self, store: StateStore) -> None:
+        self.concurrency = ConcurrencyLimit(store)
+        self.rate = RateLimit(store)
+        self._held: dict[str, str] = {}
+        self._lock = threading.Lock()
+
+    def __call__(
+        self, env: Envelope, job: Job[Any], payload: Any, attempt: int, now: float
+    ) -> HandBack | None:
+        options = job.flow
+        if options.rate is None and options.concurrency is None:
+            return None
+        try:
+            if options.rate is not None:
+                wait = self.rate.acquire(
+                    limit_key(job, payload, "rate"), options.rate.limit, options.rate.per, now
+                )
+                if wait > 0:
+                    log.info("job %s (%s) over its rate; back in %.2fs", env.id, env.type, wait)
+                    return HandBack(max(1, math.ceil(wait)), "rate limit")
+            if options.concurrency is not None:
+                pk = limit_key(job, payload, "concurrency")
+                until = now + job.timeout + LEASE_MARGIN_SECONDS
+                if not self.concurrency.acquire(pk, env.id, options.concurrency, until, now):
+                    delay = random.randint(*CONCURRENCY_RETRY_SECONDS)
+                    log.info("job %s (%s) over its concurrency cap; back in %ds", env.id, env.type, delay)
+                    return HandBack(delay, "concurrency limit")
+                with self._lock:
+                    self._held[env.id] = pk
+        except Exception:
+            log.warning("taking a limit for job %s failed; handing it back", env.id, exc_info=True)
+            return HandBack(UNAVAILABLE_RETRY_SECONDS, "limits unavailable")
+        return None
+
+    def release(self, job_id: str) -> None:
+        """Free the lease ``job_id`` holds in this process, if any (a failure is logged: it expires)."""
+        with self._lock:
+            pk = self._held.pop(job_id, None)
+        if pk is None:
+            return
+        try:
+            self.concurrency.release(pk, job_id)
+        except Exception:
+            log.warning("releasing the lease of job %s failed; it expires by itself", job_id, exc_info=True)

@@ -1,0 +1,120 @@
+"""A job's flow-control options (``@job(expires_after=..., tenant=..., concurrency=..., rate=...)``).
+
+Plain values checked when the decorator is applied, with messages that say what to change; this
+module imports nothing of the package but its errors.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+from jobframework.errors import ConfigurationError
+
+MAX_EXPIRY_SECONDS = 14 * 24 * 3600
+"""SQS keeps a message 14 days at most: a longer expiry could never apply."""
+_RATE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*/\s*(second|sec|s|minute|min|m|hour|h)\s*$")
+_PER = {"second": 1, "sec": 1, "s": 1, "minute": 60, "min": 60, "m": 60, "hour": 3600, "h": 3600}
+
+
+def expiry_seconds(value: float | timedelta | None, option: str = "expires_in") -> float | None:
+    """An expiry as seconds (``None`` stays ``None``).
+
+    Raises:
+        ConfigurationError: not a number or timedelta, not positive, or over 14 days.
+
+    Example:
+        >>> expiry_seconds(timedelta(minutes=5)), expiry_seconds(None)
+        (300.0, None)
+    """
+    if value is None:
+        return None
+    seconds = value.total_seconds() if isinstance(value, timedelta) else value
+    if isinstance(seconds, bool) or not isinstance(seconds, int | float) or math.isnan(seconds):
+        raise ConfigurationError(f"{option} must be seconds (a number) or a timedelta, got {value!r}")
+    if not 0 < seconds <= MAX_EXPIRY_SECONDS:
+        raise ConfigurationError(
+            f"{option} must be more than 0 and at most 14 days ({MAX_EXPIRY_SECONDS:,} s, SQS's longest "
+            f"retention), got {seconds:g}"
+        )
+    return float(seconds)
+
+
+@dataclass(frozen=True, slots=True)
+class Rate:
+    """``limit`` acquisitions per ``per`` seconds (a token bucket of ``limit`` tokens).
+
+    Example:
+        >>> Rate.parse("100/minute")
+        Rate(limit=100.0, per=60.0)
+    """
+
+    limit: float
+    per: float
+
+    @classmethod
+    def parse(cls, text: str) -> Rate:
+        m = _RATE.match(text) if isinstance(text, str) else None
+        if m is None or float(m.group(1)) <= 0:
+            raise ConfigurationError(
+                f"rate {text!r} is not a rate; write it as N/second, N/minute or N/hour, e.g. '100/minute'"
+            )
+        return cls(float(m.group(1)), float(_PER[m.group(2)]))
+
+    @property
+    def per_second(self) -> float:
+        return self.limit / self.per
+
+
+@dataclass(frozen=True, slots=True)
+class FlowOptions:
+    """What :mod:`jobframework.flow` reads of a job."""
+
+    expires_after: float | None = None
+    tenant: Callable[[Any], str] | None = None
+    concurrency: int | None = None
+    concurrency_key: Callable[[Any], str] | None = None
+    rate: Rate | None = None
+    rate_key: Callable[[Any], str] | None = None
+
+
+def flow_options(
+    name: str,
+    *,
+    expires_after: float | timedelta | None = None,
+    tenant: Callable[[Any], str] | None = None,
+    concurrency: int | None = None,
+    concurrency_key: Callable[[Any], str] | None = None,
+    rate: str | None = None,
+    rate_key: Callable[[Any], str] | None = None,
+) -> FlowOptions:
+    """The checked options of job ``name``.
+
+    Raises:
+        ConfigurationError: a bad value, or a key function without its limit; the message says which.
+    """
+    for option, fn in (("tenant", tenant), ("concurrency_key", concurrency_key), ("rate_key", rate_key)):
+        if fn is not None and not callable(fn):
+            raise ConfigurationError(
+                f"job {name}: {option}= must be a function of the payload returning a str"
+            )
+    if concurrency is not None and (
+        isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1
+    ):
+        raise ConfigurationError(f"job {name}: concurrency must be an int >= 1, got {concurrency!r}")
+    if concurrency_key is not None and concurrency is None:
+        raise ConfigurationError(f"job {name}: concurrency_key= needs concurrency=N (the cap per key)")
+    if rate_key is not None and rate is None:
+        raise ConfigurationError(f"job {name}: rate_key= needs rate='N/minute' (the rate per key)")
+    return FlowOptions(
+        expires_after=expiry_seconds(expires_after, f"job {name}: expires_after"),
+        tenant=tenant,
+        concurrency=concurrency,
+        concurrency_key=concurrency_key,
+        rate=Rate.parse(rate) if rate is not None else None,
+        rate_key=rate_key,
+    )

@@ -1,0 +1,43 @@
+"""What a flow-control gate decides about a record before its job runs.
+
+A gate returns ``None`` (go on), :class:`HandBack` (send the record back unrun after ``delay``
+seconds; it does not use an attempt) or :class:`Drop` (acknowledge it unrun with a final status such
+as ``cancelled`` or ``expired``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from jobframework.state import JobState
+
+if TYPE_CHECKING:
+    from jobframework.envelope import Envelope
+    from jobframework.jobs import Job
+
+
+@dataclass(frozen=True, slots=True)
+class HandBack:
+    """Hand the record back unrun; it is looked at again in ``delay`` seconds (not an attempt)."""
+
+    delay: int
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class Drop:
+    """Acknowledge the record unrun; the job's status becomes ``state``.
+
+    ``metric`` is the per-job-type count the consumer emits (``Cancelled``, ``Expired``, ``Debounced``).
+    """
+
+    state: JobState
+    reason: str
+    metric: str
+
+
+GateOutcome = HandBack | Drop
+Gate = Callable[["Envelope", "Job[Any]", Any, int, float], GateOutcome | None]
+"""``gate(envelope, job, payload, attempt, now)``: the loaded payload model; ``now`` is epoch seconds."""

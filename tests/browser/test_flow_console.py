@@ -1,0 +1,60 @@
+"""Flow control in the console, in a real browser: pause and resume a queue, cancel a job."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from playwright.sync_api import expect
+
+from jobframework.client import JobClient
+from jobframework.flow.pause import paused
+from jobframework.state import JobState, StateStore
+from tests.browser.harness import Shop
+
+
+def _client(shop: Shop) -> JobClient:
+    return JobClient(
+        shop.config, registry=shop.registry, sqs_client=shop.sqs, clients={"dynamodb": shop.dynamodb}
+    )
+
+
+def _store(shop: Shop) -> StateStore:
+    return StateStore(str(shop.config.state_table), shop.dynamodb)
+
+
+def test_pause_and_resume_a_queue_from_the_overview(page: Any, console_url: str, clean: Shop):
+    page.goto(f"{console_url}/")
+    expect(page.locator("#consuming-low")).to_be_visible()
+    page.locator("#pause-low").click()
+    expect(page.locator("#paused-low")).to_have_text("paused")
+    assert "low" in paused(_store(clean))  # the flag jf dev and jf worker pollers read
+    page.reload()
+    expect(page.locator("#paused-low")).to_be_visible()  # it stays paused
+    expect(page.locator("#consuming-high")).to_be_visible()  # only that queue
+    page.locator("#resume-low").click()
+    expect(page.locator("#consuming-low")).to_be_visible()
+    assert "low" not in paused(_store(clean))
+
+
+def test_cancel_a_queued_job_from_its_page(page: Any, console_url: str, clean: Shop):
+    job_id = _client(clean).enqueue("shop.charge", {"order_id": "o-cancel"}).id
+    page.goto(f"{console_url}/jobs/{job_id}")
+    expect(page.locator("#job-status")).to_have_text("queued")
+    page.once("dialog", lambda dialog: dialog.accept())
+    page.locator("#cancel").click()
+    expect(page.locator("#cancel-outcome")).to_have_attribute("data-outcome", "cancelled")
+    clean.consume("high")  # it arrives and is acknowledged unrun
+    page.reload()
+    expect(page.locator("#job-status")).to_have_text("cancelled")
+    expect(page.locator("#cancel")).to_have_count(0)  # nothing left to cancel
+    status = _client(clean).status(job_id)
+    assert status is not None and status.status is JobState.CANCELLED
+
+
+def test_read_only_offers_neither_pause_nor_cancel(page: Any, read_only_url: str, clean: Shop):
+    job_id = _client(clean).enqueue("shop.charge", {"order_id": "o-ro-cancel"}).id
+    page.goto(f"{read_only_url}/")
+    expect(page.locator("#consuming-low")).to_be_visible()
+    expect(page.locator("#pause-low")).to_have_count(0)
+    page.goto(f"{read_only_url}/jobs/{job_id}")
+    expect(page.locator("#cancel")).to_have_count(0)

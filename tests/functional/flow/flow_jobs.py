@@ -1,0 +1,127 @@
+"""Jobs the flow-control tests run, in a registry of their own."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import Counter
+from typing import Any
+
+from pydantic import BaseModel
+
+from jobframework import JobContext, RetryPolicy, job
+from jobframework.jobs import JobRegistry
+
+registry = JobRegistry()
+calls: Counter[str] = Counter()
+ran: list[dict[str, Any]] = []
+started = threading.Event()
+_lock = threading.Lock()
+
+
+class Item(BaseModel):
+    name: str
+    fail_times: int = 0
+    tenant: str = "t0"
+
+
+def _note(item: Item, ctx: JobContext, **extra: Any) -> None:
+    with _lock:
+        calls[item.name] += 1
+        ran.append({"name": item.name, "id": ctx.job_id, "attempt": ctx.attempt, **extra})
+
+
+@job("f.ok", registry=registry, priority="high")
+def ok(item: Item, ctx: JobContext) -> None:
+    _note(item, ctx)
+
+
+@job(
+    "f.flaky", registry=registry, retry=RetryPolicy(max_attempts=3, base_delay=1, max_delay=1, jitter="none")
+)
+def flaky(item: Item, ctx: JobContext) -> None:
+    _note(item, ctx)
+    if ctx.attempt <= item.fail_times:
+        raise ConnectionError("downstream reset the connection")
+
+
+@job("f.long", registry=registry, timeout=20)
+def long_running(item: Item, ctx: JobContext) -> str:
+    """Works in steps until told to stop (at most 15 s)."""
+    started.set()
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline:
+        if ctx.cancelled:
+            _note(item, ctx, stopped=True)
+            return "stopped"
+        time.sleep(0.05)
+    _note(item, ctx, stopped=False)
+    return "done"
+
+
+@job("f.expiring", registry=registry, priority="low", expires_after=1.0)
+def expiring(item: Item, ctx: JobContext) -> None:
+    _note(item, ctx)
+
+
+class Ledger:
+    """Runs in progress and the most seen at once, per key (a job's own count of its concurrency)."""
+
+    def __init__(self) -> None:
+        self.now: Counter[str] = Counter()
+        self.peak: Counter[str] = Counter()
+        self.starts: list[float] = []
+        self.lock = threading.Lock()
+
+    def clear(self) -> None:
+        with self.lock:
+            self.now.clear()
+            self.peak.clear()
+            self.starts.clear()
+
+    def enter(self, *keys: str) -> None:
+        with self.lock:
+            self.starts.append(time.time())
+            for key in keys:
+                self.now[key] += 1
+                self.peak[key] = max(self.peak[key], self.now[key])
+
+    def leave(self, *keys: str) -> None:
+        with self.lock:
+            for key in keys:
+                self.now[key] -= 1
+
+
+ledger = Ledger()
+
+
+@job("f.capped", registry=registry, concurrency=2, timeout=10)
+def capped(item: Item, ctx: JobContext) -> None:
+    ledger.enter("all")
+    try:
+        time.sleep(0.3)
+        _note(item, ctx)
+    finally:
+        ledger.leave("all")
+
+
+@job("f.per-tenant", registry=registry, concurrency=1, concurrency_key=lambda i: i.tenant, timeout=10)
+def per_tenant(item: Item, ctx: JobContext) -> None:
+    ledger.enter("all", item.tenant)
+    try:
+        time.sleep(0.3)
+        _note(item, ctx)
+    finally:
+        ledger.leave("all", item.tenant)
+
+
+@job("f.rated", registry=registry, rate="10/second")
+def rated(item: Item, ctx: JobContext) -> None:
+    ledger.enter("all")
+    ledger.leave("all")
+    _note(item, ctx)
+
+
+@job("f.tenant", registry=registry, tenant=lambda i: i.tenant)
+def by_tenant(item: Item, ctx: JobContext) -> None:
+    _note(item, ctx)

@@ -1,0 +1,137 @@
+"""Cancel: before the start a job is acknowledged unrun (status cancelled); running, it sees ctx.cancelled."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from jobframework.errors import ConfigurationError
+from jobframework.flow.cancel import CancelOutcome
+from jobframework.state import JobState
+from jobframework.testing import receive_all
+from tests.functional.conftest_local import cli_env, invoke
+
+from . import flow_jobs
+from .flow_jobs import Item
+
+
+def test_a_job_cancelled_before_it_starts_is_acknowledged_unrun(flow):
+    job_id = flow.client.enqueue("f.ok", Item(name="a")).id
+    first = flow.client.cancel(job_id)
+    assert first.outcome is CancelOutcome.CANCELLED and first.status is JobState.QUEUED
+    assert flow.client.status(job_id).status is JobState.CANCELLED
+
+    records, response = flow.consume("high")
+    assert len(records) == 1 and response == {"batchItemFailures": []}
+    assert flow_jobs.calls["a"] == 0
+    status = flow.client.status(job_id)
+    assert status.status is JobState.CANCELLED and status.reason == "cancelled" and status.finished_at
+    assert [(o.outcome, o.reason) for o in flow.outcomes] == [("skipped", "cancelled")]
+    assert receive_all(flow.sqs, flow.url("high")) == []  # acknowledged
+    assert receive_all(flow.sqs, flow.config.endpoints("high").dlq_url) == []
+
+    again = flow.client.cancel(job_id)  # idempotent
+    assert again.outcome is CancelOutcome.CANCELLED and again.status is JobState.CANCELLED
+
+
+def test_a_finished_job_is_not_changed(flow):
+    job_id = flow.client.enqueue("f.ok", Item(name="b")).id
+    flow.consume("high")
+    result = flow.client.cancel(job_id)
+    assert result.outcome is CancelOutcome.FINISHED
+    assert flow.client.status(job_id).status is JobState.SUCCEEDED
+
+
+def test_a_running_job_sees_ctx_cancelled_and_stops(flow):
+    job_id = flow.client.enqueue("f.long", Item(name="long")).id
+    consuming = threading.Thread(target=flow.consume, args=("default",))
+    consuming.start()
+    try:
+        assert flow_jobs.started.wait(10)
+        result = flow.client.cancel(job_id)
+    finally:
+        consuming.join(30)
+    assert result.outcome is CancelOutcome.SIGNALLED and result.status is JobState.RUNNING
+    assert flow_jobs.ran == [{"name": "long", "id": job_id, "attempt": 1, "stopped": True}]
+    assert flow.client.status(job_id).result == "stopped"
+
+
+def test_a_retry_of_a_cancelled_job_does_not_start(flow):
+    job_id = flow.client.enqueue("f.flaky", Item(name="f", fail_times=5)).id
+    flow.consume("default")  # attempt 1 fails; back in 1 s
+    assert flow.client.cancel(job_id).outcome is CancelOutcome.CANCELLED
+    time.sleep(1.2)
+    records, _ = flow.consume("default")
+    assert len(records) == 1 and flow_jobs.calls["f"] == 1
+    assert flow.client.status(job_id).status is JobState.CANCELLED
+
+
+def test_cancel_racing_the_start_either_stops_it_or_tells_it(flow):
+    """Each job is cancelled while consumers start it: it runs if and only if the cancel says it started
+    (signalled) or finished; a cancelled one never runs, and none is lost."""
+    ids = [flow.client.enqueue("f.ok", Item(name=f"r{n}")).id for n in range(20)]
+    go = threading.Barrier(3)
+
+    def consume() -> None:
+        go.wait()
+        for _ in range(4):
+            flow.consume("high", max_messages=5)
+
+    def cancel_all() -> dict[str, CancelOutcome]:
+        go.wait()
+        return {job_id: flow.client.cancel(job_id).outcome for job_id in ids}
+
+    with ThreadPoolExecutor(3) as pool:
+        consumers = [pool.submit(consume) for _ in range(2)]
+        outcomes = pool.submit(cancel_all).result(60)
+        for c in consumers:
+            c.result(60)
+    while receive_all(flow.sqs, flow.url("high"), attempts=1):
+        pass  # nothing may be left visible (receive_all would leave it in flight: fail below instead)
+    ran = {r["id"] for r in flow_jobs.ran}
+    for job_id, outcome in outcomes.items():
+        status = flow.client.status(job_id).status
+        if outcome is CancelOutcome.CANCELLED:
+            assert job_id not in ran and status is JobState.CANCELLED, (job_id, status)
+        else:
+            assert job_id in ran and status is JobState.SUCCEEDED, (job_id, outcome, status)
+    assert len(flow_jobs.ran) == len(ran)  # each ran at most once
+    assert all(flow_jobs.calls[f"r{n}"] <= 1 for n in range(20))
+    assert {o.job_id for o in flow.outcomes} == set(ids)  # every record settled
+
+
+def test_bulk_cancel_by_type_and_age_with_a_dry_run(flow):
+    ids = [flow.client.enqueue("f.ok", Item(name=f"b{n}")).id for n in range(3)]
+    other = flow.client.enqueue("f.flaky", Item(name="other")).id
+    env = cli_env(flow.config)
+
+    dry = invoke(["cancel", "--type", "f.ok", "--older-than", "0s", "--dry-run", "--json"], env)
+    assert dry.exit_code == 0, dry.output
+    listed = json.loads(dry.output)
+    assert sorted(j["id"] for j in listed["jobs"]) == sorted(ids) and listed["dry_run"] is True
+    assert all(flow.client.status(i).status is JobState.QUEUED for i in ids)
+
+    none = invoke(["cancel", "--type", "f.ok", "--older-than", "1h", "--json"], env)
+    assert json.loads(none.output)["jobs"] == []
+
+    done = invoke(["cancel", "--type", "f.ok", "--older-than", "0s"], env)
+    assert done.exit_code == 0 and "3 job(s) of f.ok: 3 cancelled" in done.output
+    assert all(flow.client.status(i).status is JobState.CANCELLED for i in ids)
+    assert flow.client.status(other).status is JobState.QUEUED
+
+    one = invoke(["cancel", ids[0], "--json"], env)
+    assert json.loads(one.output) == {"id": ids[0], "outcome": "cancelled", "status": "cancelled"}
+
+
+def test_cancel_arguments_are_checked(flow):
+    env = cli_env(flow.config)
+    assert invoke(["cancel"], env).exit_code == 2
+    both = invoke(["cancel", "x", "--type", "f.ok"], env)
+    assert both.exit_code == 2 and "either a job ID or --type" in both.output
+    assert invoke(["cancel", "--type", "f.ok"], env).exit_code == 2  # --older-than is required
+    with pytest.raises(ConfigurationError, match="1 to 128 characters"):
+        flow.client.cancel("")

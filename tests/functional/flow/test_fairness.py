@@ -1,0 +1,102 @@
+"""Tenant fairness: the tenant travels as MessageGroupId on a standard queue (SQS fair queues), and the
+emulator serves a queue's groups round-robin, so one tenant's flood does not hold up another's jobs."""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+import pytest
+
+from jobframework.errors import ConfigurationError
+from jobframework.jobs import Priority
+from jobframework.local.emulator import Emulator, QueuePoller, queue_arn_from_url
+from jobframework.testing import receive_all
+
+from .flow_jobs import Item
+
+
+def test_the_tenant_is_the_message_group_of_a_standard_queue(flow):
+    """The pinned moto (>= 5.2.5) takes MessageGroupId on a standard queue (getmoto/moto#9146)."""
+    flow.client.enqueue("f.ok", Item(name="a"), tenant="acme")
+    flow.client.enqueue("f.tenant", Item(name="b", tenant="globex"))  # @job(tenant=lambda p: p.tenant)
+    flow.client.enqueue_many([flow.client.job("f.tenant").request(Item(name="c", tenant="initech"))])
+    flow.client.enqueue("f.ok", Item(name="d"))  # no tenant: no group
+    groups = {
+        m["Body"].split('"name":"')[1][0]: m["Attributes"].get("MessageGroupId")
+        for lane in ("high", "default")
+        for m in receive_all(flow.sqs, flow.url(lane))
+    }
+    assert groups == {"a": "acme", "b": "globex", "c": "initech", "d": None}
+
+
+@pytest.mark.parametrize("tenant", ["", "x" * 129, "spaces are not allowed", 7])
+def test_a_bad_tenant_is_refused_before_anything_is_sent(flow, tenant):
+    with pytest.raises(ConfigurationError, match="MessageGroupId"):
+        flow.client.enqueue("f.ok", Item(name="x"), tenant=tenant)
+
+
+def _poller(url: str) -> QueuePoller:
+    return QueuePoller(
+        priority=Priority.LOW,
+        url=url,
+        arn=queue_arn_from_url(url, "us-east-1"),
+        batch_size=10,
+        batching_window=0.0,
+        max_concurrency=1,
+        weight=1,
+        function_name="jf-test",
+        timeout=30.0,
+    )
+
+
+def _served_order(sqs: Any, url: str, lookahead: int, total: int) -> list[str]:
+    served: list[str] = []
+    lock = threading.Lock()
+
+    def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+        with lock:
+            served.extend(r["body"] for r in event["Records"])
+        return {"batchItemFailures": []}
+
+    emulator = Emulator([_poller(url)], handler, sqs, workers=1, fair_lookahead=lookahead).start()
+    try:
+        deadline = time.monotonic() + 60
+        while len(served) < total and time.monotonic() < deadline:
+            time.sleep(0.05)
+    finally:
+        emulator.stop(5)
+    return served
+
+
+def _flood(sqs: Any, url: str) -> None:
+    """60 jobs of tenant big, then 10 of tenant small."""
+    for n in range(0, 60, 10):
+        sqs.send_message_batch(
+            QueueUrl=url,
+            Entries=[
+                {"Id": str(i), "MessageBody": f"big-{n + i}", "MessageGroupId": "big"} for i in range(10)
+            ],
+        )
+    sqs.send_message_batch(
+        QueueUrl=url,
+        Entries=[{"Id": str(i), "MessageBody": f"small-{i}", "MessageGroupId": "small"} for i in range(10)],
+    )
+
+
+def test_a_flood_of_one_tenant_does_not_hold_up_another(flow):
+    url = flow.url("low")
+    _flood(flow.sqs, url)
+    served = _served_order(flow.sqs, url, lookahead=100, total=70)
+    assert len(served) == 70 and len(set(served)) == 70
+    small = [n for n, body in enumerate(served) if body.startswith("small")]
+    assert max(small) < 20  # within the first two batches, interleaved with the flood
+    assert [b for b in served if b.startswith("big")] == [f"big-{n}" for n in range(60)]  # order kept
+
+
+def test_without_the_look_ahead_the_flood_comes_first(flow):
+    url = flow.url("low")
+    _flood(flow.sqs, url)
+    served = _served_order(flow.sqs, url, lookahead=0, total=70)
+    assert min(n for n, body in enumerate(served) if body.startswith("small")) >= 60

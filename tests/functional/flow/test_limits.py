@@ -1,0 +1,122 @@
+"""Concurrency and rate limits, shared by every consumer; a record over a limit is handed back unrun."""
+
+from __future__ import annotations
+
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from jobframework import job
+from jobframework.errors import ConfigurationError
+from jobframework.jobs import JobRegistry
+from jobframework.state import JobState
+from jobframework.testing import receive_all
+
+from . import flow_jobs
+from .flow_jobs import Item, ledger
+
+
+def _drain(flow, lane: str, consumers: int, until: float, done) -> None:
+    """``consumers`` threads polling ``lane`` (each its own batches) until ``done()`` or ``until`` seconds."""
+    stop = time.monotonic() + until
+
+    def poll() -> None:
+        while time.monotonic() < stop and not done():
+            records, _ = flow.consume(lane, max_messages=3)
+            if not records:
+                time.sleep(0.1)
+
+    with ThreadPoolExecutor(consumers) as pool:
+        for f in [pool.submit(poll) for _ in range(consumers)]:
+            f.result(until + 30)
+
+
+@pytest.fixture(autouse=True)
+def _clear_ledger():
+    ledger.clear()
+
+
+def test_the_concurrency_cap_holds_across_consumers_and_hand_backs_use_no_attempt(flow):
+    ids = [flow.client.enqueue("f.capped", Item(name=f"c{n}")).id for n in range(8)]
+    _drain(flow, "default", 4, 40, lambda: len(flow_jobs.ran) >= 8)
+    assert ledger.peak["all"] == 2  # four consumers at once, never more than the cap
+    assert sorted(r["name"] for r in flow_jobs.ran) == sorted(f"c{n}" for n in range(8))
+    assert {r["attempt"] for r in flow_jobs.ran} == {1}  # handed back, not retried
+    assert all(flow.client.status(i).status is JobState.SUCCEEDED for i in ids)
+    assert any(o.outcome == "released" and o.reason == "concurrency limit" for o in flow.outcomes)
+    item = flow.dynamodb.get_item(
+        TableName=flow.config.state_table,
+        Key={"pk": {"S": "limit#f.capped"}, "sk": {"S": "concurrency"}},
+        ConsistentRead=True,
+    )["Item"]
+    assert item["leases"]["M"] == {}  # every lease released
+
+
+def test_a_per_key_cap_holds_per_key_only(flow):
+    for n in range(6):
+        flow.client.enqueue("f.per-tenant", Item(name=f"p{n}", tenant=f"t{n % 2}"))
+    _drain(flow, "default", 4, 40, lambda: len(flow_jobs.ran) >= 6)
+    assert ledger.peak["t0"] == 1 and ledger.peak["t1"] == 1
+    assert ledger.peak["all"] == 2 and len(flow_jobs.ran) == 6
+
+
+def test_a_crashed_runs_lease_expires_at_its_hard_deadline(flow):
+    from jobframework.flow.limits import ConcurrencyLimit
+    from jobframework.state import StateStore
+
+    limit = ConcurrencyLimit(StateStore(str(flow.config.state_table), flow.dynamodb))
+    now = time.time()
+    assert limit.acquire("limit#x", "crashed", 1, now + 0.5, now)
+    assert not limit.acquire("limit#x", "next", 1, now + 10, now + 0.1)
+    assert limit.acquire("limit#x", "next", 1, now + 10, now + 0.6)  # the crashed one's lease ran out
+
+
+def test_racing_acquisitions_never_pass_the_cap(flow):
+    from jobframework.flow.limits import ConcurrencyLimit
+    from jobframework.state import StateStore
+
+    limits = [ConcurrencyLimit(StateStore(str(flow.config.state_table), flow.dynamodb)) for _ in range(6)]
+    go = threading.Barrier(6)
+
+    def take(n: int) -> bool:
+        go.wait()
+        return bool(limits[n].acquire("limit#race", f"j{n}", 3, time.time() + 30, time.time()))
+
+    with ThreadPoolExecutor(6) as pool:
+        taken = list(pool.map(take, range(6)))
+    assert sum(taken) == 3
+
+
+def test_the_rate_holds_across_consumers(flow):
+    for n in range(30):
+        flow.client.enqueue("f.rated", Item(name=f"r{n}"))
+    _drain(flow, "default", 3, 60, lambda: len(flow_jobs.ran) >= 30)
+    starts = sorted(ledger.starts)
+    assert len(starts) == 30
+    # 10/second with a burst of one: any one-second window holds at most 11 starts (10 % over).
+    worst = max(sum(1 for t in starts if s <= t < s + 1.0) for s in starts)
+    assert worst <= 11, worst
+    assert starts[-1] - starts[0] >= (30 - 11) / 10 - 0.05
+    assert {r["attempt"] for r in flow_jobs.ran} == {1}
+    assert any(o.reason == "rate limit" for o in flow.outcomes)
+    assert receive_all(flow.sqs, flow.url("default"), attempts=1) == []
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"concurrency": 0}, "concurrency must be an int >= 1"),
+        ({"concurrency_key": lambda p: "k"}, "concurrency_key= needs concurrency=N"),
+        ({"rate": "fast"}, "write it as N/second, N/minute or N/hour"),
+        ({"rate": "0/second"}, "is not a rate"),
+        ({"rate_key": lambda p: "k"}, "rate_key= needs rate="),
+        ({"tenant": "acme"}, "tenant= must be a function"),
+    ],
+)
+def test_bad_limit_options_are_refused_at_decoration(options, message):
+    with pytest.raises(ConfigurationError, match=message):
+
+        @job("f.bad", registry=JobRegistry(), **options)
+        def bad(item: Item) -> None: ...

@@ -1,0 +1,109 @@
+"""`jf queue pause|resume`: the event source mapping's Enabled, and the local pollers stop and restart."""
+
+from __future__ import annotations
+
+import io
+import json
+import time
+import zipfile
+from typing import Any
+
+from jobframework.flow.pause import PauseWatch, lanes_of, pause, paused, resume
+from jobframework.jobs import Priority
+from jobframework.local.emulator import Emulator, QueuePoller, queue_arn_from_url
+from jobframework.state import StateStore
+from tests.functional.conftest_local import cli_env, invoke, jf_aws, jf_config, queue_counts, sqs
+
+__all__ = ["jf_aws", "jf_config", "sqs"]
+
+
+def _mapping(jf_aws: Any, queue_arn: str) -> str:
+    """A Lambda function and an event source mapping reading ``queue_arn`` (never invoked here)."""
+    iam, lam = jf_aws.client("iam"), jf_aws.client("lambda")
+    name = f"fn-{queue_arn.rsplit(':', 1)[-1]}"
+    role = iam.create_role(RoleName=name, AssumeRolePolicyDocument="{}")["Role"]["Arn"]
+    code = io.BytesIO()
+    with zipfile.ZipFile(code, "w") as z:
+        z.writestr("h.py", "def h(event, context):\n    return None\n")
+    lam.create_function(
+        FunctionName=name, Runtime="python3.12", Role=role, Handler="h.h", Code={"ZipFile": code.getvalue()}
+    )
+    return str(lam.create_event_source_mapping(EventSourceArn=queue_arn, FunctionName=name)["UUID"])
+
+
+def _state(jf_aws: Any, uuid: str) -> str:
+    return str(jf_aws.client("lambda").get_event_source_mapping(UUID=uuid)["State"])
+
+
+def test_pause_disables_the_mapping_and_shows_in_ls_and_dlq_ls(jf_aws, jf_config):
+    url = jf_config.endpoints("high").url
+    uuid = _mapping(jf_aws, queue_arn_from_url(url, "us-east-1"))
+    env = cli_env(jf_config)
+
+    result = invoke(["queue", "pause", "high", "--json"], env)
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.output) == [{"lane": "high", "paused": True, "flag": True, "mappings": [uuid]}]
+    assert _state(jf_aws, uuid) == "Disabled"
+    again = invoke(["queue", "pause", "high"], env)  # idempotent
+    assert again.exit_code == 0 and "high: paused (1 event source mapping(s), local pollers)" in again.output
+
+    rows = {r["lane"]: r for r in json.loads(invoke(["queue", "ls", "--json"], env).output)}
+    assert rows["high"]["paused"] is True and rows["high"]["paused_at"]
+    assert rows["low"]["paused"] is False
+    assert "paused since" in invoke(["queue", "ls"], env).output
+    dlqs = {r["priority"]: r for r in json.loads(invoke(["dlq", "ls", "--json"], env).output)}
+    assert dlqs["high"]["source_paused"] is True and dlqs["default"]["source_paused"] is False
+
+    result = invoke(["queue", "resume", "high"], env)
+    assert result.exit_code == 0 and "high: resumed" in result.output
+    assert _state(jf_aws, uuid) == "Enabled"
+    assert not json.loads(invoke(["queue", "ls", "--json"], env).output)[1]["paused"]
+
+
+def test_an_unknown_queue_is_a_usage_error(jf_config):
+    result = invoke(["queue", "pause", "urgent"], cli_env(jf_config))
+    assert result.exit_code == 2
+    assert "no queue 'urgent' is configured; known: critical, high, default, low" in result.output
+
+
+def test_a_priority_names_its_profile_lanes():
+    assert lanes_of(["high", "high-cpu", "low"], "high") == ["high", "high-cpu"]
+    assert lanes_of(["high", "high-cpu"], "high-cpu") == ["high-cpu"]
+
+
+def test_the_emulator_stops_and_restarts_polling_a_paused_lane(jf_aws, jf_config, sqs):
+    store = StateStore(str(jf_config.state_table), jf_aws.client("dynamodb"))
+    url = jf_config.endpoints("low").url
+    poller = QueuePoller(
+        priority=Priority.LOW,
+        url=url,
+        arn=queue_arn_from_url(url, "us-east-1"),
+        batch_size=10,
+        batching_window=0.0,
+        max_concurrency=1,
+        weight=1,
+        function_name="jf-test",
+        timeout=30.0,
+    )
+    handled: list[str] = []
+
+    def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+        handled.extend(r["body"] for r in event["Records"])
+        return {"batchItemFailures": []}
+
+    pause(store, "low")
+    assert set(paused(store)) == {"low"}
+    emulator = Emulator(
+        [poller], handler, sqs, idle_seconds=0.02, paused=PauseWatch(store, refresh=0.05).current
+    ).start()
+    try:
+        sqs.send_message(QueueUrl=url, MessageBody="held")
+        time.sleep(1.0)
+        assert handled == [] and queue_counts(sqs, url) == (1, 0)  # not even received
+        resume(store, "low")
+        deadline = time.monotonic() + 10
+        while not handled and time.monotonic() < deadline:
+            time.sleep(0.05)
+    finally:
+        emulator.stop(2)
+    assert handled == ["held"]
