@@ -142,6 +142,7 @@ class _Prepared:
     attributes: dict[str, Any]
     delay: int
     xray: str | None
+    trace_id: str | None = None
     dedup_window: float | None = None
     group: str | None = None
     """``MessageGroupId``: the tenant on a standard queue (SQS fair queues)."""
@@ -365,6 +366,7 @@ class JobClient:
             attributes=attributes,
             delay=delay,
             xray=to_xray_header(trace) if trace.xray_header else None,
+            trace_id=trace.trace_id,
             dedup_window=window,
             group=tenant_of(job, request, data),
         )
@@ -542,6 +544,7 @@ class JobClient:
                 key=env.key,
                 attempts=0,
                 enqueued_at=env.enqueued_at.isoformat(),
+                trace_id=prepared.trace_id,
             )
         except Exception:
             log.warning("recording the queued status of job %s failed", env.id, exc_info=True)

@@ -59,7 +59,7 @@ from jobframework.queues import QueueDirectory, env_config
 from jobframework.settler import Settler, note_status
 from jobframework.state import JobState, StateStore
 from jobframework.telemetry import BatchMetrics, job_logger
-from jobframework.tracing import recording_api
+from jobframework.tracing import record_trace_id, recording_api
 from jobframework.verdict import Kind, Verdict, returned
 
 if TYPE_CHECKING:
@@ -287,7 +287,7 @@ class Consumer:
                 env = parse_body(record.get("body"))
             except Exception:  # malformed: the record's own stage dead-letters it
                 continue
-            fields = {"attempts": attempt_of(record), "started_at": now}
+            fields = {"attempts": attempt_of(record), "started_at": now, "trace_id": record_trace_id(record)}
             note_status(batch, env, JobState.RUNNING, fields)
         self._flush_statuses(batch)
 

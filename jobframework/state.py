@@ -65,6 +65,8 @@ class JobStatus(BaseModel):
     error: str | None = None
     reason: str | None = None
     result: Any = None
+    trace_id: str | None = None
+    """The W3C trace id the job travelled under (from its enqueue), to find its spans and logs."""
 
 
 def _now() -> str:
@@ -110,6 +112,7 @@ class StateStore:
         error: str | None = None,
         reason: str | None = None,
         result: str | None = None,
+        trace_id: str | None = None,
         ttl: int = STATUS_TTL_SECONDS,
     ) -> None:
         """Record a job's state; later fields overwrite earlier ones, ``started_at`` is set once.
@@ -133,6 +136,7 @@ class StateStore:
             ("error", error),
             ("reason", reason),
             ("job_result", result),
+            ("trace_id", trace_id),
         ):
             if value is not None:
                 values[f":{name}"] = {"S": value}
@@ -230,6 +234,7 @@ class StateStore:
             error=plain.get("error"),
             reason=plain.get("reason"),
             result=json.loads(result) if isinstance(result, str) else None,
+            trace_id=plain.get("trace_id"),
         )
 
     # -- enqueue dedup ----------------------------------------------------------------------------------
@@ -396,6 +401,7 @@ _STATUS_ATTRIBUTES = {
     "error": "error",
     "reason": "reason",
     "result": "job_result",
+    "trace_id": "trace_id",
 }
 """Status fields and the attributes that hold them (those :meth:`StateStore.get_status` reads)."""
 

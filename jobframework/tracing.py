@@ -102,6 +102,14 @@ def valid_traceparent(value: str | None) -> bool:
     )
 
 
+def record_trace_id(record: dict[str, Any]) -> str | None:
+    """The W3C trace id a record carries in its ``traceparent`` attribute, or ``None``."""
+    attributes = record.get("messageAttributes")
+    found = attributes.get(ATTR_TRACEPARENT) if isinstance(attributes, dict) else None
+    value = found.get("stringValue") if isinstance(found, dict) else None
+    return value[3:35] if isinstance(value, str) and valid_traceparent(value) else None
+
+
 def new_trace() -> TraceContext:
     return TraceContext(f"00-{_hex_id(128)}-{_hex_id(64)}-01")
 

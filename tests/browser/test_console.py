@@ -139,6 +139,8 @@ def test_find_a_job_by_key(page: Any, console_url: str, clean: Shop):
     expect(results).to_have_count(1)
     expect(results).to_contain_text(job_id)
     expect(results).to_contain_text("queued")
+    results.get_by_role("link", name=job_id).click()
+    expect(page.locator("#trace-id")).to_have_text(re.compile(r"^[0-9a-f]{32}$"))  # from its status record
 
 
 def test_find_jobs_by_status_and_see_a_dead_jobs_error_and_trace(page: Any, console_url: str, clean: Shop):

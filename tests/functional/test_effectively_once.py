@@ -252,6 +252,7 @@ def test_status_moves_from_queued_through_running_and_retrying_to_succeeded(eo):
     assert queued is not None
     assert (queued.status, queued.attempts, queued.type) == (JobState.QUEUED, 0, "eo.effect")
     assert queued.enqueued_at and queued.key == sent.key
+    assert queued.trace_id is not None and len(queued.trace_id) == 32  # the enqueue's W3C trace
 
     eo.consume("high")
     retrying = eo.client.status(sent.id)
@@ -267,6 +268,7 @@ def test_status_moves_from_queued_through_running_and_retrying_to_succeeded(eo):
     assert done.started_at and done.finished_at and done.started_at <= done.finished_at
     assert [s.status for s in jobs.observed] == [JobState.RUNNING, JobState.RUNNING]
     assert [s.attempts for s in jobs.observed] == [1, 2]
+    assert {s.trace_id for s in jobs.observed} == {queued.trace_id} == {done.trace_id}  # kept throughout
 
 
 def test_status_of_a_dead_job_has_its_reason_and_error_and_an_unknown_id_is_none(eo):

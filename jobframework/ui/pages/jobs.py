@@ -79,7 +79,8 @@ def job(request: Request) -> Response:
         max_attempts=console.max_attempts(found.type),
         timings=timings,
         letter=letter,
-        trace_id=traceparent[3:35] if traceparent and valid_traceparent(traceparent) else None,
+        trace_id=found.trace_id
+        or (traceparent[3:35] if traceparent and valid_traceparent(traceparent) else None),
         has_plan=bool(found.type and console.registry is not None and found.type in console.registry),
     )
 
