@@ -5,7 +5,7 @@ parses the body with the same pydantic models; ``consumer()`` adds what it is fo
 registry lookup, payload validation, the job context, log correlation, the trace
 span, classification and metrics (EMF, written to a buffer). No AWS call happens
 on the success path. Runs alternate between the two and the ratio of the medians
-is printed. Target: at most 1.3x.
+is printed. Target: at most 2.0x (issue 13).
 
     python bench/consumer_overhead.py [--rounds 30] [--batches 200]
 """
@@ -118,7 +118,7 @@ def main(argv: list[str] | None = None) -> int:
     r = measure(args.rounds, args.batches)
     print(
         f"consumer overhead: bare BatchProcessor {r['bare_us']:.1f} us/msg, "
-        f"consumer() {r['framework_us']:.1f} us/msg, ratio {r['ratio']:.2f}x (target <= 1.3x)"
+        f"consumer() {r['framework_us']:.1f} us/msg, ratio {r['ratio']:.2f}x (target <= 2.0x)"
     )
     return 0
 

@@ -104,10 +104,8 @@ def valid_traceparent(value: str | None) -> bool:
 
 def record_trace_id(record: dict[str, Any]) -> str | None:
     """The W3C trace id a record carries in its ``traceparent`` attribute, or ``None``."""
-    attributes = record.get("messageAttributes")
-    found = attributes.get(ATTR_TRACEPARENT) if isinstance(attributes, dict) else None
-    value = found.get("stringValue") if isinstance(found, dict) else None
-    return value[3:35] if isinstance(value, str) and valid_traceparent(value) else None
+    parent = record_attribute(record, ATTR_TRACEPARENT)
+    return parent[3:35] if parent is not None and valid_traceparent(parent) else None
 
 
 def new_trace() -> TraceContext:

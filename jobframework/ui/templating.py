@@ -38,16 +38,20 @@ def duration(seconds: float | None) -> str:
     return f"{seconds:.1f}s"
 
 
+def _moment(value: str | datetime) -> datetime:
+    """An ISO time (or datetime) as an aware datetime (UTC when it names no zone); raises ValueError."""
+    moment = value if isinstance(value, datetime) else datetime.fromisoformat(value)
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
+
+
 def when(value: str | datetime | None) -> str:
     """An ISO time (or datetime) as ``2026-12-02 13:00:05 UTC``."""
     if value is None or value == "":
         return "-"
     try:
-        moment = value if isinstance(value, datetime) else datetime.fromisoformat(value)
+        moment = _moment(value)
     except ValueError:
         return str(value)
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=UTC)
     return moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
@@ -56,11 +60,9 @@ def ago(value: str | datetime | None) -> str:
     if value is None or value == "":
         return "-"
     try:
-        moment = value if isinstance(value, datetime) else datetime.fromisoformat(value)
+        moment = _moment(value)
     except ValueError:
         return str(value)
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=UTC)
     seconds = (datetime.now(UTC) - moment).total_seconds()
     return f"in {duration(-seconds)}" if seconds < 0 else f"{duration(seconds)} ago"
 
