@@ -1,0 +1,53 @@
+"""DynamoDB item conversion with boto3's own serializer: plain Python values in, items out."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from decimal import Decimal
+from typing import Any
+
+from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
+
+_serializer = TypeSerializer()
+_deserializer = TypeDeserializer()
+
+
+def _plain(value: Any) -> Any:
+    """Floats as Decimal (the serializer refuses floats); containers converted throughout."""
+    if isinstance(value, float):
+        return Decimal(repr(value))
+    if isinstance(value, Mapping):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    return value
+
+
+def to_item(values: Mapping[str, Any]) -> dict[str, Any]:
+    """A DynamoDB item from plain values (``None`` values are left out).
+
+    >>> to_item({"pk": "job#1", "attempts": 2, "error": None})
+    {'pk': {'S': 'job#1'}, 'attempts': {'N': '2'}}
+    """
+    return {k: _serializer.serialize(_plain(v)) for k, v in values.items() if v is not None}
+
+
+def from_item(item: Mapping[str, Any]) -> dict[str, Any]:
+    """Plain values from a DynamoDB item; whole numbers come back as ``int``, others as ``float``.
+
+    >>> from_item({"pk": {"S": "job#1"}, "attempts": {"N": "2"}})
+    {'pk': 'job#1', 'attempts': 2}
+    """
+    return {k: _python(_deserializer.deserialize(v)) for k, v in item.items()}
+
+
+def _python(value: Any) -> Any:
+    if isinstance(value, Decimal):
+        return int(value) if value == value.to_integral_value() else float(value)
+    if isinstance(value, dict):
+        return {k: _python(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_python(v) for v in value]
+    if isinstance(value, set):
+        return {_python(v) for v in value}
+    return value
