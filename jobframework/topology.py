@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from jobframework.attempts import CRASH_MARGIN, receive_limit
 from jobframework.catalog import route_of
@@ -56,6 +56,11 @@ POLL_WEIGHT: dict[Priority, int] = {
 }
 """Weighted fairness of the local poller (critical first, low still progresses)."""
 
+MIN_MAX_CONCURRENCY, MAX_MAX_CONCURRENCY = 2, 1000
+"""An SQS event source mapping's MaximumConcurrency range."""
+MAX_MIN_POLLERS, MAX_POLLERS = 200, 2000
+"""ProvisionedPollerConfig's ranges: MinimumPollers 1 to 200, MaximumPollers up to 2,000."""
+
 CRITICAL_CONSUMER = "critical"
 SHARED_CONSUMER = "shared"
 
@@ -83,6 +88,35 @@ class TopologySettings(BaseModel):
     cpu_memory_mb: int = Field(default=3538, ge=128, le=10_240)
     """Memory of the ``cpu`` profile's function (3,538 MB buys two full vCPUs)."""
     cpu_max_concurrency: int = Field(default=6, ge=2, le=1000)
+    max_concurrency: dict[str, int] = Field(default_factory=dict)
+    """Override a lane's derived event source maximum concurrency (``{"high": 8}``; 2 to 1,000)."""
+    pollers: dict[str, tuple[int, int]] = Field(default_factory=dict)
+    """Provisioned pollers of a lane's event source mapping, ``{"high": (min, max)}``: min 1 to 200,
+    max min to 2,000. Such a lane's mapping has no maximum concurrency (AWS refuses both at once)."""
+
+    @model_validator(mode="after")
+    def _check_lane_options(self) -> TopologySettings:
+        for lane, value in self.max_concurrency.items():
+            if not MIN_MAX_CONCURRENCY <= value <= MAX_MAX_CONCURRENCY:
+                raise ValueError(
+                    f"max_concurrency[{lane!r}]={value}: an SQS event source's maximum concurrency is "
+                    f"{MIN_MAX_CONCURRENCY} to {MAX_MAX_CONCURRENCY}"
+                )
+        for lane, (low, high) in self.pollers.items():
+            if not 1 <= low <= MAX_MIN_POLLERS or not low <= high <= MAX_POLLERS:
+                raise ValueError(
+                    f"pollers[{lane!r}]=({low}, {high}): give (min, max) with min 1 to {MAX_MIN_POLLERS} "
+                    f"and max from min to {MAX_POLLERS}"
+                )
+            if lane in self.max_concurrency:
+                raise ValueError(
+                    f"lane {lane!r} has both pollers={self.pollers[lane]} and "
+                    f"max_concurrency={self.max_concurrency[lane]}: AWS refuses an SQS event source "
+                    "mapping with ProvisionedPollerConfig and MaximumConcurrency together; bound a "
+                    "provisioned lane with its maximum pollers (or the function's reserved concurrency) "
+                    "and drop its max_concurrency, or drop its pollers"
+                )
+        return self
 
 
 class QueueSpec(BaseModel):
@@ -106,6 +140,9 @@ class QueueSpec(BaseModel):
     batching_window: int
     max_concurrency: int
     jobs: tuple[str, ...]
+    pollers: tuple[int, int] | None = None
+    """Provisioned pollers (min, max) of the lane's event source mapping; then ``max_concurrency``
+    bounds only the local emulator, the mapping gets none."""
     longest_job_timeout: int = 0
     """Seconds of the lane's longest job: over 900 (Lambda's limit) the lane needs ``jf worker``."""
 
@@ -292,10 +329,19 @@ class Topology(BaseModel):
                     consumer=consumer.name,
                     batch_size=batch_size,
                     batching_window=window,
-                    max_concurrency=_lane_concurrency(lane, consumer, s),
+                    max_concurrency=s.max_concurrency.get(lane) or _lane_concurrency(lane, consumer, s),
+                    pollers=s.pollers.get(lane),
                     jobs=tuple(j.name for j in routed),
                 )
             )
+        lane_names = [q.lane for q in queues]
+        for option, named in (("pollers", s.pollers), ("max_concurrency", s.max_concurrency)):
+            unknown = sorted(set(named) - set(lane_names))
+            if unknown:
+                raise ConfigurationError(
+                    f"{option} names lane(s) {', '.join(unknown)} that no job uses; "
+                    f"the lanes are: {', '.join(lane_names)}"
+                )
         schedules = tuple(
             ScheduleSpec(
                 job=j.name,

@@ -203,7 +203,16 @@ class Workers(Construct):
                     max_batching_window=(
                         Duration.seconds(spec.batching_window) if spec.batching_window else None
                     ),
-                    max_concurrency=spec.max_concurrency,
+                    # AWS refuses MaximumConcurrency beside ProvisionedPollerConfig (the topology's
+                    # settings refuse both for one lane): a provisioned lane is bounded by its pollers.
+                    max_concurrency=None if spec.pollers else spec.max_concurrency,
+                    provisioned_poller_config=(
+                        lambda_.ProvisionedPollerConfig(
+                            minimum_pollers=spec.pollers[0], maximum_pollers=spec.pollers[1]
+                        )
+                        if spec.pollers
+                        else None
+                    ),
                     report_batch_item_failures=True,
                 )
                 alias.add_event_source(source)
