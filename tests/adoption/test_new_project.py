@@ -43,8 +43,14 @@ def welcome(signup: Signup, ctx: JobContext) -> None:
 
 
 def _uv() -> list[str]:
+    """uv on PATH, else the one tasks.sh installs into the test venv (CI puts no venv on PATH)."""
     found = shutil.which("uv")
-    return [found] if found else ["python3", "-m", "uv"]
+    beside = Path(sys.executable).with_name("uv")
+    if found:
+        return [found]
+    if beside.exists():
+        return [str(beside)]
+    return [sys.executable, "-m", "uv"]
 
 
 def _run(*command: str | Path, cwd: Path | None = None, env: dict[str, str] | None = None) -> str:
