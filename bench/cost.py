@@ -1,18 +1,26 @@
-"""AWS requests per successful job, and US dollars per million jobs, measured end to end.
+"""AWS requests per successful job, and US dollars per million jobs, measured end to end, per mode,
+against each mode's floor.
 
-Runs no-op jobs on the embedded AWS: enqueue with :class:`JobClient` in rounds of ``--batch``
-(default 10, one event-source-mapping batch), consume each round with :func:`consumer` through
-:func:`jobframework.testing.consume_once` (which stands in for the event source mapping: one
+Runs no-op jobs on the embedded AWS: enqueue with :meth:`JobClient.enqueue_many` in rounds of
+``--batch`` (default 10, one event-source-mapping batch), consume each round with :func:`consumer`
+through :func:`jobframework.testing.consume_once` (which stands in for the event source mapping: one
 ReceiveMessage per batch, one DeleteMessageBatch for the batch's successes). Every AWS request of every
 botocore client made during the run is counted with a ``before-call.*.*`` event hook, by phase
-(producer, consumer, event source mapping). Two scenarios: idempotent execution on (the default) and
-off (the config without an idempotency table).
+(producer, consumer, event source mapping).
+
+Modes (issue 13's floors, per job, batches of ten): *lean* (no per-job record: 0.1 SendMessageBatch,
+0.1 ReceiveMessage, 0.1 DeleteMessageBatch, 0.1 Lambda invocation), *idempotent* (lean + 2 DynamoDB
+writes: claim and completion), *tracked* (lean + 1 write: the status at enqueue), *tracked +
+idempotent* (lean + 3), *deduplicated* (tracked with an enqueue key: lean + 1, the marker and the
+status being one item). ``ratio to floor`` compares the request charges (SQS, DynamoDB, Lambda
+requests, S3), not Lambda's GB-seconds, which are the job's own.
 
 What a deployment adds and this run does not see is listed under the table: the event source
 mapping's empty long polls (a fixed cost per queue, not per job), CloudWatch Logs/EMF ingestion, data
 transfer, free tiers.
 
     python bench/cost.py [--jobs 200] [--batch 10] [--duration-ms 100] [--memory-mb 512]
+                         [--modes lean,tracked]
 """
 
 from __future__ import annotations
@@ -109,6 +117,7 @@ class Scenario:
     jobs: int
     invocations: int
     calls: Counter[tuple[str, str, str]]
+    mode: Mode
 
     def per_job(self, service: str | None = None, operations: set[str] | None = None) -> float:
         total = sum(
@@ -119,6 +128,17 @@ class Scenario:
             and (operations is None or op in operations)
         )
         return total / self.jobs
+
+    def billed_requests(self) -> float:
+        """Billed units per job: SQS requests, DynamoDB write and read units, Lambda invocations, S3."""
+        ddb = self.per_job("dynamodb", DYNAMODB_WRITES | DYNAMODB_READS) - self.per_job(
+            "dynamodb", {"BatchWriteItem"}
+        )
+        return self.per_job("sqs") + ddb + self.invocations / self.jobs + self.per_job("s3")
+
+    def request_usd(self) -> float:
+        """Request charges per million jobs (no GB-seconds): what ``ratio to floor`` compares."""
+        return sum(self.cost_per_million(0.0, 0).values())
 
     def cost_per_million(self, duration_ms: float, memory_mb: int) -> dict[str, float]:
         p = PRICES_USD
@@ -143,7 +163,42 @@ class Scenario:
         }
 
 
-def run(name: str, *, jobs: int, batch: int, idempotency: bool, endpoint_url: str) -> Scenario:
+@dataclass(frozen=True)
+class Mode:
+    """One way of running jobs, and its floor: the DynamoDB writes per job the guarantee needs."""
+
+    name: str
+    idempotency: bool
+    track: bool
+    dedup: bool
+    floor_writes: int
+
+
+MODES = (
+    Mode("lean", idempotency=False, track=False, dedup=False, floor_writes=0),
+    Mode("idempotent", idempotency=True, track=False, dedup=False, floor_writes=2),
+    Mode("tracked", idempotency=False, track=True, dedup=False, floor_writes=1),
+    Mode("tracked + idempotent", idempotency=True, track=True, dedup=False, floor_writes=3),
+    Mode("deduplicated", idempotency=False, track=True, dedup=True, floor_writes=1),
+)
+FLOOR_SQS = 0.3
+"""SQS requests per job at the floor: 0.1 SendMessageBatch, 0.1 ReceiveMessage, 0.1 DeleteMessageBatch."""
+FLOOR_INVOCATIONS = 0.1
+
+
+def floor_usd(mode: Mode) -> float:
+    """The mode's floor in request charges, US dollars per million jobs."""
+    p = PRICES_USD
+    return (FLOOR_SQS * p["sqs_request"] + mode.floor_writes * p["dynamodb_wru"]) * 1e6 + (
+        FLOOR_INVOCATIONS * p["lambda_request"] * 1e6
+    )
+
+
+def floor_requests(mode: Mode) -> float:
+    return FLOOR_SQS + mode.floor_writes + FLOOR_INVOCATIONS
+
+
+def run(mode: Mode, *, jobs: int, batch: int, endpoint_url: str) -> Scenario:
     import boto3
 
     from jobframework.client import JobClient
@@ -154,12 +209,12 @@ def run(name: str, *, jobs: int, batch: int, idempotency: bool, endpoint_url: st
 
     registry = JobRegistry()
 
-    @job("bench.noop", priority=Priority.DEFAULT, registry=registry)
+    @job("bench.noop", priority=Priority.DEFAULT, registry=registry, track=mode.track)
     def noop(payload: Noop) -> None:
         return None
 
     _, config = provision_fresh(endpoint_url, registry)
-    if not idempotency:
+    if not mode.idempotency:
         config = config.model_copy(update={"idempotency_table": None})
     url = config.endpoints(Priority.DEFAULT).url
     counts = Counts()
@@ -172,18 +227,21 @@ def run(name: str, *, jobs: int, batch: int, idempotency: bool, endpoint_url: st
             registry, config=config, sqs_client=session.client("sqs", endpoint_url=endpoint_url)
         )
         esm_sqs = session.client("sqs", endpoint_url=endpoint_url)
-        sent = invocations = 0
+        sent = invocations = consumed = 0
         while sent < jobs:
             counts.phase = PRODUCER
-            for _ in range(min(batch, jobs - sent)):
-                producer.enqueue(noop, Noop(n=sent))
-                sent += 1
-            while True:
+            size = min(batch, jobs - sent)
+            options = [{"key": f"bench:{mode.name}:{sent + i}"} if mode.dedup else {} for i in range(size)]
+            results = producer.enqueue_many(
+                [noop.request(Noop(n=sent + i), **options[i]) for i in range(size)]
+            )
+            assert not [r.error for r in results if r.error], results
+            sent += size
+            while consumed < sent:  # no empty receive: an idle queue's polls are a fixed cost, not per job
                 counts.phase = ESM
                 records, response = consume_once(handler, esm_sqs, url, max_messages=batch)
-                if not records:
-                    break
-                invocations += 1
+                consumed += len(records)
+                invocations += 1 if records else 0
                 assert not response["batchItemFailures"], response
     # ``consume_once`` counts under ESM; the handler's own calls happen inside it: split them apart.
     calls = Counter[tuple[str, str, str]]()
@@ -196,7 +254,7 @@ def run(name: str, *, jobs: int, batch: int, idempotency: bool, endpoint_url: st
         calls[
             (ESM if esm_call and phase == ESM else CONSUMER if phase == ESM else phase, service, operation)
         ] += n
-    return Scenario(name=name, jobs=jobs, invocations=invocations, calls=calls)
+    return Scenario(name=mode.name, jobs=jobs, invocations=invocations, calls=calls, mode=mode)
 
 
 def table(scenarios: list[Scenario], *, duration_ms: float, memory_mb: int) -> str:
@@ -224,15 +282,42 @@ def table(scenarios: list[Scenario], *, duration_ms: float, memory_mb: int) -> s
     return "\n".join(lines)
 
 
+def floors(scenarios: list[Scenario]) -> str:
+    """Each mode against its floor: billed requests per job, request charges, and the ratio."""
+    lines = [
+        "| mode | billed requests per job | floor | USD per million (requests) | floor |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    for s in scenarios:
+        lines.append(
+            f"| {s.name} | {s.billed_requests():.2f} | {floor_requests(s.mode):.2f} | "
+            f"{s.request_usd():.2f} | {floor_usd(s.mode):.2f} |"
+        )
+    lines.append("")
+    for s in scenarios:
+        lines.append(f"ratio to floor {s.request_usd() / floor_usd(s.mode):.2f}x  {s.name}")
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--jobs", type=int, default=200, help="successful jobs per scenario")
+    parser.add_argument("--jobs", type=int, default=200, help="successful jobs per mode")
     parser.add_argument("--batch", type=int, default=10, help="jobs per enqueue round and per batch (1-10)")
     parser.add_argument("--duration-ms", type=float, default=100.0, help="billed duration of one invocation")
     parser.add_argument("--memory-mb", type=int, default=512, help="consumer memory (the topology's default)")
+    parser.add_argument(
+        "--modes",
+        default=",".join(m.name for m in MODES),
+        help=f"comma-separated, of: {', '.join(m.name for m in MODES)}",
+    )
     args = parser.parse_args(argv)
+    by_name = {m.name: m for m in MODES}
+    wanted = [name.strip() for name in args.modes.split(",") if name.strip()]
+    unknown = [name for name in wanted if name not in by_name]
+    if unknown:
+        parser.error(f"unknown mode(s) {', '.join(unknown)}; choose from: {', '.join(by_name)}")
     logging.getLogger("werkzeug").setLevel(logging.ERROR)
     use_fake_credentials()
 
@@ -240,23 +325,13 @@ def main(argv: list[str] | None = None) -> int:
 
     with EmbeddedAWS() as aws:
         scenarios = [
-            run(
-                "idempotency on",
-                jobs=args.jobs,
-                batch=args.batch,
-                idempotency=True,
-                endpoint_url=aws.endpoint_url,
-            ),
-            run(
-                "idempotency off",
-                jobs=args.jobs,
-                batch=args.batch,
-                idempotency=False,
-                endpoint_url=aws.endpoint_url,
-            ),
+            run(by_name[name], jobs=args.jobs, batch=args.batch, endpoint_url=aws.endpoint_url)
+            for name in wanted
         ]
-    print(f"{args.jobs} no-op jobs per scenario, batches of {args.batch}; prices as of {PRICES_AS_OF}\n")
+    print(f"{args.jobs} no-op jobs per mode, batches of {args.batch}; prices as of {PRICES_AS_OF}\n")
     print(table(scenarios, duration_ms=args.duration_ms, memory_mb=args.memory_mb))
+    print()
+    print(floors(scenarios))
     print(
         "\nNot counted: the event source mapping's empty long polls (about 5 pollers x 3 ReceiveMessage a "
         "minute per idle queue, a fixed cost), CloudWatch Logs and EMF ingestion, X-Ray, data transfer, "

@@ -56,20 +56,27 @@ class Cleanup(BaseModel):
     older_than_days: int = 30
 
 
-@job("auth.password_reset", priority=Priority.CRITICAL, timeout=10, key=lambda p: f"reset:{p.user_id}")
+@job(
+    "auth.password_reset",
+    track=True,
+    priority=Priority.CRITICAL,
+    timeout=10,
+    key=lambda p: f"reset:{p.user_id}",
+)
 def send_password_reset(req: PasswordReset, ctx: JobContext) -> dict[str, str]:
     """Send a password-reset link (critical: users are waiting)."""
     ctx.logger.info("password reset sent to %s", req.email)
     return {"sent_to": req.email}
 
 
-@job("emails.send", priority=Priority.HIGH, timeout=30)
+@job("emails.send", track=True, priority=Priority.HIGH, timeout=30)
 def send_email(email: Email) -> None:
     """Send one transactional email."""
 
 
 @job(
     "webhooks.deliver",
+    track=True,
     priority=Priority.DEFAULT,
     retry=RetryPolicy(max_attempts=4, base_delay=1, max_delay=30),
     transient=(ConnectionError,),
@@ -82,14 +89,19 @@ def deliver_webhook(hook: Webhook, ctx: JobContext) -> None:
         raise ConnectionError(f"connection to {hook.url} reset")
 
 
-@job("payments.capture", priority=Priority.HIGH, key=lambda p: f"capture:{p.order_id}")
+@job("payments.capture", track=True, priority=Priority.HIGH, key=lambda p: f"capture:{p.order_id}")
 def capture_payment(req: PaymentCapture) -> None:
     """Capture a payment; a declined card is final, retrying cannot help."""
     if req.card_token.startswith("declined"):
         raise PermanentError(f"card {req.card_token} was declined")
 
 
-@job("crm.sync", priority=Priority.DEFAULT, retry=RetryPolicy(max_attempts=3, base_delay=1, max_delay=5))
+@job(
+    "crm.sync",
+    track=True,
+    priority=Priority.DEFAULT,
+    retry=RetryPolicy(max_attempts=3, base_delay=1, max_delay=5),
+)
 def sync_crm(req: CrmSync) -> None:
     """Push an account to the CRM; fails while the CRM downstream is broken."""
     if "crm" in BROKEN_DOWNSTREAMS:
@@ -98,6 +110,7 @@ def sync_crm(req: CrmSync) -> None:
 
 @job(
     "reports.generate",
+    track=True,
     priority=Priority.LOW,
     retry=RetryPolicy(max_attempts=3),
     key=lambda r: f"report:{r.report_id}",
@@ -111,6 +124,7 @@ def generate_report(req: ReportRequest, ctx: JobContext) -> dict[str, int]:
 
 @job(
     "maintenance.cleanup",
+    track=True,
     priority=Priority.LOW,
     schedule=Schedule("rate(1 hour)", payload={"older_than_days": 30}),
 )
@@ -133,19 +147,19 @@ class ReservedOrder(Order):
     reservation_id: str
 
 
-@job("orders.charge", priority=Priority.HIGH)
+@job("orders.charge", track=True, priority=Priority.HIGH)
 def charge_order(order: Order) -> dict[str, str]:
     """Charge the card; the charge id is passed on to later steps and to the refund."""
     return {"charge_id": f"ch_{order.order_id}"}
 
 
-@job("orders.refund", priority=Priority.HIGH)
+@job("orders.refund", track=True, priority=Priority.HIGH)
 def refund_charge(order: ChargedOrder, ctx: JobContext) -> None:
     """Undo ``orders.charge``."""
     ctx.logger.info("refunded %s (%d cents)", order.charge_id, order.amount_cents)
 
 
-@job("orders.reserve", priority=Priority.HIGH)
+@job("orders.reserve", track=True, priority=Priority.HIGH)
 def reserve_stock(order: Order) -> dict[str, str]:
     """Reserve the stock; an out-of-stock SKU is final (the saga compensates)."""
     if order.sku in OUT_OF_STOCK:
@@ -153,12 +167,12 @@ def reserve_stock(order: Order) -> dict[str, str]:
     return {"reservation_id": f"rsv_{order.order_id}"}
 
 
-@job("orders.release", priority=Priority.HIGH)
+@job("orders.release", track=True, priority=Priority.HIGH)
 def release_stock(order: ReservedOrder) -> None:
     """Undo ``orders.reserve``."""
 
 
-@job("orders.confirm", priority=Priority.HIGH)
+@job("orders.confirm", track=True, priority=Priority.HIGH)
 def send_confirmation(order: ChargedOrder) -> None:
     """Email the customer that the order is placed."""
 

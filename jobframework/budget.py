@@ -11,9 +11,15 @@ Counters live in the state table in one-minute buckets. A retry is taken by an a
 one conditional ``ADD`` on the current bucket's retry count that succeeds only while the count is
 under what the window still allows (:meth:`BudgetCounter.budget_reserve`). Concurrent consumers
 therefore cannot spend the same room twice: the budget holds however many batches run at once (the
-window's earlier buckets are read once per batch; first attempts are written once per batch, at its
-end, so a burst's own first attempts count only in its own batch until then, which errs on the side
-of fewer retries). A batch that finds the budget spent asks no more in that bucket.
+window's earlier buckets are read once per batch). A batch that finds the budget spent asks no more
+in that bucket.
+
+First attempts are tallied per process (:class:`FirstAttempts`) and written at the end of a batch
+that asked for a retry, when the oldest unwritten count is ``every`` seconds old (10 by default on a
+consumer), or when the bucket turns: a healthy queue pays one counter write per process every few
+seconds instead of one per batch, and a failing one keeps the count exact where it matters. Counts a
+process had not written when it stopped are lost; that only makes the budget stricter (fewer
+first attempts, fewer retries), never looser.
 """
 
 from __future__ import annotations
@@ -121,6 +127,47 @@ class InMemoryBudgetCounter:
             return True
 
 
+class FirstAttempts:
+    """A process's first attempts not yet written to the counter, by (queue, bucket). Thread-safe.
+
+    Args:
+        every: seconds an unwritten count may wait; ``0`` writes at the end of every batch.
+    """
+
+    def __init__(self, every: float = 0.0) -> None:
+        if every < 0:
+            raise ValueError(f"FirstAttempts(every=) must be >= 0 seconds, got {every}")
+        self.every = every
+        self._pending: dict[tuple[str, int], int] = defaultdict(int)
+        self._oldest: float | None = None
+        self._lock = threading.Lock()
+
+    def add(self, queue: str, bucket: int, now: float) -> None:
+        with self._lock:
+            self._pending[(queue, bucket)] += 1
+            if self._oldest is None:
+                self._oldest = now
+
+    def unwritten(self, queue: str) -> int:
+        """First attempts of ``queue`` this process counted and has not written yet."""
+        with self._lock:
+            return sum(n for (q, _), n in self._pending.items() if q == queue)
+
+    def take(self, now: float, bucket: int, *, force: bool) -> dict[tuple[str, int], int]:
+        """The counts to write now (and forget), or nothing when none is due."""
+        with self._lock:
+            due = force or (
+                self._oldest is not None
+                and (now - self._oldest >= self.every or any(b != bucket for _, b in self._pending))
+            )
+            if not due or not self._pending:
+                return {}
+            taken = dict(self._pending)
+            self._pending.clear()
+            self._oldest = None
+            return taken
+
+
 @dataclass(frozen=True, slots=True)
 class _Window:
     bucket: int
@@ -139,12 +186,18 @@ class BatchBudget:
     """
 
     def __init__(
-        self, budget: RetryBudget, counter: BudgetCounter, clock: Callable[[], float] = time.time
+        self,
+        budget: RetryBudget,
+        counter: BudgetCounter,
+        clock: Callable[[], float] = time.time,
+        first_attempts: FirstAttempts | None = None,
     ) -> None:
         self.budget = budget
         self.counter = counter
         self.clock = clock
-        self._first: dict[str, int] = defaultdict(int)
+        self._first = first_attempts if first_attempts is not None else FirstAttempts()
+        """The process's tally (shared by its batches); a fresh one writes at every batch's end."""
+        self._asked = False
         self._unreserved: dict[str, int] = defaultdict(int)
         """Retries allowed without a reservation (the counter was unreachable): written at flush."""
         self._window: dict[str, _Window | None] = {}
@@ -155,8 +208,8 @@ class BatchBudget:
         return int(now // self.budget.bucket)
 
     def first_attempt(self, queue: str) -> None:
-        with self._lock:
-            self._first[queue] += 1
+        now = self.clock()
+        self._first.add(queue, self._bucket(now), now)
 
     def _read(self, queue: str, bucket: int) -> _Window | None:
         window = self._window.get(queue)
@@ -178,6 +231,7 @@ class BatchBudget:
     def allow_retry(self, queue: str) -> bool:
         """Take one retry from the budget; ``False`` when it is spent (dead-letter with ``budget``)."""
         with self._lock:
+            self._asked = True
             bucket = self._bucket(self.clock())
             if (queue, bucket) in self._spent:
                 return False
@@ -186,7 +240,9 @@ class BatchBudget:
                 self._unreserved[queue] += 1
                 return True
             # What the current bucket may hold in all: the window's room less the earlier buckets' use.
-            limit = retries_allowed(window.first + self._first[queue], window.earlier_retries, self.budget)
+            limit = retries_allowed(
+                window.first + self._first.unwritten(queue), window.earlier_retries, self.budget
+            )
             if limit <= 0:
                 self._spent.add((queue, bucket))
                 return False
@@ -201,16 +257,24 @@ class BatchBudget:
             return taken
 
     def flush(self) -> None:
-        """Write this batch's first attempts (and any retries it could not reserve): one update per queue."""
+        """At a batch's end: write the retries it could not reserve, and the process's first attempts
+        when they are due (this batch asked for a retry, the oldest is ``every`` seconds old, or the
+        bucket turned); one update per (queue, bucket)."""
         with self._lock:
-            bucket = self._bucket(self.clock())
+            now = self.clock()
+            bucket = self._bucket(now)
             ttl = int(self.budget.window * 2)
-            for queue in set(self._first) | set(self._unreserved):
+            writes: dict[tuple[str, int], list[int]] = defaultdict(lambda: [0, 0])
+            for key, n in self._first.take(now, bucket, force=self._asked).items():
+                writes[key][0] += n
+            for queue, n in self._unreserved.items():
+                writes[(queue, bucket)][1] += n
+            for (queue, at), (first, retries) in writes.items():
                 try:
-                    self.counter.budget_add(queue, bucket, self._first[queue], self._unreserved[queue], ttl)
+                    self.counter.budget_add(queue, at, first, retries, ttl)
                 except Exception:
                     log.warning("writing the retry budget of %s failed", queue, exc_info=True)
-            self._first.clear()
             self._unreserved.clear()
             self._window.clear()
             self._spent.clear()
+            self._asked = False

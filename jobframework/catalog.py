@@ -106,6 +106,7 @@ def route_of(job: Job[Any], *, fifo: bool = False) -> JobRoute:
         fifo=fifo,
         version=job.version,
         dedup_window=job.dedup_window,
+        track=job.track,
         retry_horizon=retry_horizon(job.retry),
         payload_schema=compact_schema(job.payload_model.model_json_schema(mode="validation")),
     )
@@ -168,6 +169,10 @@ class RoutedJob:
     @property
     def dedup_window(self) -> float | None:
         return self.route.dedup_window
+
+    @property
+    def track(self) -> bool:
+        return self.route.track
 
     def lane_for(self, priority: Priority) -> str:
         """The lane of this job at ``priority`` (its own lane at its own priority)."""

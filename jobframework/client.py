@@ -131,6 +131,7 @@ class EnqueueRequest:
     expires_in: float | timedelta | None = None
     debounce: float | timedelta | None = None
     tenant: str | None = None
+    track: bool | None = None
 
 
 @dataclass(slots=True)
@@ -349,6 +350,11 @@ class JobClient:
             payload_version=job.version,
         )
         env, delay, window = flow_fields(self.state, job, request, env, delay=delay, window=window)
+        track = request.track if request.track is not None else job.track
+        if not isinstance(track, bool):
+            raise ConfigurationError(f"track must be True or False, got {track!r}")
+        if track:
+            env = env.model_copy(update={"track": True})
         trace = current_trace()
         unsigned = wire.send_attributes(env, trace.as_attributes())
         signed, attributes = self._sign(env, unsigned, delay)
@@ -453,6 +459,7 @@ class JobClient:
         expires_in: float | timedelta | None = None,
         debounce: float | timedelta | None = None,
         tenant: str | None = None,
+        track: bool | None = None,
     ) -> EnqueueResult:
         """Send one job.
 
@@ -476,6 +483,8 @@ class JobClient:
                 ``cancelled``, reason ``debounced``); needs ``key`` and the state table.
             tenant: the ``MessageGroupId`` (SQS fair queues): one tenant's flood does not hold up
                 another's jobs; the job's ``tenant=`` function of the payload when ``None``.
+            track: keep this job's status readable by id (``status``, ``cancel``); the job's
+                ``track=`` when ``None``. An untracked job costs no status write.
 
         Raises:
             PayloadValidationError: the payload does not match (nothing sent).
@@ -496,6 +505,7 @@ class JobClient:
                     expires_in=expires_in,
                     debounce=debounce,
                     tenant=tenant,
+                    track=track,
                 )
             )
         )
@@ -533,7 +543,7 @@ class JobClient:
 
     def _record_status(self, prepared: _Prepared) -> None:
         state = self.state
-        if state is None:
+        if state is None or not prepared.envelope.track:
             return
         env = prepared.envelope
         try:

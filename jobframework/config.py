@@ -41,6 +41,8 @@ class JobRoute(BaseModel):
     retry_horizon: float = Field(default=0.0, ge=0)
     """Seconds the job can spend between its first receive and its dead letter
     (:func:`jobframework.payloads.retry_horizon`): how long an offloaded payload must outlive its send."""
+    track: bool = False
+    """Whether the job keeps a status record (``@job(track=True)``) unless an enqueue says otherwise."""
     payload_schema: dict[str, Any]
     """The payload model's JSON Schema (pydantic's, without titles and descriptions)."""
 

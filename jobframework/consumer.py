@@ -30,12 +30,10 @@ import logging
 import os
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from jobframework.attempts import attempt_of
 from jobframework.batched import has_batched_jobs, run_batched
-from jobframework.budget import BatchBudget, RetryBudget
+from jobframework.budget import BatchBudget, FirstAttempts, RetryBudget
 from jobframework.concurrency import lane_limit, run_all
 from jobframework.config import ENV_JOBS, RuntimeConfig
 from jobframework.dead_letter import KEPT_ATTRIBUTES, _fit_dead_letter
@@ -49,17 +47,16 @@ from jobframework.delivery import (
     arn_queue_name,
     identified_records,
 )
-from jobframework.envelope import parse_body
 from jobframework.gates import DEFAULT_GATES, DEFER_SECONDS, RELEASE_MARGIN_SECONDS, Admitted, Gate
 from jobframework.jobs import JobRegistry, Priority
 from jobframework.jobs import registry as default_registry
 from jobframework.modules import import_job_modules
 from jobframework.pipeline import Pipeline
 from jobframework.queues import QueueDirectory, env_config
-from jobframework.settler import Settler, note_status
-from jobframework.state import JobState, StateStore
+from jobframework.settler import Settler
+from jobframework.state import StateStore
 from jobframework.telemetry import BatchMetrics, job_logger
-from jobframework.tracing import record_trace_id, recording_api
+from jobframework.tracing import recording_api
 from jobframework.verdict import Kind, Verdict, returned
 
 if TYPE_CHECKING:
@@ -69,6 +66,9 @@ if TYPE_CHECKING:
     from jobframework.signing import KeySource
 
 log = logging.getLogger(__name__)
+
+FIRST_ATTEMPTS_EVERY_SECONDS = 10.0
+"""How long a process may hold first attempts before writing them to the retry budget's counter."""
 
 
 class Consumer:
@@ -107,6 +107,8 @@ class Consumer:
         self.idempotency: IdempotentRunner | None = None
         self.keys: KeySource | None = None
         self.retry_budget: RetryBudget | None = None
+        self.first_attempts = FirstAttempts(every=FIRST_ATTEMPTS_EVERY_SECONDS)
+        """This process's first attempts for the retry budget, written every few seconds, not per batch."""
         self.pipeline = Pipeline(self, self.gates)
         self.settler = Settler(self)
 
@@ -209,13 +211,16 @@ class Consumer:
             self.idempotency.register_context(context)
         batch = _Batch(
             BatchMetrics(),
-            BatchBudget(self.retry_budget, self.state) if self.retry_budget and self.state else None,
+            (
+                BatchBudget(self.retry_budget, self.state, first_attempts=self.first_attempts)
+                if self.retry_budget and self.state
+                else None
+            ),
             otel=recording_api(),
             log_keys=job_logger().registered_formatter,
         )
         failures: list[str] = []
         try:
-            self._mark_running(records, batch)
             verdicts = self._verdicts(records, context, batch)
             failures = self.settler.settle(verdicts, batch)
         finally:
@@ -277,22 +282,10 @@ class Consumer:
 
     # -- job status ------------------------------------------------------------------------------------
 
-    def _mark_running(self, records: list[dict[str, Any]], batch: _Batch) -> None:
-        """Before the batch runs: one write marking every job in it ``running``."""
-        if self.state is None:
-            return
-        now = datetime.now(UTC).isoformat(timespec="milliseconds")
-        for record in records:
-            try:
-                env = parse_body(record.get("body"))
-            except Exception:  # malformed: the record's own stage dead-letters it
-                continue
-            fields = {"attempts": attempt_of(record), "started_at": now, "trace_id": record_trace_id(record)}
-            note_status(batch, env, JobState.RUNNING, fields)
-        self._flush_statuses(batch)
-
     def _flush_statuses(self, batch: _Batch) -> None:
-        """Write the batch's status records; a failure is logged, never fatal to the jobs."""
+        """Write the batch's status records (tracked jobs' outcomes) in one ``BatchWriteItem``; a
+        failure is logged, never fatal to the jobs. Untracked jobs have none: a lean batch writes
+        nothing to DynamoDB."""
         if self.state is None or not batch.statuses:
             return
         try:

@@ -100,6 +100,9 @@ class Envelope(BaseModel):
     """Drop the job (status ``expired``) if it has not started by then (:mod:`jobframework.flow.expiry`)."""
     debounce: DebounceRef | None = None
     """The debounce window this enqueue joined (:mod:`jobframework.flow.debounce`)."""
+    track: bool | None = None
+    """``True`` when the job keeps a status record (``@job(track=True)`` or ``enqueue(track=True)``);
+    absent otherwise, and then the consumer writes no status for it."""
 
     @classmethod
     def new(

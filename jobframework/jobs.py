@@ -219,6 +219,7 @@ class Job(Generic[P]):
         backlog_depth: int = 1000,
         backlog_age: float | None = None,
         flow: FlowOptions | None = None,
+        track: bool = False,
     ) -> None:
         self.name = name
         self.fn = fn
@@ -242,6 +243,8 @@ class Job(Generic[P]):
         self.backlog_age = backlog_age
         self.flow = flow if flow is not None else FlowOptions()
         """Expiry, tenant, concurrency and rate limits (:mod:`jobframework.flow`)."""
+        self.track = track
+        """Keep a status record readable by id (``client.status``); enqueues may override it."""
         self.__doc__ = fn.__doc__
         self.__wrapped__ = fn
 
@@ -428,6 +431,7 @@ def job(
     upgrade: Mapping[int, Callable[[dict[str, Any]], dict[str, Any]]] | None = None,
     idempotent: bool = True,
     dedup_window: float | timedelta | None = None,
+    track: bool = False,
     batch: BatchOptions | None = None,
     profile: Profile | str | None = None,
     when_backlogged: WhenBacklogged | str = WhenBacklogged.RUN,
@@ -464,6 +468,9 @@ def job(
         dedup_window: seconds during which a second enqueue with the same key sends nothing and
             returns the first job's id (needs a key: ``key=`` here or at enqueue); ``0`` turns the
             default dedup of enqueues given an explicit ``key=`` off for this job.
+        track: keep the job's status readable by id (``client.status``, ``jf status``, the console's
+            job page, ``client.cancel``): one status write at enqueue and one batched outcome write;
+            untracked jobs cost no status write at all. ``enqueue(..., track=)`` overrides it per job.
         batch: :class:`BatchOptions`: the function takes ``list[Model]`` and returns one outcome per
             item (a value, or an exception instance for an item that failed), or ``None`` when all
             succeeded; each item is then retried or dead-lettered on its own.
@@ -587,8 +594,16 @@ def job(
             backlog_depth=backlog_depth,
             backlog_age=age,
             flow=flow,
+            track=_flag(track, f"job {name}: track"),
         )
         target.register(created)
         return created
 
     return decorate
+
+
+def _flag(value: object, what: str) -> bool:
+    """A ``True``/``False`` option, or a ConfigurationError that says so (not any truthy value)."""
+    if not isinstance(value, bool):
+        raise ConfigurationError(f"{what} must be True or False, got {value!r}")
+    return value

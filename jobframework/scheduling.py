@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime
+from typing import Any
 
 from jobframework.envelope import ENVELOPE_VERSION, Envelope
 from jobframework.topology import ScheduleSpec
@@ -35,18 +36,18 @@ def schedule_input(spec: ScheduleSpec) -> str:
 
     The placeholders are filled by Scheduler at each firing; the result is a valid envelope.
     """
-    return json.dumps(
-        {
-            "v": ENVELOPE_VERSION,
-            "id": EXECUTION_ID,
-            "type": spec.job,
-            "payload": spec.payload,
-            "payload_version": 1,
-            "key": schedule_key(spec.job, SCHEDULED_TIME),
-            "enqueued_at": SCHEDULED_TIME,
-        },
-        separators=(",", ":"),
-    )
+    body: dict[str, Any] = {
+        "v": ENVELOPE_VERSION,
+        "id": EXECUTION_ID,
+        "type": spec.job,
+        "payload": spec.payload,
+        "payload_version": 1,
+        "key": schedule_key(spec.job, SCHEDULED_TIME),
+        "enqueued_at": SCHEDULED_TIME,
+    }
+    if spec.track:
+        body["track"] = True
+    return json.dumps(body, separators=(",", ":"))
 
 
 def scheduled_envelope(spec: ScheduleSpec, scheduled_time: datetime, execution_id: str) -> Envelope:

@@ -31,6 +31,7 @@ from jobframework.dead_letter import dead_letter_message
 from jobframework.delivery import RecordOutcome, _Batch, describe
 from jobframework.handback import copy_message
 from jobframework.state import JobState
+from jobframework.tracing import record_trace_id
 from jobframework.verdict import Kind, Verdict
 
 if TYPE_CHECKING:
@@ -200,9 +201,9 @@ class Settler:
         if env is not None:
             for event in v.events:
                 batch.metrics.schedule_event(env.type, event)
-        if v.status is not None and self.consumer.state is not None and env is not None:
+        if v.status is not None and self.consumer.state is not None and env is not None and env.track:
             state, fields = v.status
-            note_status(batch, env, state, fields)
+            note_status(batch, env, state, {**fields, "trace_id": record_trace_id(d.record)})
         if v.outcome is not None:
             self.emit(batch, v.outcome)
 

@@ -212,23 +212,44 @@ class StateStore:
                 raise RuntimeError(f"{len(pending.get(self.table, []))} status records were not written")
 
     def get_status(self, job_id: str) -> JobStatus | None:
-        item = self.client.get_item(
+        """A tracked job's status, or ``None`` for an id with no status record.
+
+        One consistent ``Query`` reads the job's items together: the status record (written at
+        enqueue and with the outcome) and the start claim of the cancel check (``sk = flow``), which
+        is what says ``running``: a job whose claimed run has not ended shows ``running`` with its
+        ``started_at`` without the consumer writing a status of its own for the start.
+        """
+        items = self.client.query(
             TableName=self.table,
-            Key={"pk": {"S": f"job#{job_id}"}, "sk": {"S": "status"}},
+            KeyConditionExpression="pk = :pk",
+            ExpressionAttributeValues={":pk": {"S": f"job#{job_id}"}},
             ConsistentRead=True,
-        ).get("Item")
-        if not item:
+        ).get("Items", [])
+        by_sk = {item["sk"]["S"]: {k: _plain(v) for k, v in item.items()} for item in items}
+        plain = by_sk.get("status")
+        if plain is None:
             return None
-        plain = {k: _plain(v) for k, v in item.items()}
         result = plain.get("job_result")
+        state = JobState(plain["status"])
+        started_at = plain.get("started_at")
+        claim = by_sk.get("flow", {})
+        attempts = int(plain.get("attempts") or 0)
+        if claim.get("started_at"):
+            started_at = started_at or claim["started_at"]
+            started_attempt = int(claim.get("started_attempt") or 0)
+            running = float(claim.get("runs_until") or 0) > time.time() and started_attempt > (
+                attempts if state is JobState.RETRYING else 0
+            )
+            if running and state in (JobState.QUEUED, JobState.SCHEDULED, JobState.RETRYING):
+                state, attempts, started_at = JobState.RUNNING, started_attempt, claim["started_at"]
         return JobStatus(
             id=job_id,
             type=plain.get("job_type"),
-            status=JobState(plain["status"]),
-            attempts=int(plain.get("attempts") or 0),
+            status=state,
+            attempts=attempts,
             key=plain.get("job_key"),
             enqueued_at=plain.get("enqueued_at"),
-            started_at=plain.get("started_at"),
+            started_at=started_at,
             finished_at=plain.get("finished_at"),
             updated_at=plain.get("updated_at"),
             error=plain.get("error"),

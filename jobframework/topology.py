@@ -181,6 +181,8 @@ class ScheduleSpec(BaseModel):
     payload: dict[str, Any]
     priority: Priority
     lane: str = ""
+    track: bool = False
+    """The job is tracked: every firing carries ``track`` and its status is kept."""
 
 
 def _lane_concurrency(lane: str, consumer: ConsumerSpec, s: TopologySettings) -> int:
@@ -351,6 +353,7 @@ class Topology(BaseModel):
                 payload=j.schedule.payload,
                 priority=j.priority,
                 lane=j.lane,
+                track=j.track,
             )
             for j in jobs
             if j.schedule is not None

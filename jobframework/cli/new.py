@@ -86,10 +86,11 @@ class Invoice(BaseModel):
     priority=Priority.HIGH,
     retry=RetryPolicy(max_attempts=5),
     key=lambda invoice: f"invoice:{invoice.invoice_id}:pdf",
+    track=True,
 )
 def render_invoice(invoice: Invoice, ctx: JobContext) -> str:
-    """A keyed job: enqueues with the same key within the dedup window send one message, and the
-    consumer runs the key once (its idempotency record)."""
+    """A keyed, tracked job: enqueues with the same key within the dedup window send one message,
+    the consumer runs the key once (its idempotency record), and ``jf status ID`` shows where it is."""
     return f"invoices/{invoice.invoice_id}.pdf"
 
 

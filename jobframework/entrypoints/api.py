@@ -122,7 +122,8 @@ def enqueue(job_type: str) -> Response[str]:
     key = app.current_event.get_query_string_value("key")
     client = job_client()
     try:
-        result = client.enqueue(job_type, payload, key=key, delay=delay)
+        # The 202 answer points at GET /jobs/{id}: the job keeps a status record.
+        result = client.enqueue(job_type, payload, key=key, delay=delay, track=True)
     except UnknownJobError as exc:
         return _bad_request(str(exc), [{"loc": ["path", "type"], "msg": str(exc)}])
     except PayloadValidationError as exc:

@@ -25,6 +25,7 @@ from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
+from jobframework.errors import UnknownJobError
 from jobframework.flow.outcome import Drop
 from jobframework.state import FINAL_STATES, STATUS_TTL_SECONDS, JobState
 
@@ -78,7 +79,12 @@ def cancel(store: StateStore, job_id: str) -> CancelResult:
         botocore.exceptions.ClientError: the state table refused the write.
     """
     before = store.get_status(job_id)
-    state = before.status if before is not None else None
+    if before is None:
+        raise UnknownJobError(
+            f"job {job_id} has no status record: it is unknown, its record expired, or it is not "
+            "tracked; cancel works on tracked jobs (@job(..., track=True) or enqueue(..., track=True))"
+        )
+    state = before.status
     if state in (JobState.SUCCEEDED, JobState.DEAD, JobState.EXPIRED):
         return CancelResult(job_id, CancelOutcome.FINISHED, state)
     now = time.time()
@@ -183,6 +189,8 @@ class CancelGate:
         self.store = store
 
     def __call__(self, env: Envelope, job: Job[Any], payload: Any, attempt: int, now: float) -> Drop | None:
+        if not env.track:  # only a tracked job can be cancelled (its status is how a cancel finds it)
+            return None
         from botocore.exceptions import ClientError
 
         try:

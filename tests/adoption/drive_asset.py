@@ -65,7 +65,7 @@ def main() -> None:
         config = aws.provision(topology)
         sqs = aws.client("sqs")
         client = JobClient(config, sqs_client=sqs)
-        result = client.enqueue("signup.welcome", {"email": "Ada@Example.COM", "outbox": outbox})
+        result = client.enqueue("signup.welcome", {"email": "Ada@Example.COM", "outbox": outbox}, track=True)
         queue_url = config.endpoints("default").url
         arn = sqs.get_queue_attributes(QueueUrl=queue_url, AttributeNames=["QueueArn"])["Attributes"]
         messages = sqs.receive_message(

@@ -26,26 +26,26 @@ class Charged(Order):
     charge_id: str
 
 
-@job("shop.charge", registry=registry, priority="high", retry=FAST, timeout=5)
+@job("shop.charge", registry=registry, track=True, priority="high", retry=FAST, timeout=5)
 def charge(order: Order, ctx: JobContext) -> dict[str, Any]:
     if order.order_id in declined or order.fail_at == "charge":
         raise PermanentError(f"card of order {order.order_id} declined")
     return {"charge_id": f"ch-{order.order_id}"}
 
 
-@job("shop.refund", registry=registry, priority="high", retry=FAST, timeout=5)
+@job("shop.refund", registry=registry, track=True, priority="high", retry=FAST, timeout=5)
 def refund(order: Charged) -> None:
     """Undo a charge."""
 
 
-@job("shop.ship", registry=registry, priority="high", retry=FAST, timeout=5)
+@job("shop.ship", registry=registry, track=True, priority="high", retry=FAST, timeout=5)
 def ship(order: Charged) -> str:
     if order.fail_at == "ship":
         raise PermanentError(f"no courier for order {order.order_id}")
     return f"shipped {order.order_id}"
 
 
-@job("shop.export", registry=registry, priority="low", retry=RetryPolicy(max_attempts=4))
+@job("shop.export", registry=registry, track=True, priority="low", retry=RetryPolicy(max_attempts=4))
 def export(order: Order) -> None:
     raise PermanentError("the warehouse rejected the export file")
 
@@ -54,7 +54,7 @@ class Nightly(BaseModel):
     scope: str = "all"
 
 
-@job("shop.reconcile", registry=registry, priority="low", schedule="rate(1 hour)")
+@job("shop.reconcile", registry=registry, track=True, priority="low", schedule="rate(1 hour)")
 def reconcile(req: Nightly) -> None:
     """Reconcile the day's charges (a scheduled job)."""
 

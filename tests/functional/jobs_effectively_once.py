@@ -28,7 +28,7 @@ class Item(BaseModel):
     fail_times: int = Field(default=0, ge=0)
 
 
-@job("eo.effect", registry=registry, priority="high", retry=QUICK)
+@job("eo.effect", registry=registry, track=True, priority="high", retry=QUICK)
 def effect(item: Item, ctx: JobContext) -> dict[str, Any]:
     """Fails its first ``fail_times`` attempts (before the effect), then applies the effect once."""
     for probe in while_running:
@@ -39,7 +39,14 @@ def effect(item: Item, ctx: JobContext) -> dict[str, Any]:
     return {"applied": item.name}
 
 
-@job("eo.dedup", registry=registry, priority="high", key=lambda i: f"order:{i.name}", dedup_window=60)
+@job(
+    "eo.dedup",
+    registry=registry,
+    track=True,
+    priority="high",
+    key=lambda i: f"order:{i.name}",
+    dedup_window=60,
+)
 def dedup(item: Item) -> None:
     effects[item.name] += 1
 
@@ -47,6 +54,7 @@ def dedup(item: Item) -> None:
 @job(
     "eo.outage",
     registry=registry,
+    track=True,
     retry=RetryPolicy(max_attempts=5, base_delay=0, max_delay=1, jitter="none"),
 )
 def outage(item: Item) -> None:
@@ -59,7 +67,7 @@ hang_next: list[str] = []
 """Names whose next ``eo.killable`` attempt hangs (until its process is killed)."""
 
 
-@job("eo.killable", registry=registry, priority="high", timeout=1)
+@job("eo.killable", registry=registry, track=True, priority="high", timeout=1)
 def killable(item: Item) -> None:
     if item.name in hang_next:
         hang_next.remove(item.name)
@@ -80,7 +88,7 @@ def _split_name(v1: dict[str, Any]) -> dict[str, Any]:
     return {"first": first, "last": last}
 
 
-@job("eo.greet", registry=registry, priority="high", version=2, upgrade={1: _split_name})
+@job("eo.greet", registry=registry, track=True, priority="high", version=2, upgrade={1: _split_name})
 def greet(person: Person) -> None:
     effects[f"{person.first}/{person.last}"] += 1
 
@@ -90,7 +98,7 @@ class Blob(BaseModel):
     data: str
 
 
-@job("eo.blob", registry=registry, priority="high", retry=QUICK)
+@job("eo.blob", registry=registry, track=True, priority="high", retry=QUICK)
 def blob(b: Blob) -> int:
     effects[b.name] += 1
     observed.append(len(b.data))
@@ -104,6 +112,7 @@ def blob(b: Blob) -> int:
 @job(
     "eo.tick",
     registry=registry,
+    track=True,
     priority="high",
     schedule=Schedule("rate(1 hour)", payload={"name": "hourly"}),
 )

@@ -40,7 +40,7 @@ class UnprintablePermanent(PermanentError):
         raise ValueError("no text either")
 
 
-@job("r.async", registry=registry, priority="high", retry=TWO)
+@job("r.async", registry=registry, track=True, priority="high", retry=TWO)
 async def run_async(item: Item, ctx: JobContext) -> dict[str, Any]:
     await asyncio.sleep(0.01)
     loops.append(id(asyncio.get_running_loop()))
@@ -51,44 +51,44 @@ async def run_async(item: Item, ctx: JobContext) -> dict[str, Any]:
     return {"awaited": item.name}
 
 
-@job("r.cancelled", registry=registry, priority="high", retry=TWO, idempotent=False)
+@job("r.cancelled", registry=registry, track=True, priority="high", retry=TWO, idempotent=False)
 async def cancelled(item: Item) -> None:
     effects[item.name] += 1
     raise asyncio.CancelledError("leaked from a cancelled inner task")
 
 
-@job("r.interrupt", registry=registry, priority="high", retry=TWO, idempotent=False)
+@job("r.interrupt", registry=registry, track=True, priority="high", retry=TWO, idempotent=False)
 def interrupt(item: Item) -> None:
     effects[item.name] += 1
     raise KeyboardInterrupt
 
 
-@job("r.genexit", registry=registry, priority="high", retry=TWO, idempotent=False)
+@job("r.genexit", registry=registry, track=True, priority="high", retry=TWO, idempotent=False)
 def genexit(item: Item) -> None:
     effects[item.name] += 1
     raise GeneratorExit
 
 
-@job("r.plain", registry=registry, priority="high", idempotent=False)
+@job("r.plain", registry=registry, track=True, priority="high", idempotent=False)
 def plain(item: Item, ctx: JobContext) -> None:
     """Not idempotent: a second run would show as a second effect."""
     effects[item.name] += 1
     attempts_seen.append((item.name, ctx.attempt))
 
 
-@job("r.permanent", registry=registry, priority="high")
+@job("r.permanent", registry=registry, track=True, priority="high")
 def permanent(item: Item) -> None:
     effects[item.name] += 1
     raise PermanentError(f"{item.name} refused")
 
 
-@job("r.unprintable", registry=registry, priority="high", retry=TWO)
+@job("r.unprintable", registry=registry, track=True, priority="high", retry=TWO)
 def unprintable(item: Item) -> None:
     effects[item.name] += 1
     raise UnprintablePermanent() if item.fail else Unprintable()
 
 
-@job("r.flaky", registry=registry, priority="high", retry=TWO, timeout=5)
+@job("r.flaky", registry=registry, track=True, priority="high", retry=TWO, timeout=5)
 def flaky(item: Item, ctx: JobContext) -> None:
     attempts_seen.append((item.name, ctx.attempt))
     if item.fail:
@@ -96,7 +96,7 @@ def flaky(item: Item, ctx: JobContext) -> None:
     effects[item.name] += 1
 
 
-@job("r.long", registry=registry, priority="high", timeout=1)
+@job("r.long", registry=registry, track=True, priority="high", timeout=1)
 def long(item: Item) -> None:
     """Overruns its 1 s timeout by ``seconds``."""
     started.set()
@@ -104,7 +104,14 @@ def long(item: Item) -> None:
     effects[item.name] += 1
 
 
-@job("r.batched", registry=registry, priority="low", batch=BatchOptions(max_size=10, max_wait=0), retry=TWO)
+@job(
+    "r.batched",
+    registry=registry,
+    track=True,
+    priority="low",
+    batch=BatchOptions(max_size=10, max_wait=0),
+    retry=TWO,
+)
 def batched(items: list[Item]) -> list[Any]:
     outcomes: list[Any] = []
     for item in items:

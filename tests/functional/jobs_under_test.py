@@ -21,14 +21,23 @@ class Work(BaseModel):
     delay: float | None = None
 
 
-@job("t.ok", registry=registry, priority="high")
+@job("t.ok", registry=registry, track=True, priority="high")
 def ok(work: Work, ctx: JobContext) -> None:
     calls[work.name] += 1
     seen.append({"name": work.name, "traceparent": ctx.traceparent, "trace_id": ctx.trace_id, "ctx": ctx})
 
 
+@job("t.lean", registry=registry, priority="high", idempotent=False)
+def lean(work: Work) -> None:
+    """Untracked and not idempotent: its success path writes nothing to DynamoDB."""
+    calls[work.name] += 1
+
+
 @job(
-    "t.flaky", registry=registry, retry=RetryPolicy(max_attempts=4, base_delay=2, max_delay=10, jitter="none")
+    "t.flaky",
+    registry=registry,
+    track=True,
+    retry=RetryPolicy(max_attempts=4, base_delay=2, max_delay=10, jitter="none"),
 )
 def flaky(work: Work, ctx: JobContext) -> None:
     calls[work.name] += 1
@@ -38,26 +47,29 @@ def flaky(work: Work, ctx: JobContext) -> None:
         raise ConnectionError("downstream reset the connection")
 
 
-@job("t.declined", registry=registry, priority="high")
+@job("t.declined", registry=registry, track=True, priority="high")
 def declined(work: Work) -> None:
     calls[work.name] += 1
     raise PermanentError(f"{work.name} declined")
 
 
 @job(
-    "t.broken", registry=registry, retry=RetryPolicy(max_attempts=2, base_delay=0, max_delay=1, jitter="none")
+    "t.broken",
+    registry=registry,
+    track=True,
+    retry=RetryPolicy(max_attempts=2, base_delay=0, max_delay=1, jitter="none"),
 )
 def broken(work: Work) -> None:
     calls[work.name] += 1
     raise RuntimeError(f"{work.name} always fails")
 
 
-@job("t.keyed", registry=registry, priority="high", key=lambda w: f"work:{w.name}")
+@job("t.keyed", registry=registry, track=True, priority="high", key=lambda w: f"work:{w.name}")
 def keyed(work: Work) -> None:
     calls[work.name] += 1
 
 
-@job("t.slow", registry=registry, timeout=30)
+@job("t.slow", registry=registry, track=True, timeout=30)
 def slow(work: Work) -> None:
     calls[work.name] += 1
 
@@ -65,14 +77,14 @@ def slow(work: Work) -> None:
 child_client: list[Any] = []
 
 
-@job("t.parent", registry=registry)
+@job("t.parent", registry=registry, track=True)
 def parent(work: Work, ctx: JobContext) -> None:
     """Enqueues a child job from inside a job (the trace must continue)."""
     seen.append({"name": work.name, "traceparent": ctx.traceparent})
     child_client[0].enqueue("t.ok", Work(name=f"{work.name}-child"))
 
 
-@job("t.exits", registry=registry, priority="high")
+@job("t.exits", registry=registry, track=True, priority="high")
 def exits(work: Work) -> None:
     """A job whose library calls sys.exit: a failure of this job, not of the batch."""
     calls[work.name] += 1

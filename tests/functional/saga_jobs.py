@@ -48,37 +48,37 @@ def _ran(name: str, order: Order, ctx: JobContext) -> None:
         raise PermanentError(f"{name} of {order.order_id} declined")
 
 
-@job("s.charge", registry=registry, priority="high", retry=FAST, timeout=3)
+@job("s.charge", registry=registry, track=True, priority="high", retry=FAST, timeout=3)
 def charge(order: Order, ctx: JobContext) -> dict[str, Any]:
     _ran("charge", order, ctx)
     return {"charge_id": f"ch-{order.order_id}"}
 
 
-@job("s.refund", registry=registry, priority="high", retry=FAST, timeout=3)
+@job("s.refund", registry=registry, track=True, priority="high", retry=FAST, timeout=3)
 def refund(order: Charged, ctx: JobContext) -> None:
     _ran(f"refund {order.charge_id}", order, ctx)
 
 
-@job("s.reserve", registry=registry, priority="high", retry=FAST, timeout=3)
+@job("s.reserve", registry=registry, track=True, priority="high", retry=FAST, timeout=3)
 def reserve(order: Order, ctx: JobContext) -> dict[str, Any]:
     _ran("reserve", order, ctx)
     return {"reservation_id": f"rs-{order.sku}"}
 
 
-@job("s.release", registry=registry, priority="high", retry=FAST, timeout=3)
+@job("s.release", registry=registry, track=True, priority="high", retry=FAST, timeout=3)
 def release(order: Reserved, ctx: JobContext) -> None:
     _ran(f"release {order.reservation_id}", order, ctx)
     if order.broken_compensation == "release":
         raise RuntimeError("warehouse API is down")
 
 
-@job("s.notify", registry=registry, priority="high", retry=FAST, timeout=3)
+@job("s.notify", registry=registry, track=True, priority="high", retry=FAST, timeout=3)
 def notify(order: Charged, ctx: JobContext) -> str:
     _ran("notify", order, ctx)
     return f"mailed about {order.charge_id}"
 
 
-@job("s.slow", registry=registry, priority="high", retry=FAST, timeout=3)
+@job("s.slow", registry=registry, track=True, priority="high", retry=FAST, timeout=3)
 def slow(order: Order, ctx: JobContext) -> dict[str, Any]:
     if order.marker:
         Path(order.marker).write_text("started")

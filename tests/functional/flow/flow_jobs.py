@@ -31,13 +31,16 @@ def _note(item: Item, ctx: JobContext, **extra: Any) -> None:
         ran.append({"name": item.name, "id": ctx.job_id, "attempt": ctx.attempt, **extra})
 
 
-@job("f.ok", registry=registry, priority="high")
+@job("f.ok", registry=registry, track=True, priority="high")
 def ok(item: Item, ctx: JobContext) -> None:
     _note(item, ctx)
 
 
 @job(
-    "f.flaky", registry=registry, retry=RetryPolicy(max_attempts=3, base_delay=1, max_delay=1, jitter="none")
+    "f.flaky",
+    registry=registry,
+    track=True,
+    retry=RetryPolicy(max_attempts=3, base_delay=1, max_delay=1, jitter="none"),
 )
 def flaky(item: Item, ctx: JobContext) -> None:
     _note(item, ctx)
@@ -45,7 +48,7 @@ def flaky(item: Item, ctx: JobContext) -> None:
         raise ConnectionError("downstream reset the connection")
 
 
-@job("f.long", registry=registry, timeout=20)
+@job("f.long", registry=registry, track=True, timeout=20)
 def long_running(item: Item, ctx: JobContext) -> str:
     """Works in steps until told to stop (at most 15 s)."""
     started.set()
@@ -59,7 +62,7 @@ def long_running(item: Item, ctx: JobContext) -> str:
     return "done"
 
 
-@job("f.expiring", registry=registry, priority="low", expires_after=1.0)
+@job("f.expiring", registry=registry, track=True, priority="low", expires_after=1.0)
 def expiring(item: Item, ctx: JobContext) -> None:
     _note(item, ctx)
 
@@ -95,7 +98,7 @@ class Ledger:
 ledger = Ledger()
 
 
-@job("f.capped", registry=registry, concurrency=2, timeout=10)
+@job("f.capped", registry=registry, track=True, concurrency=2, timeout=10)
 def capped(item: Item, ctx: JobContext) -> None:
     ledger.enter("all")
     try:
@@ -105,7 +108,14 @@ def capped(item: Item, ctx: JobContext) -> None:
         ledger.leave("all")
 
 
-@job("f.per-tenant", registry=registry, concurrency=1, concurrency_key=lambda i: i.tenant, timeout=10)
+@job(
+    "f.per-tenant",
+    registry=registry,
+    track=True,
+    concurrency=1,
+    concurrency_key=lambda i: i.tenant,
+    timeout=10,
+)
 def per_tenant(item: Item, ctx: JobContext) -> None:
     ledger.enter("all", item.tenant)
     try:
@@ -115,13 +125,13 @@ def per_tenant(item: Item, ctx: JobContext) -> None:
         ledger.leave("all", item.tenant)
 
 
-@job("f.rated", registry=registry, rate="10/second")
+@job("f.rated", registry=registry, track=True, rate="10/second")
 def rated(item: Item, ctx: JobContext) -> None:
     ledger.enter("all")
     ledger.leave("all")
     _note(item, ctx)
 
 
-@job("f.tenant", registry=registry, tenant=lambda i: i.tenant)
+@job("f.tenant", registry=registry, track=True, tenant=lambda i: i.tenant)
 def by_tenant(item: Item, ctx: JobContext) -> None:
     _note(item, ctx)
