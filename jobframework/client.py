@@ -155,7 +155,12 @@ class _Prepared:
 
     @property
     def batchable(self) -> bool:
-        return not self.scheduled and self.dedup_window is None and self.envelope.debounce is None
+        """Sent by ``SendMessageBatch`` in ``enqueue_many`` (a dedup key is claimed first)."""
+        return not self.scheduled and self.envelope.debounce is None
+
+    @property
+    def deduplicated(self) -> bool:
+        return self.dedup_window is not None
 
     def result(
         self, message_id: str | None = None, error: str | None = None, duplicate_of: str | None = None
@@ -513,26 +518,15 @@ class JobClient:
     def _send_one(self, prepared: _Prepared) -> EnqueueResult:
         env = prepared.envelope
         state = self.state
-        if prepared.dedup_window is not None and state is not None:
-            holder = state.claim_key(env.key, env.id, prepared.dedup_window)
-            if holder is not None:
-                log.info(
-                    "%s job with key %s already enqueued as %s; not sent again", env.type, env.key, holder
-                )
-                return prepared.result(duplicate_of=holder)
+        holder = self._claim(prepared)
+        if holder is not None:
+            return prepared.result(duplicate_of=holder)
         try:
             message_id = self._schedule(prepared) if prepared.scheduled else self._send_message(prepared)
         except BaseException:
-            if prepared.dedup_window is not None and state is not None:
-                state.release_key(env.key, env.id)  # a retry of this enqueue must not be blocked
+            self._unclaim(prepared)
             raise
-        if prepared.dedup_window is not None and state is not None:
-            try:
-                state.confirm_key(env.key, env.id)
-            except Exception:
-                # Sent: raising now would make the caller enqueue it again. The pending marker still
-                # dedups until its lease ends.
-                log.warning("confirming the dedup marker of job %s failed", env.id, exc_info=True)
+        self._confirm(prepared)
         if env.debounce is not None and state is not None:
             from jobframework.flow.debounce import confirm
 
@@ -540,6 +534,35 @@ class JobClient:
         self._record_status(prepared)
         log.debug("enqueued %s job %s", env.type, env.id)
         return prepared.result(message_id)
+
+    def _claim(self, prepared: _Prepared) -> str | None:
+        """Claim the enqueue's dedup key: ``None`` when it is ours to send (or not deduplicated), else
+        the id of the job already enqueued with it."""
+        env, state = prepared.envelope, self.state
+        if not prepared.deduplicated or state is None:
+            return None
+        holder = state.claim_key(env.key, env.id, prepared.dedup_window or 0.0, tracked=bool(env.track))
+        if holder is not None:
+            log.info("%s job with key %s already enqueued as %s; not sent again", env.type, env.key, holder)
+        return holder
+
+    def _unclaim(self, prepared: _Prepared) -> None:
+        """The send failed: drop the claim so that a retry of this enqueue is not blocked."""
+        if prepared.deduplicated and self.state is not None:
+            self.state.release_key(prepared.envelope.key, prepared.envelope.id)
+
+    def _confirm(self, prepared: _Prepared) -> None:
+        """Sent: mark the claim as sent. A tracked job's status record (written next) is the
+        confirmation itself, so its marker costs no second write."""
+        env, state = prepared.envelope, self.state
+        if not prepared.deduplicated or state is None or env.track:
+            return
+        try:
+            state.confirm_key(env.key, env.id)
+        except Exception:
+            # Sent: raising now would make the caller enqueue it again. The pending marker still
+            # dedups until its lease ends.
+            log.warning("confirming the dedup marker of job %s failed", env.id, exc_info=True)
 
     def _record_status(self, prepared: _Prepared) -> None:
         state = self.state
@@ -595,13 +618,28 @@ class JobClient:
         """
         prepared = [self.prepare(r) for r in requests]
         results: list[EnqueueResult | None] = [None] * len(prepared)
+        pending: list[int] = []
+        claimed: dict[str, int] = {}  # key -> the entry of this call that claimed it
+        repeats: dict[int, int] = {}  # an entry repeating a key claimed in this call -> that entry
         for i, p in enumerate(prepared):
-            if not p.batchable:  # dedup and long delays take the one-by-one path
-                try:
+            key = p.envelope.key
+            if p.batchable and p.deduplicated and key in claimed:
+                repeats[i] = claimed[key]
+                continue
+            try:
+                if not p.batchable:  # long delays and debounce take the one-by-one path
                     results[i] = self._send_one(p)
-                except Exception as exc:
-                    results[i] = p.result(error=str(exc))
-        pending = [i for i, p in enumerate(prepared) if p.batchable]
+                    continue
+                holder = self._claim(p)  # a dedup key is claimed before its batch is sent
+            except Exception as exc:
+                results[i] = p.result(error=str(exc))
+                continue
+            if holder is not None:
+                results[i] = p.result(duplicate_of=holder)
+            else:
+                pending.append(i)
+                if p.deduplicated:
+                    claimed[key] = i
         for round_ in range(self.batch_retries + 1):
             if not pending:
                 break
@@ -611,6 +649,13 @@ class JobClient:
             for batch in self._batches(prepared, pending):
                 failed.extend(self._send_batch(prepared, batch, results, final=round_ == self.batch_retries))
             pending = failed
+        for i, first in repeats.items():
+            sent = results[first]
+            results[i] = (
+                prepared[i].result(duplicate_of=sent.id)
+                if sent is not None and sent.ok
+                else prepared[i].result(error="not sent: the entry with the same key was not sent")
+            )
         return [r if r is not None else prepared[i].result(error="not sent") for i, r in enumerate(results)]
 
     def _batches(self, prepared: Sequence[_Prepared], indexes: list[int]) -> Iterable[list[int]]:
@@ -662,12 +707,14 @@ class JobClient:
             if final:
                 for i in batch:
                     results[i] = prepared[i].result(error=f"SendMessageBatch failed: {exc}")
+                    self._unclaim(prepared[i])
                 return []
             log.warning("SendMessageBatch of %d entries failed, retrying: %s", len(batch), exc)
             return batch
         for ok in response.get("Successful", []):
             i = batch[int(ok["Id"])]
             results[i] = prepared[i].result(ok["MessageId"])
+            self._confirm(prepared[i])
             self._record_status(prepared[i])
         retry: list[int] = []
         for bad in response.get("Failed", []):
@@ -675,6 +722,7 @@ class JobClient:
             error = f"{bad.get('Code')}: {bad.get('Message', '')}"
             if bad.get("SenderFault") or final:
                 results[i] = prepared[i].result(error=error)
+                self._unclaim(prepared[i])
             else:
                 log.info("batch entry for job %s failed (%s), retrying", prepared[i].envelope.id, error)
                 retry.append(i)

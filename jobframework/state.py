@@ -260,14 +260,18 @@ class StateStore:
 
     # -- enqueue dedup ----------------------------------------------------------------------------------
 
-    def claim_key(self, key: str, job_id: str, window: float, lease: float = 30.0) -> str | None:
+    def claim_key(
+        self, key: str, job_id: str, window: float, lease: float = 30.0, *, tracked: bool = False
+    ) -> str | None:
         """Claim ``key`` for ``job_id`` for ``window`` seconds.
 
         Returns ``None`` when the claim is ours, else the id of the job that holds the key. A claim
-        whose send never completed (``pending`` past its lease) is taken over.
+        whose send never completed (``pending`` past its lease) is taken over. A ``tracked`` job's
+        claim is confirmed by its status record (written once it is sent), not by :meth:`confirm_key`.
         """
         from botocore.exceptions import ClientError
 
+        stale = ""  # a tracked claim found unsent past its lease: taken over by naming its holder
         for _ in range(CLAIM_ATTEMPTS):
             now = time.time()
             try:
@@ -280,28 +284,38 @@ class StateStore:
                         "state": {"S": "pending"},
                         "lease_until": {"N": f"{now + lease:.3f}"},
                         "expires_at": {"N": f"{now + window:.3f}"},
+                        "tracked": {"BOOL": tracked},
                     },
+                    # A pending claim past its lease is free unless it is tracked: a tracked claim's
+                    # confirmation is its job's status, which only _sent_holder reads.
                     ConditionExpression=(
                         "attribute_not_exists(pk) OR expires_at < :now"
-                        " OR (#state = :pending AND lease_until < :now)"
+                        " OR (#state = :pending AND lease_until < :now"
+                        " AND (attribute_not_exists(tracked) OR tracked = :no OR job_id = :stale))"
                     ),
                     ExpressionAttributeNames={"#state": "state"},
-                    ExpressionAttributeValues={":now": {"N": f"{now:.3f}"}, ":pending": {"S": "pending"}},
+                    ExpressionAttributeValues={
+                        ":now": {"N": f"{now:.3f}"},
+                        ":pending": {"S": "pending"},
+                        ":no": {"BOOL": False},
+                        ":stale": {"S": stale},
+                    },
                 )
                 return None
             except ClientError as exc:
                 if exc.response.get("Error", {}).get("Code") != "ConditionalCheckFailedException":
                     raise
-            holder = self._sent_holder(key)
+            holder, stale = self._sent_holder(key)
             if holder is not None:
                 return holder
             # The holder released its claim (its send failed) or its lease ran out: claim again.
         raise EnqueueError(f"could not claim dedup key {key!r}: it kept changing hands; try again")
 
-    def _sent_holder(self, key: str) -> str | None:
-        """The id of the job holding ``key`` once its send is confirmed; ``None`` when the claim is free
-        to take again. Waits (briefly) while the holder is still sending, so that a duplicate never
-        gets the id of a job whose send then fails.
+    def _sent_holder(self, key: str) -> tuple[str | None, str]:
+        """The id of the job holding ``key`` once its send is confirmed, or ``None`` when the claim is
+        free to take again (and then the id of a stale holder to take it from, or ``""``). Waits
+        (briefly) while the holder is still sending, so that a duplicate never gets the id of a job
+        whose send then fails.
 
         Raises:
             EnqueueError: the holder is still sending after ``PENDING_WAIT_SECONDS``.
@@ -316,16 +330,27 @@ class StateStore:
             holder = str(item.get("job_id", {}).get("S", ""))
             now = time.time()
             if not holder or float(item.get("expires_at", {}).get("N", "0")) < now:
-                return None
+                return None, ""
             if item.get("state", {}).get("S") == "sent":
-                return holder
+                return holder, ""
+            tracked = bool(item.get("tracked", {}).get("BOOL"))
+            if tracked and self._has_status(holder):
+                return holder, ""  # a tracked job's status is written once it is sent: its confirmation
             if float(item.get("lease_until", {}).get("N", "0")) < now:
-                return None  # its sender died or never confirmed: take the claim over
+                return None, holder if tracked else ""  # its sender died or never confirmed: take it over
             if time.monotonic() > deadline:
                 raise EnqueueError(
                     f"job {holder} with dedup key {key!r} is still being sent by another enqueue; try again"
                 )
             time.sleep(0.05)
+
+    def _has_status(self, job_id: str) -> bool:
+        return "Item" in self.client.get_item(
+            TableName=self.table,
+            Key={"pk": {"S": f"job#{job_id}"}, "sk": {"S": "status"}},
+            ConsistentRead=True,
+            ProjectionExpression="pk",
+        )
 
     def confirm_key(self, key: str, job_id: str) -> None:
         """Mark the claim as sent (no longer taken over when its lease passes)."""

@@ -132,6 +132,13 @@ def rated(item: Item, ctx: JobContext) -> None:
     _note(item, ctx)
 
 
+@job("f.per_minute", registry=registry, idempotent=False, priority="low", rate="60/minute")
+def per_minute(item: Item, ctx: JobContext) -> None:
+    ledger.enter("all")
+    ledger.leave("all")
+    _note(item, ctx)
+
+
 @job("f.tenant", registry=registry, track=True, tenant=lambda i: i.tenant)
 def by_tenant(item: Item, ctx: JobContext) -> None:
     _note(item, ctx)
