@@ -89,12 +89,15 @@ def run_throughput() -> dict[str, Any]:
 
     text = _captured(throughput.main)
     ceiling = _number(r"raw boto3 ceiling\s+([\d.]+) jobs/s", text)
+    floor = _number(r"raw idempotent floor\s+([\d.]+) jobs/s", text)
     ours = _number(r"jobframework\s+([\d.]+) jobs/s", text)
     lean = _number(r"jobframework \(lean\)\s+([\d.]+) jobs/s", text)
     result: dict[str, Any] = {
         "ceiling_jobs_s": ceiling,
         "framework_jobs_s": ours,
         "ratio_to_ceiling": ours / ceiling,
+        "floor_jobs_s": floor,
+        "ratio_to_floor": ours / floor,
         "lean_jobs_s": lean,
         "lean_ratio_to_ceiling": lean / ceiling,
         "jobs": throughput.TOTAL,
@@ -343,17 +346,17 @@ def summary_rows(results: dict[str, dict[str, Any]]) -> list[tuple[str, str, str
     )
     add(
         "throughput",
-        "End-to-end throughput vs raw boto3 ceiling (idempotency and job status on)",
-        lambda r: f"{r['ratio_to_ceiling']:.2f}x",
-        lambda r: f"{r['framework_jobs_s']:.0f} vs {r['ceiling_jobs_s']:.0f} jobs/s",
-        "higher is better",
+        "End-to-end throughput, idempotent, vs a raw boto3 loop making its floor requests",
+        lambda r: f"{r['ratio_to_floor']:.2f}x",
+        lambda r: f"{r['framework_jobs_s']:.0f} vs {r['floor_jobs_s']:.0f} jobs/s",
+        ">= 0.8x",
     )
     add(
         "throughput",
-        "End-to-end throughput vs raw boto3 ceiling (lean: no per-job DynamoDB)",
+        "End-to-end throughput, lean (no per-job DynamoDB), vs the raw boto3 ceiling",
         lambda r: f"{r['lean_ratio_to_ceiling']:.2f}x",
         lambda r: f"{r['lean_jobs_s']:.0f} vs {r['ceiling_jobs_s']:.0f} jobs/s",
-        "higher is better",
+        ">= 0.9x",
     )
     tp = results.get("throughput", {})
     if "failed" not in tp and "celery_failed" in tp:
@@ -361,7 +364,7 @@ def summary_rows(results: dict[str, dict[str, Any]]) -> list[tuple[str, str, str
     else:
         add(
             "throughput",
-            "End-to-end throughput vs Celery on SQS (solo pool, polling_interval 0.01)",
+            "End-to-end throughput, idempotent, vs Celery on SQS (solo pool, polling_interval 0.01)",
             lambda r: f"{r['ratio_to_celery']:.2f}x",
             lambda r: f"{r['framework_jobs_s']:.0f} vs {r['celery_jobs_s']:.0f} jobs/s",
             "higher is better",
@@ -543,11 +546,13 @@ def render(
             f"{r['jobs']} no-op jobs, produced in waves of {r['wave']} so that the queue stays shallow,",
             "on one embedded AWS endpoint:",
             "",
-            "- **raw boto3 ceiling**: SendMessageBatch, ReceiveMessage (10), DeleteMessageBatch in one loop;",
+            "- **raw boto3 ceiling**: SendMessageBatch, ReceiveMessage (10), DeleteMessageBatch in one loop",
+            "  (lean mode's floor); **raw idempotent floor**: that loop plus a conditional PutItem and an",
+            "  UpdateItem per message (idempotent mode's floor requests);",
             "- **jobframework**: `enqueue_many`, the event-source-mapping emulator, the real `consumer()`,",
-            "  as provisioned (idempotency records and job status on: four DynamoDB requests a job, which",
-            "  the embedded AWS serves slowly); **lean** is the same without the per-job records (what",
-            "  Celery does not keep either). moto runs in a process of its own, as Celery's worker does;",
+            "  idempotent (the default: an untracked job, two DynamoDB writes a job); **lean** is the same",
+            "  without idempotency (no DynamoDB per job, as Celery keeps no per-job record either). moto",
+            "  runs in a process of its own, as Celery's worker does;",
             f"- **Celery {r['celery_version']}** (kombu {r['kombu_version']}) with its SQS transport on "
             "the same endpoint: one worker process, `--pool solo`, `polling_interval=0.01` (kombu's "
             "default 1 s throttles it badly on a local endpoint), remote control, heartbeat, mingle "

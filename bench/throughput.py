@@ -3,7 +3,10 @@
 - jobframework: enqueue_many (ten per SendMessageBatch), the event-source-mapping emulator,
   the real consumer, a no-op job; produced in waves of WAVE so the queue stays shallow.
 - raw boto3 ceiling: SendMessageBatch, ReceiveMessage (10) and DeleteMessageBatch in one
-  loop, no framework (the most a client can push through this endpoint).
+  loop, no framework (the most a client can push through this endpoint): lean mode's floor.
+- raw idempotent floor: the same loop plus, per message, the two DynamoDB writes idempotent
+  execution needs (a conditional PutItem claim and an UpdateItem completion) on the same endpoint:
+  idempotent mode's floor (issue 13: the framework at least 0.8x of it).
 - Celery 5 with its SQS transport (kombu) on the same endpoint, a no-op task, one worker process
   with the solo pool, tuned: polling_interval=0.01 (the default 1 s throttles it badly locally).
 
@@ -65,9 +68,48 @@ def raw_ceiling(sqs, url: str) -> float:
     return TOTAL / (time.perf_counter() - started)
 
 
+def raw_idempotent_floor(sqs, dynamodb, url: str, table: str) -> float:
+    """The raw loop making idempotent mode's floor requests: per message a claim and a completion."""
+    started = time.perf_counter()
+    done = 0
+    while done < TOTAL:
+        for b in range(WAVE // 10):
+            sqs.send_message_batch(
+                QueueUrl=url,
+                Entries=[{"Id": str(i), "MessageBody": f"{done + b * 10 + i}"} for i in range(10)],
+            )
+        pending = WAVE
+        while pending:
+            got = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, WaitTimeSeconds=0).get(
+                "Messages", []
+            )
+            for m in got:
+                key = {"id": {"S": m["Body"]}}
+                dynamodb.put_item(
+                    TableName=table,
+                    Item={**key, "status": {"S": "INPROGRESS"}},
+                    ConditionExpression="attribute_not_exists(id)",
+                )
+                dynamodb.update_item(
+                    TableName=table,
+                    Key=key,
+                    UpdateExpression="SET #s = :done",
+                    ExpressionAttributeNames={"#s": "status"},
+                    ExpressionAttributeValues={":done": {"S": "COMPLETED"}},
+                )
+            if got:
+                sqs.delete_message_batch(
+                    QueueUrl=url,
+                    Entries=[{"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(got)],
+                )
+                pending -= len(got)
+        done += WAVE
+    return TOTAL / (time.perf_counter() - started)
+
+
 def framework(aws, *, lean: bool = False) -> float:
-    """Jobs/s of the framework; ``lean`` turns off what Celery does not do either (idempotency
-    records and job status, i.e. no DynamoDB per job), the default keeps them on."""
+    """Jobs/s of the framework; ``lean`` turns off idempotency (what Celery does not do either: no
+    DynamoDB per job); the default is idempotent mode. The job is untracked (no status) either way."""
     topology, config = provision_fresh(aws.endpoint_url, bench_registry)
     if lean:
         config = config.model_copy(update={"state_table": None, "idempotency_table": None})
@@ -192,15 +234,28 @@ def main() -> None:
     with EmbeddedAWS(separate_process=True) as aws:
         sqs = aws.client("sqs")
         raw_url = sqs.create_queue(QueueName="bench-raw")["QueueUrl"]
+        dynamodb = aws.client("dynamodb")
+        dynamodb.create_table(
+            TableName="bench-floor",
+            KeySchema=[{"AttributeName": "id", "KeyType": "HASH"}],
+            AttributeDefinitions=[{"AttributeName": "id", "AttributeType": "S"}],
+            BillingMode="PAY_PER_REQUEST",
+        )
         ceiling = raw_ceiling(sqs, raw_url)
+        floor = raw_idempotent_floor(sqs, dynamodb, raw_url, "bench-floor")
         ours = framework(aws)
         lean = framework(aws, lean=True)
         print(f"raw boto3 ceiling     {ceiling:8.0f} jobs/s")
+        print(f"raw idempotent floor  {floor:8.0f} jobs/s   (that loop + a claim and a completion per job)")
         print(f"jobframework          {ours:8.0f} jobs/s   ratio to raw ceiling: {ours / ceiling:.2f}x")
+        print(
+            f"ratio {ours / floor:.2f}x  idempotent jobframework vs the raw idempotent floor (target >= 0.8x)"
+        )
         print(
             f"jobframework (lean)   {lean:8.0f} jobs/s   ratio to raw ceiling: {lean / ceiling:.2f}x"
             "   (no idempotency records, no job status)"
         )
+        print(f"ratio {lean / ceiling:.2f}x  lean jobframework vs the raw ceiling (target >= 0.9x)")
         try:
             celery_url = sqs.create_queue(QueueName="bench-celery")["QueueUrl"]
             theirs = celery(aws, sqs, celery_url, "bench-celery")
