@@ -123,7 +123,12 @@ def framework(aws, *, lean: bool = False) -> float:
 
     handler = consumer(bench_registry, config=config, sqs_client=sqs, listeners=[count])
     emulator = Emulator(
-        pollers_for(config, topology), handler, sqs, idle_seconds=0.005, max_idle_seconds=0.02
+        # The job's queue only, as the raw loops poll one queue (on AWS the pollers are not ours).
+        pollers_for(config, topology, ["default"]),
+        handler,
+        sqs,
+        idle_seconds=0.005,
+        max_idle_seconds=0.02,
     )
     client = JobClient(config, registry=bench_registry, sqs_client=sqs)
     emulator.start()
