@@ -86,6 +86,14 @@ def summarize(result: Any) -> str | None:
     return text if len(text) <= MAX_RESULT_CHARS else json.dumps(text[: MAX_RESULT_CHARS - 20] + "...")
 
 
+def no_status(job_id: str) -> str:
+    """What to tell someone who asked for a job that has no status record."""
+    return (
+        f"no job {job_id} in the state table: an unknown id, an expired status (7 days), or a job that "
+        "is not tracked (@job(..., track=True) or enqueue(..., track=True) keeps a status)"
+    )
+
+
 class StateStore:
     """Reads and writes the state table.
 

@@ -119,6 +119,7 @@ def status(
     if not 0 < len(job_id) <= 128:
         raise typer.BadParameter("a job id has 1 to 128 characters", param_hint="ID")
     from jobframework.client import JobClient
+    from jobframework.state import no_status
 
     aws = _aws(ctx)
     config = aws.runtime_config()
@@ -129,7 +130,7 @@ def status(
     )
     found = client.status(job_id)
     if found is None:
-        raise CliError(f"no job {job_id} in the state table (unknown id, or its status expired)")
+        raise CliError(no_status(job_id))
     if json_output:
         _print_json(found.model_dump(mode="json"))
         return

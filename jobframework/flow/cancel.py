@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from jobframework.errors import UnknownJobError
 from jobframework.flow.outcome import Drop
-from jobframework.state import FINAL_STATES, STATUS_TTL_SECONDS, JobState
+from jobframework.state import FINAL_STATES, STATUS_TTL_SECONDS, JobState, no_status
 
 if TYPE_CHECKING:
     from jobframework.envelope import Envelope
@@ -80,10 +80,7 @@ def cancel(store: StateStore, job_id: str) -> CancelResult:
     """
     before = store.get_status(job_id)
     if before is None:
-        raise UnknownJobError(
-            f"job {job_id} has no status record: it is unknown, its record expired, or it is not "
-            "tracked; cancel works on tracked jobs (@job(..., track=True) or enqueue(..., track=True))"
-        )
+        raise UnknownJobError(f"{no_status(job_id)}; cancel works on tracked jobs only")
     state = before.status
     if state in (JobState.SUCCEEDED, JobState.DEAD, JobState.EXPIRED):
         return CancelResult(job_id, CancelOutcome.FINISHED, state)

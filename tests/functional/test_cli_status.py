@@ -65,7 +65,9 @@ def test_status_of_an_unknown_id_is_one_line_and_exit_1(env_config):
     config, _, _ = env_config
     result = invoke(["status", "0190b8a4-0000-7000-8000-000000000000"], cli_env(config))
     assert result.exit_code == 1
-    assert "no job 0190b8a4-0000-7000-8000-000000000000" in _one_error_line(result)
+    line = _one_error_line(result)
+    assert "no job 0190b8a4-0000-7000-8000-000000000000" in line
+    assert "not tracked (@job(..., track=True)" in line  # says how to get a status
 
 
 @pytest.mark.parametrize("args", [["status"], ["status", "x" * 129], ["status", "id", "--jsn"]])

@@ -12,7 +12,7 @@ from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
 
 from jobframework.dlq import DeadLetter
-from jobframework.state import JobState
+from jobframework.state import JobState, no_status
 from jobframework.tracing import valid_traceparent
 from jobframework.ui.console import Console
 from jobframework.ui.pages.dead_letters import READ_LIMIT
@@ -63,7 +63,7 @@ def job(request: Request) -> Response:
     console.require_store()
     found = console.client.status(job_id)
     if found is None:
-        raise LookupError(f"no job {job_id} in the state table (unknown id, or its status expired)")
+        raise LookupError(no_status(job_id))
     letter = dead_letter_of(console, job_id) if found.status is JobState.DEAD else None
     traceparent = letter[1].attributes.get("traceparent") if letter else None
     timings = {
