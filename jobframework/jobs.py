@@ -431,7 +431,7 @@ def job(
     upgrade: Mapping[int, Callable[[dict[str, Any]], dict[str, Any]]] | None = None,
     idempotent: bool = True,
     dedup_window: float | timedelta | None = None,
-    track: bool = False,
+    track: bool | None = None,
     batch: BatchOptions | None = None,
     profile: Profile | str | None = None,
     when_backlogged: WhenBacklogged | str = WhenBacklogged.RUN,
@@ -469,8 +469,11 @@ def job(
             returns the first job's id (needs a key: ``key=`` here or at enqueue); ``0`` turns the
             default dedup of enqueues given an explicit ``key=`` off for this job.
         track: keep the job's status readable by id (``client.status``, ``jf status``, the console's
-            job page, ``client.cancel``): one status write at enqueue and one batched outcome write;
-            untracked jobs cost no status write at all. ``enqueue(..., track=)`` overrides it per job.
+            job page, ``client.cancel``): one status write at enqueue, the cancel check's start
+            claim and one batched outcome write; untracked jobs cost no status write at all.
+            ``None`` (the default) tracks scheduled jobs only (a few runs an hour, and the console's
+            last-run, heartbeat and missed-run views read their statuses). ``enqueue(..., track=)``
+            overrides it per job.
         batch: :class:`BatchOptions`: the function takes ``list[Model]`` and returns one outcome per
             item (a value, or an exception instance for an item that failed), or ``None`` when all
             succeeded; each item is then retried or dead-lettered on its own.
@@ -594,7 +597,7 @@ def job(
             backlog_depth=backlog_depth,
             backlog_age=age,
             flow=flow,
-            track=_flag(track, f"job {name}: track"),
+            track=sched is not None if track is None else _flag(track, f"job {name}: track"),
         )
         target.register(created)
         return created

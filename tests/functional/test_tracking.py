@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from jobframework.errors import ConfigurationError, UnknownJobError
-from jobframework.jobs import JobRegistry, job
+from jobframework.jobs import JobRegistry, Schedule, job
 from jobframework.scheduling import schedule_input
 from jobframework.testing import FakeLambdaContext, receive_all
 from jobframework.topology import ScheduleSpec
@@ -105,3 +105,22 @@ def test_a_lean_batch_of_ten_makes_no_dynamodb_request(rt):
     assert len(records) == 10 and response == {"batchItemFailures": []}
     assert not made, made
     assert rt.handler({"Records": []}, FakeLambdaContext()) == {"batchItemFailures": []}
+
+
+NIGHTLY = Schedule("rate(1 day)", payload={"name": "nightly"})
+
+
+def test_scheduled_jobs_are_tracked_unless_told_otherwise() -> None:
+    registry = JobRegistry()
+
+    @job("t.nightly", registry=registry, schedule=NIGHTLY)
+    def nightly(work: Work) -> None: ...
+
+    @job("t.quiet_nightly", registry=registry, schedule=NIGHTLY, track=False)
+    def quiet_nightly(work: Work) -> None: ...
+
+    @job("t.plain", registry=registry)
+    def plain(work: Work) -> None: ...
+
+    # The console's last-run, heartbeat and missed-run views read a schedule's statuses.
+    assert (nightly.track, quiet_nightly.track, plain.track) == (True, False, False)
