@@ -8,7 +8,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from jobframework import JobContext, RetryPolicy, job
+from jobframework import JobContext, PermanentError, RetryPolicy, job
 from jobframework.jobs import JobRegistry
 
 registry = JobRegistry()
@@ -21,6 +21,7 @@ class Entry(BaseModel):
     account_id: str
     seq: int
     fail_times: int = 0
+    permanent: bool = False
     sleep: float = 0.0
 
 
@@ -46,6 +47,8 @@ def apply(entry: Entry, ctx: JobContext) -> None:
                 "ended": time.monotonic(),
             }
         )
+    if failed and entry.permanent:
+        raise PermanentError(f"account {entry.account_id} entry {entry.seq}: refused")
     if failed:
         raise ConnectionError(f"account {entry.account_id} entry {entry.seq}: downstream reset")
 
