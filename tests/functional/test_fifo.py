@@ -3,6 +3,7 @@ back only its own group, and a held-back job does not use an attempt."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import time
 from dataclasses import dataclass, field
@@ -104,3 +105,62 @@ def test_a_dead_lettered_job_lets_its_group_go_on_and_lands_in_the_fifo_dlq(fifo
     assert letter["Attributes"]["MessageGroupId"] == "A"
     assert json.loads(letter["Body"])["payload"]["seq"] == 1
     assert letter["MessageAttributes"]["jf-reason"]["StringValue"] == "permanent"
+
+
+def test_a_redriven_fifo_dead_letter_goes_back_to_its_group_and_runs_again(fifo):
+    from jobframework.dlq import DeadLetters
+
+    fifo.send(("A", 1, {"fail_times": 1, "permanent": True}))
+    fifo.consume()
+    result = DeadLetters(fifo.config, fifo.sqs, wait_time_seconds=0).redrive(LANE)
+    assert result.moved == 1
+    records, _ = fifo.consume()
+    assert [r["attributes"]["MessageGroupId"] for r in records] == ["A"]
+    assert runs("A") == [(1, 1, False), (1, 1, False)]  # ran again: a redrive starts the attempts again
+
+
+def test_through_the_emulator_a_failing_group_keeps_its_order_and_delays_no_other_group(jf_aws):
+    """What `jf dev` and `jf worker` run: the event-source-mapping emulator, four workers, on the FIFO
+    lane. Group A's second job fails twice then succeeds; group B's jobs do not wait for it."""
+    from jobframework.local.emulator import Emulator, pollers_for
+
+    fifo_jobs.ledger.clear()
+    topology, config = provision_fresh(jf_aws.endpoint_url, fifo_jobs.registry)
+    sqs = jf_aws.client("sqs")
+    client = JobClient(config, registry=fifo_jobs.registry, sqs_client=sqs)
+    handler = consumer(fifo_jobs.registry, config=config, sqs_client=sqs)
+    requests = [
+        EnqueueRequest(
+            fifo_jobs.apply, {"account_id": account, "seq": n, "fail_times": 2 * ((account, n) == ("A", 2))}
+        )
+        for n in range(1, 6)
+        for account in ("A", "B")
+    ]
+    assert all(r.ok for r in client.enqueue_many(requests))
+
+    pollers = pollers_for(config, topology, [LANE])
+    assert [p.url.endswith(".fifo") for p in pollers] == [True]
+    emulator = Emulator(pollers, handler, sqs, workers=4).start()
+    try:
+        deadline = time.monotonic() + 30
+        while sum(e["ok"] for e in fifo_jobs.ledger) < 10 and time.monotonic() < deadline:
+            time.sleep(0.05)
+    finally:
+        emulator.stop()
+
+    a = [e for e in fifo_jobs.ledger if e["account"] == "A"]
+    b = [e for e in fifo_jobs.ledger if e["account"] == "B"]
+    assert [(e["seq"], e["attempt"], e["ok"]) for e in a] == [
+        (1, 1, True),
+        (2, 1, False),
+        (2, 2, False),
+        (2, 3, True),  # held-back jobs 3 to 5 used no attempt
+        (3, 1, True),
+        (4, 1, True),
+        (5, 1, True),
+    ]
+    assert all(earlier["ended"] <= later["started"] for earlier, later in itertools.pairwise(a))
+    assert [(e["seq"], e["attempt"], e["ok"]) for e in b] == [(n, 1, True) for n in range(1, 6)]
+    retried = next(e for e in a if (e["seq"], e["attempt"]) == (2, 2))
+    assert max(e["ended"] for e in b) < retried["started"]  # B finished before A's first retry
+    assert receive_all(sqs, config.endpoints(LANE).dlq_url) == []
