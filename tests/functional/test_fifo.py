@@ -164,3 +164,31 @@ def test_through_the_emulator_a_failing_group_keeps_its_order_and_delays_no_othe
     retried = next(e for e in a if (e["seq"], e["attempt"]) == (2, 2))
     assert max(e["ended"] for e in b) < retried["started"]  # B finished before A's first retry
     assert receive_all(sqs, config.endpoints(LANE).dlq_url) == []
+
+
+def test_redrive_empties_a_fifo_dlq_group_of_more_than_ten_letters_in_order(fifo):
+    from jobframework.dlq import DeadLetters
+
+    fifo.send(*[("A", n, {"fail_times": 1, "permanent": True}) for n in range(15)])
+    while fifo.consume()[0]:
+        pass
+    assert len(runs("A")) == 15
+    result = DeadLetters(fifo.config, fifo.sqs, wait_time_seconds=0).redrive(LANE)
+    assert result.moved == 15
+    fifo_jobs.ledger.clear()
+    while fifo.consume()[0]:
+        pass
+    assert [seq for seq, _, _ in runs("A")] == list(range(15))
+
+
+def test_peek_and_export_of_a_fifo_dlq_see_ten_letters_of_a_group_at_a_time(fifo):
+    import io
+
+    from jobframework.dlq import DeadLetters
+
+    fifo.send(*[("A", n, {"fail_times": 1, "permanent": True}) for n in range(12)])
+    while fifo.consume()[0]:
+        pass
+    letters = DeadLetters(fifo.config, fifo.sqs, wait_time_seconds=0)
+    assert len(letters.peek(LANE, limit=None)) == 10
+    assert letters.export(LANE, io.StringIO()) == 10

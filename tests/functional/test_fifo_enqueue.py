@@ -93,3 +93,24 @@ def test_a_catalog_producer_sends_an_ordered_job_with_the_group_it_gives(fifo):
     (message,) = _received(sqs, config.endpoints("default-fifo").url)
     assert json.loads(message["Body"])["id"] == sent.id
     assert message["Attributes"]["MessageGroupId"] == "acct-9"
+
+
+def test_jf_enqueue_sends_an_ordered_job_known_from_the_catalog_with_its_group(fifo):
+    from tests.functional.conftest_local import FAKE_CREDENTIALS, invoke
+
+    config, sqs, _ = fifo
+    assert config.topology_parameter is not None
+    env = {
+        **FAKE_CREDENTIALS,
+        **config.to_env(),
+        "JF_JOBS": "",
+        "JF_TOPOLOGY_PARAMETER": config.topology_parameter,
+    }
+    args = ["enqueue", "ledger.apply", '{"account_id": "acct-7", "seq": 1}']
+    refused = invoke(args, env)
+    assert refused.exit_code != 0 and "pass group=" in refused.output
+    sent = invoke([*args, "--group", "acct-7"], env)
+    assert sent.exit_code == 0, sent.output
+    (message,) = _received(sqs, config.endpoints("default-fifo").url)
+    assert json.loads(message["Body"])["id"] == sent.stdout.strip()
+    assert message["Attributes"]["MessageGroupId"] == "acct-7"
