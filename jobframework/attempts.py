@@ -44,6 +44,30 @@ def receive_limit(max_attempts: int, margin: int = CRASH_MARGIN) -> int:
     return max(max_attempts + margin, MIN_RECEIVE_LIMIT)
 
 
+FIFO_HANDBACK_ROOM = 9
+"""Hand-backs a FIFO record may see per attempt of a job ahead of it: up to nine records of its group
+precede it in a batch of ten, each failing up to its own max attempts."""
+MAX_RECEIVE_LIMIT = 1000
+"""SQS's highest ``maxReceiveCount``."""
+
+
+def fifo_receive_limit(max_attempts: int, margin: int = CRASH_MARGIN) -> int:
+    """A FIFO queue's ``maxReceiveCount``: room for the hand-backs behind failing jobs of a group.
+
+    On a FIFO queue a record handed back unrun (behind a failing job of its group, over a limit) keeps
+    its place in the group, so it stays in place and its receive count grows
+    (:mod:`jobframework.fifo`). The framework does not count those as attempts, but SQS's redrive
+    policy counts receives: it must not move such a record to the DLQ first.
+
+    Example:
+        >>> fifo_receive_limit(3), fifo_receive_limit(5)
+        (35, 57)
+    """
+    # Per attempt: a hand-back behind each job ahead of it in its batch, and a release of its own.
+    limit = receive_limit(max_attempts, margin) + (FIFO_HANDBACK_ROOM + 1) * max_attempts
+    return min(MAX_RECEIVE_LIMIT, limit)
+
+
 def receive_count(record: Mapping[str, Any]) -> int | None:
     """This copy's ``ApproximateReceiveCount``, or ``None`` when the record has no usable one."""
     attributes = record.get("attributes")

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from jobframework.config import ENV_TOPOLOGY_PARAMETER, JobRoute, RuntimeConfig
 from jobframework.errors import ConfigurationError, PayloadValidationError, UnknownJobError
-from jobframework.jobs import Priority, Profile, lane_name, lane_priority
+from jobframework.jobs import Priority, Profile, lane_name, lane_priority, lane_profile
 from jobframework.payloads import retry_horizon
 
 if TYPE_CHECKING:
@@ -159,8 +159,7 @@ class RoutedJob:
 
     @property
     def profile(self) -> Profile | None:
-        _, _, profile = self.route.lane.partition("-")
-        return Profile(profile) if profile else None
+        return lane_profile(self.route.lane)
 
     @property
     def version(self) -> int:
@@ -178,7 +177,7 @@ class RoutedJob:
         """The lane of this job at ``priority`` (its own lane at its own priority)."""
         if priority is lane_priority(self.route.lane):
             return self.route.lane
-        return lane_name(priority, self.profile)
+        return lane_name(priority, self.profile, fifo=self.route.fifo)
 
     def _validator(self) -> Callable[[Any], Any]:
         with self._lock:

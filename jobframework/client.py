@@ -30,6 +30,7 @@ from jobframework.errors import (
     PayloadValidationError,
 )
 from jobframework.flow.enqueue import flow_fields, tenant_of
+from jobframework.flow.ordered import check_ordered_request, deduplication_id, is_ordered, message_group
 from jobframework.idempotency import DEFAULT_EXPIRY_SECONDS
 from jobframework.jobs import Job, JobRegistry, Priority, lane_name, parse_priority
 from jobframework.jobs import registry as default_registry
@@ -132,6 +133,7 @@ class EnqueueRequest:
     debounce: float | timedelta | None = None
     tenant: str | None = None
     track: bool | None = None
+    group: str | None = None
 
 
 @dataclass(slots=True)
@@ -146,7 +148,10 @@ class _Prepared:
     trace_id: str | None = None
     dedup_window: float | None = None
     group: str | None = None
-    """``MessageGroupId``: the tenant on a standard queue (SQS fair queues)."""
+    """``MessageGroupId``: the tenant on a standard queue (SQS fair queues), the ordered group on a
+    FIFO lane."""
+    dedup_id: str | None = None
+    """``MessageDeduplicationId`` on a FIFO lane (:func:`jobframework.flow.ordered.deduplication_id`)."""
 
     @property
     def scheduled(self) -> bool:
@@ -342,10 +347,9 @@ class JobClient:
             raise ConfigurationError(f"key must be a non-empty str of at most 1024 characters, got {key!r}")
         window = self._dedup_window(job, request, key)
         delay = delay_seconds(request.delay)
-        if not isinstance(job, Job) and job.route.fifo:
-            raise ConfigurationError(
-                f"{job.name} routes to a FIFO lane ({job.route.lane}), which this client does not send to"
-            )
+        check_ordered_request(job, request, delay)
+        ordered = is_ordered(job)
+        group = message_group(job, request, data) if ordered else tenant_of(job, request, data)
         env = Envelope.new(
             job.name,
             data,
@@ -368,7 +372,7 @@ class JobClient:
             env = self._offload(env, size, job, delay)
             signed, attributes = self._sign(env, unsigned, delay)
         env = signed
-        lane = lane_name(priority, job.profile) if isinstance(job, Job) else job.lane_for(priority)
+        lane = lane_name(priority, job.profile, ordered) if isinstance(job, Job) else job.lane_for(priority)
         return _Prepared(
             envelope=env,
             priority=priority,
@@ -379,7 +383,8 @@ class JobClient:
             xray=to_xray_header(trace) if trace.xray_header else None,
             trace_id=trace.trace_id,
             dedup_window=window,
-            group=tenant_of(job, request, data),
+            group=group,
+            dedup_id=deduplication_id(env.key) if ordered else None,
         )
 
     def _dedup_window(
@@ -465,6 +470,7 @@ class JobClient:
         debounce: float | timedelta | None = None,
         tenant: str | None = None,
         track: bool | None = None,
+        group: str | None = None,
     ) -> EnqueueResult:
         """Send one job.
 
@@ -490,6 +496,11 @@ class JobClient:
                 another's jobs; the job's ``tenant=`` function of the payload when ``None``.
             track: keep this job's status readable by id (``status``, ``cancel``); the job's
                 ``track=`` when ``None``. An untracked job costs no status write.
+            group: the message group of an ordered job (``@job(ordered_by=...)``, a FIFO lane): its
+                ``ordered_by`` value when ``None``; a job known only from the catalog needs it. Jobs
+                of one group run one after another in send order; ``MessageDeduplicationId`` is the
+                SHA-256 of the key (SQS drops a second send of one key within 5 minutes). An ordered
+                job takes no ``delay`` or ``debounce`` (a FIFO queue cannot delay one message).
 
         Raises:
             PayloadValidationError: the payload does not match (nothing sent).
@@ -511,6 +522,7 @@ class JobClient:
                     debounce=debounce,
                     tenant=tenant,
                     track=track,
+                    group=group,
                 )
             )
         )
@@ -601,6 +613,8 @@ class JobClient:
             kwargs["MessageSystemAttributes"] = {"AWSTraceHeader": wire.string_attribute(prepared.xray)}
         if prepared.group:
             kwargs["MessageGroupId"] = prepared.group
+        if prepared.dedup_id:
+            kwargs["MessageDeduplicationId"] = prepared.dedup_id
         try:
             response = self.sqs.send_message(**kwargs)
         except Exception as exc:
@@ -611,6 +625,9 @@ class JobClient:
 
     def enqueue_many(self, requests: Iterable[EnqueueRequest]) -> list[EnqueueResult]:
         """Send many jobs, ten per ``SendMessageBatch``, in the order given.
+
+        Ordered jobs keep the order of their group when SQS takes every entry; an entry it refuses and
+        a retry then sends goes after the group's entries that were taken.
 
         Every payload is validated before anything is sent. Entries a batch reports as failed are
         resent up to ``batch_retries`` times with backoff (unless SQS says the entry itself is at fault);
@@ -696,6 +713,8 @@ class JobClient:
                 entry["DelaySeconds"] = p.delay
             if p.group:
                 entry["MessageGroupId"] = p.group
+            if p.dedup_id:
+                entry["MessageDeduplicationId"] = p.dedup_id
             if p.xray:
                 entry["MessageSystemAttributes"] = {
                     "AWSTraceHeader": {"DataType": "String", "StringValue": p.xray}

@@ -67,7 +67,7 @@ def lane_limit(lane: str | None, batch_size: int, concurrency: Mapping[str, int]
     if limit is None:
         limit = _env_limit(name)
     if limit is None:
-        limit = 1 if name.endswith("-cpu") else batch_size
+        limit = 1 if name.removesuffix("-fifo").endswith("-cpu") else batch_size
     return max(1, min(limit, batch_size))
 
 

@@ -47,6 +47,7 @@ from jobframework.delivery import (
     arn_queue_name,
     identified_records,
 )
+from jobframework.fifo import fifo_verdicts, is_fifo_batch
 from jobframework.gates import DEFAULT_GATES, DEFER_SECONDS, RELEASE_MARGIN_SECONDS, Admitted, Gate
 from jobframework.jobs import JobRegistry, Priority
 from jobframework.jobs import registry as default_registry
@@ -243,6 +244,9 @@ class Consumer:
                 idempotency.register_context(context)  # Powertools keeps it per thread
             return self.pipeline.process(record, context, batch)
 
+        if is_fifo_batch(rest):  # groups in order, a failure holding back its own group
+            done.update(fifo_verdicts(rest, process, limit, lane=lane, state=self.state))
+            return [done[r["messageId"]] for r in records]
         for record, verdict in zip(rest, run_all(rest, process, limit, lane=lane), strict=True):
             done[record["messageId"]] = verdict or returned(_Delivery.of(record), "not processed")
         return [done[r["messageId"]] for r in records]

@@ -61,6 +61,10 @@ def dead_letter_message(
     xray = sys_attrs.get("AWSTraceHeader") if isinstance(sys_attrs, dict) else None
     if isinstance(xray, str) and 0 < len(xray) <= wire.MAX_TRACE_ATTRIBUTE_CHARS:
         kwargs["MessageSystemAttributes"] = {"AWSTraceHeader": wire.string_attribute(xray)}
+    group = sys_attrs.get("MessageGroupId") if isinstance(sys_attrs, dict) else None
+    if source.endswith(".fifo") and isinstance(group, str):  # a FIFO queue's DLQ is a FIFO queue
+        kwargs["MessageGroupId"] = group
+        kwargs["MessageDeduplicationId"] = str(record.get("messageId", ""))[:128] or "-"
     body = record.get("body")
     body = body if isinstance(body, str) and body else "<empty body>"
     _fit_dead_letter(body, attributes)

@@ -57,14 +57,33 @@ class Profile(StrEnum):
     CPU = "cpu"
 
 
-def lane_name(priority: Priority, profile: Profile | None) -> str:
-    """The queue a job goes to: its priority, or ``<priority>-<profile>`` for a worker profile.
+FIFO_SUFFIX = "-fifo"
+"""The end of an ordered job's lane name (``default-fifo``): its queue is a FIFO queue."""
+FIFO_MAX_BATCH = 10
+"""The most records a FIFO queue's event source mapping hands over at once (and no batching window)."""
+
+
+def lane_name(priority: Priority, profile: Profile | None, fifo: bool = False) -> str:
+    """The queue a job goes to: its priority, ``<priority>-<profile>`` for a worker profile, and
+    ``-fifo`` after either for an ordered job (``@job(ordered_by=...)``).
 
     Example:
-        >>> lane_name(Priority.HIGH, None), lane_name(Priority.LOW, Profile.CPU)
-        ('high', 'low-cpu')
+        >>> lane_name(Priority.HIGH, None), lane_name(Priority.LOW, Profile.CPU, fifo=True)
+        ('high', 'low-cpu-fifo')
     """
-    return priority.value if profile is None else f"{priority.value}-{profile.value}"
+    base = priority.value if profile is None else f"{priority.value}-{profile.value}"
+    return base + FIFO_SUFFIX if fifo else base
+
+
+def is_fifo_lane(lane: str) -> bool:
+    """Whether a lane's queue is a FIFO queue (its name ends ``-fifo``)."""
+    return str(getattr(lane, "value", lane)).endswith(FIFO_SUFFIX)
+
+
+def lane_profile(lane: str) -> Profile | None:
+    """The worker profile of a lane (``high-cpu-fifo`` -> ``cpu``), ``None`` for a plain one."""
+    rest = str(getattr(lane, "value", lane)).removesuffix(FIFO_SUFFIX).partition("-")[2]
+    return Profile(rest) if rest else None
 
 
 def lane_priority(lane: str) -> Priority:
@@ -253,8 +272,14 @@ class Job(Generic[P]):
 
     @property
     def lane(self) -> str:
-        """The queue this job goes to: its priority, or ``<priority>-<profile>``."""
-        return lane_name(self.priority, self.profile)
+        """The queue this job goes to: its priority, or ``<priority>-<profile>``; ``-fifo`` after
+        either for an ordered job."""
+        return lane_name(self.priority, self.profile, fifo=self.ordered)
+
+    @property
+    def ordered(self) -> bool:
+        """The job has ``ordered_by``: it runs on a FIFO lane, in enqueue order within its group."""
+        return self.flow.ordered_by is not None
 
     def __call__(self, payload: P, ctx: JobContext | None = None) -> Any:
         """Call the function directly (no queue): ``ctx`` is required if the job takes one."""
@@ -443,6 +468,7 @@ def job(
     concurrency_key: Callable[[Any], str] | None = None,
     rate: str | None = None,
     rate_key: Callable[[Any], str] | None = None,
+    ordered_by: Callable[[Any], str] | None = None,
     registry: JobRegistry | None = None,
 ) -> Callable[[Callable[..., Any]], Job[Any]]:
     """Register a function as a job.
@@ -493,6 +519,10 @@ def job(
         rate: at most this many starts per period across every consumer, e.g. ``"100/minute"``
             (``N/second``, ``N/minute``, ``N/hour``; a shared token bucket); per key with
             ``rate_key``. A record over it is handed back until the bucket has a token.
+        ordered_by: a function of the payload giving its message group (a non-empty str, e.g.
+            ``lambda p: p.account_id``): the job goes to a FIFO lane (``<priority>-fifo``) and the jobs
+            of one group run one after another in enqueue order; a failing job holds back only its
+            own group (:mod:`jobframework.fifo`). Not with ``batch=``, ``schedule=`` or ``tenant=``.
         registry: where to register (the default registry when ``None``).
 
     Raises:
@@ -561,7 +591,14 @@ def job(
         concurrency_key=concurrency_key,
         rate=rate,
         rate_key=rate_key,
+        ordered_by=ordered_by,
     )
+    if ordered_by is not None and (batch is not None or sched is not None):
+        raise ConfigurationError(
+            f"job {name}: ordered_by= cannot go with {'batch=' if batch is not None else 'schedule='}: "
+            "an ordered job runs one record of its group at a time, in order, from a FIFO queue (batched "
+            "calls and EventBridge schedules do not carry a message group); drop one of them"
+        )
     target = registry if registry is not None else globals()["registry"]
 
     def decorate(fn: Callable[..., Any]) -> Job[Any]:

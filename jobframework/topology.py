@@ -14,7 +14,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from jobframework.attempts import CRASH_MARGIN, receive_limit
+from jobframework.attempts import CRASH_MARGIN, fifo_receive_limit, receive_limit
 from jobframework.catalog import route_of
 from jobframework.config import (
     ENV_DLQ_URL,
@@ -30,7 +30,17 @@ from jobframework.config import (
     RuntimeConfig,
 )
 from jobframework.errors import ConfigurationError
-from jobframework.jobs import Job, JobRegistry, Priority, Profile, lane_priority, lane_sort_key
+from jobframework.jobs import (
+    FIFO_MAX_BATCH,
+    FIFO_SUFFIX,
+    Job,
+    JobRegistry,
+    Priority,
+    Profile,
+    is_fifo_lane,
+    lane_priority,
+    lane_sort_key,
+)
 from jobframework.jobs import registry as default_registry
 
 MAX_VISIBILITY = 43_200
@@ -126,8 +136,12 @@ class QueueSpec(BaseModel):
 
     priority: Priority
     lane: str
-    """The routing name: the priority, or ``<priority>-<profile>``."""
+    """The routing name: the priority, or ``<priority>-<profile>``; ``-fifo`` after either for ordered
+    jobs."""
     profile: Profile | None = None
+    fifo: bool = False
+    """A FIFO queue and DLQ (names ending ``.fifo``, content-based deduplication off): the lane of ordered
+    jobs. Its event source takes at most 10 records a batch and no batching window."""
     name: str
     dlq_name: str
     visibility_timeout: int
@@ -260,6 +274,7 @@ class Topology(BaseModel):
             lanes.setdefault(j.lane, []).append(j)
 
         def consumer_of(lane: str) -> str:
+            lane = lane.removesuffix(FIFO_SUFFIX)  # a FIFO lane runs on its plain lane's function
             if "-" in lane:
                 return lane.split("-", 1)[1]  # the profile's function
             return CRITICAL_CONSUMER if lane == Priority.CRITICAL.value else SHARED_CONSUMER
@@ -297,6 +312,9 @@ class Topology(BaseModel):
             largest = max((j.retry.max_attempts for j in routed), default=1)
             override = s.max_receive_count.get(priority) if "-" not in lane else None
             receive_count = override or receive_limit(largest, s.max_receive_count_margin)
+            fifo = is_fifo_lane(lane)
+            if fifo:  # hand-backs behind a failing job of the group are receives too
+                receive_count = max(receive_count, fifo_receive_limit(largest, s.max_receive_count_margin))
             for j in routed:
                 if j.retry.max_attempts >= receive_count:
                     raise ConfigurationError(
@@ -311,15 +329,19 @@ class Topology(BaseModel):
             if batched:
                 batch_size = max(b.max_size for b in batched)
                 window = int(-(-max(b.max_wait for b in batched) // 1))
+            if fifo:  # a FIFO event source takes at most 10 records and no batching window
+                batch_size, window = min(batch_size, FIFO_MAX_BATCH), 0
             if batch_size > 10:
                 window = max(window, 1)  # SQS event source mappings need a window above 10 records
+            base = f"{prefix}-{lane.removesuffix(FIFO_SUFFIX)}"
             queues.append(
                 QueueSpec(
                     priority=priority,
                     lane=lane,
                     profile=consumer.profile,
-                    name=f"{prefix}-{lane}",
-                    dlq_name=f"{prefix}-{lane}-dlq",
+                    fifo=fifo,
+                    name=f"{base}.fifo" if fifo else base,
+                    dlq_name=f"{base}-dlq.fifo" if fifo else f"{base}-dlq",
                     # AWS: at least 6x the function timeout plus the batching window (a record waits
                     # in the window while already invisible).
                     visibility_timeout=min(MAX_VISIBILITY, max(6 * consumer.timeout + window, longest + 60)),
@@ -375,8 +397,7 @@ class Topology(BaseModel):
             idempotency_table=f"{prefix}-idempotency",
             topology_parameter=f"/{s.app}/{s.stage}/topology",
             catalog={
-                j.name: route_of(j, fifo=next(q.name for q in queues if q.lane == j.lane).endswith(".fifo"))
-                for j in jobs
+                j.name: route_of(j, fifo=next(q.fifo for q in queues if q.lane == j.lane)) for j in jobs
             },
         )
 

@@ -99,12 +99,15 @@ def secure_queue(
     visibility_timeout: int | None = None,
     dead_letter_queue: sqs.DeadLetterQueue | None = None,
     redrive_allow_policy: sqs.RedriveAllowPolicy | None = None,
+    fifo: bool = False,
 ) -> sqs.Queue:
     """An SQS queue with the framework's secure defaults (SSE, TLS only).
 
     Args:
         retention: seconds a message is kept.
         visibility_timeout: seconds; SQS's default (30) when ``None``.
+        fifo: a FIFO queue (its name ends ``.fifo``), deduplicated by the id each send carries
+            (content-based deduplication off: two jobs with equal bodies are different jobs).
     """
     return sqs.Queue(
         scope,
@@ -117,6 +120,8 @@ def secure_queue(
         dead_letter_queue=dead_letter_queue,
         redrive_allow_policy=redrive_allow_policy,
         removal_policy=removal_policy,
+        fifo=True if fifo else None,
+        content_based_deduplication=False if fifo else None,
     )
 
 

@@ -11,7 +11,8 @@ from constructs import Construct
 
 from jobframework.cdk.defaults import ALARM_PERIOD, alarm_on_any, secure_queue
 from jobframework.errors import ConfigurationError
-from jobframework.topology import MAX_RETENTION, MAX_VISIBILITY
+from jobframework.jobs import FIFO_MAX_BATCH
+from jobframework.topology import MAX_RETENTION, MAX_VISIBILITY, QueueSpec
 
 VISIBILITY_FACTOR = 6
 """AWS's advice for Lambda event sources: visibility timeout at least 6x the function timeout plus the
@@ -26,6 +27,21 @@ def minimum_visibility(consumer_timeout: int, batching_window: int = 0) -> int:
         185
     """
     return VISIBILITY_FACTOR * consumer_timeout + batching_window
+
+
+def check_fifo_event_source(spec: QueueSpec) -> None:
+    """A FIFO queue's event source takes at most 10 records a batch and no batching window (AWS).
+
+    Raises:
+        ConfigurationError: the lane asks for more, naming what to change.
+    """
+    if spec.fifo and (spec.batch_size > FIFO_MAX_BATCH or spec.batching_window):
+        raise ConfigurationError(
+            f"queue {spec.name} is a FIFO queue (lane {spec.lane}, ordered jobs): FIFO event sources allow "
+            f"batches of {FIFO_MAX_BATCH} and no batching window, but it asks for batch_size="
+            f"{spec.batch_size} and a {spec.batching_window}s window; set batch_size to at most "
+            f"{FIFO_MAX_BATCH} and batching_window to 0 for this lane"
+        )
 
 
 class PriorityQueue(Construct):
@@ -44,6 +60,7 @@ class PriorityQueue(Construct):
         retention: default 4 days; dead_letter_retention: default 14 days (must be longer).
         target_latency: the age of the oldest message above which the queue alarms (default 60).
         removal_policy: default ``DESTROY``.
+        fifo: the queue and its DLQ are FIFO queues (both names end ``.fifo``): an ordered lane.
 
     Attributes:
         queue, dead_letter_queue, dead_letter_alarm (depth, pages), dead_letter_inflow_alarm (new dead
@@ -75,8 +92,15 @@ class PriorityQueue(Construct):
         dead_letter_retention: int = MAX_RETENTION,
         target_latency: int = 60,
         removal_policy: RemovalPolicy = RemovalPolicy.DESTROY,
+        fifo: bool = False,
     ) -> None:
         super().__init__(scope, construct_id)
+        named = [n for n in (queue_name, dead_letter_queue_name) if n.endswith(".fifo") != fifo]
+        if named:
+            raise ConfigurationError(
+                f"queue {', '.join(named)}: a FIFO queue's name ends '.fifo' and a standard queue's does "
+                f"not (fifo={fifo}); name both the queue and its DLQ to match"
+            )
         least = minimum_visibility(consumer_timeout, batching_window)
         visibility = visibility_timeout if visibility_timeout is not None else min(MAX_VISIBILITY, least)
         for job_name, attempts in sorted((job_max_attempts or {}).items()):
@@ -108,6 +132,7 @@ class PriorityQueue(Construct):
             queue_name=dead_letter_queue_name,
             retention=dead_letter_retention,
             removal_policy=removal_policy,
+            fifo=fifo,
             redrive_allow_policy=sqs.RedriveAllowPolicy(
                 redrive_permission=sqs.RedrivePermission.BY_QUEUE,
                 source_queues=[sqs.Queue.from_queue_arn(self, "SourceQueueRef", source_arn)],
@@ -120,6 +145,7 @@ class PriorityQueue(Construct):
             retention=retention,
             visibility_timeout=visibility,
             removal_policy=removal_policy,
+            fifo=fifo,
             dead_letter_queue=sqs.DeadLetterQueue(
                 queue=self.dead_letter_queue, max_receive_count=max_receive_count
             ),

@@ -26,7 +26,7 @@ from jobframework.cdk.defaults import (
 from jobframework.cdk.delays import DelayedJobs
 from jobframework.cdk.monitoring import Monitoring
 from jobframework.cdk.payloads import PayloadBucket
-from jobframework.cdk.priority_queue import PriorityQueue
+from jobframework.cdk.priority_queue import PriorityQueue, check_fifo_event_source
 from jobframework.cdk.schedules import Schedules
 from jobframework.cdk.signing import SigningKeys
 from jobframework.cdk.tables import JobTables
@@ -139,6 +139,7 @@ class JobResources(Construct):
         self.queues: dict[str, PriorityQueue] = {}
         for spec in topology.queues:
             consumer = topology.consumer(spec.consumer)
+            check_fifo_event_source(spec)
             self.queues[spec.lane] = PriorityQueue(
                 self,
                 f"{lane_id(spec.lane)}Queue",
@@ -153,6 +154,7 @@ class JobResources(Construct):
                 dead_letter_retention=spec.dlq_retention,
                 target_latency=spec.target_latency,
                 removal_policy=stage.removal_policy,
+                fifo=spec.fifo,
             )
 
         self.tables = JobTables(

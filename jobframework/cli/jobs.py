@@ -54,6 +54,13 @@ def enqueue(  # noqa: PLR0917
     ] = None,
     delay: Annotated[float | None, typer.Option(help=MAX_DELAY_HELP, min=0, max=MAX_DELAY_SECONDS)] = None,
     priority: Annotated[PriorityName | None, typer.Option(help="Send to another priority's queue.")] = None,
+    group: Annotated[
+        str | None,
+        typer.Option(
+            help="The message group of an ordered job (a FIFO lane): its ordered_by value; needed when "
+            "the job module is not importable here."
+        ),
+    ] = None,
     jobs: JobsOption = None,
     json_output: JsonOption = False,
 ) -> None:
@@ -88,6 +95,7 @@ def enqueue(  # noqa: PLR0917
         delay=delay,
         priority=priority.value if priority else None,
         dedup_window=dedup_window,
+        group=group,
     )
     if json_output:
         _print_json(

@@ -109,6 +109,10 @@ def redrive_entry(letter: DeadLetter, entry_id: str) -> dict[str, Any]:
     xray = letter.system_attributes.get("AWSTraceHeader")
     if xray:
         entry["MessageSystemAttributes"] = {"AWSTraceHeader": wire.string_attribute(xray)}
+    group = letter.system_attributes.get("MessageGroupId")
+    if group:  # from a FIFO DLQ back to its FIFO source: same group, deduplicated per dead letter
+        entry["MessageGroupId"] = group
+        entry["MessageDeduplicationId"] = letter.message_id[:128]
     return entry
 
 

@@ -1,4 +1,5 @@
-"""A job's flow-control options (``@job(expires_after=..., tenant=..., concurrency=..., rate=...)``).
+"""A job's flow-control options (``@job(expires_after=..., tenant=..., concurrency=..., rate=...,
+ordered_by=...)``).
 
 Plain values checked when the decorator is applied, with messages that say what to change; this
 module imports nothing of the package but its errors.
@@ -80,6 +81,8 @@ class FlowOptions:
     concurrency_key: Callable[[Any], str] | None = None
     rate: Rate | None = None
     rate_key: Callable[[Any], str] | None = None
+    ordered_by: Callable[[Any], str] | None = None
+    """The message group of an ordered job (a FIFO lane): jobs of one group run in enqueue order."""
 
 
 def flow_options(
@@ -91,13 +94,19 @@ def flow_options(
     concurrency_key: Callable[[Any], str] | None = None,
     rate: str | None = None,
     rate_key: Callable[[Any], str] | None = None,
+    ordered_by: Callable[[Any], str] | None = None,
 ) -> FlowOptions:
     """The checked options of job ``name``.
 
     Raises:
         ConfigurationError: a bad value, or a key function without its limit; the message says which.
     """
-    for option, fn in (("tenant", tenant), ("concurrency_key", concurrency_key), ("rate_key", rate_key)):
+    for option, fn in (
+        ("tenant", tenant),
+        ("concurrency_key", concurrency_key),
+        ("rate_key", rate_key),
+        ("ordered_by", ordered_by),
+    ):
         if fn is not None and not callable(fn):
             raise ConfigurationError(
                 f"job {name}: {option}= must be a function of the payload returning a str"
@@ -110,6 +119,11 @@ def flow_options(
         raise ConfigurationError(f"job {name}: concurrency_key= needs concurrency=N (the cap per key)")
     if rate_key is not None and rate is None:
         raise ConfigurationError(f"job {name}: rate_key= needs rate='N/minute' (the rate per key)")
+    if ordered_by is not None and tenant is not None:
+        raise ConfigurationError(
+            f"job {name}: ordered_by= and tenant= both set the message group (MessageGroupId); an ordered "
+            "job's group is its ordered_by value: drop tenant="
+        )
     return FlowOptions(
         expires_after=expiry_seconds(expires_after, f"job {name}: expires_after"),
         tenant=tenant,
@@ -117,4 +131,5 @@ def flow_options(
         concurrency_key=concurrency_key,
         rate=Rate.parse(rate) if rate is not None else None,
         rate_key=rate_key,
+        ordered_by=ordered_by,
     )

@@ -160,9 +160,17 @@ def provision(topology: Topology, session: boto3.Session, endpoint_url: str | No
     sqs = session.client("sqs", endpoint_url=endpoint_url)
     queues = {}
     for spec in topology.queues:
+        # An ordered lane's queue and DLQ are FIFO queues, deduplicated by the id each send carries.
+        fifo: dict[Any, str] = (
+            {"FifoQueue": "true", "ContentBasedDeduplication": "false"} if spec.fifo else {}
+        )
         dlq_url = sqs.create_queue(
             QueueName=spec.dlq_name,
-            Attributes={"MessageRetentionPeriod": str(spec.dlq_retention), "SqsManagedSseEnabled": "true"},
+            Attributes={
+                "MessageRetentionPeriod": str(spec.dlq_retention),
+                "SqsManagedSseEnabled": "true",
+                **fifo,
+            },
         )["QueueUrl"]
         dlq_arn = sqs.get_queue_attributes(QueueUrl=dlq_url, AttributeNames=["QueueArn"])["Attributes"][
             "QueueArn"
@@ -176,6 +184,7 @@ def provision(topology: Topology, session: boto3.Session, endpoint_url: str | No
                 "RedrivePolicy": json.dumps(
                     {"deadLetterTargetArn": dlq_arn, "maxReceiveCount": spec.max_receive_count}
                 ),
+                **fifo,
             },
         )["QueueUrl"]
         arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]

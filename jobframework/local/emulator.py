@@ -235,7 +235,12 @@ class Emulator:
         self.workers = workers or min(32, max(1, total))
         self.stats = BatchStats()
         self._paused = paused
-        self._fair = {p.name: FairBuffer(fair_lookahead) for p in self.pollers} if fair_lookahead > 0 else {}
+        # A FIFO queue keeps its groups' order itself: its batches are taken as received.
+        self._fair = {
+            p.name: FairBuffer(fair_lookahead)
+            for p in self.pollers
+            if fair_lookahead > 0 and not p.url.endswith(".fifo")
+        }
         self._states = {p.name: _QueueState(p) for p in self.pollers}
         self._picker = WeightedPicker({p.name: p.weight for p in self.pollers})
         self._lock = threading.Condition()

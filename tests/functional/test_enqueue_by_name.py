@@ -109,8 +109,8 @@ def test_an_unknown_name_says_where_the_client_looked_and_what_to_set(named):
 
 def test_a_fifo_route_is_refused_rather_than_sent_without_a_message_group(named):
     route = JobRoute(
-        priority="high", lane="high", fifo=True, payload_schema={"type": "object", "properties": {}}
+        priority="high", lane="high-fifo", fifo=True, payload_schema={"type": "object", "properties": {}}
     )
     config = named.config.model_copy(update={"jobs": {"orders.ship": route}})
-    with pytest.raises(ConfigurationError, match="FIFO lane"):
+    with pytest.raises(ConfigurationError, match="pass group="):
         producer(named, config).enqueue("orders.ship", {})
