@@ -10,10 +10,7 @@ entries a batch reports as failed.
 from __future__ import annotations
 
 import logging
-import math
-import time
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -22,21 +19,32 @@ from pydantic import BaseModel, ValidationError
 from jobframework import envelope as wire
 from jobframework.config import RuntimeConfig
 from jobframework.dead_letter import REASON_ATTRIBUTES_BYTES
-from jobframework.envelope import Envelope, SagaRef
+from jobframework.envelope import Envelope
 from jobframework.errors import (
     ConfigurationError,
-    EnqueueError,
     PayloadTooLargeError,
     PayloadValidationError,
 )
 from jobframework.flow.enqueue import flow_fields, tenant_of
 from jobframework.flow.ordered import check_ordered_request, deduplication_id, is_ordered, message_group
-from jobframework.idempotency import DEFAULT_EXPIRY_SECONDS
 from jobframework.jobs import Job, JobRegistry, Priority, lane_name, parse_priority
 from jobframework.jobs import registry as default_registry
-from jobframework.retry import compute_backoff
+from jobframework.outgoing import (
+    BATCH_ENTRIES,
+    DEFAULT_DEDUP_WINDOW,
+    MAX_DEDUP_WINDOW,
+    MAX_DELAY_SECONDS,
+    MAX_ENQUEUE_BYTES,
+    MAX_SCHEDULED_DELAY_SECONDS,
+    EnqueueRequest,
+    EnqueueResult,
+    Prepared,
+    dedup_window_seconds,
+    delay_seconds,
+)
+from jobframework.sender import Sender
 from jobframework.signing import ATTR_KID, ATTR_SIG
-from jobframework.state import JobState, JobStatus, StateStore
+from jobframework.state import JobStatus, StateStore
 from jobframework.tracing import current as current_trace
 from jobframework.tracing import to_xray_header
 from jobframework.validation import validation_problems
@@ -44,7 +52,6 @@ from jobframework.validation import validation_problems
 if TYPE_CHECKING:
     import boto3
     from mypy_boto3_sqs import SQSClient
-    from mypy_boto3_sqs.type_defs import SendMessageBatchRequestEntryTypeDef
 
     from jobframework.catalog import JobCatalog, RoutedJob
     from jobframework.flow.cancel import CancelResult
@@ -53,127 +60,21 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-MAX_DELAY_SECONDS = 900
-"""SQS DelaySeconds limit (15 minutes); longer delays go through EventBridge Scheduler."""
-MAX_SCHEDULED_DELAY_SECONDS = 365 * 24 * 3600
-"""The longest delay a job can be given (one year)."""
-BATCH_ENTRIES = 10
-DEFAULT_DEDUP_WINDOW = float(DEFAULT_EXPIRY_SECONDS)
-"""Seconds an enqueue given an explicit ``key=`` dedups for by default: as long as the consumer's
-idempotency record of a completed job lasts (24 hours)."""
-MAX_DEDUP_WINDOW = 7 * 24 * 3600
-MAX_ENQUEUE_BYTES = wire.SQS_MAX_MESSAGE_BYTES - REASON_ATTRIBUTES_BYTES
-"""The largest message the client sends (body and attributes, signature included): SQS's 1 MiB less
-the room its dead letter needs for the reason attributes, so that a dead letter keeps everything it
-must (signature, trace, type) and is never cut to fit."""
-
-
-def delay_seconds(delay: float | timedelta | None) -> int:
-    """A delay as whole seconds (up to 900 via SQS ``DelaySeconds``, up to a year via Scheduler).
-
-    Raises:
-        ConfigurationError: negative, not a number, or longer than a year.
-    """
-    if delay is None:
-        return 0
-    seconds = delay.total_seconds() if isinstance(delay, timedelta) else delay
-    if isinstance(seconds, bool) or not isinstance(seconds, int | float) or math.isnan(seconds):
-        raise ConfigurationError(f"delay must be seconds (a number) or a timedelta, got {delay!r}")
-    if seconds < 0:
-        raise ConfigurationError(f"delay must be >= 0 seconds, got {seconds:g}")
-    if seconds > MAX_SCHEDULED_DELAY_SECONDS:
-        raise ConfigurationError(
-            f"delay {seconds:g}s is over the one-year limit ({MAX_SCHEDULED_DELAY_SECONDS}s); "
-            "use a recurring schedule or enqueue it later"
-        )
-    return round(seconds)
-
-
-def _window(value: float | timedelta) -> float:
-    seconds = value.total_seconds() if isinstance(value, timedelta) else value
-    if isinstance(seconds, bool) or not isinstance(seconds, int | float) or math.isnan(seconds):
-        raise ConfigurationError(f"dedup_window must be seconds (a number) or a timedelta, got {value!r}")
-    if not 0 <= seconds <= MAX_DEDUP_WINDOW:
-        raise ConfigurationError(
-            f"dedup_window must be 0 (off) to 7 days ({MAX_DEDUP_WINDOW:,} s), got {seconds:g}"
-        )
-    return float(seconds)
-
-
-@dataclass(frozen=True, slots=True)
-class EnqueueResult:
-    """What became of one enqueue. ``error`` is set (and ``ok`` false) when SQS refused it."""
-
-    id: str
-    key: str
-    job_type: str
-    priority: Priority
-    message_id: str | None = None
-    duplicate: bool = False
-    error: str | None = None
-
-    @property
-    def ok(self) -> bool:
-        return self.error is None
-
-
-@dataclass(slots=True)
-class EnqueueRequest:
-    """One job to send with :meth:`JobClient.enqueue_many`."""
-
-    job: Job[Any] | str
-    payload: BaseModel | dict[str, Any]
-    key: str | None = None
-    delay: float | timedelta | None = None
-    priority: Priority | str | None = None
-    saga: SagaRef | None = None
-    job_id: str | None = None
-    dedup_window: float | timedelta | None = None
-    expires_in: float | timedelta | None = None
-    debounce: float | timedelta | None = None
-    tenant: str | None = None
-    track: bool | None = None
-    group: str | None = None
-
-
-@dataclass(slots=True)
-class _Prepared:
-    envelope: Envelope
-    priority: Priority
-    queue_url: str
-    body: str
-    attributes: dict[str, Any]
-    delay: int
-    xray: str | None
-    trace_id: str | None = None
-    dedup_window: float | None = None
-    group: str | None = None
-    """``MessageGroupId``: the tenant on a standard queue (SQS fair queues), the ordered group on a
-    FIFO lane."""
-    dedup_id: str | None = None
-    """``MessageDeduplicationId`` on a FIFO lane (:func:`jobframework.flow.ordered.deduplication_id`)."""
-
-    @property
-    def scheduled(self) -> bool:
-        """Delayed beyond SQS's 15 minutes: sent by an EventBridge Scheduler one-time schedule."""
-        return self.delay > MAX_DELAY_SECONDS
-
-    @property
-    def batchable(self) -> bool:
-        """Sent by ``SendMessageBatch`` in ``enqueue_many`` (a dedup key is claimed first)."""
-        return not self.scheduled and self.envelope.debounce is None
-
-    @property
-    def deduplicated(self) -> bool:
-        return self.dedup_window is not None
-
-    def result(
-        self, message_id: str | None = None, error: str | None = None, duplicate_of: str | None = None
-    ) -> EnqueueResult:
-        env = self.envelope
-        if duplicate_of is not None:
-            return EnqueueResult(duplicate_of, env.key, env.type, self.priority, None, duplicate=True)
-        return EnqueueResult(env.id, env.key, env.type, self.priority, message_id, error=error)
+__all__ = [
+    "BATCH_ENTRIES",
+    "DEFAULT_DEDUP_WINDOW",
+    "MAX_DEDUP_WINDOW",
+    "MAX_DELAY_SECONDS",
+    "MAX_ENQUEUE_BYTES",
+    "MAX_SCHEDULED_DELAY_SECONDS",
+    "EnqueueRequest",
+    "EnqueueResult",
+    "JobClient",
+    "default_client",
+    "delay_seconds",
+    "set_default_client",
+]
+"""The client's API; the request types and limits live in :mod:`jobframework.outgoing`."""
 
 
 def _payload(
@@ -228,6 +129,13 @@ class JobClient:
         self._sqs = sqs_client
         self._clients: dict[str, Any] = dict(clients or {})
         self.batch_retries = batch_retries
+        self.sender = Sender(
+            sqs=lambda: self.sqs,
+            state=lambda: self.state,
+            schedule=self._schedule,
+            retries=lambda: self.batch_retries,
+        )
+        """Sends what :meth:`prepare` makes (:mod:`jobframework.sender`)."""
         self._catalog: JobCatalog | None = None
         self._warned_no_dedup = False
         self._keys: KeySource | None = None
@@ -337,7 +245,7 @@ class JobClient:
 
     # -- preparing a message --------------------------------------------------------------------------
 
-    def prepare(self, request: EnqueueRequest) -> _Prepared:
+    def prepare(self, request: EnqueueRequest) -> Prepared:
         """Validate, build the envelope and attributes, check the size; sends nothing."""
         job = self.job(request.job)
         data, job_key = _payload(job, request.payload)
@@ -373,7 +281,7 @@ class JobClient:
             signed, attributes = self._sign(env, unsigned, delay)
         env = signed
         lane = lane_name(priority, job.profile, ordered) if isinstance(job, Job) else job.lane_for(priority)
-        return _Prepared(
+        return Prepared(
             envelope=env,
             priority=priority,
             queue_url=self.config.endpoints(lane).url,
@@ -394,7 +302,7 @@ class JobClient:
         else :data:`DEFAULT_DEDUP_WINDOW` when the caller gave a key (not for saga steps, whose outbox
         sends each step once under its own id); ``0`` is off."""
         if request.dedup_window is not None:
-            window: float | None = _window(request.dedup_window)
+            window: float | None = dedup_window_seconds(request.dedup_window)
         elif job.dedup_window is not None:
             window = job.dedup_window
         elif request.key is not None and request.saga is None:
@@ -509,7 +417,7 @@ class JobClient:
             UnknownJobError: no job of that name in the registry or the topology's job catalog.
             EnqueueError: SQS failed to take it.
         """
-        return self._send_one(
+        return self.send(
             self.prepare(
                 EnqueueRequest(
                     job,
@@ -527,225 +435,33 @@ class JobClient:
             )
         )
 
-    def _send_one(self, prepared: _Prepared) -> EnqueueResult:
-        env = prepared.envelope
-        state = self.state
-        holder = self._claim(prepared)
-        if holder is not None:
-            return prepared.result(duplicate_of=holder)
-        try:
-            message_id = self._schedule(prepared) if prepared.scheduled else self._send_message(prepared)
-        except BaseException:
-            self._unclaim(prepared)
-            raise
-        self._confirm(prepared)
-        if env.debounce is not None and state is not None:
-            from jobframework.flow.debounce import confirm
-
-            confirm(state, env.debounce.key, env.debounce.window, env.id, time.time())
-        self._record_status(prepared)
-        log.debug("enqueued %s job %s", env.type, env.id)
-        return prepared.result(message_id)
-
-    def _claim(self, prepared: _Prepared) -> str | None:
-        """Claim the enqueue's dedup key: ``None`` when it is ours to send (or not deduplicated), else
-        the id of the job already enqueued with it."""
-        env, state = prepared.envelope, self.state
-        if not prepared.deduplicated or state is None:
-            return None
-        holder = state.claim_key(env.key, env.id, prepared.dedup_window or 0.0, tracked=bool(env.track))
-        if holder is not None:
-            log.info("%s job with key %s already enqueued as %s; not sent again", env.type, env.key, holder)
-        return holder
-
-    def _unclaim(self, prepared: _Prepared) -> None:
-        """The send failed: drop the claim so that a retry of this enqueue is not blocked."""
-        if prepared.deduplicated and self.state is not None:
-            self.state.release_key(prepared.envelope.key, prepared.envelope.id)
-
-    def _confirm(self, prepared: _Prepared) -> None:
-        """Sent: mark the claim as sent. A tracked job's status record (written next) is the
-        confirmation itself, so its marker costs no second write."""
-        env, state = prepared.envelope, self.state
-        if not prepared.deduplicated or state is None or env.track:
-            return
-        try:
-            state.confirm_key(env.key, env.id)
-        except Exception:
-            # Sent: raising now would make the caller enqueue it again. The pending marker still
-            # dedups until its lease ends.
-            log.warning("confirming the dedup marker of job %s failed", env.id, exc_info=True)
-
-    def _record_status(self, prepared: _Prepared) -> None:
-        state = self.state
-        if state is None or not prepared.envelope.track:
-            return
-        env = prepared.envelope
-        try:
-            state.set_status(
-                env.id,
-                JobState.SCHEDULED if prepared.scheduled else JobState.QUEUED,
-                job_type=env.type,
-                key=env.key,
-                attempts=0,
-                enqueued_at=env.enqueued_at.isoformat(),
-                trace_id=prepared.trace_id,
-            )
-        except Exception:
-            log.warning("recording the queued status of job %s failed", env.id, exc_info=True)
-
-    def _schedule(self, prepared: _Prepared) -> str:
+    def _schedule(self, prepared: Prepared) -> str:
         from jobframework.delays import create_one_time_schedule
 
         return create_one_time_schedule(
             self._client("scheduler"), self.config, prepared.envelope, prepared.delay, prepared.queue_url
         )
 
-    def _send_message(self, prepared: _Prepared) -> str:
-        kwargs: dict[str, Any] = {
-            "QueueUrl": prepared.queue_url,
-            "MessageBody": prepared.body,
-            "MessageAttributes": prepared.attributes,
-        }
-        if prepared.delay:
-            kwargs["DelaySeconds"] = prepared.delay
-        if prepared.xray:
-            kwargs["MessageSystemAttributes"] = {"AWSTraceHeader": wire.string_attribute(prepared.xray)}
-        if prepared.group:
-            kwargs["MessageGroupId"] = prepared.group
-        if prepared.dedup_id:
-            kwargs["MessageDeduplicationId"] = prepared.dedup_id
-        try:
-            response = self.sqs.send_message(**kwargs)
-        except Exception as exc:
-            raise EnqueueError(
-                f"sending {prepared.envelope.type} job {prepared.envelope.id} failed: {exc}"
-            ) from exc
-        return str(response.get("MessageId", ""))
+    def send(self, prepared: Prepared) -> EnqueueResult:
+        """Send what :meth:`prepare` made (the saga outbox prepares under its root trace, then sends).
+
+        Raises:
+            EnqueueError: SQS (or Scheduler) refused it.
+        """
+        return self.sender.send(prepared)
 
     def enqueue_many(self, requests: Iterable[EnqueueRequest]) -> list[EnqueueResult]:
         """Send many jobs, ten per ``SendMessageBatch``, in the order given.
 
         Ordered jobs keep the order of their group when SQS takes every entry; an entry it refuses and
-        a retry then sends goes after the group's entries that were taken.
+        a retry then sends goes after the group's entries that were taken. A keyed entry's key is
+        claimed before its batch is sent; a key repeated in one call is a duplicate of its first entry.
 
         Every payload is validated before anything is sent. Entries a batch reports as failed are
         resent up to ``batch_retries`` times with backoff (unless SQS says the entry itself is at fault);
         what still fails comes back as a result with ``error`` set.
         """
-        prepared = [self.prepare(r) for r in requests]
-        results: list[EnqueueResult | None] = [None] * len(prepared)
-        pending: list[int] = []
-        claimed: dict[str, int] = {}  # key -> the entry of this call that claimed it
-        repeats: dict[int, int] = {}  # an entry repeating a key claimed in this call -> that entry
-        for i, p in enumerate(prepared):
-            key = p.envelope.key
-            if p.batchable and p.deduplicated and key in claimed:
-                repeats[i] = claimed[key]
-                continue
-            try:
-                if not p.batchable:  # long delays and debounce take the one-by-one path
-                    results[i] = self._send_one(p)
-                    continue
-                holder = self._claim(p)  # a dedup key is claimed before its batch is sent
-            except Exception as exc:
-                results[i] = p.result(error=str(exc))
-                continue
-            if holder is not None:
-                results[i] = p.result(duplicate_of=holder)
-            else:
-                pending.append(i)
-                if p.deduplicated:
-                    claimed[key] = i
-        for round_ in range(self.batch_retries + 1):
-            if not pending:
-                break
-            if round_:
-                time.sleep(compute_backoff(round_, base_delay=0.05, max_delay=1.0))
-            failed: list[int] = []
-            for batch in self._batches(prepared, pending):
-                failed.extend(self._send_batch(prepared, batch, results, final=round_ == self.batch_retries))
-            pending = failed
-        for i, first in repeats.items():
-            sent = results[first]
-            results[i] = (
-                prepared[i].result(duplicate_of=sent.id)
-                if sent is not None and sent.ok
-                else prepared[i].result(error="not sent: the entry with the same key was not sent")
-            )
-        return [r if r is not None else prepared[i].result(error="not sent") for i, r in enumerate(results)]
-
-    def _batches(self, prepared: Sequence[_Prepared], indexes: list[int]) -> Iterable[list[int]]:
-        """Groups of at most ten entries of one queue and at most 1 MiB together."""
-        by_queue: dict[str, list[int]] = {}
-        for i in indexes:
-            by_queue.setdefault(prepared[i].queue_url, []).append(i)
-        for group in by_queue.values():
-            batch: list[int] = []
-            size = 0
-            for i in group:
-                entry_size = wire.message_size(prepared[i].body, prepared[i].attributes)
-                if batch and (len(batch) == BATCH_ENTRIES or size + entry_size > wire.SQS_MAX_MESSAGE_BYTES):
-                    yield batch
-                    batch, size = [], 0
-                batch.append(i)
-                size += entry_size
-            if batch:
-                yield batch
-
-    def _send_batch(
-        self,
-        prepared: Sequence[_Prepared],
-        batch: list[int],
-        results: list[EnqueueResult | None],
-        *,
-        final: bool,
-    ) -> list[int]:
-        entries: list[SendMessageBatchRequestEntryTypeDef] = []
-        for n, i in enumerate(batch):
-            p = prepared[i]
-            entry: SendMessageBatchRequestEntryTypeDef = {
-                "Id": str(n),
-                "MessageBody": p.body,
-                "MessageAttributes": p.attributes,
-            }
-            if p.delay:
-                entry["DelaySeconds"] = p.delay
-            if p.group:
-                entry["MessageGroupId"] = p.group
-            if p.dedup_id:
-                entry["MessageDeduplicationId"] = p.dedup_id
-            if p.xray:
-                entry["MessageSystemAttributes"] = {
-                    "AWSTraceHeader": {"DataType": "String", "StringValue": p.xray}
-                }
-            entries.append(entry)
-        try:
-            response = self.sqs.send_message_batch(QueueUrl=prepared[batch[0]].queue_url, Entries=entries)
-        except Exception as exc:
-            if final:
-                for i in batch:
-                    results[i] = prepared[i].result(error=f"SendMessageBatch failed: {exc}")
-                    self._unclaim(prepared[i])
-                return []
-            log.warning("SendMessageBatch of %d entries failed, retrying: %s", len(batch), exc)
-            return batch
-        for ok in response.get("Successful", []):
-            i = batch[int(ok["Id"])]
-            results[i] = prepared[i].result(ok["MessageId"])
-            self._confirm(prepared[i])
-            self._record_status(prepared[i])
-        retry: list[int] = []
-        for bad in response.get("Failed", []):
-            i = batch[int(bad["Id"])]
-            error = f"{bad.get('Code')}: {bad.get('Message', '')}"
-            if bad.get("SenderFault") or final:
-                results[i] = prepared[i].result(error=error)
-                self._unclaim(prepared[i])
-            else:
-                log.info("batch entry for job %s failed (%s), retrying", prepared[i].envelope.id, error)
-                retry.append(i)
-        return retry
+        return self.sender.send_many([self.prepare(r) for r in requests])
 
 
 _default: JobClient | None = None

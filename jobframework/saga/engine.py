@@ -187,7 +187,7 @@ class _Engine:
             else:
                 with continue_trace(root):
                     prepared = self.client.prepare(request)
-            self.client._send_one(prepared)
+            self.client.send(prepared)
         except EnqueueError as exc:
             if delay is not None and delay > MAX_DELAY_SECONDS and "ConflictException" in str(exc.__cause__):
                 return  # the deadline's Scheduler schedule exists already: sent before

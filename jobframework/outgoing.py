@@ -1,0 +1,148 @@
+"""What the client sends: an enqueue request, the message it is prepared into, what became of it,
+and the limits that apply (SQS's delay and size, the dedup window).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+from pydantic import BaseModel
+
+from jobframework import envelope as wire
+from jobframework.dead_letter import REASON_ATTRIBUTES_BYTES
+from jobframework.envelope import Envelope, SagaRef
+from jobframework.errors import ConfigurationError
+from jobframework.idempotency import DEFAULT_EXPIRY_SECONDS
+from jobframework.jobs import Job, Priority
+
+MAX_DELAY_SECONDS = 900
+"""SQS DelaySeconds limit (15 minutes); longer delays go through EventBridge Scheduler."""
+MAX_SCHEDULED_DELAY_SECONDS = 365 * 24 * 3600
+"""The longest delay a job can be given (one year)."""
+BATCH_ENTRIES = 10
+DEFAULT_DEDUP_WINDOW = float(DEFAULT_EXPIRY_SECONDS)
+"""Seconds an enqueue given an explicit ``key=`` dedups for by default: as long as the consumer's
+idempotency record of a completed job lasts (24 hours)."""
+MAX_DEDUP_WINDOW = 7 * 24 * 3600
+MAX_ENQUEUE_BYTES = wire.SQS_MAX_MESSAGE_BYTES - REASON_ATTRIBUTES_BYTES
+"""The largest message the client sends (body and attributes, signature included): SQS's 1 MiB less
+the room its dead letter needs for the reason attributes, so that a dead letter keeps everything it
+must (signature, trace, type) and is never cut to fit."""
+
+
+def delay_seconds(delay: float | timedelta | None) -> int:
+    """A delay as whole seconds (up to 900 via SQS ``DelaySeconds``, up to a year via Scheduler).
+
+    Raises:
+        ConfigurationError: negative, not a number, or longer than a year.
+    """
+    if delay is None:
+        return 0
+    seconds = delay.total_seconds() if isinstance(delay, timedelta) else delay
+    if isinstance(seconds, bool) or not isinstance(seconds, int | float) or math.isnan(seconds):
+        raise ConfigurationError(f"delay must be seconds (a number) or a timedelta, got {delay!r}")
+    if seconds < 0:
+        raise ConfigurationError(f"delay must be >= 0 seconds, got {seconds:g}")
+    if seconds > MAX_SCHEDULED_DELAY_SECONDS:
+        raise ConfigurationError(
+            f"delay {seconds:g}s is over the one-year limit ({MAX_SCHEDULED_DELAY_SECONDS}s); "
+            "use a recurring schedule or enqueue it later"
+        )
+    return round(seconds)
+
+
+def dedup_window_seconds(value: float | timedelta) -> float:
+    """A ``dedup_window=`` as seconds (0 to 7 days).
+
+    Raises:
+        ConfigurationError: not a number, negative, or longer than 7 days.
+    """
+    seconds = value.total_seconds() if isinstance(value, timedelta) else value
+    if isinstance(seconds, bool) or not isinstance(seconds, int | float) or math.isnan(seconds):
+        raise ConfigurationError(f"dedup_window must be seconds (a number) or a timedelta, got {value!r}")
+    if not 0 <= seconds <= MAX_DEDUP_WINDOW:
+        raise ConfigurationError(
+            f"dedup_window must be 0 (off) to 7 days ({MAX_DEDUP_WINDOW:,} s), got {seconds:g}"
+        )
+    return float(seconds)
+
+
+@dataclass(frozen=True, slots=True)
+class EnqueueResult:
+    """What became of one enqueue. ``error`` is set (and ``ok`` false) when SQS refused it."""
+
+    id: str
+    key: str
+    job_type: str
+    priority: Priority
+    message_id: str | None = None
+    duplicate: bool = False
+    error: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+
+@dataclass(slots=True)
+class EnqueueRequest:
+    """One job to send with :meth:`JobClient.enqueue_many`."""
+
+    job: Job[Any] | str
+    payload: BaseModel | dict[str, Any]
+    key: str | None = None
+    delay: float | timedelta | None = None
+    priority: Priority | str | None = None
+    saga: SagaRef | None = None
+    job_id: str | None = None
+    dedup_window: float | timedelta | None = None
+    expires_in: float | timedelta | None = None
+    debounce: float | timedelta | None = None
+    tenant: str | None = None
+    track: bool | None = None
+    group: str | None = None
+
+
+@dataclass(slots=True)
+class Prepared:
+    """An enqueue made ready to send: its envelope, where it goes and what the send carries."""
+
+    envelope: Envelope
+    priority: Priority
+    queue_url: str
+    body: str
+    attributes: dict[str, Any]
+    delay: int
+    xray: str | None
+    trace_id: str | None = None
+    dedup_window: float | None = None
+    group: str | None = None
+    """``MessageGroupId``: the tenant on a standard queue (SQS fair queues), the ordered group on a
+    FIFO lane."""
+    dedup_id: str | None = None
+    """``MessageDeduplicationId`` on a FIFO lane (:func:`jobframework.flow.ordered.deduplication_id`)."""
+
+    @property
+    def scheduled(self) -> bool:
+        """Delayed beyond SQS's 15 minutes: sent by an EventBridge Scheduler one-time schedule."""
+        return self.delay > MAX_DELAY_SECONDS
+
+    @property
+    def batchable(self) -> bool:
+        """Sent by ``SendMessageBatch`` in ``enqueue_many`` (a dedup key is claimed first)."""
+        return not self.scheduled and self.envelope.debounce is None
+
+    @property
+    def deduplicated(self) -> bool:
+        return self.dedup_window is not None
+
+    def result(
+        self, message_id: str | None = None, error: str | None = None, duplicate_of: str | None = None
+    ) -> EnqueueResult:
+        env = self.envelope
+        if duplicate_of is not None:
+            return EnqueueResult(duplicate_of, env.key, env.type, self.priority, None, duplicate=True)
+        return EnqueueResult(env.id, env.key, env.type, self.priority, message_id, error=error)

@@ -1,0 +1,250 @@
+"""Sending prepared enqueues: one by one (``SendMessage``, or an EventBridge Scheduler schedule for a
+long delay) or ten to a ``SendMessageBatch``, with the dedup key's claim, confirmation and release
+around the send, and the tracked job's ``queued`` status after it.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from jobframework import envelope as wire
+from jobframework.dlq.redrive import batches_by_bytes
+from jobframework.errors import EnqueueError
+from jobframework.outgoing import EnqueueResult, Prepared
+from jobframework.retry import compute_backoff
+from jobframework.state import JobState, StateStore
+
+if TYPE_CHECKING:
+    from mypy_boto3_sqs import SQSClient
+    from mypy_boto3_sqs.type_defs import SendMessageBatchRequestEntryTypeDef
+
+log = logging.getLogger("jobframework.client")
+
+
+class Sender:
+    """Sends what :meth:`jobframework.client.JobClient.prepare` made.
+
+    Args:
+        sqs: the SQS client (looked up at each send: the client makes it lazily).
+        state: the state table, or ``None`` without one (dedup markers, statuses).
+        schedule: sends a prepared enqueue delayed beyond 15 minutes; returns the schedule's id.
+        retries: how many times a batch's failed entries are resent.
+    """
+
+    def __init__(
+        self,
+        *,
+        sqs: Callable[[], SQSClient],
+        state: Callable[[], StateStore | None],
+        schedule: Callable[[Prepared], str],
+        retries: Callable[[], int],
+    ) -> None:
+        self._sqs = sqs
+        self._state = state
+        self._schedule = schedule
+        self._retries = retries
+
+    def send(self, prepared: Prepared) -> EnqueueResult:
+        """Send one enqueue (a duplicate of a claimed key sends nothing and names the first job).
+
+        Raises:
+            EnqueueError: SQS (or Scheduler) refused it; its dedup claim is released.
+        """
+        env = prepared.envelope
+        state = self._state()
+        holder = self._claim(prepared)
+        if holder is not None:
+            return prepared.result(duplicate_of=holder)
+        try:
+            message_id = self._schedule(prepared) if prepared.scheduled else self._send_message(prepared)
+        except BaseException:
+            self._unclaim(prepared)
+            raise
+        self._confirm(prepared)
+        if env.debounce is not None and state is not None:
+            from jobframework.flow.debounce import confirm
+
+            confirm(state, env.debounce.key, env.debounce.window, env.id, time.time())
+        self._record_status(prepared)
+        log.debug("enqueued %s job %s", env.type, env.id)
+        return prepared.result(message_id)
+
+    def _claim(self, prepared: Prepared) -> str | None:
+        """Claim the enqueue's dedup key: ``None`` when it is ours to send (or not deduplicated), else
+        the id of the job already enqueued with it."""
+        env, state = prepared.envelope, self._state()
+        if not prepared.deduplicated or state is None:
+            return None
+        holder = state.claim_key(env.key, env.id, prepared.dedup_window or 0.0, tracked=bool(env.track))
+        if holder is not None:
+            log.info("%s job with key %s already enqueued as %s; not sent again", env.type, env.key, holder)
+        return holder
+
+    def _unclaim(self, prepared: Prepared) -> None:
+        """The send failed: drop the claim so that a retry of this enqueue is not blocked."""
+        state = self._state()
+        if prepared.deduplicated and state is not None:
+            state.release_key(prepared.envelope.key, prepared.envelope.id)
+
+    def _confirm(self, prepared: Prepared) -> None:
+        """Sent: mark the claim as sent. A tracked job's status record (written next) is the
+        confirmation itself, so its marker costs no second write."""
+        env, state = prepared.envelope, self._state()
+        if not prepared.deduplicated or state is None or env.track:
+            return
+        try:
+            state.confirm_key(env.key, env.id)
+        except Exception:
+            # Sent: raising now would make the caller enqueue it again. The pending marker still
+            # dedups until its lease ends.
+            log.warning("confirming the dedup marker of job %s failed", env.id, exc_info=True)
+
+    def _record_status(self, prepared: Prepared) -> None:
+        state = self._state()
+        if state is None or not prepared.envelope.track:
+            return
+        env = prepared.envelope
+        try:
+            state.set_status(
+                env.id,
+                JobState.SCHEDULED if prepared.scheduled else JobState.QUEUED,
+                job_type=env.type,
+                key=env.key,
+                attempts=0,
+                enqueued_at=env.enqueued_at.isoformat(),
+                trace_id=prepared.trace_id,
+            )
+        except Exception:
+            log.warning("recording the queued status of job %s failed", env.id, exc_info=True)
+
+    def _send_message(self, prepared: Prepared) -> str:
+        kwargs: dict[str, Any] = {
+            "QueueUrl": prepared.queue_url,
+            "MessageBody": prepared.body,
+            "MessageAttributes": prepared.attributes,
+        }
+        if prepared.delay:
+            kwargs["DelaySeconds"] = prepared.delay
+        if prepared.xray:
+            kwargs["MessageSystemAttributes"] = {"AWSTraceHeader": wire.string_attribute(prepared.xray)}
+        if prepared.group:
+            kwargs["MessageGroupId"] = prepared.group
+        if prepared.dedup_id:
+            kwargs["MessageDeduplicationId"] = prepared.dedup_id
+        try:
+            response = self._sqs().send_message(**kwargs)
+        except Exception as exc:
+            raise EnqueueError(
+                f"sending {prepared.envelope.type} job {prepared.envelope.id} failed: {exc}"
+            ) from exc
+        return str(response.get("MessageId", ""))
+
+    def send_many(self, prepared: list[Prepared]) -> list[EnqueueResult]:
+        """Send many, ten per ``SendMessageBatch``, in the order given (see ``JobClient.enqueue_many``)."""
+        results: list[EnqueueResult | None] = [None] * len(prepared)
+        pending: list[int] = []
+        claimed: dict[str, int] = {}  # key -> the entry of this call that claimed it
+        repeats: dict[int, int] = {}  # an entry repeating a key claimed in this call -> that entry
+        for i, p in enumerate(prepared):
+            key = p.envelope.key
+            if p.batchable and p.deduplicated and key in claimed:
+                repeats[i] = claimed[key]
+                continue
+            try:
+                if not p.batchable:  # long delays and debounce take the one-by-one path
+                    results[i] = self.send(p)
+                    continue
+                holder = self._claim(p)  # a dedup key is claimed before its batch is sent
+            except Exception as exc:
+                results[i] = p.result(error=str(exc))
+                continue
+            if holder is not None:
+                results[i] = p.result(duplicate_of=holder)
+            else:
+                pending.append(i)
+                if p.deduplicated:
+                    claimed[key] = i
+        for round_ in range(self._retries() + 1):
+            if not pending:
+                break
+            if round_:
+                time.sleep(compute_backoff(round_, base_delay=0.05, max_delay=1.0))
+            failed: list[int] = []
+            for batch in self._batches(prepared, pending):
+                failed.extend(self._send_batch(prepared, batch, results, final=round_ == self._retries()))
+            pending = failed
+        for i, first in repeats.items():
+            sent = results[first]
+            results[i] = (
+                prepared[i].result(duplicate_of=sent.id)
+                if sent is not None and sent.ok
+                else prepared[i].result(error="not sent: the entry with the same key was not sent")
+            )
+        return [r if r is not None else prepared[i].result(error="not sent") for i, r in enumerate(results)]
+
+    def _batches(self, prepared: Sequence[Prepared], indexes: list[int]) -> Iterable[list[int]]:
+        """Groups of at most ten entries of one queue and at most 1 MiB together."""
+        by_queue: dict[str, list[int]] = {}
+        for i in indexes:
+            by_queue.setdefault(prepared[i].queue_url, []).append(i)
+        for group in by_queue.values():
+            yield from batches_by_bytes(
+                group, lambda i: wire.message_size(prepared[i].body, prepared[i].attributes)
+            )
+
+    def _send_batch(
+        self,
+        prepared: Sequence[Prepared],
+        batch: list[int],
+        results: list[EnqueueResult | None],
+        *,
+        final: bool,
+    ) -> list[int]:
+        entries: list[SendMessageBatchRequestEntryTypeDef] = []
+        for n, i in enumerate(batch):
+            p = prepared[i]
+            entry: SendMessageBatchRequestEntryTypeDef = {
+                "Id": str(n),
+                "MessageBody": p.body,
+                "MessageAttributes": p.attributes,
+            }
+            if p.delay:
+                entry["DelaySeconds"] = p.delay
+            if p.group:
+                entry["MessageGroupId"] = p.group
+            if p.dedup_id:
+                entry["MessageDeduplicationId"] = p.dedup_id
+            if p.xray:
+                entry["MessageSystemAttributes"] = {
+                    "AWSTraceHeader": {"DataType": "String", "StringValue": p.xray}
+                }
+            entries.append(entry)
+        try:
+            response = self._sqs().send_message_batch(QueueUrl=prepared[batch[0]].queue_url, Entries=entries)
+        except Exception as exc:
+            if final:
+                for i in batch:
+                    results[i] = prepared[i].result(error=f"SendMessageBatch failed: {exc}")
+                    self._unclaim(prepared[i])
+                return []
+            log.warning("SendMessageBatch of %d entries failed, retrying: %s", len(batch), exc)
+            return batch
+        for ok in response.get("Successful", []):
+            i = batch[int(ok["Id"])]
+            results[i] = prepared[i].result(ok["MessageId"])
+            self._confirm(prepared[i])
+            self._record_status(prepared[i])
+        retry: list[int] = []
+        for bad in response.get("Failed", []):
+            i = batch[int(bad["Id"])]
+            error = f"{bad.get('Code')}: {bad.get('Message', '')}"
+            if bad.get("SenderFault") or final:
+                results[i] = prepared[i].result(error=error)
+                self._unclaim(prepared[i])
+            else:
+                log.info("batch entry for job %s failed (%s), retrying", prepared[i].envelope.id, error)
+                retry.append(i)
+        return retry
