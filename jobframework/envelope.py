@@ -17,10 +17,11 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from jobframework import core
 from jobframework.errors import MalformedMessageError
 
 ENVELOPE_VERSION = 1
-SQS_MAX_MESSAGE_BYTES = 1_048_576
+SQS_MAX_MESSAGE_BYTES = core.SQS_MAX_MESSAGE_BYTES
 """SQS's limit on a message: body plus attributes (1 MiB)."""
 MAX_TRACE_ATTRIBUTE_CHARS = 512
 """``traceparent`` and ``tracestate`` longer than this are dropped (W3C allows 512 for tracestate)."""

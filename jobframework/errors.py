@@ -10,9 +10,25 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+from jobframework.core import ConfigurationError, JobFrameworkError
 
-class JobFrameworkError(Exception):
-    """Base class of the errors that jobframework raises itself."""
+__all__ = [
+    "ConfigurationError",
+    "DuplicateJobError",
+    "EndpointNotSupportedError",
+    "EnqueueError",
+    "JobFrameworkError",
+    "MalformedMessageError",
+    "PayloadMissingError",
+    "PayloadStoreError",
+    "PayloadTooLargeError",
+    "PayloadValidationError",
+    "PayloadVersionError",
+    "PermanentError",
+    "RetryableError",
+    "SignatureError",
+    "UnknownJobError",
+]
 
 
 class RetryableError(Exception):
@@ -41,10 +57,6 @@ class RetryableError(Exception):
 
 class PermanentError(Exception):
     """A failure that no retry can fix: the job is dead-lettered at once (reason ``permanent``)."""
-
-
-class ConfigurationError(JobFrameworkError, ValueError):
-    """A job, policy or client was configured wrongly; the message says how to fix it."""
 
 
 class DuplicateJobError(ConfigurationError):

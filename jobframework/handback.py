@@ -14,11 +14,12 @@ from typing import TYPE_CHECKING, Any
 
 from jobframework import envelope as wire
 from jobframework.attempts import ATTR_DEFERRALS, ATTR_EXECUTIONS
+from jobframework.core import SQS_MAX_DELAY_SECONDS
 
 if TYPE_CHECKING:
     from mypy_boto3_sqs import SQSClient
 
-MAX_DELAY_SECONDS = 900
+MAX_DELAY_SECONDS = SQS_MAX_DELAY_SECONDS
 """SQS's longest ``DelaySeconds``."""
 _DROPPED = frozenset(
     {

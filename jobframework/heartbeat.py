@@ -30,11 +30,13 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
+from jobframework.core import SQS_MAX_VISIBILITY_SECONDS
+
 log = logging.getLogger(__name__)
 
 MIN_PERIOD = 0.5
 MAX_PERIOD = 30.0
-MAX_VISIBILITY = 43_200
+MAX_VISIBILITY = SQS_MAX_VISIBILITY_SECONDS
 
 
 def period_for(timeout: float) -> float:

@@ -23,7 +23,23 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from jobframework.errors import ConfigurationError, DuplicateJobError, PayloadVersionError, UnknownJobError
+from jobframework.core import (
+    FIFO_MAX_BATCH,
+    FIFO_SUFFIX,
+    LAMBDA_MAX_TIMEOUT,
+    MAX_JOB_TIMEOUT,
+    ConfigurationError,
+    Priority,
+    Profile,
+    duration_seconds,
+    is_fifo_lane,
+    lane_name,
+    lane_priority,
+    lane_profile,
+    lane_sort_key,
+    parse_priority,
+)
+from jobframework.errors import DuplicateJobError, PayloadVersionError, UnknownJobError
 from jobframework.flow.options import FlowOptions, flow_options
 from jobframework.retry import RetryPolicy, default_policy
 from jobframework.running import check_runnable
@@ -32,77 +48,33 @@ from jobframework.validation import validation_problems
 if TYPE_CHECKING:
     from jobframework.client import EnqueueRequest, EnqueueResult, JobClient
 
+
+__all__ = [
+    "FIFO_MAX_BATCH",
+    "FIFO_SUFFIX",
+    "LAMBDA_MAX_TIMEOUT",
+    "MAX_JOB_TIMEOUT",
+    "BatchOptions",
+    "Job",
+    "JobContext",
+    "JobRegistry",
+    "Priority",
+    "Profile",
+    "Schedule",
+    "WhenBacklogged",
+    "is_fifo_lane",
+    "job",
+    "lane_name",
+    "lane_priority",
+    "lane_profile",
+    "lane_sort_key",
+    "parse_priority",
+    "registry",
+]
+
 P = TypeVar("P", bound=BaseModel)
 
-LAMBDA_MAX_TIMEOUT = 900.0
-"""Lambda's limit: jobs with a longer ``timeout`` run only on ``jf worker`` (container lanes)."""
-MAX_JOB_TIMEOUT = 43_200.0
-"""SQS can hide a message for 12 hours at most: no attempt may take longer."""
 _NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_\-]*(\.[A-Za-z0-9_\-]+)*$")
-
-
-class Priority(StrEnum):
-    """The four queues, from most to least urgent (DESIGN.md's table)."""
-
-    CRITICAL = "critical"
-    HIGH = "high"
-    DEFAULT = "default"
-    LOW = "low"
-
-
-class Profile(StrEnum):
-    """What a job mostly waits for: I/O (many concurrent, modest memory) or CPU (more memory each)."""
-
-    IO = "io"
-    CPU = "cpu"
-
-
-FIFO_SUFFIX = "-fifo"
-"""The end of an ordered job's lane name (``default-fifo``): its queue is a FIFO queue."""
-FIFO_MAX_BATCH = 10
-"""The most records a FIFO queue's event source mapping hands over at once (and no batching window)."""
-
-
-def lane_name(priority: Priority, profile: Profile | None, fifo: bool = False) -> str:
-    """The queue a job goes to: its priority, ``<priority>-<profile>`` for a worker profile, and
-    ``-fifo`` after either for an ordered job (``@job(ordered_by=...)``).
-
-    Example:
-        >>> lane_name(Priority.HIGH, None), lane_name(Priority.LOW, Profile.CPU, fifo=True)
-        ('high', 'low-cpu-fifo')
-    """
-    base = priority.value if profile is None else f"{priority.value}-{profile.value}"
-    return base + FIFO_SUFFIX if fifo else base
-
-
-def is_fifo_lane(lane: str) -> bool:
-    """Whether a lane's queue is a FIFO queue (its name ends ``-fifo``)."""
-    return str(getattr(lane, "value", lane)).endswith(FIFO_SUFFIX)
-
-
-def lane_profile(lane: str) -> Profile | None:
-    """The worker profile of a lane (``high-cpu-fifo`` -> ``cpu``), ``None`` for a plain one."""
-    rest = str(getattr(lane, "value", lane)).removesuffix(FIFO_SUFFIX).partition("-")[2]
-    return Profile(rest) if rest else None
-
-
-def lane_priority(lane: str) -> Priority:
-    """The priority of a lane (``high-cpu`` -> ``high``)."""
-    return parse_priority(str(getattr(lane, "value", lane)).split("-", 1)[0])
-
-
-def lane_sort_key(lane: str) -> tuple[int, str]:
-    """Lanes from most to least urgent, plain before profiled."""
-    return (list(Priority).index(lane_priority(lane)), str(lane))
-
-
-def parse_priority(value: Priority | str) -> Priority:
-    """``Priority`` from its name; a clear ``ConfigurationError`` otherwise."""
-    try:
-        return Priority(value)
-    except ValueError:
-        names = ", ".join(p.value for p in Priority)
-        raise ConfigurationError(f"unknown priority {value!r}; use one of {names}") from None
 
 
 @dataclass(frozen=True, slots=True)
@@ -202,13 +174,6 @@ class JobContext:
         from jobframework.flow.cancel import cancel_requested
 
         return cancel_requested(self.job_id)
-
-
-def _duration(value: float | timedelta, name: str) -> float:
-    seconds = value.total_seconds() if isinstance(value, timedelta) else value
-    if not isinstance(seconds, int | float) or isinstance(seconds, bool):
-        raise ConfigurationError(f"{name} must be seconds (a number) or a timedelta, got {value!r}")
-    return float(seconds)
 
 
 class Job(Generic[P]):
@@ -545,7 +510,7 @@ def job(
         )
     if key is not None and not callable(key):
         raise ConfigurationError(f"job {name}: key= must be a function of the payload returning a str")
-    seconds = _duration(timeout, f"job {name}: timeout")
+    seconds = duration_seconds(timeout, f"job {name}: timeout")
     if not 0 < seconds <= MAX_JOB_TIMEOUT:
         raise ConfigurationError(
             f"job {name}: timeout must be more than 0 and at most {MAX_JOB_TIMEOUT:,.0f} seconds (12 hours: "
@@ -561,7 +526,7 @@ def job(
                 f"job {name}: upgrade= maps an older version n (1 <= n < {version}) to a function that "
                 f"turns a version-n payload dict into version n+1; got {step!r}: {fn!r}"
             )
-    window = None if dedup_window is None else _duration(dedup_window, f"job {name}: dedup_window")
+    window = None if dedup_window is None else duration_seconds(dedup_window, f"job {name}: dedup_window")
     if window is not None and not 0 <= window <= 7 * 24 * 3600:
         raise ConfigurationError(
             f"job {name}: dedup_window must be 0 (off) to 7 days (604,800 s), got {window:g}s"
@@ -579,7 +544,7 @@ def job(
         raise ConfigurationError(f"job {name}: when_backlogged= applies to scheduled jobs: add schedule=")
     if isinstance(backlog_depth, bool) or not isinstance(backlog_depth, int) or backlog_depth < 1:
         raise ConfigurationError(f"job {name}: backlog_depth must be an int >= 1, got {backlog_depth!r}")
-    age = None if backlog_age is None else _duration(backlog_age, f"job {name}: backlog_age")
+    age = None if backlog_age is None else duration_seconds(backlog_age, f"job {name}: backlog_age")
     sched = Schedule(schedule) if isinstance(schedule, str) else schedule
     if sched is not None and not isinstance(sched, Schedule):
         raise ConfigurationError(f"job {name}: schedule= takes a Schedule or an expression string")

@@ -12,17 +12,18 @@ from typing import Any
 from pydantic import BaseModel
 
 from jobframework import envelope as wire
+from jobframework.core import SQS_BATCH_ENTRIES, SQS_MAX_DELAY_SECONDS
 from jobframework.dead_letter import REASON_ATTRIBUTES_BYTES
 from jobframework.envelope import Envelope, SagaRef
 from jobframework.errors import ConfigurationError
 from jobframework.idempotency import DEFAULT_EXPIRY_SECONDS
 from jobframework.jobs import Job, Priority
 
-MAX_DELAY_SECONDS = 900
+MAX_DELAY_SECONDS = SQS_MAX_DELAY_SECONDS
 """SQS DelaySeconds limit (15 minutes); longer delays go through EventBridge Scheduler."""
 MAX_SCHEDULED_DELAY_SECONDS = 365 * 24 * 3600
 """The longest delay a job can be given (one year)."""
-BATCH_ENTRIES = 10
+BATCH_ENTRIES = SQS_BATCH_ENTRIES
 DEFAULT_DEDUP_WINDOW = float(DEFAULT_EXPIRY_SECONDS)
 """Seconds an enqueue given an explicit ``key=`` dedups for by default: as long as the consumer's
 idempotency record of a completed job lasts (24 hours)."""

@@ -21,12 +21,13 @@ from datetime import timedelta
 from enum import StrEnum
 from typing import TYPE_CHECKING
 
+from jobframework.core import SQS_MAX_VISIBILITY_SECONDS
 from jobframework.errors import ConfigurationError, PermanentError, RetryableError
 
 if TYPE_CHECKING:
     from jobframework.jobs import Priority
 
-MAX_VISIBILITY_SECONDS = 43_200
+MAX_VISIBILITY_SECONDS = SQS_MAX_VISIBILITY_SECONDS
 """SQS's limit on a message's visibility timeout (12 hours): no retry delay can exceed it."""
 MAX_RETRY_DELAY_SECONDS = MAX_VISIBILITY_SECONDS - 900
 """The longest delay the consumer can set: SQS counts the 12 hours from the receive, and a record may

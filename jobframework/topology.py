@@ -29,6 +29,7 @@ from jobframework.config import (
     QueueEndpoints,
     RuntimeConfig,
 )
+from jobframework.core import SQS_MAX_VISIBILITY_SECONDS
 from jobframework.errors import ConfigurationError
 from jobframework.jobs import (
     FIFO_MAX_BATCH,
@@ -43,7 +44,7 @@ from jobframework.jobs import (
 )
 from jobframework.jobs import registry as default_registry
 
-MAX_VISIBILITY = 43_200
+MAX_VISIBILITY = SQS_MAX_VISIBILITY_SECONDS
 DEFAULT_RETENTION = 4 * 24 * 3600
 MAX_RETENTION = 14 * 24 * 3600
 

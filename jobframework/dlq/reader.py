@@ -17,14 +17,16 @@ import time
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
+from jobframework.core import SQS_BATCH_ENTRIES, SQS_MAX_VISIBILITY_SECONDS
+
 if TYPE_CHECKING:
     from mypy_boto3_sqs import SQSClient
 
 log = logging.getLogger(__name__)
 
-BATCH = 10
+BATCH = SQS_BATCH_ENTRIES
 """Messages per ReceiveMessage / DeleteMessageBatch / ChangeMessageVisibilityBatch (SQS's maximum)."""
-MAX_HOLD_SECONDS = 43_200
+MAX_HOLD_SECONDS = SQS_MAX_VISIBILITY_SECONDS
 """SQS's visibility limit (12 hours)."""
 
 
