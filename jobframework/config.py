@@ -13,8 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_serializer, field_validator
 
-from jobframework.errors import ConfigurationError
-from jobframework.jobs import Priority
+from jobframework.core import ConfigurationError, Priority
 
 if TYPE_CHECKING:
     from mypy_boto3_ssm import SSMClient

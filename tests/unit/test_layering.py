@@ -1,9 +1,12 @@
 """Layering (issue 13, item 5): ``jobframework.core`` is the bottom layer and imports nothing of the
-package, and the names it holds keep their public homes."""
+package, the names it holds keep their public homes, and no module of the package takes part in an
+import cycle when it is imported (imports under ``if TYPE_CHECKING:`` and inside functions are made
+later, so they do not count; the package's ``__init__``, which every import runs first, is left out)."""
 
 from __future__ import annotations
 
 import ast
+import sys
 from pathlib import Path
 
 import jobframework
@@ -35,3 +38,71 @@ def test_the_names_core_holds_keep_their_public_homes() -> None:
     assert issubclass(errors.DuplicateJobError, core.ConfigurationError)
     # Tracebacks and reprs name the class where users import it from.
     assert errors.ConfigurationError.__module__ == "jobframework.errors"
+
+
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _load_time_imports(path: Path, modules: set[str]) -> set[str]:
+    """The package's modules ``path`` imports while it is being imported."""
+    name = _module_name(path)
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found: set[str] = set()
+
+    def visit(body: list[ast.stmt]) -> None:
+        for node in body:
+            if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+                continue
+            if isinstance(node, ast.Import):
+                found.update(a.name for a in node.names)
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                    base = ".".join([*anchor, base] if base else anchor)
+                subs = {f"{base}.{a.name}" for a in node.names} & modules
+                found.update(subs or {base})
+            elif isinstance(node, ast.If | ast.Try | ast.With):
+                visit([*node.body, *getattr(node, "orelse", [])])
+                for handler in getattr(node, "handlers", []):
+                    visit(handler.body)
+
+    visit(ast.parse(path.read_text()).body)
+    return {m for m in found if m in modules and m not in (name, "jobframework")}
+
+
+def _cycle(graph: dict[str, set[str]]) -> list[str]:
+    """One import cycle of ``graph``, or ``[]``."""
+    sys.setrecursionlimit(max(sys.getrecursionlimit(), 10_000))
+    state: dict[str, int] = {}
+    path: list[str] = []
+
+    def walk(node: str) -> list[str]:
+        state[node] = 1
+        path.append(node)
+        for nxt in sorted(graph[node]):
+            if state.get(nxt) == 1:
+                return [*path[path.index(nxt) :], nxt]
+            if nxt not in state and (found := walk(nxt)):
+                return found
+        path.pop()
+        state[node] = 2
+        return []
+
+    for node in sorted(graph):
+        if node not in state and (found := walk(node)):
+            return found
+    return []
+
+
+def test_no_module_of_the_package_is_in_an_import_cycle() -> None:
+    paths = {_module_name(p): p for p in PACKAGE.rglob("*.py")}
+    graph = {name: _load_time_imports(path, set(paths)) for name, path in paths.items()}
+    assert graph["jobframework.client"] >= {"jobframework.jobs", "jobframework.config"}  # it sees imports
+    assert _cycle(graph) == [], " -> ".join(_cycle(graph))
+
+
+def test_the_cycle_finder_finds_a_cycle() -> None:
+    assert _cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": set()}) == ["a", "b", "c", "a"]
