@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, ValidationError
 
 from jobframework import envelope as wire
+from jobframework.aws_clients import AwsClients
 from jobframework.config import RuntimeConfig
 from jobframework.dead_letter import REASON_ATTRIBUTES_BYTES
 from jobframework.envelope import Envelope
@@ -126,8 +127,13 @@ class JobClient:
         self.config = config if config is not None else RuntimeConfig.from_env()
         self.registry = registry if registry is not None else default_registry
         self._session = session
-        self._sqs = sqs_client
-        self._clients: dict[str, Any] = dict(clients or {})
+        self.aws = AwsClients(
+            session=session,
+            endpoint_url=self.config.endpoint_url,
+            region=self.config.region,
+            clients={**(clients or {}), "sqs": sqs_client},
+        )
+        """Where this client's boto3 clients come from (the given ones, else made on first use)."""
         self.batch_retries = batch_retries
         self.sender = Sender(
             sqs=lambda: self.sqs,
@@ -148,26 +154,10 @@ class JobClient:
 
     @property
     def sqs(self) -> SQSClient:
-        if self._sqs is None:
-            import boto3
-
-            session = self._session or boto3.Session()
-            self._sqs = session.client(
-                "sqs", endpoint_url=self.config.endpoint_url, region_name=self.config.region
-            )
-        return self._sqs
+        return self.aws.client("sqs")  # type: ignore[no-any-return]
 
     def _client(self, service: str) -> Any:
-        client = self._clients.get(service)
-        if client is None:
-            import boto3
-
-            session = self._session or boto3.Session()
-            client = session.client(  # type: ignore[call-overload]
-                service, endpoint_url=self.config.endpoint_url, region_name=self.config.region
-            )
-            self._clients[service] = client
-        return client
+        return self.aws.client(service)
 
     @property
     def state(self) -> StateStore | None:

@@ -32,6 +32,7 @@ import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from jobframework.aws_clients import AwsClients
 from jobframework.batched import has_batched_jobs, run_batched
 from jobframework.budget import BatchBudget, FirstAttempts, RetryBudget
 from jobframework.concurrency import lane_limit, run_all
@@ -99,7 +100,10 @@ class Consumer:
         self.queues = QueueDirectory(
             lambda: self._config if self._config is not None else env_config(), lambda: self.sqs
         )
-        self._clients: dict[str, Any] = {}
+        self.aws = AwsClients(
+            clients={"sqs": sqs_client}, endpoint_url=self._endpoint_url, region=self._region
+        )
+        """Where the consumer's boto3 clients come from (made on first use, with the config then)."""
         self._features_ready = False
         self._setup_lock = threading.RLock()
         self._batched = False
@@ -121,29 +125,20 @@ class Consumer:
             self._config = RuntimeConfig.from_env()
         return self._config
 
-    def _client(self, service: str) -> Any:
-        client = self._clients.get(service)
-        if client is None:
-            with self._setup_lock:  # boto3's default session is not thread-safe
-                client = self._clients.get(service)
-                if client is None:
-                    import boto3
+    def _endpoint_url(self) -> str | None:
+        config = self._config if self._config is not None else env_config()
+        return (config.endpoint_url if config else None) or os.environ.get("JF_ENDPOINT_URL")
 
-                    config = self._config if self._config is not None else env_config()
-                    client = boto3.client(  # type: ignore[call-overload]
-                        service,
-                        endpoint_url=(config.endpoint_url if config else None)
-                        or os.environ.get("JF_ENDPOINT_URL"),
-                        region_name=(config.region if config else None) or None,
-                    )
-                    self._clients[service] = client
-        return client
+    def _region(self) -> str | None:
+        config = self._config if self._config is not None else env_config()
+        return config.region if config else None
+
+    def _client(self, service: str) -> Any:
+        return self.aws.client(service)
 
     @property
     def sqs(self) -> SQSClient:
-        if self._sqs is None:
-            self._sqs = self._client("sqs")
-        return self._sqs
+        return self.aws.client("sqs")  # type: ignore[no-any-return]
 
     def _features(self) -> None:
         """Set up what the configuration turns on: state, idempotency, signing, the payload store."""

@@ -27,6 +27,7 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from jobframework.aws_clients import AwsClients
 from jobframework.errors import ConfigurationError, SignatureError
 
 if TYPE_CHECKING:
@@ -117,8 +118,7 @@ class KeySource:
                 f"signing keys source {source!r} must be 'ssm:<parameter>' or 'secretsmanager:<secret id>'"
             )
         self.kind, self.name = kind, name
-        self._session = session
-        self._endpoint = endpoint_url
+        self._aws = AwsClients(session=session, endpoint_url=endpoint_url)
         self.ttl = ttl
         self._ring: KeyRing | None = None
         self._read_at = 0.0
@@ -132,11 +132,8 @@ class KeySource:
             return self._ring
 
     def _read(self) -> str:
-        import boto3
-
-        session = self._session or boto3.Session()
         if self.kind == "ssm":
-            ssm = session.client("ssm", endpoint_url=self._endpoint)
-            return ssm.get_parameter(Name=self.name, WithDecryption=True)["Parameter"]["Value"]
-        secrets = session.client("secretsmanager", endpoint_url=self._endpoint)
+            ssm = self._aws.client("ssm")
+            return str(ssm.get_parameter(Name=self.name, WithDecryption=True)["Parameter"]["Value"])
+        secrets = self._aws.client("secretsmanager")
         return str(secrets.get_secret_value(SecretId=self.name)["SecretString"])

@@ -122,11 +122,10 @@ class DeadLetters:
         if self._s3 is None and not self._s3_tried:
             self._s3_tried = True
             try:
-                import boto3
+                from jobframework.aws_clients import AwsClients
 
-                self._s3 = boto3.Session().client(
-                    "s3", endpoint_url=self.config.endpoint_url, region_name=self.config.region
-                )
+                aws = AwsClients(endpoint_url=self.config.endpoint_url, region=self.config.region)
+                self._s3 = aws.client("s3")
             except Exception:
                 log.warning("no S3 client: offloaded payloads cannot be refreshed", exc_info=True)
         return self._s3
