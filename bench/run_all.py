@@ -131,6 +131,16 @@ def run_cost() -> dict[str, Any]:
     return {"ratios": ratios, "usd": dict(zip(ratios, usd, strict=True)), "output": text}
 
 
+def run_limits() -> dict[str, Any]:
+    from bench import limits
+
+    text = _captured(limits.main, ["--jobs", "200"])
+    ratios = {m.group(2): float(m.group(1)) for m in re.finditer(r"^ratio ([\d.]+)x  (.+)$", text, re.M)}
+    if not ratios:
+        raise ValueError(f"no ratios in the output of bench/limits.py: {text.strip()[-300:]!r}")
+    return {"ratios": ratios, "output": text}
+
+
 def run_io_batch() -> dict[str, Any]:
     from bench import io_batch
 
@@ -178,6 +188,7 @@ BENCHES = [
     Bench("throughput", "End-to-end throughput", f"{PY} bench/throughput.py", 420, run_throughput),
     Bench("redrive", "Redrive rate", f"{PY} bench/redrive.py", 300, run_redrive),
     Bench("cost", "Cost per million jobs", f"{PY} bench/cost.py --jobs 200", 300, run_cost),
+    Bench("limits", "The cost of flow control", f"{PY} bench/limits.py --jobs 200", 300, run_limits),
     Bench("outage", "Outage simulation", f"{PY} bench/outage.py", 300, run_outage),
     Bench("idle_cpu", "jf dev idle CPU", f"{PY} bench/idle_cpu.py --seconds 20", 120, run_idle_cpu),
 ]
@@ -396,6 +407,19 @@ def summary_rows(results: dict[str, dict[str, Any]]) -> list[tuple[str, str, str
                     "<= 1.1x",
                 )
             )
+    limits = results.get("limits", {"failed": "not run"})
+    if _failed(limits):
+        rows.append(("Flow-control requests per job vs one write", f"failed: {_failed(limits)}", "", ""))
+    else:
+        for name, ratio in limits["ratios"].items():
+            rows.append(
+                (
+                    f"Flow-control requests per job vs a tracked job's one write ({name})",
+                    f"{ratio:.2f}x",
+                    "state-table requests of the gates",
+                    "lower is better",
+                )
+            )
     outage = results.get("outage", {"failed": "not run"})
     if _failed(outage):
         rows.append(("Outage simulation", f"failed: {_failed(outage)}", "", ""))
@@ -582,6 +606,15 @@ def render(
             + ".",
             "",
             *r["output"].strip().splitlines(),
+        ],
+    )
+    section(
+        "limits",
+        lambda r: [
+            "The consumer's flow gates run for 200 fresh jobs of each kind on the embedded AWS (moto in its",
+            "own process); state-table requests counted with a botocore hook, priced as in `bench/cost.py`.",
+            "",
+            *_code(r["output"]),
         ],
     )
 

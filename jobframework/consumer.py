@@ -242,6 +242,8 @@ class Consumer:
         if is_fifo_batch(rest):  # groups in order, a failure holding back its own group
             done.update(fifo_verdicts(rest, process, limit, lane=lane, state=self.state))
             return [done[r["messageId"]] for r in records]
+        if limit > 1:
+            batch.together = rest
         for record, verdict in zip(rest, run_all(rest, process, limit, lane=lane), strict=True):
             done[record["messageId"]] = verdict or returned(_Delivery.of(record), "not processed")
         return [done[r["messageId"]] for r in records]

@@ -7,6 +7,7 @@ invocation share a :class:`_Batch` (metrics, retry budget, pending status record
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from collections.abc import Callable, Iterator
@@ -92,6 +93,19 @@ class _Batch:
     batch (the logger's own methods look it up on every call)."""
     priorities: dict[str, str | None] = field(default_factory=dict)
     """The priority of each source queue, looked up once a batch."""
+    together: list[dict[str, Any]] = field(default_factory=list)
+    """The records that run concurrently (none when they run one at a time or in FIFO groups)."""
+    demands: dict[str, int] = field(default_factory=dict)
+
+    def demand(self, job_type: str) -> int:
+        """How many of the records that run together are of ``job_type`` (at least 1), counted once a
+        batch from the bodies (a hint: the limits take that many rate tokens in one update)."""
+        n = self.demands.get(job_type)
+        if n is None:
+            needle = f'"type":{json.dumps(job_type)}'
+            n = sum(1 for r in self.together if needle in str(r.get("body", "")))
+            self.demands[job_type] = n = max(1, n)
+        return n
 
 
 @dataclass(slots=True)

@@ -44,7 +44,7 @@ from jobframework.verdict import Kind, Verdict
 
 if TYPE_CHECKING:
     from jobframework.consumer import Consumer
-    from jobframework.delivery import _Delivery
+    from jobframework.delivery import _Batch, _Delivery
     from jobframework.jobs import Job
     from jobframework.retry import Reason
 
@@ -65,6 +65,8 @@ class Admitted:
     payload: Any
     context: Any
     """The Lambda context (``get_remaining_time_in_millis``), or ``None``."""
+    batch: _Batch | None = None
+    """What the records of the invocation share (``demand(job_type)``: how many of them run together)."""
 
 
 Gate = Callable[[Admitted, "Consumer"], Verdict | None]
@@ -211,7 +213,10 @@ def flow_gate(admitted: Admitted, consumer: Consumer) -> Verdict | None:
 
     d = admitted.delivery
     env = d.require_envelope()
-    decided = flow_gates(consumer).check(env, admitted.job, admitted.payload, d.attempt, time.time())
+    demand = admitted.batch.demand(env.type) if admitted.batch is not None else 1
+    decided = flow_gates(consumer).check(
+        env, admitted.job, admitted.payload, d.attempt, time.time(), demand=demand
+    )
     if decided is None:
         return None
     if isinstance(decided, Drop):

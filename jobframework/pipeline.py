@@ -117,7 +117,7 @@ class Pipeline:
         except (ValidationError, ValueError) as exc:
             error = f"payload does not match {job.payload_model.__name__}: {describe(exc)}"
             return refuse(d, Reason.INVALID_PAYLOAD, error)
-        admitted = Admitted(d, job, payload, context)
+        admitted = Admitted(d, job, payload, context, batch)
         for gate in self.gates:
             verdict = gate(admitted, c)
             if verdict is not None:

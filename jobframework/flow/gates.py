@@ -45,11 +45,18 @@ class FlowGates:
             self.gates += [DebounceGate(state), self.limits, CancelGate(state)]
 
     def check(
-        self, env: Envelope, job: Job[Any], payload: Any, attempt: int, now: float
+        self, env: Envelope, job: Job[Any], payload: Any, attempt: int, now: float, *, demand: int = 1
     ) -> GateOutcome | None:
-        """The first gate's verdict that is not "go on", or ``None`` to run the job."""
+        """The first gate's verdict that is not "go on", or ``None`` to run the job.
+
+        ``demand``: how many records of the batch are of this job type (the limits take their rate
+        tokens together)."""
         for gate in self.gates:
-            verdict = gate(env, job, payload, attempt, now)
+            verdict: GateOutcome | None
+            if gate is self.limits:
+                verdict = self.limits(env, job, payload, attempt, now, demand=demand)
+            else:
+                verdict = gate(env, job, payload, attempt, now)
             if verdict is not None:
                 return verdict
         return None

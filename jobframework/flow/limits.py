@@ -16,6 +16,12 @@ intervals of now, so that any window of ``per`` seconds admits at most ``limit``
 (starts are spread over the period, not let through in a lump at its start). A refused record waits
 exactly as long as the bucket says (rounded up to whole seconds: SQS delays are whole seconds).
 
+Tokens are taken for a batch's records together: the first record of a job type to reach the gate
+takes as many tokens as the batch has records of that type (at most the burst) in the one update, and
+the others of the batch take theirs from what it took, with no request. Tokens not used within
+:data:`POOL_SECONDS` (a record of the batch ended before the gate) are given back in the bucket's next
+update, so none is lost. Jobs with a ``rate_key`` take one token a record (the keys are the payloads').
+
 Either way a record over the limit is handed back unrun; the hand-back does not use an attempt. A
 state table that cannot be reached hands the record back too (a limit is never silently lifted).
 """
@@ -27,6 +33,7 @@ import math
 import random
 import threading
 import time
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from jobframework.flow.outcome import HandBack
@@ -44,6 +51,10 @@ UNAVAILABLE_RETRY_SECONDS = 5
 WRITE_ATTEMPTS = 8
 LEASE_MARGIN_SECONDS = 5.0
 BURST_FRACTION = 0.05
+POOL_SECONDS = 1.0
+"""Tokens taken for a batch's records are theirs for this long (seconds); the rest go back."""
+MIN_WAIT_SECONDS = 0.001
+"""A refused take waits at least this long (a wait of 0 means the token was taken)."""
 
 
 def limit_key(job: Job[Any], payload: Any, kind: str) -> str:
@@ -138,29 +149,67 @@ def _leases_of(item: dict[str, Any]) -> tuple[int, dict[str, float]]:
     return version, leases
 
 
+@dataclass(slots=True)
+class _Pool:
+    """Tokens a process took for a batch's records and has not handed out yet."""
+
+    left: int
+    until: float
+    """Epoch seconds; after this the ``left`` tokens go back to the bucket in its next update."""
+
+
 class RateLimit:
     """Token buckets as GCRA (see the module's docstring)."""
 
     def __init__(self, store: StateStore) -> None:
         self.store = store
         self._tat: dict[str, float | None] = {}
+        self._pools: dict[str, _Pool] = {}
+        self._buckets: dict[str, threading.Lock] = {}
         self._lock = threading.Lock()
 
-    def acquire(self, pk: str, limit: float, per: float, now: float) -> float:
-        """Take one token; returns 0 when taken, else the seconds until one is due."""
+    def acquire(self, pk: str, limit: float, per: float, now: float, want: int = 1) -> float:
+        """Take a token; returns 0 when taken, else the seconds until one is due.
+
+        ``want`` is how many records of the batch need a token of this bucket: up to that many (and the
+        burst) are taken in one update, the surplus kept for the others of the batch.
+        """
+        if self._from_pool(pk, now):
+            return 0.0
+        with self._lock:
+            bucket = self._buckets.setdefault(pk, threading.Lock())
+        with bucket:  # one update a bucket at a time in this process: the batch's others wait for it
+            if self._from_pool(pk, now):
+                return 0.0
+            return self._take(pk, limit, per, now, max(1, want))
+
+    def _from_pool(self, pk: str, now: float) -> bool:
+        with self._lock:
+            pool = self._pools.get(pk)
+            if pool is None or pool.left <= 0 or now >= pool.until:
+                return False
+            pool.left -= 1
+            return True
+
+    def _take(self, pk: str, limit: float, per: float, now: float, want: int) -> float:
         interval = per / limit
         tolerance = max(1.0, limit * BURST_FRACTION) * interval  # the burst: at least one interval
         with self._lock:
             tat = self._tat.get(pk)
+            pool = self._pools.get(pk)
+            unused = pool.left if pool is not None and now >= pool.until else 0
         for _ in range(WRITE_ATTEMPTS):
-            base = max(tat or 0.0, now)
-            wait = base + interval - now - tolerance
-            if wait > 0 and tat is not None:
-                return wait  # tat only grows: what we saw cannot overstate the wait
-            ok, current = self._write(pk, tat, base + interval)
+            base = max(now, (tat or 0.0) - unused * interval)  # unused tokens go back
+            # Tokens that fit within the burst (epoch seconds carry ~1e-7 s of float error: the slack).
+            room = math.floor((tolerance - (base - now)) / interval + 1e-6)
+            if room < 1:  # tat only grows: what we saw cannot overstate the wait
+                return max(base + interval - now - tolerance, MIN_WAIT_SECONDS)
+            taken = min(want, room)
+            ok, current = self._write(pk, tat, base + taken * interval)
             if ok:
                 with self._lock:
-                    self._tat[pk] = base + interval
+                    self._tat[pk] = base + taken * interval
+                    self._pools[pk] = _Pool(taken - 1, now + POOL_SECONDS)
                 return 0.0
             tat = current
         raise RuntimeError(f"the rate bucket {pk} kept changing under {WRITE_ATTEMPTS} writes")
@@ -194,15 +243,18 @@ class LimitGate:
         self._lock = threading.Lock()
 
     def __call__(
-        self, env: Envelope, job: Job[Any], payload: Any, attempt: int, now: float
+        self, env: Envelope, job: Job[Any], payload: Any, attempt: int, now: float, *, demand: int = 1
     ) -> HandBack | None:
+        """``demand``: how many records of this record's batch are of its job type (its rate tokens are
+        taken together; a job with a ``rate_key`` takes one a record)."""
         options = job.flow
         if options.rate is None and options.concurrency is None:
             return None
         try:
             if options.rate is not None:
+                want = 1 if options.rate_key is not None else demand
                 wait = self.rate.acquire(
-                    limit_key(job, payload, "rate"), options.rate.limit, options.rate.per, now
+                    limit_key(job, payload, "rate"), options.rate.limit, options.rate.per, now, want
                 )
                 if wait > 0:
                     log.info("job %s (%s) over its rate; back in %.2fs", env.id, env.type, wait)

@@ -142,3 +142,14 @@ def per_minute(item: Item, ctx: JobContext) -> None:
 @job("f.tenant", registry=registry, track=True, tenant=lambda i: i.tenant)
 def by_tenant(item: Item, ctx: JobContext) -> None:
     _note(item, ctx)
+
+
+@job("f.fast", registry=registry, idempotent=False, rate="600/minute")
+def fast(item: Item, ctx: JobContext) -> None:
+    """600/minute: a burst of 30 tokens, so a batch of ten takes its tokens in one update."""
+    _note(item, ctx)
+
+
+@job("f.fast_keyed", registry=registry, idempotent=False, rate="600/minute", rate_key=lambda i: i.tenant)
+def fast_keyed(item: Item, ctx: JobContext) -> None:
+    _note(item, ctx)
