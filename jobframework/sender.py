@@ -108,7 +108,7 @@ class Sender:
             return
         env = prepared.envelope
         try:
-            state.set_status(
+            state.jobs.set_status(
                 env.id,
                 JobState.SCHEDULED if prepared.scheduled else JobState.QUEUED,
                 job_type=env.type,

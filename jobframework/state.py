@@ -14,84 +14,28 @@ low-level client so that Lambda loads nothing heavy. Items:
 
 from __future__ import annotations
 
-import json
 import time
-from datetime import UTC, datetime
-from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel
-
 from jobframework.errors import EnqueueError
+from jobframework.status import (
+    FINAL_STATES,
+    MAX_RESULT_CHARS,
+    STATUS_TTL_SECONDS,
+    JobState,
+    JobStatus,
+    no_status,
+    summarize,
+)
+from jobframework.stores.job_records import JobRecords
+from jobframework.stores.job_records_dynamodb import DynamoJobRecords
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
 
-STATUS_TTL_SECONDS = 7 * 24 * 3600
 CLAIM_ATTEMPTS = 5
 PENDING_WAIT_SECONDS = 5.0
 """How long a duplicate enqueue waits for the first one's send to be confirmed."""
-MAX_RESULT_CHARS = 1000
-
-
-class JobState(StrEnum):
-    QUEUED = "queued"
-    SCHEDULED = "scheduled"
-    RUNNING = "running"
-    RETRYING = "retrying"
-    SUCCEEDED = "succeeded"
-    DEAD = "dead"
-    CANCELLED = "cancelled"
-    """Acknowledged unrun: ``client.cancel`` before it started, or superseded by a debounce."""
-    EXPIRED = "expired"
-    """Acknowledged unrun: not started by its deadline (``expires_in`` / ``expires_after``)."""
-
-
-FINAL_STATES = frozenset({JobState.SUCCEEDED, JobState.DEAD, JobState.CANCELLED, JobState.EXPIRED})
-
-
-class JobStatus(BaseModel):
-    """What is known of one job (``client.status(job_id)``, ``jf status ID``, ``GET /jobs/{id}``)."""
-
-    id: str
-    type: str | None = None
-    status: JobState
-    attempts: int = 0
-    key: str | None = None
-    enqueued_at: str | None = None
-    started_at: str | None = None
-    finished_at: str | None = None
-    updated_at: str | None = None
-    error: str | None = None
-    reason: str | None = None
-    result: Any = None
-    trace_id: str | None = None
-    """The W3C trace id the job travelled under (from its enqueue), to find its spans and logs."""
-
-
-def _now() -> str:
-    return datetime.now(UTC).isoformat(timespec="milliseconds")
-
-
-def summarize(result: Any) -> str | None:
-    """A JSON summary of a job's return value, at most 1000 characters (``None`` for ``None``)."""
-    if result is None:
-        return None
-    from pydantic_core import to_jsonable_python
-
-    try:
-        text = json.dumps(to_jsonable_python(result), separators=(",", ":"))
-    except Exception:
-        text = json.dumps(repr(result))
-    return text if len(text) <= MAX_RESULT_CHARS else json.dumps(text[: MAX_RESULT_CHARS - 20] + "...")
-
-
-def no_status(job_id: str) -> str:
-    """What to tell someone who asked for a job that has no status record."""
-    return (
-        f"no job {job_id} in the state table: an unknown id, an expired status (7 days), or a job that "
-        "is not tracked (@job(..., track=True) or enqueue(..., track=True) keeps a status)"
-    )
 
 
 class StateStore:
@@ -102,169 +46,21 @@ class StateStore:
         client: a boto3 DynamoDB client.
     """
 
-    def __init__(self, table: str, client: DynamoDBClient) -> None:
+    def __init__(self, table: str, client: DynamoDBClient, *, jobs: JobRecords | None = None) -> None:
         self.table = table
         self.client = client
+        self.jobs: JobRecords = jobs if jobs is not None else DynamoJobRecords(table, client)
+        """A job's records: status, start claim, cancel marker (:mod:`jobframework.stores.job_records`)."""
 
     # -- job status ------------------------------------------------------------------------------------
 
-    def set_status(
-        self,
-        job_id: str,
-        state: JobState,
-        *,
-        job_type: str | None = None,
-        attempts: int | None = None,
-        key: str | None = None,
-        enqueued_at: str | None = None,
-        error: str | None = None,
-        reason: str | None = None,
-        result: str | None = None,
-        trace_id: str | None = None,
-        ttl: int = STATUS_TTL_SECONDS,
-    ) -> None:
-        """Record a job's state; later fields overwrite earlier ones, ``started_at`` is set once.
-
-        ``queued`` and ``scheduled`` are written only over nothing or each other, so a producer that
-        records them after a fast consumer already ran the job does not move the status back.
-        """
-        now = _now()
-        values: dict[str, Any] = {
-            ":status": {"S": state.value},
-            ":now": {"S": now},
-            ":exp": {"N": str(int(time.time()) + ttl)},
-        }
-        # Every attribute by placeholder: several (status, error, ...) are DynamoDB reserved words.
-        names = {"#status": "status"}
-        sets = ["#status = :status", "updated_at = :now", "expires_at = :exp"]
-        for name, value in (
-            ("job_type", job_type),
-            ("job_key", key),
-            ("enqueued_at", enqueued_at),
-            ("error", error),
-            ("reason", reason),
-            ("job_result", result),
-            ("trace_id", trace_id),
-        ):
-            if value is not None:
-                values[f":{name}"] = {"S": value}
-                sets.append(f"#{name} = :{name}")
-                names[f"#{name}"] = name
-        if attempts is not None:
-            values[":attempts"] = {"N": str(attempts)}
-            sets.append("attempts = :attempts")
-        if state is JobState.RUNNING:
-            sets.append("started_at = if_not_exists(started_at, :now)")
-        if state in FINAL_STATES:
-            sets.append("finished_at = :now")
-        if state is JobState.SUCCEEDED:
-            sets.append("#error = :none")
-            names["#error"] = "error"
-            values[":none"] = {"NULL": True}
-        from botocore.exceptions import ClientError
-
-        condition: dict[str, str] = {}
-        if state in (JobState.QUEUED, JobState.SCHEDULED):
-            # The consumer may have started (or finished) the job before the producer gets here.
-            condition["ConditionExpression"] = (
-                "attribute_not_exists(#status) OR #status IN (:queued, :scheduled)"
-            )
-            values[":queued"] = {"S": JobState.QUEUED.value}
-            values[":scheduled"] = {"S": JobState.SCHEDULED.value}
-        try:
-            self.client.update_item(
-                TableName=self.table,
-                Key={"pk": {"S": f"job#{job_id}"}, "sk": {"S": "status"}},
-                UpdateExpression="SET " + ", ".join(sets),
-                ExpressionAttributeNames=names,
-                ExpressionAttributeValues=values,
-                **condition,  # type: ignore[arg-type]
-            )
-        except ClientError as exc:
-            if exc.response.get("Error", {}).get("Code") != "ConditionalCheckFailedException":
-                raise
-            # Already running or done: a late "queued" must not win.
-
     def put_statuses(self, statuses: list[dict[str, Any]], ttl: int = STATUS_TTL_SECONDS) -> None:
-        """Write whole status records, 25 per ``BatchWriteItem`` (the consumer's per-batch write).
-
-        Each dict has ``id``, ``status`` (a :class:`JobState`) and any of ``type``, ``key``,
-        ``attempts``, ``enqueued_at``, ``started_at``, ``finished_at``, ``error``, ``reason``,
-        ``result``. Unprocessed items are resent a few times; what is still left raises.
-        """
-        now = _now()
-        expires = str(int(time.time()) + ttl)
-        requests = []
-        for st in statuses:
-            item: dict[str, Any] = {
-                "pk": {"S": f"job#{st['id']}"},
-                "sk": {"S": "status"},
-                "status": {"S": JobState(st["status"]).value},
-                "updated_at": {"S": now},
-                "expires_at": {"N": expires},
-            }
-            for field, attribute in _STATUS_ATTRIBUTES.items():
-                value = st.get(field)
-                if value is not None:
-                    item[attribute] = {"N": str(value)} if field == "attempts" else {"S": str(value)}
-            requests.append({"PutRequest": {"Item": item}})
-        for start in range(0, len(requests), 25):
-            pending: dict[str, Any] = {self.table: requests[start : start + 25]}
-            for attempt in range(4):
-                left = self.client.batch_write_item(RequestItems=pending).get("UnprocessedItems") or {}
-                if not left:
-                    break
-                pending = left
-                time.sleep(0.05 * 2**attempt)
-            else:
-                raise RuntimeError(f"{len(pending.get(self.table, []))} status records were not written")
+        """Write whole status records, 25 per ``BatchWriteItem`` (the consumer's per-batch write)."""
+        self.jobs.put_statuses(statuses, ttl)
 
     def get_status(self, job_id: str) -> JobStatus | None:
-        """A tracked job's status, or ``None`` for an id with no status record.
-
-        One consistent ``Query`` reads the job's items together: the status record (written at
-        enqueue and with the outcome) and the start claim of the cancel check (``sk = flow``), which
-        is what says ``running``: a job whose claimed run has not ended shows ``running`` with its
-        ``started_at`` without the consumer writing a status of its own for the start.
-        """
-        items = self.client.query(
-            TableName=self.table,
-            KeyConditionExpression="pk = :pk",
-            ExpressionAttributeValues={":pk": {"S": f"job#{job_id}"}},
-            ConsistentRead=True,
-        ).get("Items", [])
-        by_sk = {item["sk"]["S"]: {k: _plain(v) for k, v in item.items()} for item in items}
-        plain = by_sk.get("status")
-        if plain is None:
-            return None
-        result = plain.get("job_result")
-        state = JobState(plain["status"])
-        started_at = plain.get("started_at")
-        claim = by_sk.get("flow", {})
-        attempts = int(plain.get("attempts") or 0)
-        if claim.get("started_at"):
-            started_at = started_at or claim["started_at"]
-            started_attempt = int(claim.get("started_attempt") or 0)
-            running = float(claim.get("runs_until") or 0) > time.time() and started_attempt > (
-                attempts if state is JobState.RETRYING else 0
-            )
-            if running and state in (JobState.QUEUED, JobState.SCHEDULED, JobState.RETRYING):
-                state, attempts, started_at = JobState.RUNNING, started_attempt, claim["started_at"]
-        return JobStatus(
-            id=job_id,
-            type=plain.get("job_type"),
-            status=state,
-            attempts=attempts,
-            key=plain.get("job_key"),
-            enqueued_at=plain.get("enqueued_at"),
-            started_at=started_at,
-            finished_at=plain.get("finished_at"),
-            updated_at=plain.get("updated_at"),
-            error=plain.get("error"),
-            reason=plain.get("reason"),
-            result=json.loads(result) if isinstance(result, str) else None,
-            trace_id=plain.get("trace_id"),
-        )
+        """A tracked job's status (``running`` while a claimed run has not ended), or ``None``."""
+        return self.jobs.get_status(job_id)
 
     # -- enqueue dedup ----------------------------------------------------------------------------------
 
@@ -445,26 +241,15 @@ class StateStore:
         return True
 
 
-_STATUS_ATTRIBUTES = {
-    "type": "job_type",
-    "key": "job_key",
-    "attempts": "attempts",
-    "enqueued_at": "enqueued_at",
-    "started_at": "started_at",
-    "finished_at": "finished_at",
-    "error": "error",
-    "reason": "reason",
-    "result": "job_result",
-    "trace_id": "trace_id",
-}
-"""Status fields and the attributes that hold them (those :meth:`StateStore.get_status` reads)."""
-
-
-def _plain(value: Any) -> Any:
-    if "S" in value:
-        return value["S"]
-    if "N" in value:
-        return value["N"]
-    if "BOOL" in value:
-        return value["BOOL"]
-    return None
+__all__ = [  # the status model lives in jobframework.status; these names stay importable from here
+    "CLAIM_ATTEMPTS",
+    "FINAL_STATES",
+    "MAX_RESULT_CHARS",
+    "PENDING_WAIT_SECONDS",
+    "STATUS_TTL_SECONDS",
+    "JobState",
+    "JobStatus",
+    "StateStore",
+    "no_status",
+    "summarize",
+]

@@ -1,6 +1,7 @@
 """Cancelling a job: a marker in the state table that the start of every run checks atomically.
 
-Each job has a flow item (``pk = job#<id>``, ``sk = flow``). Before a run the consumer's cancel gate
+Each job has a flow item (``pk = job#<id>``, ``sk = flow``; kept by
+:mod:`jobframework.stores.job_records`). Before a run the consumer's cancel gate
 writes ``started_at`` and ``runs_until`` (now plus the job's timeout) on the condition that the item
 has no ``cancelled_at``; :func:`cancel` sets ``cancelled_at``. DynamoDB orders the two writes, so
 exactly one of these holds, whatever the race:
@@ -27,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from jobframework.errors import UnknownJobError
 from jobframework.flow.outcome import Drop
-from jobframework.state import FINAL_STATES, STATUS_TTL_SECONDS, JobState, no_status
+from jobframework.state import JobState, no_status
 
 if TYPE_CHECKING:
     from jobframework.envelope import Envelope
@@ -36,7 +37,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-FLOW_SK = "flow"
 CHECK_SECONDS = 1.0
 """How often a running job's ``ctx.cancelled`` reads the marker (at most)."""
 WATCHED_JOBS = 1024
@@ -61,14 +61,6 @@ class CancelResult:
     """The job's status before the cancel (``None``: the state table does not know the id yet)."""
 
 
-def _key(job_id: str) -> dict[str, Any]:
-    return {"pk": {"S": f"job#{job_id}"}, "sk": {"S": FLOW_SK}}
-
-
-def _now_iso() -> str:
-    return datetime.now(UTC).isoformat(timespec="milliseconds")
-
-
 def cancel(store: StateStore, job_id: str) -> CancelResult:
     """Cancel ``job_id``: it does not start, or, if running, is told to stop (``ctx.cancelled``).
 
@@ -84,62 +76,17 @@ def cancel(store: StateStore, job_id: str) -> CancelResult:
     state = before.status
     if state in (JobState.SUCCEEDED, JobState.DEAD, JobState.EXPIRED):
         return CancelResult(job_id, CancelOutcome.FINISHED, state)
+    claim = store.jobs.mark_cancelled(job_id, time.time())
+    runs_until, started_attempt = claim.runs_until, claim.started_attempt
     now = time.time()
-    item = store.client.update_item(
-        TableName=store.table,
-        Key=_key(job_id),
-        UpdateExpression="SET cancelled_at = if_not_exists(cancelled_at, :at), expires_at = :exp",
-        ExpressionAttributeValues={
-            ":at": {"S": _now_iso()},
-            ":exp": {"N": str(int(now) + STATUS_TTL_SECONDS)},
-        },
-        ReturnValues="ALL_NEW",
-    ).get("Attributes", {})
-    runs_until = float(item.get("runs_until", {}).get("N", "0"))
-    started_attempt = int(item.get("started_attempt", {}).get("N", "0"))
     # A job retrying after attempt n (its status says so once that attempt ended) runs only if a later
     # attempt claimed its start before the marker.
     ended = before.attempts if before is not None and state is JobState.RETRYING else -1
     if runs_until > now and started_attempt > ended and state is not JobState.CANCELLED:
         log.info("job %s is running; it is told to stop (ctx.cancelled)", job_id)
         return CancelResult(job_id, CancelOutcome.SIGNALLED, state)
-    _record_cancelled(store, job_id, "cancelled before it started")
+    store.jobs.finish_cancelled(job_id, "cancelled before it started")
     return CancelResult(job_id, CancelOutcome.CANCELLED, state)
-
-
-def _record_cancelled(store: StateStore, job_id: str, reason: str) -> None:
-    """Status ``cancelled``, unless the job already reached a final state."""
-    from botocore.exceptions import ClientError
-
-    names = {"#status": "status", "#reason": "reason"}
-    values: dict[str, Any] = {
-        ":cancelled": {"S": JobState.CANCELLED.value},
-        ":reason": {"S": reason},
-        ":now": {"S": _now_iso()},
-        ":exp": {"N": str(int(time.time()) + STATUS_TTL_SECONDS)},
-    }
-    finals = [s for s in FINAL_STATES if s is not JobState.CANCELLED]
-    for n, final in enumerate(finals):
-        values[f":f{n}"] = {"S": final.value}
-    try:
-        store.client.update_item(
-            TableName=store.table,
-            Key={"pk": {"S": f"job#{job_id}"}, "sk": {"S": "status"}},
-            UpdateExpression=(
-                "SET #status = :cancelled, #reason = :reason, updated_at = :now, finished_at = :now, "
-                "expires_at = :exp"
-            ),
-            ConditionExpression=(
-                "attribute_not_exists(#status) OR NOT #status IN ("
-                + ", ".join(f":f{n}" for n in range(len(finals)))
-                + ")"
-            ),
-            ExpressionAttributeNames=names,
-            ExpressionAttributeValues=values,
-        )
-    except ClientError as exc:
-        if exc.response.get("Error", {}).get("Code") != "ConditionalCheckFailedException":
-            raise
 
 
 def cancellable(
@@ -188,32 +135,16 @@ class CancelGate:
     def __call__(self, env: Envelope, job: Job[Any], payload: Any, attempt: int, now: float) -> Drop | None:
         if not env.track:  # only a tracked job can be cancelled (its status is how a cancel finds it)
             return None
-        from botocore.exceptions import ClientError
-
         try:
-            self.store.client.update_item(
-                TableName=self.store.table,
-                Key=_key(env.id),
-                UpdateExpression=(
-                    "SET started_at = :at, runs_until = :until, started_attempt = :attempt, expires_at = :exp"
-                ),
-                ConditionExpression="attribute_not_exists(cancelled_at)",
-                ExpressionAttributeValues={
-                    ":at": {"S": _now_iso()},
-                    ":until": {"N": f"{now + job.timeout:.3f}"},
-                    ":attempt": {"N": str(attempt)},
-                    ":exp": {"N": str(int(now) + STATUS_TTL_SECONDS)},
-                },
+            started = self.store.jobs.claim_start(
+                env.id, attempt=attempt, runs_until=now + job.timeout, now=now
             )
-        except ClientError as exc:
-            if exc.response.get("Error", {}).get("Code") == "ConditionalCheckFailedException":
-                log.info("job %s (%s) was cancelled; acknowledged unrun", env.id, env.type)
-                return Drop(JobState.CANCELLED, "cancelled", "Cancelled")
-            log.warning("checking job %s for a cancel failed; running it", env.id, exc_info=True)
-            return None
         except Exception:
             log.warning("checking job %s for a cancel failed; running it", env.id, exc_info=True)
             return None
+        if not started:
+            log.info("job %s (%s) was cancelled; acknowledged unrun", env.id, env.type)
+            return Drop(JobState.CANCELLED, "cancelled", "Cancelled")
         watch(env.id, self.store)
         return None
 
@@ -255,14 +186,8 @@ def cancel_requested(job_id: str) -> bool:
             return w.cancelled
         w.checked_at = time.monotonic()
     try:
-        item = w.store.client.get_item(
-            TableName=w.store.table,
-            Key=_key(job_id),
-            ConsistentRead=True,
-            ProjectionExpression="cancelled_at",
-        ).get("Item", {})
+        w.cancelled = w.store.jobs.cancel_marked(job_id)
     except Exception:
         log.warning("reading the cancel marker of job %s failed", job_id, exc_info=True)
         return False
-    w.cancelled = "cancelled_at" in item
     return w.cancelled

@@ -128,7 +128,7 @@ def test_docstring_examples(name: str):
 def _runs(shop: Shop, job: str, slots: list[datetime], state: JobState = JobState.SUCCEEDED) -> None:
     store = shop.console().require_store()
     for slot in slots:
-        store.set_status(str(uuid.uuid4()), state, job_type=job, key=schedule_key(job, slot_stamp(slot)))
+        store.jobs.set_status(str(uuid.uuid4()), state, job_type=job, key=schedule_key(job, slot_stamp(slot)))
 
 
 def _spec(job: str, expression: str) -> ScheduleSpec:

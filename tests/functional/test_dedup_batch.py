@@ -76,7 +76,7 @@ def test_a_tracked_claim_past_its_lease_is_a_duplicate_if_sent_and_taken_over_if
     assert state is not None
     # Sent: its status exists, so a later enqueue is its duplicate even after the claim's lease.
     assert state.claim_key("sent-key", "job-a", 3600, lease=0.2, tracked=True) is None
-    state.set_status("job-a", JobState.QUEUED, job_type="t.ok", attempts=0)
+    state.jobs.set_status("job-a", JobState.QUEUED, job_type="t.ok", attempts=0)
     # Never sent (its producer died): no status, so the claim is taken over once the lease passes.
     assert state.claim_key("ghost-key", "ghost", 3600, lease=0.2, tracked=True) is None
     time.sleep(0.3)

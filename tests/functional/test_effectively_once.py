@@ -287,7 +287,7 @@ def test_a_fast_consumer_is_not_overwritten_by_the_queued_status(eo):
     drain(eo, "high")
     store = eo.client.state
     assert store is not None
-    store.set_status(sent.id, JobState.QUEUED, job_type="eo.effect", attempts=0)  # the client, late
+    store.jobs.set_status(sent.id, JobState.QUEUED, job_type="eo.effect", attempts=0)  # the client, late
     status = eo.client.status(sent.id)
     assert status is not None and status.status is JobState.SUCCEEDED
 

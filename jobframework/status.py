@@ -1,0 +1,75 @@
+"""A job's status as the framework reports it: its states, the record, and what to say about an id
+with none. The records themselves are kept by :mod:`jobframework.stores.job_records`."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from enum import StrEnum
+from typing import Any
+
+from pydantic import BaseModel
+
+STATUS_TTL_SECONDS = 7 * 24 * 3600
+MAX_RESULT_CHARS = 1000
+
+
+class JobState(StrEnum):
+    QUEUED = "queued"
+    SCHEDULED = "scheduled"
+    RUNNING = "running"
+    RETRYING = "retrying"
+    SUCCEEDED = "succeeded"
+    DEAD = "dead"
+    CANCELLED = "cancelled"
+    """Acknowledged unrun: ``client.cancel`` before it started, or superseded by a debounce."""
+    EXPIRED = "expired"
+    """Acknowledged unrun: not started by its deadline (``expires_in`` / ``expires_after``)."""
+
+
+FINAL_STATES = frozenset({JobState.SUCCEEDED, JobState.DEAD, JobState.CANCELLED, JobState.EXPIRED})
+
+
+class JobStatus(BaseModel):
+    """What is known of one job (``client.status(job_id)``, ``jf status ID``, ``GET /jobs/{id}``)."""
+
+    id: str
+    type: str | None = None
+    status: JobState
+    attempts: int = 0
+    key: str | None = None
+    enqueued_at: str | None = None
+    started_at: str | None = None
+    finished_at: str | None = None
+    updated_at: str | None = None
+    error: str | None = None
+    reason: str | None = None
+    result: Any = None
+    trace_id: str | None = None
+    """The W3C trace id the job travelled under (from its enqueue), to find its spans and logs."""
+
+
+def now_iso() -> str:
+    """Now, as the status records write times (ISO 8601, UTC, milliseconds)."""
+    return datetime.now(UTC).isoformat(timespec="milliseconds")
+
+
+def summarize(result: Any) -> str | None:
+    """A JSON summary of a job's return value, at most 1000 characters (``None`` for ``None``)."""
+    if result is None:
+        return None
+    from pydantic_core import to_jsonable_python
+
+    try:
+        text = json.dumps(to_jsonable_python(result), separators=(",", ":"))
+    except Exception:
+        text = json.dumps(repr(result))
+    return text if len(text) <= MAX_RESULT_CHARS else json.dumps(text[: MAX_RESULT_CHARS - 20] + "...")
+
+
+def no_status(job_id: str) -> str:
+    """What to tell someone who asked for a job that has no status record."""
+    return (
+        f"no job {job_id} in the state table: an unknown id, an expired status (7 days), or a job that "
+        "is not tracked (@job(..., track=True) or enqueue(..., track=True) keeps a status)"
+    )

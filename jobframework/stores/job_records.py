@@ -1,0 +1,240 @@
+"""A job's records: its status, and the start claim and cancel marker its runs and cancels share.
+
+Two items a tracked job, in the state table (``pk = job#<id>``):
+
+* ``sk = status``: the status record, written at enqueue (``queued``/``scheduled``) and with each
+  outcome (``retrying``, ``succeeded``, ``dead``, ``cancelled``, ``expired``);
+* ``sk = flow``: the start claim of the cancel check (``started_at``, ``runs_until``,
+  ``started_attempt``), written when a run starts unless the job was cancelled, and the cancel
+  marker (``cancelled_at``). The claim is what makes ``status`` say ``running`` without a write of
+  its own, and what makes a cancel racing a start safe: one of them sees the other.
+
+:class:`JobRecords` is what the rest of the package asks of them. Two implementations keep the same
+rules: :class:`~jobframework.stores.job_records_dynamodb.DynamoJobRecords` (the state table) and
+:class:`InMemoryJobRecords` here (a dict and a lock: for tests of the pipeline without the embedded
+AWS). ``tests/functional/test_job_records.py`` runs the one contract against both.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from jobframework.status import FINAL_STATES, STATUS_TTL_SECONDS, JobState, JobStatus, now_iso
+
+STATUS_FIELDS = {
+    "type": "job_type",
+    "key": "job_key",
+    "attempts": "attempts",
+    "enqueued_at": "enqueued_at",
+    "started_at": "started_at",
+    "finished_at": "finished_at",
+    "error": "error",
+    "reason": "reason",
+    "result": "job_result",
+    "trace_id": "trace_id",
+}
+"""Status fields (``put_statuses``' keys) and the attributes of the status item that hold them."""
+
+EARLY_STATES = frozenset({JobState.QUEUED, JobState.SCHEDULED})
+"""States a producer writes; they never overwrite a state a consumer wrote (the job may be done)."""
+
+
+@dataclass(frozen=True, slots=True)
+class StartClaim:
+    """The start claim of a job's latest run, as a cancel found it."""
+
+    runs_until: float = 0.0
+    """Epoch seconds: when the run's hard deadline passes (0: no run claimed its start)."""
+    started_attempt: int = 0
+
+
+class JobRecords(Protocol):
+    """What the package asks of a job's records (see the module's docstring)."""
+
+    def set_status(
+        self,
+        job_id: str,
+        state: JobState,
+        *,
+        job_type: str | None = None,
+        attempts: int | None = None,
+        key: str | None = None,
+        enqueued_at: str | None = None,
+        error: str | None = None,
+        reason: str | None = None,
+        result: str | None = None,
+        trace_id: str | None = None,
+        ttl: int = STATUS_TTL_SECONDS,
+    ) -> None:
+        """Record a state; given fields overwrite, ``started_at`` is set once, ``finished_at`` on a
+        final state, ``error`` cleared on success; ``queued``/``scheduled`` only over nothing or
+        each other."""
+        ...
+
+    def put_statuses(self, statuses: list[dict[str, Any]], ttl: int = STATUS_TTL_SECONDS) -> None:
+        """Write whole status records (dicts of ``id``, ``status`` and :data:`STATUS_FIELDS` keys)."""
+        ...
+
+    def get_status(self, job_id: str) -> JobStatus | None:
+        """The job's status (``running`` while a claimed run has not ended), ``None`` if it has none."""
+        ...
+
+    def claim_start(self, job_id: str, *, attempt: int, runs_until: float, now: float) -> bool:
+        """Claim the start of a run; ``False`` (nothing written) when the job was cancelled."""
+        ...
+
+    def cancel_marked(self, job_id: str) -> bool:
+        """Whether the job carries a cancel marker (a consistent read)."""
+        ...
+
+    def mark_cancelled(self, job_id: str, now: float) -> StartClaim:
+        """Set the cancel marker (the first one stays) and return the start claim it found."""
+        ...
+
+    def finish_cancelled(self, job_id: str, reason: str) -> None:
+        """Status ``cancelled`` with ``reason``, unless the job already reached another final state."""
+        ...
+
+
+def merged_status(
+    job_id: str, status: dict[str, Any] | None, flow: dict[str, Any], now: float
+) -> JobStatus | None:
+    """The status a job's two items say (plain values: attribute name to value), at ``now``."""
+    if status is None:
+        return None
+    state = JobState(status["status"])
+    started_at = status.get("started_at")
+    attempts = int(status.get("attempts") or 0)
+    if flow.get("started_at"):
+        started_at = started_at or flow["started_at"]
+        started_attempt = int(flow.get("started_attempt") or 0)
+        running = float(flow.get("runs_until") or 0) > now and started_attempt > (
+            attempts if state is JobState.RETRYING else 0
+        )
+        if running and state in (JobState.QUEUED, JobState.SCHEDULED, JobState.RETRYING):
+            state, attempts, started_at = JobState.RUNNING, started_attempt, flow["started_at"]
+    result = status.get("job_result")
+    return JobStatus(
+        id=job_id,
+        type=status.get("job_type"),
+        status=state,
+        attempts=attempts,
+        key=status.get("job_key"),
+        enqueued_at=status.get("enqueued_at"),
+        started_at=started_at,
+        finished_at=status.get("finished_at"),
+        updated_at=status.get("updated_at"),
+        error=status.get("error"),
+        reason=status.get("reason"),
+        result=json.loads(result) if isinstance(result, str) else None,
+        trace_id=status.get("trace_id"),
+    )
+
+
+class InMemoryJobRecords:
+    """:class:`JobRecords` in a dict (the status and flow items of each job by id, as plain values)."""
+
+    def __init__(self) -> None:
+        self.items: dict[tuple[str, str], dict[str, Any]] = {}
+        """``(job_id, "status" | "flow")`` to the item's attributes."""
+        self._lock = threading.Lock()
+
+    def set_status(
+        self,
+        job_id: str,
+        state: JobState,
+        *,
+        job_type: str | None = None,
+        attempts: int | None = None,
+        key: str | None = None,
+        enqueued_at: str | None = None,
+        error: str | None = None,
+        reason: str | None = None,
+        result: str | None = None,
+        trace_id: str | None = None,
+        ttl: int = STATUS_TTL_SECONDS,
+    ) -> None:
+        now = now_iso()
+        given = {
+            "job_type": job_type,
+            "attempts": attempts,
+            "job_key": key,
+            "enqueued_at": enqueued_at,
+            "error": error,
+            "reason": reason,
+            "job_result": result,
+            "trace_id": trace_id,
+        }
+        with self._lock:
+            item = self.items.get((job_id, "status"))
+            if state in EARLY_STATES and item is not None and JobState(item["status"]) not in EARLY_STATES:
+                return  # the consumer got there first: a late "queued" does not move it back
+            item = dict(item or {})
+            item.update({k: v for k, v in given.items() if v is not None})
+            item.update(status=state.value, updated_at=now, expires_at=int(time.time()) + ttl)
+            if state is JobState.RUNNING:
+                item.setdefault("started_at", now)
+            if state in FINAL_STATES:
+                item["finished_at"] = now
+            if state is JobState.SUCCEEDED:
+                item.pop("error", None)
+            self.items[(job_id, "status")] = item
+
+    def put_statuses(self, statuses: list[dict[str, Any]], ttl: int = STATUS_TTL_SECONDS) -> None:
+        now, expires = now_iso(), int(time.time()) + ttl
+        with self._lock:
+            for st in statuses:
+                item = {"status": JobState(st["status"]).value, "updated_at": now, "expires_at": expires}
+                for field, attribute in STATUS_FIELDS.items():
+                    if st.get(field) is not None:
+                        item[attribute] = st[field]
+                self.items[(str(st["id"]), "status")] = item
+
+    def get_status(self, job_id: str) -> JobStatus | None:
+        with self._lock:
+            status = self.items.get((job_id, "status"))
+            flow = dict(self.items.get((job_id, "flow"), {}))
+        return merged_status(job_id, status, flow, time.time())
+
+    def claim_start(self, job_id: str, *, attempt: int, runs_until: float, now: float) -> bool:
+        with self._lock:
+            flow = self.items.setdefault((job_id, "flow"), {})
+            if "cancelled_at" in flow:
+                return False
+            flow.update(
+                started_at=now_iso(),
+                runs_until=runs_until,
+                started_attempt=attempt,
+                expires_at=int(now) + STATUS_TTL_SECONDS,
+            )
+        return True
+
+    def cancel_marked(self, job_id: str) -> bool:
+        with self._lock:
+            return "cancelled_at" in self.items.get((job_id, "flow"), {})
+
+    def mark_cancelled(self, job_id: str, now: float) -> StartClaim:
+        with self._lock:
+            flow = self.items.setdefault((job_id, "flow"), {})
+            flow.setdefault("cancelled_at", now_iso())
+            flow["expires_at"] = int(now) + STATUS_TTL_SECONDS
+            return StartClaim(float(flow.get("runs_until", 0)), int(flow.get("started_attempt", 0)))
+
+    def finish_cancelled(self, job_id: str, reason: str) -> None:
+        with self._lock:
+            item = self.items.get((job_id, "status"))
+            if item is not None and JobState(item["status"]) in FINAL_STATES - {JobState.CANCELLED}:
+                return
+            now = now_iso()
+            self.items[(job_id, "status")] = {
+                **(item or {}),
+                "status": JobState.CANCELLED.value,
+                "reason": reason,
+                "updated_at": now,
+                "finished_at": now,
+                "expires_at": int(time.time()) + STATUS_TTL_SECONDS,
+            }

@@ -1,0 +1,198 @@
+"""A job's records in the state table (:class:`~jobframework.stores.job_records.JobRecords`).
+
+Items are converted with boto3's ``TypeSerializer``/``TypeDeserializer``
+(:mod:`jobframework.stores.items`); every write that must not undo another is conditional.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from typing import TYPE_CHECKING, Any
+
+from jobframework.status import FINAL_STATES, STATUS_TTL_SECONDS, JobState, JobStatus, now_iso
+from jobframework.stores.items import from_item, to_item
+from jobframework.stores.job_records import EARLY_STATES, STATUS_FIELDS, StartClaim, merged_status
+
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb import DynamoDBClient
+
+FLOW_SK = "flow"
+BATCH_WRITE_ITEMS = 25
+"""Items per ``BatchWriteItem`` (DynamoDB's limit)."""
+
+
+def _key(job_id: str, sk: str) -> dict[str, Any]:
+    return {"pk": {"S": f"job#{job_id}"}, "sk": {"S": sk}}
+
+
+class DynamoJobRecords:
+    """A job's status and flow items in the state table ``table``."""
+
+    def __init__(self, table: str, client: DynamoDBClient) -> None:
+        self.table = table
+        self.client = client
+
+    def set_status(
+        self,
+        job_id: str,
+        state: JobState,
+        *,
+        job_type: str | None = None,
+        attempts: int | None = None,
+        key: str | None = None,
+        enqueued_at: str | None = None,
+        error: str | None = None,
+        reason: str | None = None,
+        result: str | None = None,
+        trace_id: str | None = None,
+        ttl: int = STATUS_TTL_SECONDS,
+    ) -> None:
+        now = now_iso()
+        if state is JobState.SUCCEEDED:
+            error = None  # a success clears the error (below)
+        given = {
+            "job_type": job_type,
+            "attempts": attempts,
+            "job_key": key,
+            "enqueued_at": enqueued_at,
+            "error": error,
+            "reason": reason,
+            "job_result": result,
+            "trace_id": trace_id,
+        }
+        plain: dict[str, Any] = {":status": state.value, ":now": now, ":exp": int(time.time()) + ttl}
+        # Every attribute by placeholder: several (status, error, ...) are DynamoDB reserved words.
+        names = {"#status": "status"}
+        sets = ["#status = :status", "updated_at = :now", "expires_at = :exp"]
+        for name, value in given.items():
+            if value is not None:
+                plain[f":{name}"] = value
+                sets.append(f"#{name} = :{name}")
+                names[f"#{name}"] = name
+        if state is JobState.RUNNING:
+            sets.append("started_at = if_not_exists(started_at, :now)")
+        if state in FINAL_STATES:
+            sets.append("finished_at = :now")
+        remove = ""
+        if state is JobState.SUCCEEDED:
+            remove = " REMOVE #error"
+            names["#error"] = "error"
+        condition: dict[str, str] = {}
+        if state in EARLY_STATES:
+            # The consumer may have started (or finished) the job before the producer gets here.
+            condition["ConditionExpression"] = (
+                "attribute_not_exists(#status) OR #status IN (:queued, :scheduled)"
+            )
+            plain[":queued"], plain[":scheduled"] = JobState.QUEUED.value, JobState.SCHEDULED.value
+        # Already running or done: a late "queued" must not win.
+        with contextlib.suppress(self.client.exceptions.ConditionalCheckFailedException):
+            self.client.update_item(
+                TableName=self.table,
+                Key=_key(job_id, "status"),
+                UpdateExpression="SET " + ", ".join(sets) + remove,
+                ExpressionAttributeNames=names,
+                ExpressionAttributeValues=to_item(plain),
+                **condition,  # type: ignore[arg-type]
+            )
+
+    def put_statuses(self, statuses: list[dict[str, Any]], ttl: int = STATUS_TTL_SECONDS) -> None:
+        """25 records a ``BatchWriteItem``; unprocessed ones are resent a few times, then it raises."""
+        now, expires = now_iso(), int(time.time()) + ttl
+        requests = []
+        for st in statuses:
+            plain: dict[str, Any] = {"pk": f"job#{st['id']}", "sk": "status", "updated_at": now}
+            plain |= {"status": JobState(st["status"]).value, "expires_at": expires}
+            plain |= {attribute: st.get(field) for field, attribute in STATUS_FIELDS.items()}
+            if plain["attempts"] is not None:
+                plain["attempts"] = int(plain["attempts"])
+            requests.append({"PutRequest": {"Item": to_item(plain)}})
+        for start in range(0, len(requests), BATCH_WRITE_ITEMS):
+            pending: dict[str, Any] = {self.table: requests[start : start + BATCH_WRITE_ITEMS]}
+            for attempt in range(4):
+                left = self.client.batch_write_item(RequestItems=pending).get("UnprocessedItems") or {}
+                if not left:
+                    break
+                pending = left
+                time.sleep(0.05 * 2**attempt)
+            else:
+                raise RuntimeError(f"{len(pending.get(self.table, []))} status records were not written")
+
+    def get_status(self, job_id: str) -> JobStatus | None:
+        """One consistent ``Query`` reads the job's two items together."""
+        items = self.client.query(
+            TableName=self.table,
+            KeyConditionExpression="pk = :pk",
+            ExpressionAttributeValues={":pk": {"S": f"job#{job_id}"}},
+            ConsistentRead=True,
+        ).get("Items", [])
+        by_sk = {item["sk"]["S"]: from_item(item) for item in items}
+        return merged_status(job_id, by_sk.get("status"), by_sk.get(FLOW_SK, {}), time.time())
+
+    def claim_start(self, job_id: str, *, attempt: int, runs_until: float, now: float) -> bool:
+        try:
+            self.client.update_item(
+                TableName=self.table,
+                Key=_key(job_id, FLOW_SK),
+                UpdateExpression=(
+                    "SET started_at = :at, runs_until = :until, started_attempt = :attempt, expires_at = :exp"
+                ),
+                ConditionExpression="attribute_not_exists(cancelled_at)",
+                ExpressionAttributeValues=to_item(
+                    {
+                        ":at": now_iso(),
+                        ":until": round(runs_until, 3),
+                        ":attempt": attempt,
+                        ":exp": int(now) + STATUS_TTL_SECONDS,
+                    }
+                ),
+            )
+        except self.client.exceptions.ConditionalCheckFailedException:
+            return False
+        return True
+
+    def cancel_marked(self, job_id: str) -> bool:
+        item = self.client.get_item(
+            TableName=self.table,
+            Key=_key(job_id, FLOW_SK),
+            ConsistentRead=True,
+            ProjectionExpression="cancelled_at",
+        ).get("Item", {})
+        return "cancelled_at" in item
+
+    def mark_cancelled(self, job_id: str, now: float) -> StartClaim:
+        item = self.client.update_item(
+            TableName=self.table,
+            Key=_key(job_id, FLOW_SK),
+            UpdateExpression="SET cancelled_at = if_not_exists(cancelled_at, :at), expires_at = :exp",
+            ExpressionAttributeValues=to_item({":at": now_iso(), ":exp": int(now) + STATUS_TTL_SECONDS}),
+            ReturnValues="ALL_NEW",
+        ).get("Attributes", {})
+        plain = from_item(item)
+        return StartClaim(float(plain.get("runs_until", 0)), int(plain.get("started_attempt", 0)))
+
+    def finish_cancelled(self, job_id: str, reason: str) -> None:
+        finals = sorted(s.value for s in FINAL_STATES if s is not JobState.CANCELLED)
+        plain: dict[str, Any] = {
+            ":cancelled": JobState.CANCELLED.value,
+            ":reason": reason,
+            ":now": now_iso(),
+            ":exp": int(time.time()) + STATUS_TTL_SECONDS,
+        }
+        plain |= {f":f{n}": final for n, final in enumerate(finals)}
+        with contextlib.suppress(self.client.exceptions.ConditionalCheckFailedException):  # finished first
+            self.client.update_item(
+                TableName=self.table,
+                Key=_key(job_id, "status"),
+                UpdateExpression=(
+                    "SET #status = :cancelled, #reason = :reason, updated_at = :now, finished_at = :now, "
+                    "expires_at = :exp"
+                ),
+                ConditionExpression=(
+                    "attribute_not_exists(#status) OR NOT #status IN ("
+                    + ", ".join(f":f{n}" for n in range(len(finals)))
+                    + ")"
+                ),
+                ExpressionAttributeNames={"#status": "status", "#reason": "reason"},
+                ExpressionAttributeValues=to_item(plain),
+            )

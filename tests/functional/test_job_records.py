@@ -1,0 +1,143 @@
+"""One contract, two implementations of a job's records: the state table on the embedded AWS and the
+in-memory twin the pipeline's unit tests use. Whatever passes here behaves the same in both."""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from typing import Any
+
+import pytest
+
+from jobframework.status import JobState
+from jobframework.stores.job_records import InMemoryJobRecords, JobRecords, StartClaim
+from jobframework.stores.job_records_dynamodb import DynamoJobRecords
+
+
+@pytest.fixture(params=["dynamodb", "in-memory"])
+def records(request: pytest.FixtureRequest) -> JobRecords:
+    if request.param == "in-memory":
+        return InMemoryJobRecords()
+    aws: Any = request.getfixturevalue("jf_aws")
+    dynamodb = aws.client("dynamodb")
+    table = f"jf-records-{uuid.uuid4().hex[:8]}"
+    dynamodb.create_table(
+        TableName=table,
+        KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}],
+        AttributeDefinitions=[
+            {"AttributeName": "pk", "AttributeType": "S"},
+            {"AttributeName": "sk", "AttributeType": "S"},
+        ],
+        BillingMode="PAY_PER_REQUEST",
+    )
+    return DynamoJobRecords(table, dynamodb)
+
+
+def test_an_id_without_records_has_no_status(records):
+    assert records.get_status("nope") is None
+
+
+def test_queued_then_outcomes(records):
+    records.set_status(
+        "j1", JobState.QUEUED, job_type="t.a", attempts=0, key="k1", enqueued_at="2026-12-04T00:00"
+    )
+    queued = records.get_status("j1")
+    assert queued is not None
+    assert (queued.status, queued.type, queued.attempts, queued.key) == (JobState.QUEUED, "t.a", 0, "k1")
+    assert queued.finished_at is None
+    records.set_status("j1", JobState.RETRYING, attempts=1, error="ConnectionError: reset")
+    records.set_status("j1", JobState.SUCCEEDED, attempts=2, result=json.dumps({"rows": 3}))
+    done = records.get_status("j1")
+    assert done is not None
+    assert (done.status, done.attempts, done.result, done.error) == (JobState.SUCCEEDED, 2, {"rows": 3}, None)
+    assert done.finished_at is not None and done.enqueued_at == "2026-12-04T00:00" and done.type == "t.a"
+
+
+@pytest.mark.parametrize("later", [JobState.RUNNING, JobState.SUCCEEDED, JobState.DEAD])
+def test_a_late_queued_does_not_move_a_job_back(records, later):
+    records.set_status("j2", later, attempts=1)
+    records.set_status("j2", JobState.QUEUED, job_type="t.a", attempts=0)
+    status = records.get_status("j2")
+    assert status is not None and status.status is later
+
+
+def test_started_at_is_set_once(records):
+    records.set_status("j3", JobState.RUNNING, attempts=1)
+    first = records.get_status("j3")
+    time.sleep(0.01)
+    records.set_status("j3", JobState.RUNNING, attempts=2)
+    again = records.get_status("j3")
+    assert first is not None and again is not None
+    assert again.started_at == first.started_at and again.attempts == 2
+
+
+def test_whole_records_written_together(records):
+    records.put_statuses(
+        [
+            {"id": "a", "status": JobState.SUCCEEDED, "type": "t.a", "attempts": 1, "result": '"ok"'},
+            {"id": "b", "status": JobState.DEAD, "type": "t.b", "attempts": 3, "reason": "exhausted"},
+            {"id": "c", "status": JobState.RETRYING, "attempts": 1, "error": "boom", "trace_id": "ab" * 16},
+        ]
+    )
+    a, b, c = (records.get_status(i) for i in "abc")
+    assert a is not None and (a.status, a.type, a.attempts, a.result) == (JobState.SUCCEEDED, "t.a", 1, "ok")
+    assert b is not None and (b.status, b.reason, b.attempts) == (JobState.DEAD, "exhausted", 3)
+    assert c is not None and (c.status, c.error, c.trace_id) == (JobState.RETRYING, "boom", "ab" * 16)
+
+
+def test_a_claimed_run_reads_as_running_until_its_deadline(records):
+    now = time.time()
+    records.set_status("j4", JobState.QUEUED, job_type="t.a", attempts=0)
+    assert records.claim_start("j4", attempt=1, runs_until=now + 30, now=now)
+    running = records.get_status("j4")
+    assert running is not None and (running.status, running.attempts) == (JobState.RUNNING, 1)
+    assert running.started_at is not None
+    assert records.claim_start("j4", attempt=2, runs_until=now - 1, now=now)  # its deadline has passed
+    after = records.get_status("j4")
+    assert after is not None and after.status is JobState.QUEUED
+
+
+def test_a_retrying_job_is_running_only_once_a_later_attempt_claims_its_start(records):
+    now = time.time()
+    records.set_status("j5", JobState.RUNNING, attempts=1)
+    assert records.claim_start("j5", attempt=1, runs_until=now + 30, now=now)
+    records.set_status("j5", JobState.RETRYING, attempts=1, error="boom")
+    retrying = records.get_status("j5")
+    assert retrying is not None and retrying.status is JobState.RETRYING  # attempt 1 ended
+    assert records.claim_start("j5", attempt=2, runs_until=now + 30, now=now)
+    second = records.get_status("j5")
+    assert second is not None and (second.status, second.attempts) == (JobState.RUNNING, 2)
+
+
+def test_a_cancel_marker_refuses_every_later_start(records):
+    now = time.time()
+    assert not records.cancel_marked("j6")
+    assert records.mark_cancelled("j6", now) == StartClaim(0.0, 0)
+    assert records.cancel_marked("j6")
+    assert not records.claim_start("j6", attempt=1, runs_until=now + 30, now=now)
+    assert records.mark_cancelled("j6", now) == StartClaim(0.0, 0)  # again: nothing changes
+
+
+def test_a_cancel_after_a_start_sees_the_claim(records):
+    now = time.time()
+    assert records.claim_start("j7", attempt=2, runs_until=now + 30, now=now)
+    claim = records.mark_cancelled("j7", now)
+    assert claim.started_attempt == 2 and claim.runs_until == pytest.approx(now + 30, abs=1e-3)
+
+
+def test_finishing_a_cancel_does_not_undo_another_final_state(records):
+    records.set_status("j8", JobState.SUCCEEDED, attempts=1)
+    records.finish_cancelled("j8", "cancelled before it started")
+    done = records.get_status("j8")
+    assert done is not None and done.status is JobState.SUCCEEDED
+    records.set_status("j9", JobState.QUEUED, job_type="t.a", attempts=0)
+    records.finish_cancelled("j9", "cancelled before it started")
+    cancelled = records.get_status("j9")
+    assert cancelled is not None
+    assert (cancelled.status, cancelled.reason, cancelled.type) == (
+        JobState.CANCELLED,
+        "cancelled before it started",
+        "t.a",
+    )
+    assert cancelled.finished_at is not None
