@@ -87,6 +87,7 @@ class Consumer:
         setup: Callable[[dict[str, Any], Any], Any] | None = None,
         gates: Sequence[Gate] = DEFAULT_GATES,
         concurrency: Mapping[str, int] | int | None = None,
+        state: StateStore | None = None,
     ) -> None:
         self.registry = registry if registry is not None else default_registry
         self._config = config
@@ -108,7 +109,7 @@ class Consumer:
         self._setup_lock = threading.RLock()
         self._batched = False
         self._batched_count = -1
-        self.state: StateStore | None = None
+        self.state: StateStore | None = state
         self.idempotency: IdempotentRunner | None = None
         self.keys: KeySource | None = None
         self.retry_budget: RetryBudget | None = None
@@ -151,7 +152,7 @@ class Consumer:
     def _set_up_features(self) -> None:
         config = self._config if self._config is not None else env_config()
         if config is not None:
-            if config.state_table:
+            if config.state_table and self.state is None:
                 self.state = StateStore(config.state_table, self._client("dynamodb"))
             if config.idempotency_table:
                 from jobframework.idempotency import IdempotentRunner
@@ -304,6 +305,7 @@ def consumer(
     listeners: Iterable[Listener] = (),
     gates: Sequence[Gate] = DEFAULT_GATES,
     concurrency: Mapping[str, int] | int | None = None,
+    state: StateStore | None = None,
 ) -> Consumer:
     """A Lambda handler for SQS events that runs registered jobs.
 
@@ -319,6 +321,8 @@ def consumer(
         concurrency: how many records of a batch run at once: a number for every lane, or one per
             lane name (``{"high": 4}``); by default an ``io`` lane runs a whole batch at once and a
             ``cpu`` lane one record at a time (:mod:`jobframework.concurrency`).
+        state: the state table's store (one on ``config.state_table`` when ``None``); tests pass one
+            whose job records are in memory (``StateStore(table, client, jobs=InMemoryJobRecords())``).
 
     Returns:
         A :class:`Consumer`: call it as ``handler(event, context)``, or apply it as a decorator to a
@@ -332,6 +336,7 @@ def consumer(
         listeners=listeners,
         gates=gates,
         concurrency=concurrency,
+        state=state,
     )
 
 

@@ -1,11 +1,15 @@
 """Storage of the framework's records, one interface per kind of record.
 
-Each kind (job status, enqueue dedup marker, retry-budget counter, saga record, ...) has a module
-here holding:
+A kind of record has here:
 
-* a ``Protocol`` that says what the rest of the package may ask of that kind of record;
+* a ``Protocol`` that says what the rest of the package may ask of it;
 * the DynamoDB implementation, converting items with boto3's ``TypeSerializer`` /
   ``TypeDeserializer`` (:mod:`jobframework.stores.items`), never hand-written attribute values;
-* an in-memory twin with the same semantics (conditional writes included), so that the pipeline's
-  unit tests run without the embedded AWS and without sleeps.
+* an in-memory twin with the same rules (conditional writes included), so that the pipeline's unit
+  tests run without the embedded AWS and without sleeps; one contract test runs against both.
+
+Done: a job's records (:mod:`jobframework.stores.job_records`: status, start claim, cancel marker).
+The retry budget's counter has its in-memory twin in :mod:`jobframework.budget`. Dedup markers, saga
+records and the flow-control items (limits, debounce, pause) are still written by their modules
+through :class:`jobframework.state.StateStore`'s client.
 """
