@@ -5,7 +5,11 @@ one signed under a key id it does not hold, to the DLQ with reason ``signature``
 before anything runs. The MAC covers what runs and what decides whether it runs —
 ``id``, ``key``, ``type``, ``payload`` (or the offloaded payload's pointer and
 checksum), ``payload_version`` and ``saga`` (a captured message replayed under a fresh
-key would otherwise escape idempotency) — not per-delivery attributes. It travels
+key would otherwise escape idempotency), and the flow fields when present: ``deadline``
+(expiry), ``debounce`` (which enqueue of a key wins) and ``track`` (whether a status is
+kept, and so whether a cancel can stop it) — not per-delivery attributes. A flow field is
+covered only when the message carries it, so a message signed before these fields were
+covered verifies as before, and adding or removing one breaks the MAC. It travels
 in the ``jf-sig`` and ``jf-kid`` attributes, or, for messages that EventBridge
 Scheduler sends (which cannot carry attributes), in the envelope's ``sig`` field as
 ``<kid>:<mac>``.
@@ -51,6 +55,8 @@ def canonical(envelope: Envelope) -> bytes:
         "saga": envelope.saga.model_dump() if envelope.saga else None,
         "payload_ref": envelope.payload_ref.model_dump() if envelope.payload_ref else None,
     }
+    flow = envelope.model_dump(mode="json", include={"deadline", "debounce", "track"}, exclude_none=True)
+    content.update(flow)  # only the flow fields present: see the module's docstring
     return json.dumps(content, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
 
 
