@@ -1,4 +1,4 @@
-"""``@job``: typed jobs, their context, and the registry that names them.
+"""``@job``: typed jobs and the registry that names them.
 
 A job is a function whose first parameter is annotated with a pydantic model (the
 payload) and whose optional second parameter is a :class:`JobContext`::
@@ -6,23 +6,19 @@ payload) and whose optional second parameter is a :class:`JobContext`::
     @job("reports.generate", priority=Priority.LOW, key=lambda r: f"report:{r.report_id}")
     def generate_report(req: ReportRequest, ctx: JobContext) -> None: ...
 
-Options are keyword-only and checked when the decorator is applied.
+Options are keyword-only and checked when the decorator is applied
+(:mod:`jobframework.job_options`); the context is :mod:`jobframework.context`.
 """
 
 from __future__ import annotations
 
-import inspect
-import logging
-import re
-import typing
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field
-from datetime import datetime, timedelta
-from enum import StrEnum
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
+from jobframework.context import JobContext
 from jobframework.core import (
     FIFO_MAX_BATCH,
     FIFO_SUFFIX,
@@ -31,7 +27,6 @@ from jobframework.core import (
     ConfigurationError,
     Priority,
     Profile,
-    duration_seconds,
     is_fifo_lane,
     lane_name,
     lane_priority,
@@ -40,8 +35,15 @@ from jobframework.core import (
     parse_priority,
 )
 from jobframework.errors import DuplicateJobError, PayloadVersionError, UnknownJobError
-from jobframework.flow.options import FlowOptions, flow_options
-from jobframework.retry import RetryPolicy, default_policy
+from jobframework.flow.options import FlowOptions
+from jobframework.job_options import (
+    BatchOptions,
+    Schedule,
+    WhenBacklogged,
+    checked_options,
+    payload_model_of,
+)
+from jobframework.retry import RetryPolicy
 from jobframework.running import check_runnable
 from jobframework.validation import validation_problems
 
@@ -73,107 +75,6 @@ __all__ = [
 ]
 
 P = TypeVar("P", bound=BaseModel)
-
-_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_\-]*(\.[A-Za-z0-9_\-]+)*$")
-
-
-@dataclass(frozen=True, slots=True)
-class Schedule:
-    """When a scheduled job runs: an EventBridge Scheduler expression and the payload it sends.
-
-    Args:
-        expression: ``rate(5 minutes)`` or ``cron(0 3 * * ? *)`` (EventBridge syntax).
-        timezone: IANA time zone for cron expressions (default UTC).
-        payload: the payload each run receives (validated against the job's model).
-    """
-
-    expression: str
-    timezone: str = "UTC"
-    payload: dict[str, Any] = field(default_factory=dict)
-
-    def __post_init__(self) -> None:
-        from jobframework.schedule_expr import check_schedule
-
-        object.__setattr__(self, "expression", check_schedule(self.expression, self.timezone, self.payload))
-
-
-@dataclass(frozen=True, slots=True)
-class BatchOptions:
-    """Run many payloads of one type in one call (e.g. one SMTP connection for 500 emails).
-
-    Args:
-        max_size: at most this many records per call (the event source mapping's batch size, up to
-            10,000; over 10 needs a batching window of at least 1 s, which is then applied).
-        max_wait: seconds to gather a batch before the call (the batching window, up to 300).
-    """
-
-    max_size: int = 100
-    max_wait: float = 1.0
-
-    def __post_init__(self) -> None:
-        if (
-            isinstance(self.max_size, bool)
-            or not isinstance(self.max_size, int)
-            or not 1 <= self.max_size <= 10_000
-        ):
-            raise ConfigurationError(
-                f"BatchOptions max_size must be an int within 1..10000, got {self.max_size!r}"
-            )
-        if not 0 <= self.max_wait <= 300:
-            raise ConfigurationError(
-                f"BatchOptions max_wait must be within 0..300 seconds, got {self.max_wait!r}"
-            )
-
-
-class WhenBacklogged(StrEnum):
-    """What a scheduled run does when its queue is backlogged."""
-
-    RUN = "run"
-    SKIP = "skip"
-    DEFER = "defer"
-
-
-@dataclass(slots=True)
-class JobContext:
-    """What a running job knows about itself.
-
-    Durations are seconds; ``remaining_time`` is what is left of the Lambda invocation.
-    """
-
-    job_id: str
-    job_type: str
-    key: str
-    attempt: int
-    max_attempts: int
-    priority: Priority
-    enqueued_at: datetime
-    trace_id: str | None = None
-    traceparent: str | None = None
-    xray_trace_header: str | None = None
-    saga: dict[str, Any] | None = None
-    logger: Any = field(default_factory=lambda: logging.getLogger("jobframework.job"))
-    """Powertools Logger in the consumer (job id, type and trace id on every line); a std logger inline."""
-    _remaining: Callable[[], float] = field(default=lambda: float("inf"), repr=False)
-
-    @property
-    def remaining_time(self) -> float:
-        """Seconds left before the Lambda invocation is cut off (``inf`` outside Lambda)."""
-        return self._remaining()
-
-    @property
-    def is_last_attempt(self) -> bool:
-        return self.attempt >= self.max_attempts
-
-    @property
-    def cancelled(self) -> bool:
-        """``True`` once ``client.cancel(job_id)`` asked this job to stop (read at most once a second).
-
-        A long job checks it between steps and returns (or raises) to stop early; see
-        :mod:`jobframework.flow.cancel`. Always ``False`` outside the consumer.
-        """
-        from jobframework.flow.cancel import cancel_requested
-
-        return cancel_requested(self.job_id)
 
 
 class Job(Generic[P]):
@@ -360,53 +261,6 @@ registry = JobRegistry()
 """The default registry that :func:`job` registers into."""
 
 
-def _payload_model(fn: Callable[..., Any], name: str, batched: bool = False) -> tuple[type[BaseModel], bool]:
-    params = list(inspect.signature(fn).parameters.values())
-    if not params or params[0].kind not in (params[0].POSITIONAL_ONLY, params[0].POSITIONAL_OR_KEYWORD):
-        raise ConfigurationError(
-            f"job {name}: the function must take the payload as its first parameter, annotated with a "
-            "pydantic model (def my_job(payload: MyModel, ctx: JobContext) -> None)"
-        )
-    try:
-        hints = typing.get_type_hints(fn)
-    except Exception as exc:
-        raise ConfigurationError(
-            f"job {name}: cannot resolve the type hints of {fn.__qualname__}: {exc}"
-        ) from exc
-    model = hints.get(params[0].name)
-    if batched:
-        args = typing.get_args(model)
-        if typing.get_origin(model) is not list or len(args) != 1:
-            raise ConfigurationError(
-                f"job {name}: a batched job takes a list of payloads: annotate {params[0].name!r} as "
-                "list[MyModel] (def send(emails: list[Email], ctx: JobContext) -> list[...])"
-            )
-        model = args[0]
-    if not (inspect.isclass(model) and issubclass(model, BaseModel)):
-        raise ConfigurationError(
-            f"job {name}: annotate the first parameter {params[0].name!r} with a pydantic BaseModel "
-            f"subclass (got {model!r})"
-        )
-    extra = params[1:]
-    if len(extra) > 1 or (
-        extra
-        and extra[0].default is inspect.Parameter.empty
-        and hints.get(extra[0].name) not in (JobContext, None)
-    ):
-        raise ConfigurationError(
-            f"job {name}: after the payload a job takes at most one parameter, the JobContext"
-        )
-    return model, bool(extra)
-
-
-def _exception_types(value: Any, option: str, name: str) -> tuple[type[BaseException], ...]:
-    types = value if isinstance(value, tuple | list | set | frozenset) else (value,)
-    for t in types:
-        if not (inspect.isclass(t) and issubclass(t, BaseException)):
-            raise ConfigurationError(f"job {name}: {option}= takes exception classes, got {t!r}")
-    return tuple(types)
-
-
 def job(
     name: str,
     *,
@@ -493,63 +347,25 @@ def job(
     Raises:
         ConfigurationError: on a bad name, option or signature, naming what to change.
     """
-    if not isinstance(name, str) or not _NAME.match(name):
-        raise ConfigurationError(
-            f"job name {name!r} is not valid: use letters, digits, '-', '_' and dots, e.g. 'reports.generate'"
-        )
-    prio = parse_priority(priority)
-    if retry is not None and not isinstance(retry, RetryPolicy):
-        raise ConfigurationError(f"job {name}: retry= must be a RetryPolicy, got {retry!r}")
-    policy = retry or default_policy(prio)
-    permanent_types = _exception_types(permanent, "permanent", name)
-    transient_types = _exception_types(transient, "transient", name)
-    both = set(permanent_types) & set(transient_types)
-    if both:
-        raise ConfigurationError(
-            f"job {name}: {', '.join(t.__name__ for t in both)} is both permanent= and transient=; choose one"
-        )
-    if key is not None and not callable(key):
-        raise ConfigurationError(f"job {name}: key= must be a function of the payload returning a str")
-    seconds = duration_seconds(timeout, f"job {name}: timeout")
-    if not 0 < seconds <= MAX_JOB_TIMEOUT:
-        raise ConfigurationError(
-            f"job {name}: timeout must be more than 0 and at most {MAX_JOB_TIMEOUT:,.0f} seconds (12 hours: "
-            f"SQS hides a message that long at most; over {LAMBDA_MAX_TIMEOUT:,.0f} the job runs on "
-            f"jf worker), got {seconds:g}; split longer work into smaller jobs"
-        )
-    if isinstance(version, bool) or not isinstance(version, int) or version < 1:
-        raise ConfigurationError(f"job {name}: version must be an int >= 1, got {version!r}")
-    steps = dict(upgrade or {})
-    for step, fn in steps.items():
-        if not isinstance(step, int) or not 1 <= step < version or not callable(fn):
-            raise ConfigurationError(
-                f"job {name}: upgrade= maps an older version n (1 <= n < {version}) to a function that "
-                f"turns a version-n payload dict into version n+1; got {step!r}: {fn!r}"
-            )
-    window = None if dedup_window is None else duration_seconds(dedup_window, f"job {name}: dedup_window")
-    if window is not None and not 0 <= window <= 7 * 24 * 3600:
-        raise ConfigurationError(
-            f"job {name}: dedup_window must be 0 (off) to 7 days (604,800 s), got {window:g}s"
-        )
-    if batch is not None and not isinstance(batch, BatchOptions):
-        raise ConfigurationError(f"job {name}: batch= takes BatchOptions(max_size=..., max_wait=...)")
-    try:
-        prof = Profile(profile) if profile is not None else None
-        backlogged = WhenBacklogged(when_backlogged)
-    except ValueError:
-        raise ConfigurationError(
-            f"job {name}: profile must be 'io' or 'cpu' and when_backlogged 'run', 'skip' or 'defer'"
-        ) from None
-    if backlogged is not WhenBacklogged.RUN and schedule is None:
-        raise ConfigurationError(f"job {name}: when_backlogged= applies to scheduled jobs: add schedule=")
-    if isinstance(backlog_depth, bool) or not isinstance(backlog_depth, int) or backlog_depth < 1:
-        raise ConfigurationError(f"job {name}: backlog_depth must be an int >= 1, got {backlog_depth!r}")
-    age = None if backlog_age is None else duration_seconds(backlog_age, f"job {name}: backlog_age")
-    sched = Schedule(schedule) if isinstance(schedule, str) else schedule
-    if sched is not None and not isinstance(sched, Schedule):
-        raise ConfigurationError(f"job {name}: schedule= takes a Schedule or an expression string")
-    flow = flow_options(
+    opts = checked_options(
         name,
+        priority=priority,
+        retry=retry,
+        permanent=permanent,
+        transient=transient,
+        key=key,
+        timeout=timeout,
+        schedule=schedule,
+        version=version,
+        upgrade=upgrade,
+        idempotent=idempotent,
+        dedup_window=dedup_window,
+        track=track,
+        batch=batch,
+        profile=profile,
+        when_backlogged=when_backlogged,
+        backlog_depth=backlog_depth,
+        backlog_age=backlog_age,
         expires_after=expires_after,
         tenant=tenant,
         concurrency=concurrency,
@@ -558,17 +374,12 @@ def job(
         rate_key=rate_key,
         ordered_by=ordered_by,
     )
-    if ordered_by is not None and (batch is not None or sched is not None):
-        raise ConfigurationError(
-            f"job {name}: ordered_by= cannot go with {'batch=' if batch is not None else 'schedule='}: "
-            "an ordered job runs one record of its group at a time, in order, from a FIFO queue (batched "
-            "calls and EventBridge schedules do not carry a message group); drop one of them"
-        )
+    sched = opts.schedule
     target = registry if registry is not None else globals()["registry"]
 
     def decorate(fn: Callable[..., Any]) -> Job[Any]:
         check_runnable(fn, name)  # async def runs; generators, classes and non-callables are refused
-        model, takes_context = _payload_model(fn, name, batched=batch is not None)
+        model, takes_context = payload_model_of(fn, name, batched=opts.batch is not None)
         if sched is not None:
             try:
                 model.model_validate(sched.payload)
@@ -577,38 +388,8 @@ def job(
                     f"job {name}: the schedule's payload does not match {model.__name__}: "
                     f"{validation_problems(exc)}; give it in Schedule({sched.expression!r}, payload={{...}})"
                 ) from None
-        created: Job[Any] = Job(
-            name,
-            fn,
-            model,
-            takes_context=takes_context,
-            priority=prio,
-            retry=policy,
-            permanent=permanent_types,
-            transient=transient_types,
-            key=key,
-            timeout=seconds,
-            schedule=sched,
-            version=version,
-            upgrade=steps,
-            idempotent=bool(idempotent),
-            dedup_window=window,
-            batch=batch,
-            profile=prof,
-            when_backlogged=backlogged,
-            backlog_depth=backlog_depth,
-            backlog_age=age,
-            flow=flow,
-            track=sched is not None if track is None else _flag(track, f"job {name}: track"),
-        )
+        created: Job[Any] = Job(name, fn, model, takes_context=takes_context, **opts.as_kwargs())
         target.register(created)
         return created
 
     return decorate
-
-
-def _flag(value: object, what: str) -> bool:
-    """A ``True``/``False`` option, or a ConfigurationError that says so (not any truthy value)."""
-    if not isinstance(value, bool):
-        raise ConfigurationError(f"{what} must be True or False, got {value!r}")
-    return value

@@ -1,0 +1,296 @@
+"""What ``@job`` is given, checked: the option types (:class:`Schedule`, :class:`BatchOptions`,
+:class:`WhenBacklogged`), the decorator's options as :class:`JobOptions`, and the function's
+signature (its payload model and whether it takes a :class:`~jobframework.context.JobContext`).
+
+Every check raises :class:`~jobframework.core.ConfigurationError` naming what to change.
+"""
+
+from __future__ import annotations
+
+import inspect
+import re
+import typing
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, fields
+from datetime import timedelta
+from enum import StrEnum
+from typing import Any
+
+from pydantic import BaseModel
+
+from jobframework.context import JobContext
+from jobframework.core import (
+    LAMBDA_MAX_TIMEOUT,
+    MAX_JOB_TIMEOUT,
+    ConfigurationError,
+    Priority,
+    Profile,
+    duration_seconds,
+    parse_priority,
+)
+from jobframework.flow.options import FlowOptions, flow_options
+from jobframework.retry import RetryPolicy, default_policy
+
+_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_\-]*(\.[A-Za-z0-9_\-]+)*$")
+
+
+@dataclass(frozen=True, slots=True)
+class Schedule:
+    """When a scheduled job runs: an EventBridge Scheduler expression and the payload it sends.
+
+    Args:
+        expression: ``rate(5 minutes)`` or ``cron(0 3 * * ? *)`` (EventBridge syntax).
+        timezone: IANA time zone for cron expressions (default UTC).
+        payload: the payload each run receives (validated against the job's model).
+    """
+
+    expression: str
+    timezone: str = "UTC"
+    payload: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        from jobframework.schedule_expr import check_schedule
+
+        object.__setattr__(self, "expression", check_schedule(self.expression, self.timezone, self.payload))
+
+
+@dataclass(frozen=True, slots=True)
+class BatchOptions:
+    """Run many payloads of one type in one call (e.g. one SMTP connection for 500 emails).
+
+    Args:
+        max_size: at most this many records per call (the event source mapping's batch size, up to
+            10,000; over 10 needs a batching window of at least 1 s, which is then applied).
+        max_wait: seconds to gather a batch before the call (the batching window, up to 300).
+    """
+
+    max_size: int = 100
+    max_wait: float = 1.0
+
+    def __post_init__(self) -> None:
+        if (
+            isinstance(self.max_size, bool)
+            or not isinstance(self.max_size, int)
+            or not 1 <= self.max_size <= 10_000
+        ):
+            raise ConfigurationError(
+                f"BatchOptions max_size must be an int within 1..10000, got {self.max_size!r}"
+            )
+        if not 0 <= self.max_wait <= 300:
+            raise ConfigurationError(
+                f"BatchOptions max_wait must be within 0..300 seconds, got {self.max_wait!r}"
+            )
+
+
+class WhenBacklogged(StrEnum):
+    """What a scheduled run does when its queue is backlogged."""
+
+    RUN = "run"
+    SKIP = "skip"
+    DEFER = "defer"
+
+
+@dataclass(frozen=True, slots=True)
+class JobOptions:
+    """The options of one job, checked: the keyword arguments of :class:`~jobframework.jobs.Job`."""
+
+    priority: Priority
+    retry: RetryPolicy
+    permanent: tuple[type[BaseException], ...]
+    transient: tuple[type[BaseException], ...]
+    key: Callable[[Any], str] | None
+    timeout: float
+    schedule: Schedule | None
+    version: int
+    upgrade: dict[int, Callable[[dict[str, Any]], dict[str, Any]]]
+    idempotent: bool
+    dedup_window: float | None
+    batch: BatchOptions | None
+    profile: Profile | None
+    when_backlogged: WhenBacklogged
+    backlog_depth: int
+    backlog_age: float | None
+    flow: FlowOptions
+    track: bool
+
+    def as_kwargs(self) -> dict[str, Any]:
+        """The options as :class:`~jobframework.jobs.Job`'s keyword arguments."""
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+def checked_options(
+    name: str,
+    *,
+    priority: Priority | str,
+    retry: RetryPolicy | None,
+    permanent: type[BaseException] | tuple[type[BaseException], ...],
+    transient: type[BaseException] | tuple[type[BaseException], ...],
+    key: Callable[[Any], str] | None,
+    timeout: float | timedelta,
+    schedule: Schedule | str | None,
+    version: int,
+    upgrade: Mapping[int, Callable[[dict[str, Any]], dict[str, Any]]] | None,
+    idempotent: bool,
+    dedup_window: float | timedelta | None,
+    track: bool | None,
+    batch: BatchOptions | None,
+    profile: Profile | str | None,
+    when_backlogged: WhenBacklogged | str,
+    backlog_depth: int,
+    backlog_age: float | timedelta | None,
+    expires_after: float | timedelta | None,
+    tenant: Callable[[Any], str] | None,
+    concurrency: int | None,
+    concurrency_key: Callable[[Any], str] | None,
+    rate: str | None,
+    rate_key: Callable[[Any], str] | None,
+    ordered_by: Callable[[Any], str] | None,
+) -> JobOptions:
+    """``@job``'s options checked (see :func:`jobframework.jobs.job` for what each means)."""
+    if not isinstance(name, str) or not _NAME.match(name):
+        raise ConfigurationError(
+            f"job name {name!r} is not valid: use letters, digits, '-', '_' and dots, e.g. 'reports.generate'"
+        )
+    prio = parse_priority(priority)
+    if retry is not None and not isinstance(retry, RetryPolicy):
+        raise ConfigurationError(f"job {name}: retry= must be a RetryPolicy, got {retry!r}")
+    policy = retry or default_policy(prio)
+    permanent_types = exception_types(permanent, "permanent", name)
+    transient_types = exception_types(transient, "transient", name)
+    both = set(permanent_types) & set(transient_types)
+    if both:
+        raise ConfigurationError(
+            f"job {name}: {', '.join(t.__name__ for t in both)} is both permanent= and transient=; choose one"
+        )
+    if key is not None and not callable(key):
+        raise ConfigurationError(f"job {name}: key= must be a function of the payload returning a str")
+    seconds = duration_seconds(timeout, f"job {name}: timeout")
+    if not 0 < seconds <= MAX_JOB_TIMEOUT:
+        raise ConfigurationError(
+            f"job {name}: timeout must be more than 0 and at most {MAX_JOB_TIMEOUT:,.0f} seconds (12 hours: "
+            f"SQS hides a message that long at most; over {LAMBDA_MAX_TIMEOUT:,.0f} the job runs on "
+            f"jf worker), got {seconds:g}; split longer work into smaller jobs"
+        )
+    if isinstance(version, bool) or not isinstance(version, int) or version < 1:
+        raise ConfigurationError(f"job {name}: version must be an int >= 1, got {version!r}")
+    steps = dict(upgrade or {})
+    for step, fn in steps.items():
+        if not isinstance(step, int) or not 1 <= step < version or not callable(fn):
+            raise ConfigurationError(
+                f"job {name}: upgrade= maps an older version n (1 <= n < {version}) to a function that "
+                f"turns a version-n payload dict into version n+1; got {step!r}: {fn!r}"
+            )
+    window = None if dedup_window is None else duration_seconds(dedup_window, f"job {name}: dedup_window")
+    if window is not None and not 0 <= window <= 7 * 24 * 3600:
+        raise ConfigurationError(
+            f"job {name}: dedup_window must be 0 (off) to 7 days (604,800 s), got {window:g}s"
+        )
+    if batch is not None and not isinstance(batch, BatchOptions):
+        raise ConfigurationError(f"job {name}: batch= takes BatchOptions(max_size=..., max_wait=...)")
+    try:
+        prof = Profile(profile) if profile is not None else None
+        backlogged = WhenBacklogged(when_backlogged)
+    except ValueError:
+        raise ConfigurationError(
+            f"job {name}: profile must be 'io' or 'cpu' and when_backlogged 'run', 'skip' or 'defer'"
+        ) from None
+    if backlogged is not WhenBacklogged.RUN and schedule is None:
+        raise ConfigurationError(f"job {name}: when_backlogged= applies to scheduled jobs: add schedule=")
+    if isinstance(backlog_depth, bool) or not isinstance(backlog_depth, int) or backlog_depth < 1:
+        raise ConfigurationError(f"job {name}: backlog_depth must be an int >= 1, got {backlog_depth!r}")
+    age = None if backlog_age is None else duration_seconds(backlog_age, f"job {name}: backlog_age")
+    sched = Schedule(schedule) if isinstance(schedule, str) else schedule
+    if sched is not None and not isinstance(sched, Schedule):
+        raise ConfigurationError(f"job {name}: schedule= takes a Schedule or an expression string")
+    flow = flow_options(
+        name,
+        expires_after=expires_after,
+        tenant=tenant,
+        concurrency=concurrency,
+        concurrency_key=concurrency_key,
+        rate=rate,
+        rate_key=rate_key,
+        ordered_by=ordered_by,
+    )
+    if ordered_by is not None and (batch is not None or sched is not None):
+        raise ConfigurationError(
+            f"job {name}: ordered_by= cannot go with {'batch=' if batch is not None else 'schedule='}: "
+            "an ordered job runs one record of its group at a time, in order, from a FIFO queue (batched "
+            "calls and EventBridge schedules do not carry a message group); drop one of them"
+        )
+    return JobOptions(
+        priority=prio,
+        retry=policy,
+        permanent=permanent_types,
+        transient=transient_types,
+        key=key,
+        timeout=seconds,
+        schedule=sched,
+        version=version,
+        upgrade=steps,
+        idempotent=bool(idempotent),
+        dedup_window=window,
+        batch=batch,
+        profile=prof,
+        when_backlogged=backlogged,
+        backlog_depth=backlog_depth,
+        backlog_age=age,
+        flow=flow,
+        track=sched is not None if track is None else flag(track, f"job {name}: track"),
+    )
+
+
+def payload_model_of(
+    fn: Callable[..., Any], name: str, batched: bool = False
+) -> tuple[type[BaseModel], bool]:
+    params = list(inspect.signature(fn).parameters.values())
+    if not params or params[0].kind not in (params[0].POSITIONAL_ONLY, params[0].POSITIONAL_OR_KEYWORD):
+        raise ConfigurationError(
+            f"job {name}: the function must take the payload as its first parameter, annotated with a "
+            "pydantic model (def my_job(payload: MyModel, ctx: JobContext) -> None)"
+        )
+    try:
+        hints = typing.get_type_hints(fn)
+    except Exception as exc:
+        raise ConfigurationError(
+            f"job {name}: cannot resolve the type hints of {fn.__qualname__}: {exc}"
+        ) from exc
+    model = hints.get(params[0].name)
+    if batched:
+        args = typing.get_args(model)
+        if typing.get_origin(model) is not list or len(args) != 1:
+            raise ConfigurationError(
+                f"job {name}: a batched job takes a list of payloads: annotate {params[0].name!r} as "
+                "list[MyModel] (def send(emails: list[Email], ctx: JobContext) -> list[...])"
+            )
+        model = args[0]
+    if not (inspect.isclass(model) and issubclass(model, BaseModel)):
+        raise ConfigurationError(
+            f"job {name}: annotate the first parameter {params[0].name!r} with a pydantic BaseModel "
+            f"subclass (got {model!r})"
+        )
+    extra = params[1:]
+    if len(extra) > 1 or (
+        extra
+        and extra[0].default is inspect.Parameter.empty
+        and hints.get(extra[0].name) not in (JobContext, None)
+    ):
+        raise ConfigurationError(
+            f"job {name}: after the payload a job takes at most one parameter, the JobContext"
+        )
+    return model, bool(extra)
+
+
+def exception_types(value: Any, option: str, name: str) -> tuple[type[BaseException], ...]:
+    types = value if isinstance(value, tuple | list | set | frozenset) else (value,)
+    for t in types:
+        if not (inspect.isclass(t) and issubclass(t, BaseException)):
+            raise ConfigurationError(f"job {name}: {option}= takes exception classes, got {t!r}")
+    return tuple(types)
+
+
+def flag(value: object, what: str) -> bool:
+    """A ``True``/``False`` option, or a ConfigurationError that says so (not any truthy value)."""
+    if not isinstance(value, bool):
+        raise ConfigurationError(f"{what} must be True or False, got {value!r}")
+    return value
