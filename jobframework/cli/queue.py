@@ -43,7 +43,7 @@ def _store(aws: Aws, config: RuntimeConfig) -> StateStore | None:
 def _switch(ctx: typer.Context, name: str, *, pause: bool, json_output: bool) -> None:
     from jobframework.errors import ConfigurationError
     from jobframework.flow import pause as flags
-    from jobframework.local.emulator import queue_arn_from_url
+    from jobframework.local.pollers import queue_arn_from_url
 
     aws = _aws(ctx)
     config = aws.runtime_config()

@@ -21,7 +21,7 @@ def _switch(console: Console, lane: str, *, pause: bool) -> str | None:
     """Pause or resume ``lane``; the time it is paused since (``None`` once resumed)."""
     store = console.require_store()
     if console.lambda_client is not None:
-        from jobframework.local.emulator import queue_arn_from_url
+        from jobframework.local.pollers import queue_arn_from_url
 
         arn = queue_arn_from_url(console.config.endpoints(lane).url, console.config.region or "us-east-1")
         flags.set_mappings_enabled(console.lambda_client, arn, enabled=not pause)
