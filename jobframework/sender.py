@@ -78,7 +78,7 @@ class Sender:
         env, state = prepared.envelope, self._state()
         if not prepared.deduplicated or state is None:
             return None
-        holder = state.claim_key(env.key, env.id, prepared.dedup_window or 0.0, tracked=bool(env.track))
+        holder = state.dedup.claim(env.key, env.id, prepared.dedup_window or 0.0, tracked=bool(env.track))
         if holder is not None:
             log.info("%s job with key %s already enqueued as %s; not sent again", env.type, env.key, holder)
         return holder
@@ -87,7 +87,7 @@ class Sender:
         """The send failed: drop the claim so that a retry of this enqueue is not blocked."""
         state = self._state()
         if prepared.deduplicated and state is not None:
-            state.release_key(prepared.envelope.key, prepared.envelope.id)
+            state.dedup.release(prepared.envelope.key, prepared.envelope.id)
 
     def _confirm(self, prepared: Prepared) -> None:
         """Sent: mark the claim as sent. A tracked job's status record (written next) is the
@@ -96,7 +96,7 @@ class Sender:
         if not prepared.deduplicated or state is None or env.track:
             return
         try:
-            state.confirm_key(env.key, env.id)
+            state.dedup.confirm(env.key, env.id)
         except Exception:
             # Sent: raising now would make the caller enqueue it again. The pending marker still
             # dedups until its lease ends.

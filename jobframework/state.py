@@ -1,11 +1,13 @@
 """The framework's state table: job status, enqueue dedup markers, retry-budget counters.
 
 One DynamoDB table (``pk``, ``sk``, TTL attribute ``expires_at``), reached with the
-low-level client so that Lambda loads nothing heavy. Items:
+low-level client so that Lambda loads nothing heavy. A job's records and the dedup markers are
+kept by :mod:`jobframework.stores` (``StateStore.jobs``, ``StateStore.dedup``: each an interface with
+an in-memory twin); the retry budget's counter is here. Items:
 
 | item | pk | sk |
 |---|---|---|
-| job status | ``job#<id>`` | ``status`` |
+| job status, start claim and cancel marker | ``job#<id>`` | ``status``, ``flow`` |
 | dedup marker | ``dedup#<key>`` | ``marker`` |
 | retry-budget counter | ``budget#<queue>`` | ``<minute bucket>`` |
 | saga record | ``saga#<id>`` | ``saga`` |
@@ -17,7 +19,6 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any
 
-from jobframework.errors import EnqueueError
 from jobframework.status import (
     FINAL_STATES,
     MAX_RESULT_CHARS,
@@ -27,15 +28,12 @@ from jobframework.status import (
     no_status,
     summarize,
 )
+from jobframework.stores.dedup import CLAIM_ATTEMPTS, PENDING_WAIT_SECONDS, DedupMarkers, DynamoDedupMarkers
 from jobframework.stores.job_records import JobRecords
 from jobframework.stores.job_records_dynamodb import DynamoJobRecords
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
-
-CLAIM_ATTEMPTS = 5
-PENDING_WAIT_SECONDS = 5.0
-"""How long a duplicate enqueue waits for the first one's send to be confirmed."""
 
 
 class StateStore:
@@ -46,11 +44,20 @@ class StateStore:
         client: a boto3 DynamoDB client.
     """
 
-    def __init__(self, table: str, client: DynamoDBClient, *, jobs: JobRecords | None = None) -> None:
+    def __init__(
+        self,
+        table: str,
+        client: DynamoDBClient,
+        *,
+        jobs: JobRecords | None = None,
+        dedup: DedupMarkers | None = None,
+    ) -> None:
         self.table = table
         self.client = client
         self.jobs: JobRecords = jobs if jobs is not None else DynamoJobRecords(table, client)
         """A job's records: status, start claim, cancel marker (:mod:`jobframework.stores.job_records`)."""
+        self.dedup: DedupMarkers = dedup if dedup is not None else DynamoDedupMarkers(table, client)
+        """Enqueue dedup markers (:mod:`jobframework.stores.dedup`)."""
 
     # -- job status ------------------------------------------------------------------------------------
 
@@ -61,126 +68,6 @@ class StateStore:
     def get_status(self, job_id: str) -> JobStatus | None:
         """A tracked job's status (``running`` while a claimed run has not ended), or ``None``."""
         return self.jobs.get_status(job_id)
-
-    # -- enqueue dedup ----------------------------------------------------------------------------------
-
-    def claim_key(
-        self, key: str, job_id: str, window: float, lease: float = 30.0, *, tracked: bool = False
-    ) -> str | None:
-        """Claim ``key`` for ``job_id`` for ``window`` seconds.
-
-        Returns ``None`` when the claim is ours, else the id of the job that holds the key. A claim
-        whose send never completed (``pending`` past its lease) is taken over. A ``tracked`` job's
-        claim is confirmed by its status record (written once it is sent), not by :meth:`confirm_key`.
-        """
-        from botocore.exceptions import ClientError
-
-        stale = ""  # a tracked claim found unsent past its lease: taken over by naming its holder
-        for _ in range(CLAIM_ATTEMPTS):
-            now = time.time()
-            try:
-                self.client.put_item(
-                    TableName=self.table,
-                    Item={
-                        "pk": {"S": f"dedup#{key}"},
-                        "sk": {"S": "marker"},
-                        "job_id": {"S": job_id},
-                        "state": {"S": "pending"},
-                        "lease_until": {"N": f"{now + lease:.3f}"},
-                        "expires_at": {"N": f"{now + window:.3f}"},
-                        "tracked": {"BOOL": tracked},
-                    },
-                    # A pending claim past its lease is free unless it is tracked: a tracked claim's
-                    # confirmation is its job's status, which only _sent_holder reads.
-                    ConditionExpression=(
-                        "attribute_not_exists(pk) OR expires_at < :now"
-                        " OR (#state = :pending AND lease_until < :now"
-                        " AND (attribute_not_exists(tracked) OR tracked = :no OR job_id = :stale))"
-                    ),
-                    ExpressionAttributeNames={"#state": "state"},
-                    ExpressionAttributeValues={
-                        ":now": {"N": f"{now:.3f}"},
-                        ":pending": {"S": "pending"},
-                        ":no": {"BOOL": False},
-                        ":stale": {"S": stale},
-                    },
-                )
-                return None
-            except ClientError as exc:
-                if exc.response.get("Error", {}).get("Code") != "ConditionalCheckFailedException":
-                    raise
-            holder, stale = self._sent_holder(key)
-            if holder is not None:
-                return holder
-            # The holder released its claim (its send failed) or its lease ran out: claim again.
-        raise EnqueueError(f"could not claim dedup key {key!r}: it kept changing hands; try again")
-
-    def _sent_holder(self, key: str) -> tuple[str | None, str]:
-        """The id of the job holding ``key`` once its send is confirmed, or ``None`` when the claim is
-        free to take again (and then the id of a stale holder to take it from, or ``""``). Waits
-        (briefly) while the holder is still sending, so that a duplicate never gets the id of a job
-        whose send then fails.
-
-        Raises:
-            EnqueueError: the holder is still sending after ``PENDING_WAIT_SECONDS``.
-        """
-        deadline = time.monotonic() + PENDING_WAIT_SECONDS
-        while True:
-            item = self.client.get_item(
-                TableName=self.table,
-                Key={"pk": {"S": f"dedup#{key}"}, "sk": {"S": "marker"}},
-                ConsistentRead=True,
-            ).get("Item", {})
-            holder = str(item.get("job_id", {}).get("S", ""))
-            now = time.time()
-            if not holder or float(item.get("expires_at", {}).get("N", "0")) < now:
-                return None, ""
-            if item.get("state", {}).get("S") == "sent":
-                return holder, ""
-            tracked = bool(item.get("tracked", {}).get("BOOL"))
-            if tracked and self._has_status(holder):
-                return holder, ""  # a tracked job's status is written once it is sent: its confirmation
-            if float(item.get("lease_until", {}).get("N", "0")) < now:
-                return None, holder if tracked else ""  # its sender died or never confirmed: take it over
-            if time.monotonic() > deadline:
-                raise EnqueueError(
-                    f"job {holder} with dedup key {key!r} is still being sent by another enqueue; try again"
-                )
-            time.sleep(0.05)
-
-    def _has_status(self, job_id: str) -> bool:
-        return "Item" in self.client.get_item(
-            TableName=self.table,
-            Key={"pk": {"S": f"job#{job_id}"}, "sk": {"S": "status"}},
-            ConsistentRead=True,
-            ProjectionExpression="pk",
-        )
-
-    def confirm_key(self, key: str, job_id: str) -> None:
-        """Mark the claim as sent (no longer taken over when its lease passes)."""
-        self.client.update_item(
-            TableName=self.table,
-            Key={"pk": {"S": f"dedup#{key}"}, "sk": {"S": "marker"}},
-            UpdateExpression="SET #state = :sent",
-            ConditionExpression="job_id = :id",
-            ExpressionAttributeNames={"#state": "state"},
-            ExpressionAttributeValues={":sent": {"S": "sent"}, ":id": {"S": job_id}},
-        )
-
-    def release_key(self, key: str, job_id: str) -> None:
-        """Drop our claim (the send failed), so that a retry of the enqueue is not blocked."""
-        from botocore.exceptions import ClientError
-
-        try:
-            self.client.delete_item(
-                TableName=self.table,
-                Key={"pk": {"S": f"dedup#{key}"}, "sk": {"S": "marker"}},
-                ConditionExpression="job_id = :id",
-                ExpressionAttributeValues={":id": {"S": job_id}},
-            )
-        except ClientError as exc:
-            if exc.response.get("Error", {}).get("Code") != "ConditionalCheckFailedException":
-                raise
 
     # -- retry budget -----------------------------------------------------------------------------------
 

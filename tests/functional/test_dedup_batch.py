@@ -75,12 +75,12 @@ def test_a_tracked_claim_past_its_lease_is_a_duplicate_if_sent_and_taken_over_if
     state = rt.client.state
     assert state is not None
     # Sent: its status exists, so a later enqueue is its duplicate even after the claim's lease.
-    assert state.claim_key("sent-key", "job-a", 3600, lease=0.2, tracked=True) is None
+    assert state.dedup.claim("sent-key", "job-a", 3600, lease=0.2, tracked=True) is None
     state.jobs.set_status("job-a", JobState.QUEUED, job_type="t.ok", attempts=0)
     # Never sent (its producer died): no status, so the claim is taken over once the lease passes.
-    assert state.claim_key("ghost-key", "ghost", 3600, lease=0.2, tracked=True) is None
+    assert state.dedup.claim("ghost-key", "ghost", 3600, lease=0.2, tracked=True) is None
     time.sleep(0.3)
-    assert state.claim_key("sent-key", "job-b", 3600, tracked=True) == "job-a"
-    assert state.claim_key("ghost-key", "job-c", 3600, tracked=True) is None
+    assert state.dedup.claim("sent-key", "job-b", 3600, tracked=True) == "job-a"
+    assert state.dedup.claim("ghost-key", "job-c", 3600, tracked=True) is None
     with pytest.raises(EnqueueError, match="job-c with dedup key 'ghost-key' is still being sent"):
-        state.claim_key("ghost-key", "job-d", 3600, tracked=True)  # job-c's claim is within its lease
+        state.dedup.claim("ghost-key", "job-d", 3600, tracked=True)  # job-c's claim is within its lease

@@ -212,7 +212,7 @@ def test_a_duplicate_never_gets_the_id_of_a_first_enqueue_that_is_still_unsent(e
     state = eo.client.state
     assert state is not None
     # Another producer claimed the key and died before its send (its marker stays pending, 1 s lease).
-    assert state.claim_key("order:o-ghost", "ghost-job", window=3600, lease=1.0) is None
+    assert state.dedup.claim("order:o-ghost", "ghost-job", window=3600, lease=1.0) is None
     result = eo.client.enqueue("eo.dedup", {"name": "o-ghost"})
     assert result.id != "ghost-job"  # it waited out the lease and sent the job itself
     assert not result.duplicate
