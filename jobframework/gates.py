@@ -213,7 +213,8 @@ def flow_gate(admitted: Admitted, consumer: Consumer) -> Verdict | None:
 
     d = admitted.delivery
     env = d.require_envelope()
-    demand = admitted.batch.demand(env.type) if admitted.batch is not None else 1
+    rated = admitted.batch is not None and admitted.job.flow.rate is not None
+    demand = admitted.batch.demand(env.type) if rated and admitted.batch is not None else 1
     decided = flow_gates(consumer).check(
         env, admitted.job, admitted.payload, d.attempt, time.time(), demand=demand
     )

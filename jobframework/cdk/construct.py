@@ -80,7 +80,7 @@ class JobFramework(JobResources):
         topology, queues (by lane), dead_letter_queues (by lane), functions (consumers by name),
         tables, state_table, idempotency_table, alarm_topic, payloads, delays, signing_keys,
         workers, container_workers, api, schedules, monitoring, runtime_config,
-        topology_parameter, code, job_modules; :meth:`grant_enqueue`.
+        topology_parameter, code, job_modules; :meth:`grant_enqueue`, :meth:`grant_operate`.
 
     Raises:
         ConfigurationError: at synth, with a message naming the conflict: no job modules; a job module
@@ -193,7 +193,7 @@ class JobFrameworkStack(Stack):
     ``Default``, so the stack's logical ids are those of resources declared on the stack itself.
 
     Attributes:
-        jobs (the :class:`JobFramework`), topology; :meth:`grant_enqueue`.
+        jobs (the :class:`JobFramework`), topology; :meth:`grant_enqueue`, :meth:`grant_operate`.
     """
 
     def __init__(
@@ -213,6 +213,10 @@ class JobFrameworkStack(Stack):
     def grant_enqueue(self, grantee: iam.IGrantable) -> None:
         """See :meth:`JobFramework.grant_enqueue`."""
         self.jobs.grant_enqueue(grantee)
+
+    def grant_operate(self, grantee: iam.IGrantable) -> None:
+        """See :meth:`JobFramework.grant_operate`."""
+        self.jobs.grant_operate(grantee)
 
 
 def _topology(

@@ -25,6 +25,7 @@ from jobframework.cdk.defaults import (
 )
 from jobframework.cdk.delays import DelayedJobs
 from jobframework.cdk.monitoring import Monitoring
+from jobframework.cdk.operate import grant_operate
 from jobframework.cdk.payloads import PayloadBucket
 from jobframework.cdk.priority_queue import PriorityQueue, check_fifo_event_source
 from jobframework.cdk.schedules import Schedules
@@ -364,3 +365,9 @@ class JobResources(Construct):
         self.delays.grant_schedule(grantee)
         if self.signing_keys is not None:
             self.signing_keys.grant_read(grantee)
+
+    def grant_operate(self, grantee: iam.IGrantable) -> None:
+        """What an operator needs to run ``jf`` against this deployment: inspect, redrive and purge
+        dead letters, pause and resume queues, read statuses, cancel jobs, and the console
+        (:mod:`jobframework.cdk.operate`)."""
+        grant_operate(self, grantee)

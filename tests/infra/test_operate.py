@@ -1,0 +1,65 @@
+"""``grant_operate``: an operator's role may run `jf` against the deployment (pause and resume queues,
+redrive dead letters, read statuses, cancel), on this deployment's resources only."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aws_cdk import App, Stack
+from aws_cdk import aws_iam as iam
+from aws_cdk.assertions import Template
+
+from jobframework.cdk.operate import OPERATOR_ACTIONS
+from tests.infra.test_construct import _framework, _project
+
+
+def _operator_statements(tmp_path: Any) -> tuple[Stack, Any, list[dict[str, Any]]]:
+    package, registry = _project(tmp_path / "src")
+    stack = Stack(App(), "ShopService")
+    jobs = _framework(stack, tmp_path / "src", package, registry, requirements=())
+    operator = iam.Role(stack, "OnCall", assumed_by=iam.AccountRootPrincipal())
+    jobs.grant_operate(operator)
+    [policy] = [
+        p
+        for p in Template.from_stack(stack).find_resources("AWS::IAM::Policy").values()
+        if p["Properties"]["Roles"] == [{"Ref": stack.get_logical_id(operator.node.default_child)}]
+    ]
+    return stack, jobs, policy["Properties"]["PolicyDocument"]["Statement"]
+
+
+def _granting(statements: list[dict[str, Any]], action: str) -> list[Any]:
+    found = []
+    for s in statements:
+        actions = s["Action"] if isinstance(s["Action"], list) else [s["Action"]]
+        if action in actions:
+            found += s["Resource"] if isinstance(s["Resource"], list) else [s["Resource"]]
+    return found
+
+
+def test_pausing_a_queue_may_update_this_stacks_event_source_mappings_only(tmp_path):
+    stack, jobs, statements = _operator_statements(tmp_path)
+    mappings = Template.from_stack(stack).find_resources("AWS::Lambda::EventSourceMapping")
+    updatable = _granting(statements, "lambda:UpdateEventSourceMapping")
+    assert updatable and "*" not in updatable
+    assert len(updatable) == len(mappings) == len(jobs.workers.event_sources)
+    assert _granting(statements, "lambda:ListEventSourceMappings") == ["*"]  # takes no resource
+
+
+def test_dead_letters_may_be_read_redriven_and_deleted_on_this_stacks_queues(tmp_path):
+    stack, jobs, statements = _operator_statements(tmp_path)
+    ids = {
+        stack.get_logical_id(q.node.default_child)
+        for pq in jobs.queues.values()
+        for q in (pq.queue, pq.dead_letter_queue)
+    }
+    for action in ("sqs:ReceiveMessage", "sqs:SendMessage", "sqs:DeleteMessage", "sqs:GetQueueAttributes"):
+        assert {r["Fn::GetAtt"][0] for r in _granting(statements, action)} == ids, action
+
+
+def test_statuses_and_cancels_are_on_the_state_table(tmp_path):
+    stack, jobs, statements = _operator_statements(tmp_path)
+    table = stack.get_logical_id(jobs.state_table.node.default_child)
+    for action in OPERATOR_ACTIONS["dynamodb"]:
+        assert [r["Fn::GetAtt"][0] for r in _granting(statements, f"dynamodb:{action}")] == [table]
+    assert _granting(statements, "ssm:GetParameter")  # the topology parameter
+    assert _granting(statements, "s3:GetObject")  # offloaded payloads in dead letters
