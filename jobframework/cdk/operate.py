@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING
 
 from aws_cdk import aws_iam as iam
 
+from jobframework.cdk.defaults import acknowledge_wildcard
+
 if TYPE_CHECKING:
     from jobframework.cdk.resources import JobResources
 
@@ -85,4 +87,10 @@ def grant_operate(resources: JobResources, grantee: iam.IGrantable) -> None:
         grantee=grantee,
         actions=_actions("cloudwatch"),
         resource_arns=["*"],  # CloudWatch's metric reads take no resource (the console's charts)
+    )
+    acknowledge_wildcard(
+        grantee,
+        "Resource::*",
+        "lambda:ListEventSourceMappings and cloudwatch:GetMetricStatistics do not support resource-level "
+        "permissions; updating a mapping is granted on this stack's mappings only",
     )

@@ -63,3 +63,21 @@ def test_statuses_and_cancels_are_on_the_state_table(tmp_path):
         assert [r["Fn::GetAtt"][0] for r in _granting(statements, f"dynamodb:{action}")] == [table]
     assert _granting(statements, "ssm:GetParameter")  # the topology parameter
     assert _granting(statements, "s3:GetObject")  # offloaded payloads in dead letters
+
+
+def test_the_wildcards_aws_requires_are_acknowledged_for_cdk_nag_with_a_reason(tmp_path):
+    from aws_cdk import Validations
+
+    package, registry = _project(tmp_path / "src")
+    stack = Stack(App(), "ShopService")
+    jobs = _framework(stack, tmp_path / "src", package, registry, requirements=())
+    operator = iam.Role(stack, "OnCall", assumed_by=iam.AccountRootPrincipal())
+    jobs.grant_operate(operator)
+    acknowledged = {
+        rule: reason
+        for entry in operator.node.metadata
+        if entry.type == Validations.ACKNOWLEDGED_RULES_METADATA_KEY
+        for rule, reason in entry.data.items()
+    }
+    assert "ListEventSourceMappings" in acknowledged["AwsSolutions::AwsSolutions-IAM5[Resource::*]"]
+    assert acknowledged["AwsSolutions::AwsSolutions-IAM5[Resource::<PayloadBucket.Arn>/*]"]
