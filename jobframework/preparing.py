@@ -1,0 +1,215 @@
+"""Preparing a message: what an enqueue sends, built and checked before anything is sent.
+
+:class:`Preparer` validates the payload against the job's model, resolves the key, the dedup window,
+the delay and the flow fields (deadline, debounce, tenant or ordered group), builds the envelope and
+its attributes with the trace context, signs it when signing is on, and offloads a payload too large
+for SQS to the payload bucket. :class:`~jobframework.client.JobClient` prepares with it and sends
+with :class:`~jobframework.sender.Sender`.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from pydantic import BaseModel, ValidationError
+
+from jobframework import envelope as wire
+from jobframework.config import RuntimeConfig
+from jobframework.dead_letter import REASON_ATTRIBUTES_BYTES
+from jobframework.envelope import Envelope
+from jobframework.errors import ConfigurationError, PayloadTooLargeError, PayloadValidationError
+from jobframework.flow.enqueue import flow_fields, tenant_of
+from jobframework.flow.ordered import check_ordered_request, deduplication_id, is_ordered, message_group
+from jobframework.jobs import Job, lane_name, parse_priority
+from jobframework.outgoing import (
+    DEFAULT_DEDUP_WINDOW,
+    MAX_DELAY_SECONDS,
+    MAX_ENQUEUE_BYTES,
+    EnqueueRequest,
+    Prepared,
+    dedup_window_seconds,
+    delay_seconds,
+)
+from jobframework.signing import ATTR_KID, ATTR_SIG
+from jobframework.tracing import current as current_trace
+from jobframework.tracing import to_xray_header
+from jobframework.validation import validation_problems
+
+if TYPE_CHECKING:
+    from jobframework.catalog import RoutedJob
+    from jobframework.signing import KeySource
+    from jobframework.state import StateStore
+
+log = logging.getLogger(__name__)
+
+
+def payload_data(
+    job: Job[Any] | RoutedJob, payload: BaseModel | dict[str, Any]
+) -> tuple[dict[str, Any], str | None]:
+    """The payload as JSON data and the key the job's ``key=`` function gives (validated first).
+
+    Raises:
+        PayloadValidationError: it does not match the job's model (or its catalog schema).
+    """
+    if not isinstance(job, Job):
+        return job.validate(payload), None
+    try:
+        model = job.validate(payload)
+    except ValidationError as exc:
+        raise PayloadValidationError(
+            f"payload for {job.name} does not match {job.payload_model.__name__}: {validation_problems(exc)}"
+        ) from exc
+    return model.model_dump(mode="json"), job.key_for(model)
+
+
+class Preparer:
+    """Builds :class:`~jobframework.outgoing.Prepared` messages for one client.
+
+    Args:
+        config: where the queues, tables and bucket are (read at each prepare: the client's ``config``
+            may be replaced).
+        job: the job of a name (the client's registry, else the job catalog).
+        state: the state table's store, or ``None`` (made when needed).
+        s3: the S3 client (made when a payload is first offloaded).
+        keys: the signing keys, when signing is on.
+    """
+
+    def __init__(
+        self,
+        config: Callable[[], RuntimeConfig],
+        *,
+        job: Callable[[Job[Any] | str], Job[Any] | RoutedJob],
+        state: Callable[[], StateStore | None],
+        s3: Callable[[], Any],
+        keys: KeySource | None,
+    ) -> None:
+        self._config = config
+        self._job = job
+        self._state = state
+        self._s3 = s3
+        self.keys = keys
+        self._warned_no_dedup = False
+
+    @property
+    def config(self) -> RuntimeConfig:
+        return self._config()
+
+    def prepare(self, request: EnqueueRequest) -> Prepared:
+        """Validate, build the envelope and attributes, check the size; sends nothing."""
+        job = self._job(request.job)
+        data, job_key = payload_data(job, request.payload)
+        priority = parse_priority(request.priority) if request.priority is not None else job.priority
+        key = request.key if request.key is not None else job_key
+        if key is not None and (not isinstance(key, str) or not key or len(key) > 1024):
+            raise ConfigurationError(f"key must be a non-empty str of at most 1024 characters, got {key!r}")
+        window = self._dedup_window(job, request, key)
+        delay = delay_seconds(request.delay)
+        check_ordered_request(job, request, delay)
+        ordered = is_ordered(job)
+        group = message_group(job, request, data) if ordered else tenant_of(job, request, data)
+        env = Envelope.new(
+            job.name,
+            data,
+            key=key,
+            saga=request.saga,
+            job_id=request.job_id,
+            payload_version=job.version,
+        )
+        env, delay, window = flow_fields(self._state(), job, request, env, delay=delay, window=window)
+        track = request.track if request.track is not None else job.track
+        if not isinstance(track, bool):
+            raise ConfigurationError(f"track must be True or False, got {track!r}")
+        if track:
+            env = env.model_copy(update={"track": True})
+        trace = current_trace()
+        unsigned = wire.send_attributes(env, trace.as_attributes())
+        signed, attributes = self._sign(env, unsigned, delay)
+        size = wire.message_size(signed.to_body(), attributes)
+        if size > min(self.config.offload_threshold, MAX_ENQUEUE_BYTES):
+            env = self._offload(env, size, job, delay)
+            signed, attributes = self._sign(env, unsigned, delay)
+        env = signed
+        lane = lane_name(priority, job.profile, ordered) if isinstance(job, Job) else job.lane_for(priority)
+        return Prepared(
+            envelope=env,
+            priority=priority,
+            queue_url=self.config.endpoints(lane).url,
+            body=env.to_body(),
+            attributes=attributes,
+            delay=delay,
+            xray=to_xray_header(trace) if trace.xray_header else None,
+            trace_id=trace.trace_id,
+            dedup_window=window,
+            group=group,
+            dedup_id=deduplication_id(env.key) if ordered else None,
+        )
+
+    def _dedup_window(
+        self, job: Job[Any] | RoutedJob, request: EnqueueRequest, key: str | None
+    ) -> float | None:
+        """Seconds this enqueue dedups by key, or ``None``: the request's ``dedup_window``, else the job's,
+        else :data:`DEFAULT_DEDUP_WINDOW` when the caller gave a key (not for saga steps, whose outbox
+        sends each step once under its own id); ``0`` is off."""
+        if request.dedup_window is not None:
+            window: float | None = dedup_window_seconds(request.dedup_window)
+        elif job.dedup_window is not None:
+            window = job.dedup_window
+        elif request.key is not None and request.saga is None:
+            if self.config.state_table is None:
+                if not self._warned_no_dedup:
+                    self._warned_no_dedup = True
+                    log.warning(
+                        "no state table (JF_STATE_TABLE): enqueues with a key are not deduplicated; "
+                        "only the consumer's idempotency keeps a duplicate from running twice"
+                    )
+                return None
+            return DEFAULT_DEDUP_WINDOW
+        else:
+            return None
+        if not window:
+            return None
+        if key is None:
+            raise ConfigurationError(
+                f"dedup of {job.name} needs a key: pass key= or give the job a key= function"
+            )
+        if self.config.state_table is None:
+            raise ConfigurationError("enqueue dedup needs the state table: set JF_STATE_TABLE")
+        return window
+
+    def _sign(self, env: Envelope, attributes: dict[str, Any], delay: int) -> tuple[Envelope, dict[str, Any]]:
+        """The envelope and attributes as sent: signed when signing is on (in the body for a delay that
+        EventBridge Scheduler sends, since it cannot set attributes)."""
+        attributes = dict(attributes)
+        if self.keys is None:
+            return env, attributes
+        kid, mac = self.keys.ring().sign(env)
+        if delay > MAX_DELAY_SECONDS:
+            return env.model_copy(update={"sig": f"{kid}:{mac}"}), attributes
+        attributes[ATTR_SIG] = wire.string_attribute(mac)
+        attributes[ATTR_KID] = wire.string_attribute(kid)
+        return env, attributes
+
+    def _offload(self, env: Envelope, size: int, job: Job[Any] | RoutedJob, delay: int) -> Envelope:
+        """Store the payload in S3 and point to it; refuse when it cannot be sent either way.
+
+        The object's retention class covers the delay, the job's retries, a DLQ stay and a redrive
+        (:func:`jobframework.payloads.retention_days`).
+        """
+        if not self.config.payload_bucket:
+            if size <= MAX_ENQUEUE_BYTES:
+                return env
+            raise PayloadTooLargeError(
+                f"{env.type} message is {size:,} bytes: with the {REASON_ATTRIBUTES_BYTES} bytes its dead "
+                f"letter keeps for the reason attributes it is over the SQS limit of "
+                f"{wire.SQS_MAX_MESSAGE_BYTES:,}; configure a payload bucket (JF_PAYLOAD_BUCKET) to offload "
+                "it, or enqueue a reference"
+            )
+        from jobframework.payloads import PayloadStore, retention_days
+
+        horizon = job.retry if isinstance(job, Job) else job.route.retry_horizon
+        ref = PayloadStore(self.config.payload_bucket, self._s3()).put(
+            env.type, env.id, env.payload, keep_days=retention_days(delay, horizon)
+        )
+        return env.model_copy(update={"payload": {}, "payload_ref": ref})
