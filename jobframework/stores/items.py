@@ -1,15 +1,26 @@
-"""DynamoDB item conversion with boto3's own serializer: plain Python values in, items out."""
+"""DynamoDB item conversion with boto3's own serializer: plain Python values in, items out.
+
+boto3 is imported on the first conversion, not with this module: importing ``boto3.dynamodb.types``
+loads boto3 and s3transfer (some 80 ms), which a consumer whose batches make no DynamoDB request
+(untracked jobs) should not pay at cold start.
+"""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from decimal import Decimal
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
+if TYPE_CHECKING:
+    from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
 
-_serializer = TypeSerializer()
-_deserializer = TypeDeserializer()
+
+@functools.cache
+def _codec() -> tuple[TypeSerializer, TypeDeserializer]:
+    from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
+
+    return TypeSerializer(), TypeDeserializer()
 
 
 def _plain(value: Any) -> Any:
@@ -29,7 +40,8 @@ def to_item(values: Mapping[str, Any]) -> dict[str, Any]:
     >>> to_item({"pk": "job#1", "attempts": 2, "error": None})
     {'pk': {'S': 'job#1'}, 'attempts': {'N': '2'}}
     """
-    return {k: _serializer.serialize(_plain(v)) for k, v in values.items() if v is not None}
+    serializer = _codec()[0]
+    return {k: serializer.serialize(_plain(v)) for k, v in values.items() if v is not None}
 
 
 def from_item(item: Mapping[str, Any]) -> dict[str, Any]:
@@ -38,7 +50,8 @@ def from_item(item: Mapping[str, Any]) -> dict[str, Any]:
     >>> from_item({"pk": {"S": "job#1"}, "attempts": {"N": "2"}})
     {'pk': 'job#1', 'attempts': 2}
     """
-    return {k: _python(_deserializer.deserialize(v)) for k, v in item.items()}
+    deserializer = _codec()[1]
+    return {k: _python(deserializer.deserialize(v)) for k, v in item.items()}
 
 
 def _python(value: Any) -> Any:

@@ -106,3 +106,26 @@ def test_no_module_of_the_package_is_in_an_import_cycle() -> None:
 
 def test_the_cycle_finder_finds_a_cycle() -> None:
     assert _cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": set()}) == ["a", "b", "c", "a"]
+
+
+def test_the_lambda_entry_module_loads_no_boto3_at_cold_start():
+    """boto3 (with s3transfer, ~80 ms) loads on the first AWS request, not with the consumer: a batch of
+    untracked jobs makes none. A module that imports it at load time (e.g. boto3.dynamodb.types for
+    item conversion) shows up here; bench/cold_start.py measures the cost."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, jobframework.entrypoints.worker as w; w.lambda_handler._load_modules(); "
+        "print(sorted(m for m in ('boto3', 's3transfer') if m in sys.modules))"
+    )
+    env = {"AWS_DEFAULT_REGION": "us-east-1", "JF_JOBS": "handlers.jobs", "PATH": "/usr/bin:/bin"}
+    root = str(Path(__file__).parents[2])
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        env={**env, "PYTHONPATH": root},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert out.stdout.strip().splitlines()[-1] == "[]"
