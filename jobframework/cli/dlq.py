@@ -13,8 +13,9 @@ from typer._click.exceptions import UsageError  # typer carries its own copy of 
 from typer.core import TyperGroup
 
 from jobframework.cli.aws import _aws
-from jobframework.cli.base import JsonOption, PriorityName, _age, _console, _print_json, app, parse_duration
+from jobframework.cli.base import JsonOption, _age, _console, _print_json, app, parse_duration
 from jobframework.cli.errors import CliError
+from jobframework.errors import ConfigurationError
 
 if TYPE_CHECKING:
     from jobframework.dlq import DeadLetters
@@ -28,7 +29,29 @@ dlq_app = typer.Typer(
 )
 app.add_typer(dlq_app, name="dlq")
 
-PriorityArg = Annotated[PriorityName, typer.Argument(help="Which DLQ: critical, high, default or low.")]
+
+def _lane(value: str) -> str:
+    """A DLQ's lane: a priority, or a lane of one (``low-cpu``, ``default-fifo``)."""
+    from jobframework.jobs import lane_priority
+
+    try:
+        lane_priority(value)
+    except ConfigurationError:
+        raise typer.BadParameter(
+            f"{value!r}: name a priority (critical, high, default, low) or a lane such as low-cpu or "
+            "default-fifo (`jf dlq ls` lists them)"
+        ) from None
+    return value
+
+
+PriorityArg = Annotated[
+    str,
+    typer.Argument(
+        metavar="LANE",
+        callback=_lane,
+        help="Which DLQ: critical, high, default or low, or a lane's (low-cpu, default-fifo).",
+    ),
+]
 
 
 def _dead_letters(ctx: typer.Context, *, attempts: int = 2) -> tuple[DeadLetters, RuntimeConfig]:
@@ -126,7 +149,7 @@ def dlq_peek(
     Example: jf dlq peek default -n 5
     """
     letters, _ = _dead_letters(ctx)
-    found = letters.peek(priority.value, limit=count)
+    found = letters.peek(priority, limit=count)
     pointers = [_payload_pointer(d.body) for d in found]
     if json_output:
         _print_json(
@@ -138,7 +161,7 @@ def dlq_peek(
         return
     from rich.table import Table
 
-    table = Table(title=f"{priority.value} DLQ: {len(found)} shown", title_justify="left")
+    table = Table(title=f"{priority} DLQ: {len(found)} shown", title_justify="left")
     columns = ["type", "id", "reason", "error", "attempts", "dead at"]
     if any(pointers):
         columns.append("payload")
@@ -183,14 +206,14 @@ def dlq_export(
     """
     letters, _ = _dead_letters(ctx)
     if str(out) == "-":
-        count = letters.export(priority.value, sys.stdout)
+        count = letters.export(priority, sys.stdout)
         return
     try:
         with (
             out.open("w", encoding="utf-8") as fh,
-            _progress(f"exporting {priority.value} DLQ", letters.depth(priority.value)) as bar,
+            _progress(f"exporting {priority} DLQ", letters.depth(priority)) as bar,
         ):
-            count = letters.export(priority.value, fh, progress=bar.advance)
+            count = letters.export(priority, fh, progress=bar.advance)
     except OSError as exc:
         raise CliError(f"cannot write {out}: {exc.strerror or exc}") from exc
     typer.echo(f"exported {count} dead letters to {out}")
@@ -213,11 +236,11 @@ def dlq_purge(
     if not yes:
         raise UsageError("purge deletes dead letters for good; add --yes to confirm")
     letters, _ = _dead_letters(ctx)
-    deleted = letters.purge(priority.value, job_type=job_type)
+    deleted = letters.purge(priority, job_type=job_type)
     if json_output:
-        _print_json({"priority": priority.value, "type": job_type, "deleted": deleted})
+        _print_json({"priority": priority, "type": job_type, "deleted": deleted})
     else:
-        typer.echo(f"deleted {deleted} dead letters from the {priority.value} DLQ")
+        typer.echo(f"deleted {deleted} dead letters from the {priority} DLQ")
 
 
 @dlq_app.command("redrive")
@@ -250,24 +273,24 @@ def dlq_redrive(  # noqa: PLR0917
                 "--native moves the whole DLQ: it takes no --type, --older-than, --limit or --dry-run"
             )
         letters, _ = _dead_letters(ctx, attempts=1)
-        handle = letters.start_native_redrive(priority.value, rate=int(rate) if rate else None)
+        handle = letters.start_native_redrive(priority, rate=int(rate) if rate else None)
         if json_output:
             _print_json({"task_handle": handle})
         else:
-            typer.echo(f"started message move task {handle}; follow it with `jf dlq tasks {priority.value}`")
+            typer.echo(f"started message move task {handle}; follow it with `jf dlq tasks {priority}`")
         return
     letters, _ = _dead_letters(ctx)
     if json_output:
         result = letters.redrive(
-            priority.value, job_type=job_type, older_than=seconds, limit=limit, rate=rate, dry_run=dry_run
+            priority, job_type=job_type, older_than=seconds, limit=limit, rate=rate, dry_run=dry_run
         )
     else:
         # The bar counts letters considered (each once), against the DLQ's depth at the start.
-        total = letters.depth(priority.value)
+        total = letters.depth(priority)
         verb = "matching" if dry_run else "redriving"
-        with _progress(f"{verb} {priority.value} DLQ", min(total, limit) if limit else total) as bar:
+        with _progress(f"{verb} {priority} DLQ", min(total, limit) if limit else total) as bar:
             result = letters.redrive(
-                priority.value,
+                priority,
                 job_type=job_type,
                 older_than=seconds,
                 limit=limit,
@@ -305,12 +328,12 @@ def dlq_tasks(ctx: typer.Context, priority: PriorityArg, json_output: JsonOption
     Example: jf dlq tasks default
     """
     letters, _ = _dead_letters(ctx, attempts=1)
-    tasks = letters.native_tasks(priority.value)
+    tasks = letters.native_tasks(priority)
     if json_output:
         _print_json(tasks)
         return
     if not tasks:
-        typer.echo(f"no message move tasks on the {priority.value} DLQ")
+        typer.echo(f"no message move tasks on the {priority} DLQ")
     for t in tasks:
         typer.echo(
             f"{t.get('Status')}: {t.get('ApproximateNumberOfMessagesMoved', 0)}/"

@@ -192,3 +192,23 @@ def test_peek_and_export_of_a_fifo_dlq_see_ten_letters_of_a_group_at_a_time(fifo
     letters = DeadLetters(fifo.config, fifo.sqs, wait_time_seconds=0)
     assert len(letters.peek(LANE, limit=None)) == 10
     assert letters.export(LANE, io.StringIO()) == 10
+
+
+def test_jf_dlq_reads_and_redrives_a_fifo_lanes_dead_letters_by_lane_name(fifo):
+    """`jf dlq peek|redrive default-fifo`: the CLI takes a lane as well as a priority."""
+    from tests.functional.conftest_local import cli_env, invoke
+
+    fifo.send(("A", 1, {"fail_times": 1, "permanent": True}))
+    fifo.consume()
+    env = {**cli_env(fifo.config), "JF_JOBS": "tests.functional.fifo_jobs"}
+    peeked = invoke(["dlq", "peek", LANE, "--json"], env)
+    assert peeked.exit_code == 0, peeked.output
+    assert [letter["type"] for letter in json.loads(peeked.output)] == ["ledger.apply"]
+    moved = invoke(["dlq", "redrive", LANE, "--json"], env)
+    assert moved.exit_code == 0 and json.loads(moved.output)["moved"] == 1, moved.output
+    records, _ = fifo.consume()
+    assert [r["attributes"]["MessageGroupId"] for r in records] == ["A"]
+    bad = invoke(["dlq", "peek", "nope-fifo"], env)
+    assert bad.exit_code == 2 and "name a priority" in bad.output
+    absent = invoke(["dlq", "peek", "low-cpu"], env)  # a lane this topology does not have
+    assert absent.exit_code != 0 and "no low-cpu queue is configured" in absent.output
