@@ -69,10 +69,36 @@ def sqs_record(
 
 
 def sqs_event(
-    *records: dict[str, Any] | Envelope | str, queue_arn: str = DEFAULT_QUEUE_ARN
+    *records: dict[str, Any] | Envelope | str,
+    queue_arn: str | None = None,
+    config: RuntimeConfig | None = None,
+    lane: str | None = None,
 ) -> dict[str, Any]:
-    """A Lambda SQS event from records, envelopes or raw bodies."""
-    return {"Records": [r if isinstance(r, dict) else sqs_record(r, queue_arn=queue_arn) for r in records]}
+    """A Lambda SQS event from records, envelopes or raw bodies.
+
+    The records come from ``queue_arn``; with ``config`` (e.g. ``jf_config``) from that topology's
+    queue of ``lane``: by default the lane of the envelope's job when it is registered, else
+    ``default``. A handler's retries and dead letters go to that queue and its DLQ, so a test of a
+    failing job passes ``config``. Without either, a queue named ``jf-dev-default``.
+    """
+    out = []
+    for r in records:
+        if isinstance(r, dict):
+            out.append(r)
+            continue
+        arn = queue_arn or (_queue_arn(config, lane, r) if config is not None else DEFAULT_QUEUE_ARN)
+        out.append(sqs_record(r, queue_arn=arn))
+    return {"Records": out}
+
+
+def _queue_arn(config: RuntimeConfig, lane: str | None, body: Envelope | str) -> str:
+    from jobframework.jobs import registry
+    from jobframework.local.pollers import queue_arn_from_url
+
+    if lane is None:
+        job = registry.find(body.type) if isinstance(body, Envelope) else None
+        lane = job.lane if job is not None else "default"
+    return queue_arn_from_url(config.endpoints(lane).url, config.region or "us-east-1")
 
 
 def run_inline(
