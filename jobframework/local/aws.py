@@ -49,6 +49,18 @@ def _listening(port: int) -> bool:
         return s.connect_ex(("127.0.0.1", port)) == 0
 
 
+def _check_free(port: int) -> None:
+    """Raise ``OSError`` saying so when ``port`` on 127.0.0.1 cannot be bound (another program has it)."""
+    with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the server does: TIME_WAIT is free
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError as exc:
+            raise OSError(
+                f"port {port} is in use by another program (stop it, or pick another with --port)"
+            ) from exc
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -82,6 +94,7 @@ class EmbeddedAWS:
                 "the embedded AWS needs moto: pip install 'jobframework[local]'"
             ) from exc
         use_fake_credentials()
+        _check_free(self.port)  # moto's server thread would wait forever for a port it cannot bind
         if self.separate_process:
             self._process = subprocess.Popen(
                 [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(self.port)],

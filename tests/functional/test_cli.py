@@ -316,3 +316,23 @@ def test_console_docstring_examples(name):
     result = doctest.testmod(importlib.import_module(name))
     assert result.attempted > 0
     assert result.failed == 0
+
+
+def test_dev_on_a_port_in_use_says_so_and_exits():
+    """Another program on the port: one line and exit 1, not a hang (moto's server thread would wait)."""
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = subprocess.run(
+            [JF, "dev", "--port", str(port), "--jobs", "handlers.jobs"],
+            check=False,
+            env=_env({}),
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    assert result.returncode == 1, result.stderr
+    assert f"port {port} is in use by another program" in result.stderr
