@@ -115,6 +115,7 @@ class Envelope(BaseModel):
         payload_version: int = 1,
         job_id: str | None = None,
         saga: SagaRef | None = None,
+        track: bool = False,
     ) -> Envelope:
         """A fresh envelope of a job, as the client builds it before sending (nothing is validated
         against the job's model here: pass a payload that already matches it).
@@ -126,6 +127,7 @@ class Envelope(BaseModel):
             payload_version: the payload schema version (the job's ``version=``).
             job_id: the job id; a new UUIDv7 (:func:`new_job_id`) when ``None``.
             saga: the saga step this job is, if any.
+            track: the job keeps a status record (what ``enqueue(..., track=True)`` sends).
 
         ``enqueued_at`` is now, in UTC. Tests use it with :func:`jobframework.testing.sqs_event` to
         call a handler with a record of the exact Lambda shape.
@@ -146,6 +148,7 @@ class Envelope(BaseModel):
             key=key or jid,
             enqueued_at=datetime.now(UTC),
             saga=saga,
+            track=True if track else None,
         )
 
     def to_body(self) -> str:

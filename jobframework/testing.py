@@ -15,7 +15,7 @@ import time
 import uuid
 from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 from pydantic import BaseModel
@@ -23,10 +23,16 @@ from pydantic import BaseModel
 from jobframework.envelope import Envelope, lambda_record, string_attribute
 from jobframework.jobs import Job, JobContext, JobRegistry
 from jobframework.local.context import LocalLambdaContext
+from jobframework.stores.job_records import InMemoryJobRecords
 from jobframework.topology import RuntimeConfig, Topology, TopologySettings
 from jobframework.tracing import new_trace
 
+if TYPE_CHECKING:
+    from jobframework.consumer import Consumer
+
 DEFAULT_QUEUE_ARN = "arn:aws:sqs:us-east-1:123456789012:jf-dev-default"
+NOWHERE = "http://127.0.0.1:9"
+"""Where :func:`in_memory_consumer`'s clients point (the discard port; a hook refuses every request)."""
 
 
 FakeLambdaContext = LocalLambdaContext
@@ -99,6 +105,49 @@ def _queue_arn(config: RuntimeConfig, lane: str | None, body: Envelope | str) ->
         job = registry.find(body.type) if isinstance(body, Envelope) else None
         lane = job.lane if job is not None else "default"
     return queue_arn_from_url(config.endpoints(lane).url, config.region or "us-east-1")
+
+
+def in_memory_consumer(
+    registry: JobRegistry | None = None, **options: Any
+) -> tuple[Consumer, InMemoryJobRecords]:
+    """A handler whose job records (status, start claim, cancel marker) and dedup markers are in
+    memory, and whose AWS clients refuse every request: tracked jobs, their statuses and cancels,
+    tested with no embedded AWS. Returns the handler and the records (``get_status``,
+    ``mark_cancelled``, ``set_status``).
+
+    A job that fails is retried or dead-lettered through SQS, which this handler refuses: test those
+    against the embedded AWS (``jf_config``). ``options`` go to :func:`~jobframework.consumer.consumer`.
+
+    Example:
+        >>> handler, records = in_memory_consumer(registry)                      # doctest: +SKIP
+        >>> env = Envelope.new("reports.generate", {"report_id": "r-1"}, track=True)  # doctest: +SKIP
+        >>> handler(sqs_event(env), FakeLambdaContext())                       # doctest: +SKIP
+        {'batchItemFailures': []}
+        >>> records.get_status(env.id).status                                  # doctest: +SKIP
+        <JobState.SUCCEEDED: 'succeeded'>
+    """
+    import boto3
+
+    from jobframework.consumer import consumer
+    from jobframework.jobs import Priority
+    from jobframework.state import StateStore
+    from jobframework.stores.dedup import InMemoryDedupMarkers
+
+    def refuse(event_name: str, **_: Any) -> None:
+        raise RuntimeError(f"in_memory_consumer makes no AWS request ({event_name}): test it on jf_config")
+
+    region = "us-east-1"
+    session = boto3.Session(aws_access_key_id="memory", aws_secret_access_key="memory", region_name=region)
+    sqs: Any = session.client("sqs", endpoint_url=NOWHERE)
+    dynamodb: Any = session.client("dynamodb", endpoint_url=NOWHERE)
+    for client in (sqs, dynamodb):
+        client.meta.events.register("before-send", refuse)
+    url = f"https://sqs.{region}.amazonaws.com/{DEFAULT_QUEUE_ARN.split(':')[4]}/jf-dev-"
+    queues = {p: {"url": url + p.value, "dlq_url": url + p.value + "-dlq"} for p in Priority}
+    config = RuntimeConfig(queues=queues, state_table="jf-memory", retry_budget=None)
+    records = InMemoryJobRecords()
+    state = StateStore("jf-memory", dynamodb, jobs=records, dedup=InMemoryDedupMarkers(records))
+    return consumer(registry, config=config, sqs_client=sqs, state=state, **options), records
 
 
 def run_inline(

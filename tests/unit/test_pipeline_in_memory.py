@@ -1,23 +1,21 @@
-"""The consumer's pipeline on the in-memory job records: tracked jobs, their statuses, cancel before and
-during a run, with no embedded AWS and no sleep. Any AWS request fails the test."""
+"""The consumer's pipeline on the in-memory job records (``jobframework.testing.in_memory_consumer``):
+tracked jobs, their statuses, cancel before and during a run, with no embedded AWS and no sleep. The
+handler's clients refuse every request, so a request would show as a failed record."""
 
 from __future__ import annotations
 
 from typing import Any
 
-import boto3
 import pytest
 from pydantic import BaseModel
 
 from jobframework import JobContext, job
-from jobframework.consumer import Consumer, consumer
+from jobframework.consumer import Consumer
 from jobframework.envelope import Envelope
-from jobframework.jobs import JobRegistry, Priority
-from jobframework.state import StateStore
+from jobframework.jobs import JobRegistry
 from jobframework.status import JobState
 from jobframework.stores.job_records import InMemoryJobRecords
-from jobframework.testing import FakeLambdaContext, sqs_event
-from jobframework.topology import RuntimeConfig
+from jobframework.testing import FakeLambdaContext, in_memory_consumer, sqs_event
 
 registry = JobRegistry()
 seen: dict[str, Any] = {}
@@ -39,41 +37,20 @@ def ship(order: Order, ctx: JobContext) -> dict[str, str]:
 
 
 @pytest.fixture
-def world() -> tuple[Consumer, InMemoryJobRecords, list[str]]:
-    requests: list[str] = []
-
-    def no_aws(event_name: str, **_: Any) -> None:
-        requests.append(event_name)
-        raise AssertionError(f"the pipeline made an AWS request: {event_name}")
-
-    session = boto3.Session(
-        aws_access_key_id="testing", aws_secret_access_key="testing", region_name="us-east-1"
-    )
-    sqs, dynamodb = (session.client(s, endpoint_url="http://127.0.0.1:9") for s in ("sqs", "dynamodb"))
-    for client in (sqs, dynamodb):
-        client.meta.events.register("before-send", no_aws)
-    config = RuntimeConfig(
-        queues={
-            p: {"url": f"https://q/jf-dev-{p.value}", "dlq_url": f"https://q/jf-dev-{p.value}-dlq"}
-            for p in Priority
-        },
-        state_table="jf-state",
-    )
-    records = InMemoryJobRecords()
+def world() -> tuple[Consumer, InMemoryJobRecords]:
+    """The handler on in-memory job records; any AWS request it made would fail its record."""
+    handler, records = in_memory_consumer(registry)
     seen.clear()
     seen["records"] = records
-    handler = consumer(
-        registry, config=config, sqs_client=sqs, state=StateStore("jf-state", dynamodb, jobs=records)
-    )
-    return handler, records, requests
+    return handler, records
 
 
 def _tracked(order: Order) -> Envelope:
-    return Envelope.new("u.ship", order.model_dump()).model_copy(update={"track": True})
+    return Envelope.new("u.ship", order.model_dump(), track=True)
 
 
 def test_a_tracked_job_runs_and_its_status_is_kept_in_memory(world):
-    handler, records, requests = world
+    handler, records = world
     env = _tracked(Order(id="o1"))
     records.set_status(env.id, JobState.QUEUED, job_type="u.ship", attempts=0)  # what the client writes
     assert handler(sqs_event(env), FakeLambdaContext()) == {"batchItemFailures": []}
@@ -81,11 +58,10 @@ def test_a_tracked_job_runs_and_its_status_is_kept_in_memory(world):
     done = records.get_status(env.id)
     assert done is not None
     assert (done.status, done.attempts, done.result) == (JobState.SUCCEEDED, 1, {"shipped": "o1"})
-    assert requests == []
 
 
 def test_a_job_cancelled_before_it_starts_is_acknowledged_unrun(world):
-    handler, records, requests = world
+    handler, records = world
     env = _tracked(Order(id="o2"))
     records.set_status(env.id, JobState.QUEUED, job_type="u.ship", attempts=0)
     records.mark_cancelled(env.id, 0.0)
@@ -93,20 +69,18 @@ def test_a_job_cancelled_before_it_starts_is_acknowledged_unrun(world):
     assert "o2.status" not in seen  # it did not run
     status = records.get_status(env.id)
     assert status is not None and status.status is JobState.CANCELLED
-    assert requests == []
 
 
 def test_a_running_job_sees_its_cancel(world):
-    handler, records, requests = world
+    handler, records = world
     env = _tracked(Order(id="o3", cancel_itself=True))
     records.set_status(env.id, JobState.QUEUED, job_type="u.ship", attempts=0)
     assert handler(sqs_event(env), FakeLambdaContext()) == {"batchItemFailures": []}
     assert seen["o3.cancelled"] is True
-    assert requests == []
 
 
 def test_a_batch_of_tracked_jobs_runs_concurrently_and_each_status_is_its_own(world):
-    handler, records, requests = world
+    handler, records = world
     envs = [_tracked(Order(id=f"b{n}")) for n in range(10)]
     for env in envs:
         records.set_status(env.id, JobState.QUEUED, job_type="u.ship", attempts=0)
@@ -115,4 +89,17 @@ def test_a_batch_of_tracked_jobs_runs_concurrently_and_each_status_is_its_own(wo
     assert [(s.status, s.result) for s in statuses if s is not None] == [
         (JobState.SUCCEEDED, {"shipped": f"b{n}"}) for n in range(10)
     ]
-    assert requests == []
+
+
+@job("u.flaky", registry=registry, track=True)
+def flaky(order: Order) -> None:
+    raise ConnectionError("downstream reset")
+
+
+def test_a_retry_needs_sqs_so_the_in_memory_handler_leaves_its_record_to_come_back(world):
+    """The guard the other tests rely on: a record whose settling needs a request is reported failed
+    (SQS then redelivers it after its visibility timeout), not settled in secret."""
+    handler, _ = world
+    event = sqs_event(Envelope.new("u.flaky", {"id": "f1"}, track=True))
+    response = handler(event, FakeLambdaContext())
+    assert response == {"batchItemFailures": [{"itemIdentifier": event["Records"][0]["messageId"]}]}
