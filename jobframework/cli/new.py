@@ -184,7 +184,7 @@ def test_an_enqueued_greeting_runs_on_the_embedded_aws(jf_aws, jf_config):
 README = """\
 # $project
 
-Background jobs on [jobframework](https://pypi.org/project/jobframework/): SQS queues by priority,
+Background jobs on jobframework (installed from its clone or wheel): SQS queues by priority,
 Lambda consumers, retries with backoff, dead letters, schedules. The jobs are in `$package/jobs.py`.
 
 ## Set up

@@ -45,7 +45,8 @@ def ui(  # noqa: PLR0917
         from jobframework.ui.console import Console
     except ImportError as exc:
         raise CliError(
-            f"the console needs its extra ({exc.name} is missing): pip install 'jobframework[ui]'"
+            f"the console needs its extra ({exc.name} is missing): install jobframework with its ui "
+            "extra, e.g. pip install '/path/to/jobframework[ui]' from a clone"
         ) from exc
     from jobframework.jobs import registry
 

@@ -91,7 +91,8 @@ class EmbeddedAWS:
             from moto.server import ThreadedMotoServer
         except ImportError as exc:
             raise ConfigurationError(
-                "the embedded AWS needs moto: pip install 'jobframework[local]'"
+                "the embedded AWS needs moto: install jobframework with its local extra, e.g. "
+                "pip install '/path/to/jobframework[local]' from a clone"
             ) from exc
         use_fake_credentials()
         _check_free(self.port)  # moto's server thread would wait forever for a port it cannot bind
