@@ -16,6 +16,7 @@ from jobframework.envelope import Envelope
 from jobframework.errors import (
     ConfigurationError,
     EnqueueError,
+    JobCancelled,
     PayloadTooLargeError,
     PayloadValidationError,
     PermanentError,
@@ -35,6 +36,7 @@ __all__ = [
     "Envelope",
     "Jitter",
     "Job",
+    "JobCancelled",
     "JobClient",
     "JobContext",
     "JobRegistry",

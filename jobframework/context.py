@@ -52,3 +52,17 @@ class JobContext:
         from jobframework.flow.cancel import cancel_requested
 
         return cancel_requested(self.job_id)
+
+    def stop_if_cancelled(self) -> None:
+        """Raise :class:`~jobframework.errors.JobCancelled` once the job was cancelled: the run ends
+        there, with status ``cancelled`` (no retry). Call it between steps of a long job.
+
+        Example:
+            >>> for chunk in chunks:              # doctest: +SKIP
+            ...     ctx.stop_if_cancelled()
+            ...     upload(chunk)
+        """
+        if self.cancelled:
+            from jobframework.errors import JobCancelled
+
+            raise JobCancelled(f"job {self.job_id} was cancelled while running")

@@ -17,6 +17,7 @@ __all__ = [
     "DuplicateJobError",
     "EndpointNotSupportedError",
     "EnqueueError",
+    "JobCancelled",
     "JobFrameworkError",
     "MalformedMessageError",
     "PayloadMissingError",
@@ -57,6 +58,12 @@ class RetryableError(Exception):
 
 class PermanentError(Exception):
     """A failure that no retry can fix: the job is dead-lettered at once (reason ``permanent``)."""
+
+
+class JobCancelled(Exception):
+    """Raised by a running job to stop after a cancel (``ctx.stop_if_cancelled()`` raises it when
+    ``ctx.cancelled``): the record is acknowledged, no attempt follows, and the job's status becomes
+    ``cancelled`` with reason ``cancelled while running``."""
 
 
 class DuplicateJobError(ConfigurationError):

@@ -139,6 +139,22 @@ def skip(d: _Delivery, result: str, *, reason: str) -> Verdict:
     )
 
 
+def stopped(d: _Delivery) -> Verdict:
+    """The job stopped itself after a cancel (it raised ``JobCancelled``): acknowledged, no further
+    attempt; its status says ``cancelled``."""
+    from datetime import UTC, datetime
+
+    reason = "cancelled while running"
+    now = datetime.now(UTC).isoformat(timespec="milliseconds")
+    return Verdict(
+        d,
+        Kind.SKIPPED,
+        status=(JobState.CANCELLED, {"attempts": d.attempt, "reason": reason, "finished_at": now}),
+        outcome=d.outcome(Outcome.SKIPPED, reason=reason),
+        events=["Cancelled"],
+    )
+
+
 def backlog_gate(admitted: Admitted, consumer: Consumer) -> Verdict | None:
     """For a scheduled run whose queue is backlogged: skip it or defer it (``when_backlogged``)."""
     d, job = admitted.delivery, admitted.job

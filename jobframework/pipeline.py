@@ -40,12 +40,21 @@ from jobframework.delivery import (
 )
 from jobframework.envelope import parse_body
 from jobframework.errors import (
+    JobCancelled,
     MalformedMessageError,
     PayloadMissingError,
     PayloadVersionError,
     SignatureError,
 )
-from jobframework.gates import RELEASE_MARGIN_SECONDS, Admitted, Gate, dead_letter, refuse, release
+from jobframework.gates import (
+    RELEASE_MARGIN_SECONDS,
+    Admitted,
+    Gate,
+    dead_letter,
+    refuse,
+    release,
+    stopped,
+)
 from jobframework.heartbeat import heartbeat
 from jobframework.idempotency import AlreadyInProgress, KeyHold
 from jobframework.retry import MAX_RETRY_DELAY_SECONDS, Action, Reason, classify
@@ -163,6 +172,9 @@ class Pipeline:
                 "job %s (%s) is running in another delivery; checking again in %ds", env.id, env.type, delay
             )
             return release(d, delay, why=str(exc), outcome=Outcome.RETRIED, state=JobState.RETRYING)
+        except JobCancelled:
+            log.info("job %s (%s) stopped after a cancel", env.id, env.type)
+            return stopped(d)
         except Exception as exc:  # a BaseException of the job arrives as JobAborted: the job's failure
             return self.failed(d, job, exc, (time.perf_counter() - started) * 1000, batch)
         finally:

@@ -153,3 +153,15 @@ def fast(item: Item, ctx: JobContext) -> None:
 @job("f.fast_keyed", registry=registry, idempotent=False, rate="600/minute", rate_key=lambda i: i.tenant)
 def fast_keyed(item: Item, ctx: JobContext) -> None:
     _note(item, ctx)
+
+
+@job("f.stoppable", registry=registry, track=True)
+def stoppable(item: Item, ctx: JobContext) -> str:
+    """Works in steps and stops at the first step after a cancel (``ctx.stop_if_cancelled()``)."""
+    started.set()
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline:
+        ctx.stop_if_cancelled()
+        time.sleep(0.05)
+    _note(item, ctx)
+    return "done"

@@ -60,6 +60,26 @@ def test_a_running_job_sees_ctx_cancelled_and_stops(flow):
     assert flow.client.status(job_id).result == "stopped"
 
 
+def test_a_running_job_that_stops_on_its_cancel_ends_cancelled_not_retried(flow):
+    job_id = flow.client.enqueue("f.stoppable", Item(name="steps")).id
+    consuming = threading.Thread(target=flow.consume, args=("default",))
+    consuming.start()
+    try:
+        assert flow_jobs.started.wait(10)
+        assert flow.client.cancel(job_id).outcome is CancelOutcome.SIGNALLED
+    finally:
+        consuming.join(30)
+    status = flow.client.status(job_id)
+    assert (status.status, status.reason, status.attempts) == (
+        JobState.CANCELLED,
+        "cancelled while running",
+        1,
+    )
+    assert flow_jobs.ran == []  # it stopped before its last step
+    assert [o.outcome for o in flow.outcomes] == ["skipped"]
+    assert receive_all(flow.sqs, flow.url("default"), attempts=1) == []  # acknowledged: no retry
+
+
 def test_a_retry_of_a_cancelled_job_does_not_start(flow):
     job_id = flow.client.enqueue("f.flaky", Item(name="f", fail_times=5)).id
     flow.consume("default")  # attempt 1 fails; back in 1 s
