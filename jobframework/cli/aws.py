@@ -18,6 +18,8 @@ if TYPE_CHECKING:
 DEFAULT_PARAMETER = "/jf/dev/topology"
 CONNECT_TIMEOUT = 2
 """Seconds to wait for a TCP connection before calling an endpoint unreachable."""
+POOL_CONNECTIONS = 64
+"""HTTP connections a client keeps (botocore's 10 is too few for `jf worker`'s threads sharing one)."""
 
 
 @dataclass
@@ -49,6 +51,7 @@ class Aws:
                 connect_timeout=CONNECT_TIMEOUT,
                 read_timeout=30,
                 retries={"max_attempts": attempts, "mode": "standard"},
+                max_pool_connections=POOL_CONNECTIONS,
             ),
         )
 

@@ -186,10 +186,14 @@ def worker(  # noqa: PLR0917
     Example: jf worker --queues critical,high --jobs myapp.jobs
     """
     import logging
+    import os
+
+    import boto3
 
     from jobframework.consumer import consumer
     from jobframework.errors import ConfigurationError
     from jobframework.jobs import lane_priority, registry
+    from jobframework.local.aws import pooled_botocore_session
     from jobframework.local.emulator import Emulator, pollers_for, worker_processes
     from jobframework.topology import Topology, TopologySettings
 
@@ -209,6 +213,10 @@ def worker(  # noqa: PLR0917
     _load_jobs(jobs)
     aws = _aws(ctx)
     config = aws.runtime_config()
+    if config.endpoint_url:  # a local endpoint: no CloudWatch reads the EMF lines, so none are written
+        os.environ.setdefault("POWERTOOLS_METRICS_DISABLED", "true")
+    # The consumer's own clients (DynamoDB, S3) come from boto3's default session: size its pools.
+    boto3.setup_default_session(botocore_session=pooled_botocore_session())
     sqs = aws.sqs(config, attempts=4)
     topology = Topology.from_registry(registry, TopologySettings(stage=stage))
     pollers = pollers_for(config, topology, chosen, region=sqs.meta.region_name)

@@ -30,3 +30,14 @@ def capped_step(step: Step) -> None:
         os.write(fd, line.encode())
     finally:
         os.close(fd)
+
+
+@job("fw.quick", timeout=20)
+def quick_step(step: Step) -> None:
+    """No limit: notes its run in the ledger (the worker-output test)."""
+    line = f"{step.n} {os.getpid()} {time.time():.6f} {time.time():.6f}\n"
+    fd = os.open(os.environ["JF_TEST_LEDGER"], os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+    try:
+        os.write(fd, line.encode())
+    finally:
+        os.close(fd)

@@ -1,0 +1,51 @@
+"""What `jf worker` prints against a local endpoint: its own lines, no EMF metric JSON (nothing reads
+it there) and no urllib3 'Connection pool is full' warnings from its threads sharing a client."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from jobframework.client import JobClient
+from jobframework.jobs import registry
+from jobframework.testing import provision_fresh
+from tests.functional.conftest_local import cli_env
+from tests.functional.flow import worker_jobs
+
+ROOT = Path(__file__).parents[3]
+JOBS = 40
+
+
+def test_a_local_worker_with_many_threads_prints_no_metric_json_nor_pool_warnings(jf_aws, tmp_path):
+    ledger = tmp_path / "ledger.txt"
+    _, config = provision_fresh(jf_aws.endpoint_url, registry)
+    client = JobClient(config, sqs_client=jf_aws.client("sqs"))
+    client.enqueue_many([worker_jobs.quick_step.request(worker_jobs.Step(n=n)) for n in range(JOBS)])
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith(("JF_", "AWS_", "POWERTOOLS_"))},
+        **cli_env(config),
+        "JF_TEST_LEDGER": str(ledger),
+    }
+    command = [sys.executable, "-m", "jobframework.cli", "worker", "--queues", "default", "--workers", "16"]
+    command += ["--jobs", "tests.functional.flow.worker_jobs", "--drain-timeout", "5"]
+    proc = subprocess.Popen(
+        command, env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while not ledger.exists() or len(ledger.read_text().splitlines()) < JOBS:
+            assert proc.poll() is None and time.monotonic() < deadline
+            time.sleep(0.2)
+        proc.send_signal(signal.SIGTERM)
+        out, _ = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, out
+    assert f"{JOBS} done" in out  # its own summary line
+    assert "Connection pool is full" not in out
+    assert '"_aws"' not in out  # no EMF metric lines
