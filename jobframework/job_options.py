@@ -147,11 +147,19 @@ def checked_options(
     ordered_by: Callable[[Any], str] | None,
 ) -> JobOptions:
     """``@job``'s options checked (see :func:`jobframework.jobs.job` for what each means)."""
+    if callable(name):
+        raise ConfigurationError(
+            f'@job needs the job\'s name: write @job("area.verb") above {getattr(name, "__name__", name)}, '
+            'e.g. @job("reports.generate")'
+        )
     if not isinstance(name, str) or not _NAME.match(name):
         raise ConfigurationError(
             f"job name {name!r} is not valid: use letters, digits, '-', '_' and dots, e.g. 'reports.generate'"
         )
-    prio = parse_priority(priority)
+    try:
+        prio = parse_priority(priority)
+    except ConfigurationError as exc:
+        raise ConfigurationError(f"job {name}: {exc}") from None
     if retry is not None and not isinstance(retry, RetryPolicy):
         raise ConfigurationError(f"job {name}: retry= must be a RetryPolicy, got {retry!r}")
     policy = retry or default_policy(prio)
@@ -169,7 +177,7 @@ def checked_options(
         raise ConfigurationError(
             f"job {name}: timeout must be more than 0 and at most {MAX_JOB_TIMEOUT:,.0f} seconds (12 hours: "
             f"SQS hides a message that long at most; over {LAMBDA_MAX_TIMEOUT:,.0f} the job runs on "
-            f"jf worker), got {seconds:g}; split longer work into smaller jobs"
+            f"jf worker), got {seconds:,.0f}; split longer work into smaller jobs"
         )
     if isinstance(version, bool) or not isinstance(version, int) or version < 1:
         raise ConfigurationError(f"job {name}: version must be an int >= 1, got {version!r}")
@@ -183,7 +191,7 @@ def checked_options(
     window = None if dedup_window is None else duration_seconds(dedup_window, f"job {name}: dedup_window")
     if window is not None and not 0 <= window <= 7 * 24 * 3600:
         raise ConfigurationError(
-            f"job {name}: dedup_window must be 0 (off) to 7 days (604,800 s), got {window:g}s"
+            f"job {name}: dedup_window must be 0 (off) to 7 days (604,800 s), got {window:,.0f} s"
         )
     if batch is not None and not isinstance(batch, BatchOptions):
         raise ConfigurationError(f"job {name}: batch= takes BatchOptions(max_size=..., max_wait=...)")

@@ -57,8 +57,9 @@ def import_job_modules(modules: Iterable[str], *, cwd_importable: bool = False) 
         except ModuleNotFoundError as exc:
             if exc.name is not None and (name == exc.name or name.startswith(exc.name + ".")):
                 raise ConfigurationError(
-                    f"job module {name!r} not found (sys.path starts {sys.path[:3]}): check {ENV_JOBS} "
-                    "or --jobs, and that its package is installed or in the current directory"
+                    f"job module {name!r} not found (sys.path starts {sys.path[:3]}): check the module "
+                    f"names ({ENV_JOBS}, --jobs or the construct's job_modules=), and that its package is "
+                    "installed or in the current directory"
                 ) from exc
             raise ConfigurationError(
                 f"job module {name!r} imports {exc.name!r}, which is not installed: add it to your "

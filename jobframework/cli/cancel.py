@@ -33,7 +33,9 @@ def cancel(  # noqa: PLR0917
 
     Example: jf cancel --type reports.generate --older-than 1h --dry-run
     """
-    if (job_id is None) == (job_type is None):
+    if job_id is None and job_type is None:
+        raise typer.BadParameter("give a job ID, or --type TYPE --older-than AGE for a bulk cancel")
+    if job_id is not None and job_type is not None:
         raise typer.BadParameter("give either a job ID or --type (with --older-than), not both")
     if job_type is not None and older_than is None:
         raise typer.BadParameter("a bulk cancel needs --older-than (0s for every unfinished job)")

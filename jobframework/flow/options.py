@@ -40,9 +40,16 @@ def expiry_seconds(value: float | timedelta | None, option: str = "expires_in") 
     if not 0 < seconds <= MAX_EXPIRY_SECONDS:
         raise ConfigurationError(
             f"{option} must be more than 0 and at most 14 days ({MAX_EXPIRY_SECONDS:,} s, SQS's longest "
-            f"retention), got {seconds:g}"
+            f"retention), got {seconds:,.0f} s"
         )
     return float(seconds)
+
+
+def _rate(name: str, rate: str | None) -> Rate | None:
+    try:
+        return Rate.parse(rate) if rate is not None else None
+    except ConfigurationError as exc:
+        raise ConfigurationError(f"job {name}: {exc}") from None
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,7 +136,7 @@ def flow_options(
         tenant=tenant,
         concurrency=concurrency,
         concurrency_key=concurrency_key,
-        rate=Rate.parse(rate) if rate is not None else None,
+        rate=_rate(name, rate),
         rate_key=rate_key,
         ordered_by=ordered_by,
     )

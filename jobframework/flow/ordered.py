@@ -82,8 +82,9 @@ def message_group(job: Job[Any] | RoutedJob, request: EnqueueRequest, data: dict
         where = "group="
     if group is None:
         raise ConfigurationError(
-            f"{job.name} is an ordered job known here only from the job catalog: pass group= (the "
-            "value its ordered_by function gives) so that it joins the right message group"
+            f"{job.name} is an ordered job known here only from the job catalog: pass group= "
+            "(jf enqueue --group) with the value its ordered_by function gives, so that it joins the right "
+            "message group"
         )
     if not isinstance(group, str) or not _GROUP.match(group):
         raise ConfigurationError(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from datetime import timedelta
 
 import pytest
 from pydantic import BaseModel
@@ -253,3 +254,26 @@ def test_validation_problems_are_one_line_and_its_example_runs():
 
     result = doctest.testmod(validation)
     assert result.attempted > 0 and result.failed == 0
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"rate": "fast"}, r"^job a\.b: rate 'fast' is not a rate"),
+        ({"priority": "urgent"}, r"^job a\.b: unknown priority 'urgent'; use one of critical"),
+        ({"expires_after": timedelta(days=30)}, r"at most 14 days .*got 2,592,000 s$"),
+        ({"timeout": 100_000}, r"got 100,000; split longer work"),
+    ],
+)
+def test_a_bad_option_names_its_job_and_reads_plainly(options, message):
+    with pytest.raises(ConfigurationError, match=message):
+        job("a.b", registry=JobRegistry(), **options)
+
+
+def test_a_bare_decorator_says_to_give_the_name():
+    with pytest.raises(
+        ConfigurationError, match=r'@job needs the job\'s name: write @job\("area\.verb"\) above k'
+    ):
+
+        @job  # type: ignore[arg-type]
+        def k(p: BaseModel) -> None: ...
