@@ -96,6 +96,7 @@ def outcome_keys(outcome: RecordOutcome) -> dict[str, Any]:
         "error": outcome.error,
         "delay": outcome.delay,
         "duration_ms": round(outcome.processing_ms, 1) if outcome.processing_ms is not None else None,
+        "duplicate": outcome.duplicate or None,
     }
 
 
@@ -107,6 +108,9 @@ def outcome_text(keys: dict[str, Any]) -> str:
         ...               "priority": "default", "attempt": 2, "delay": 4, "duration_ms": 7.2,
         ...               "error": "RetryableError: 503"})
         'retry in 4s    webhooks.deliver  j-1  default  attempt 2  7 ms  RetryableError: 503'
+        >>> outcome_text({"outcome": "succeeded", "duplicate": True, "job_type": "payments.capture",
+        ...               "job_id": "j-2", "priority": "high", "attempt": 1, "duration_ms": 6.0})
+        'duplicate      payments.capture  j-2  high  attempt 1  6 ms'
     """
     what = _what(keys)
     job_type = keys.get("job_type") or "(no job type)"
@@ -126,6 +130,8 @@ def _what(keys: dict[str, Any]) -> str:
     outcome = keys.get("outcome")
     if outcome == Outcome.RETRIED:
         return f"retry in {_seconds(keys.get('delay'))}"
+    if outcome == Outcome.SUCCEEDED and keys.get("duplicate"):
+        return "duplicate"  # its key had completed: acknowledged, the job did not run again
     return str(outcome).replace("_", "-")
 
 
