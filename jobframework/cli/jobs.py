@@ -61,6 +61,23 @@ def enqueue(  # noqa: PLR0917
             "the job module is not importable here."
         ),
     ] = None,
+    tenant: Annotated[
+        str | None, typer.Option(help="The tenant (MessageGroupId of a standard queue: SQS fair queues).")
+    ] = None,
+    track: Annotated[
+        bool | None,
+        typer.Option(
+            "--track/--no-track", help="Keep (or not) a status readable by id; default the job's own."
+        ),
+    ] = None,
+    expires_in: Annotated[
+        float | None,
+        typer.Option(help="Seconds by which it must have started, else it is dropped as expired.", min=0),
+    ] = None,
+    debounce: Annotated[
+        float | None,
+        typer.Option(help="Seconds: of the enqueues of --key in a window only the last runs.", min=0),
+    ] = None,
     jobs: JobsOption = None,
     json_output: JsonOption = False,
 ) -> None:
@@ -96,6 +113,10 @@ def enqueue(  # noqa: PLR0917
         priority=priority.value if priority else None,
         dedup_window=dedup_window,
         group=group,
+        tenant=tenant,
+        track=track,
+        expires_in=expires_in,
+        debounce=debounce,
     )
     if json_output:
         _print_json(

@@ -74,6 +74,22 @@ def test_enqueue_with_a_key_prints_the_first_id_again_and_sends_once(sqs, jf_con
     assert sorted(low) == sorted([first.stdout.strip(), info["id"]])
 
 
+def test_enqueue_takes_the_flow_options_the_client_takes(sqs, jf_config):
+    """--tenant, --track, --expires-in and --debounce reach the message as enqueue(...) would send them."""
+    env = cli_env(jf_config)
+    args = ["enqueue", "reports.generate", '{"report_id": "r-2"}', "--tenant", "acme", "--track"]
+    sent = invoke([*args, "--expires-in", "600", "--key", "report:r-2", "--debounce", "1", "--json"], env)
+    assert sent.exit_code == 0, sent.output
+    job_id = json.loads(sent.stdout)["id"]
+    status = invoke(["status", job_id, "--json"], env)
+    assert json.loads(status.stdout)["status"] == "queued"  # tracked
+    time.sleep(1.2)  # a debounced enqueue is delayed by its window
+    [message] = receive_all(sqs, jf_config.endpoints("low").url)
+    body = json.loads(message["Body"])
+    assert message["Attributes"]["MessageGroupId"] == "acme"
+    assert body["track"] is True and body["deadline"] and body["debounce"]["key"] == "report:r-2"
+
+
 def test_enqueue_takes_delays_up_to_a_year_as_the_client_does():
     help_text = " ".join(invoke(["enqueue", "--help"]).stdout.split())
     assert "up to a year, 31536000" in help_text
