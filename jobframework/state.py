@@ -35,6 +35,8 @@ from jobframework.stores.job_records_dynamodb import DynamoJobRecords
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
 
+    from jobframework.stores.sagas import SagaRecords
+
 
 class StateStore:
     """Reads and writes the state table.
@@ -51,6 +53,7 @@ class StateStore:
         *,
         jobs: JobRecords | None = None,
         dedup: DedupMarkers | None = None,
+        sagas: SagaRecords | None = None,
     ) -> None:
         self.table = table
         self.client = client
@@ -58,6 +61,16 @@ class StateStore:
         """A job's records: status, start claim, cancel marker (:mod:`jobframework.stores.job_records`)."""
         self.dedup: DedupMarkers = dedup if dedup is not None else DynamoDedupMarkers(table, client)
         """Enqueue dedup markers (:mod:`jobframework.stores.dedup`)."""
+        self._sagas = sagas
+
+    @property
+    def sagas(self) -> SagaRecords:
+        """Saga records (:mod:`jobframework.stores.sagas`; made on first use: most consumers run none)."""
+        if self._sagas is None:
+            from jobframework.stores.sagas import DynamoSagaRecords
+
+            self._sagas = DynamoSagaRecords(self.table, self.client)
+        return self._sagas
 
     # -- job status ------------------------------------------------------------------------------------
 

@@ -17,7 +17,6 @@ from jobframework.saga.record import (
     SagaRecord,
     SagaStatus,
     _iso,
-    _item,
     _now,
     load_saga,
 )
@@ -62,14 +61,6 @@ def _client_or_default(client: JobClient | None) -> JobClient:
     return client if client is not None else default_client()
 
 
-def _conditional_failed(exc: Exception) -> bool:
-    response = getattr(exc, "response", None)
-    return (
-        isinstance(response, dict)
-        and response.get("Error", {}).get("Code") == "ConditionalCheckFailedException"
-    )
-
-
 class _Engine:
     """Reads, transitions (conditional on the version), writes and flushes the outbox of one saga."""
 
@@ -85,29 +76,10 @@ class _Engine:
         return load_saga(self.store, saga_id)
 
     def create(self, record: SagaRecord) -> bool:
-        try:
-            self.store.client.put_item(
-                TableName=self.store.table, Item=_item(record), ConditionExpression="attribute_not_exists(pk)"
-            )
-        except Exception as exc:
-            if _conditional_failed(exc):
-                return False
-            raise
-        return True
+        return self.store.sagas.create(record)
 
     def _write(self, record: SagaRecord, expected: int) -> bool:
-        try:
-            self.store.client.put_item(
-                TableName=self.store.table,
-                Item=_item(record),
-                ConditionExpression="version = :expected",
-                ExpressionAttributeValues={":expected": {"N": str(expected)}},
-            )
-        except Exception as exc:
-            if _conditional_failed(exc):
-                return False
-            raise
-        return True
+        return self.store.sagas.replace(record, expected)
 
     def apply(self, saga_id: str, transition: Callable[[SagaRecord, datetime], bool]) -> SagaRecord:
         """Read, transition, write conditionally on the version (re-reading on a conflict); then flush.

@@ -1,9 +1,7 @@
-"""The durable record of a saga: its statuses, steps and outbox, and its item in the state table."""
+"""The durable record of a saga: its statuses, steps and outbox (kept by :mod:`jobframework.stores.sagas`)."""
 
 from __future__ import annotations
 
-import time
-from collections.abc import Mapping
 from datetime import UTC, datetime
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
@@ -14,10 +12,6 @@ from jobframework.errors import ConfigurationError, JobFrameworkError
 
 if TYPE_CHECKING:
     from jobframework.state import StateStore
-
-TERMINAL_TTL_SECONDS = 30 * 24 * 3600
-"""A finished saga's record is kept this long (a running one a year)."""
-RUNNING_TTL_SECONDS = 365 * 24 * 3600
 
 
 class SagaError(JobFrameworkError):
@@ -143,67 +137,19 @@ class SagaRecord(BaseModel):
         return data
 
 
-# --- the item in the state table ----------------------------------------------------------------------
-
-
-def _key(saga_id: str) -> dict[str, Any]:
-    return {"pk": {"S": f"saga#{saga_id}"}, "sk": {"S": "saga"}}
-
-
-def _item(record: SagaRecord) -> dict[str, Any]:
-    ttl = TERMINAL_TTL_SECONDS if record.status.terminal else RUNNING_TTL_SECONDS
-    return {
-        **_key(record.id),
-        "saga_name": {"S": record.name},
-        "status": {"S": record.status.value},
-        "version": {"N": str(record.version)},
-        "created_at": {"S": record.created_at},
-        "updated_at": {"S": record.updated_at},
-        "doc": {"S": record.model_dump_json()},
-        "expires_at": {"N": str(int(time.time()) + ttl)},
-    }
-
-
-def _record(item: Mapping[str, Any]) -> SagaRecord:
-    return SagaRecord.model_validate_json(item["doc"]["S"])
+# --- reading ------------------------------------------------------------------------------------------
 
 
 def load_saga(store: StateStore, saga_id: str) -> SagaRecord | None:
     """The record of a saga (consistent read), ``None`` if unknown."""
     if not isinstance(saga_id, str) or not 0 < len(saga_id) <= 128:
         raise ConfigurationError(f"a saga id is a string of 1 to 128 characters, got {saga_id!r}")
-    item = store.client.get_item(TableName=store.table, Key=_key(saga_id), ConsistentRead=True).get("Item")
-    return _record(item) if item else None
+    return store.sagas.get(saga_id)
 
 
 def list_sagas(
     store: StateStore, *, status: SagaStatus | str | None = None, name: str | None = None, limit: int = 100
 ) -> list[SagaRecord]:
     """Sagas in the state table, newest first (a filtered Scan: meant for operators, not hot paths)."""
-    names: dict[str, str] = {}
-    values: dict[str, Any] = {":prefix": {"S": "saga#"}}
-    filters = ["begins_with(pk, :prefix)"]
-    if status is not None:
-        names["#status"] = "status"  # a reserved word
-        values[":status"] = {"S": SagaStatus(status).value}
-        filters.append("#status = :status")
-    if name is not None:
-        values[":name"] = {"S": name}
-        filters.append("saga_name = :name")
-    found: list[SagaRecord] = []
-    kwargs: dict[str, Any] = {
-        "TableName": store.table,
-        "FilterExpression": " AND ".join(filters),
-        "ExpressionAttributeValues": values,
-    }
-    if names:
-        kwargs["ExpressionAttributeNames"] = names
-    while True:
-        page = store.client.scan(**kwargs)
-        found.extend(_record(item) for item in page.get("Items", []))
-        start = page.get("LastEvaluatedKey")
-        if not start:
-            break
-        kwargs["ExclusiveStartKey"] = start
-    found.sort(key=lambda r: r.created_at, reverse=True)
-    return found[:limit]
+    wanted = SagaStatus(status).value if status is not None else None
+    return store.sagas.find(status=wanted, name=name, limit=limit)

@@ -8,9 +8,10 @@ A kind of record has here:
 * an in-memory twin with the same rules (conditional writes included), so that the pipeline's unit
   tests run without the embedded AWS and without sleeps; one contract test runs against both.
 
-Done: a job's records (:mod:`jobframework.stores.job_records`: status, start claim, cancel marker)
-and enqueue dedup markers (:mod:`jobframework.stores.dedup`), each with a contract test run against
-both implementations. The retry budget's counter has its in-memory twin in :mod:`jobframework.budget`.
-Saga records and the flow-control items (limits, debounce, pause) are still written by their modules
-through :class:`jobframework.state.StateStore`'s client.
+Done: a job's records (:mod:`jobframework.stores.job_records`: status, start claim, cancel marker),
+enqueue dedup markers (:mod:`jobframework.stores.dedup`) and saga records
+(:mod:`jobframework.stores.sagas`), each with a contract test run against both implementations; the
+retry budget's counter (:mod:`jobframework.budget`, its in-memory twin beside it) has one too. The
+flow-control items (limits, debounce, pause) are still written by their modules through
+:class:`jobframework.state.StateStore`'s client.
 """
