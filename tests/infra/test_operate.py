@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from aws_cdk import App, Stack
+from aws_cdk import App, CfnElement, Stack
 from aws_cdk import aws_iam as iam
 from aws_cdk.assertions import Template
 
@@ -19,10 +19,12 @@ def _operator_statements(tmp_path: Any) -> tuple[Stack, Any, list[dict[str, Any]
     jobs = _framework(stack, tmp_path / "src", package, registry, requirements=())
     operator = iam.Role(stack, "OnCall", assumed_by=iam.AccountRootPrincipal())
     jobs.grant_operate(operator)
+    role = operator.node.default_child
+    assert isinstance(role, CfnElement)
     [policy] = [
         p
         for p in Template.from_stack(stack).find_resources("AWS::IAM::Policy").values()
-        if p["Properties"]["Roles"] == [{"Ref": stack.get_logical_id(operator.node.default_child)}]
+        if p["Properties"]["Roles"] == [{"Ref": stack.get_logical_id(role)}]
     ]
     return stack, jobs, policy["Properties"]["PolicyDocument"]["Statement"]
 
