@@ -72,7 +72,9 @@ def _load_jobs(modules: list[str] | None) -> list[str]:
     from jobframework.modules import configured_job_modules, import_job_modules
 
     try:
-        names = modules or configured_job_modules()
+        # --jobs a,b as well as --jobs a --jobs b (the form JF_JOBS and jf dev's exports use)
+        given = [name for m in modules or [] for name in m.split(",")]
+        names = given or configured_job_modules()
         return import_job_modules(names, cwd_importable=True)
     except ConfigurationError as exc:
         raise CliError(str(exc)) from exc

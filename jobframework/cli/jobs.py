@@ -18,6 +18,7 @@ from jobframework.cli.base import (
     _print_json,
     app,
     optional_jobs,
+    parse_duration,
 )
 from jobframework.cli.errors import CliError
 
@@ -71,12 +72,17 @@ def enqueue(  # noqa: PLR0917
         ),
     ] = None,
     expires_in: Annotated[
-        float | None,
-        typer.Option(help="Seconds by which it must have started, else it is dropped as expired.", min=0),
+        str | None,
+        typer.Option(
+            metavar="DURATION",
+            help="By when it must have started (90, 90s, 15m, 2h, 1d), else it is dropped as expired.",
+        ),
     ] = None,
     debounce: Annotated[
-        float | None,
-        typer.Option(help="Seconds: of the enqueues of --key in a window only the last runs.", min=0),
+        str | None,
+        typer.Option(
+            metavar="DURATION", help="Window (5, 5s, 2m): of the enqueues of --key in it only the last runs."
+        ),
     ] = None,
     jobs: JobsOption = None,
     json_output: JsonOption = False,
@@ -115,8 +121,8 @@ def enqueue(  # noqa: PLR0917
         group=group,
         tenant=tenant,
         track=track,
-        expires_in=expires_in,
-        debounce=debounce,
+        expires_in=parse_duration(expires_in) if expires_in is not None else None,
+        debounce=parse_duration(debounce) if debounce is not None else None,
     )
     if json_output:
         _print_json(

@@ -328,3 +328,9 @@ def new(
     typer.echo('       python3 -m venv .venv && .venv/bin/pip install -e ".[dev]"')
     typer.echo(f"       .venv/bin/python -m pytest; .venv/bin/jf dev --jobs {names['package']}.jobs")
     typer.echo("       source .venv/bin/activate && cdk deploy")
+    if "file://" in names["framework"]:
+        typer.echo(
+            f"note:  pyproject.toml depends on {names['framework']} (where this jf came from): a "
+            "teammate or CI needs a git URL or a wheel there instead",
+            err=True,
+        )

@@ -55,3 +55,18 @@ def test_jf_new_asks_for_a_package_when_the_directory_name_is_not_one(tmp_path):
     ok = CliRunner().invoke(app, ["new", str(tmp_path / "2fast"), "--package", "fast"])
     assert ok.exit_code == 0, ok.output
     assert (tmp_path / "2fast" / "fast" / "jobs.py").is_file()
+
+
+def test_jf_new_says_when_the_project_depends_on_a_local_path(tmp_path, monkeypatch):
+    """A path install makes a `file://` requirement, which a teammate or CI cannot install: said on stderr."""
+    import jobframework.cli.new as new_module
+
+    monkeypatch.setattr(
+        new_module, "framework_requirement", lambda extras="": f"jobframework{extras} @ file:///src"
+    )
+    result = CliRunner().invoke(app, ["new", str(tmp_path / "svc")])
+    assert result.exit_code == 0, result.output
+    assert "a teammate or CI needs a git URL or a wheel there instead" in result.stderr
+    monkeypatch.setattr(new_module, "framework_requirement", lambda extras="": f"jobframework{extras}>=0.1")
+    quiet = CliRunner().invoke(app, ["new", str(tmp_path / "svc2")])
+    assert "teammate" not in quiet.stderr

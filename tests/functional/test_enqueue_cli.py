@@ -78,7 +78,7 @@ def test_enqueue_takes_the_flow_options_the_client_takes(sqs, jf_config):
     """--tenant, --track, --expires-in and --debounce reach the message as enqueue(...) would send them."""
     env = cli_env(jf_config)
     args = ["enqueue", "reports.generate", '{"report_id": "r-2"}', "--tenant", "acme", "--track"]
-    sent = invoke([*args, "--expires-in", "600", "--key", "report:r-2", "--debounce", "1", "--json"], env)
+    sent = invoke([*args, "--expires-in", "10m", "--key", "report:r-2", "--debounce", "1s", "--json"], env)
     assert sent.exit_code == 0, sent.output
     job_id = json.loads(sent.stdout)["id"]
     status = invoke(["status", job_id, "--json"], env)
@@ -88,6 +88,8 @@ def test_enqueue_takes_the_flow_options_the_client_takes(sqs, jf_config):
     body = json.loads(message["Body"])
     assert message["Attributes"]["MessageGroupId"] == "acme"
     assert body["track"] is True and body["deadline"] and body["debounce"]["key"] == "report:r-2"
+    bad = invoke([*args, "--expires-in", "soon"], env)
+    assert bad.exit_code == 2 and "'soon' is not a duration; use e.g. 90s, 15m, 2h or 1d" in bad.output
 
 
 def test_enqueue_takes_delays_up_to_a_year_as_the_client_does():

@@ -76,3 +76,18 @@ def test_the_worker_entry_point_without_jf_jobs_fails_at_init_saying_what_to_set
     )
     assert proc.returncode != 0
     assert "ConfigurationError: no job modules named: set JF_JOBS" in proc.stderr
+
+
+def test_jobs_takes_a_comma_separated_list_as_jf_jobs_does(tmp_path, monkeypatch):
+    """`jf dev --jobs a,b` (the form `jf dev` prints as JF_JOBS) and `--jobs a --jobs b` load both."""
+    from jobframework.cli.base import _load_jobs
+
+    package = tmp_path / "twosvc"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "jobs.py").write_text("")
+    (package / "more.py").write_text("")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    assert _load_jobs(["twosvc.jobs,twosvc.more"]) == ["twosvc.jobs", "twosvc.more"]
+    assert _load_jobs(["twosvc.jobs", "twosvc.more"]) == ["twosvc.jobs", "twosvc.more"]
