@@ -6,8 +6,11 @@ The embedded AWS fixtures come from :mod:`jobframework.testing`.
 
 from __future__ import annotations
 
+import io
 import json
 import os
+import uuid
+import zipfile
 from typing import Any
 
 import pytest
@@ -19,7 +22,17 @@ from jobframework.testing import jf_aws, jf_config
 from jobframework.topology import RuntimeConfig
 from jobframework.tracing import new_trace
 
-__all__ = ["cli_env", "dead_letter", "invoke", "jf_aws", "jf_config", "queue_counts", "sqs"]
+__all__ = [
+    "cli_env",
+    "dead_letter",
+    "event_source_mapping",
+    "invoke",
+    "jf_aws",
+    "jf_config",
+    "queue_counts",
+    "sqs",
+    "state_table",
+]
 
 
 def cli_env(config: RuntimeConfig) -> dict[str, str]:
@@ -82,6 +95,36 @@ def dead_letter(
         },
     )
     return env
+
+
+def state_table(jf_aws: Any) -> tuple[str, Any]:
+    """A fresh, empty table shaped as the state table (``pk``, ``sk``) and a DynamoDB client for it."""
+    dynamodb = jf_aws.client("dynamodb")
+    table = f"jf-state-{uuid.uuid4().hex[:8]}"
+    dynamodb.create_table(
+        TableName=table,
+        KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}],
+        AttributeDefinitions=[
+            {"AttributeName": "pk", "AttributeType": "S"},
+            {"AttributeName": "sk", "AttributeType": "S"},
+        ],
+        BillingMode="PAY_PER_REQUEST",
+    )
+    return table, dynamodb
+
+
+def event_source_mapping(jf_aws: Any, queue_arn: str) -> str:
+    """A Lambda function and an event source mapping reading ``queue_arn`` (never invoked); its UUID."""
+    iam, lam = jf_aws.client("iam"), jf_aws.client("lambda")
+    name = f"fn-{queue_arn.rsplit(':', 1)[-1]}"
+    role = iam.create_role(RoleName=name, AssumeRolePolicyDocument="{}")["Role"]["Arn"]
+    code = io.BytesIO()
+    with zipfile.ZipFile(code, "w") as z:
+        z.writestr("h.py", "def h(event, context):\n    return None\n")
+    lam.create_function(
+        FunctionName=name, Runtime="python3.12", Role=role, Handler="h.h", Code={"ZipFile": code.getvalue()}
+    )
+    return str(lam.create_event_source_mapping(EventSourceArn=queue_arn, FunctionName=name)["UUID"])
 
 
 def parse_json(text: str) -> Any:

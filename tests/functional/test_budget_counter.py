@@ -3,13 +3,11 @@ in-memory one the outage simulation uses. Whatever passes here counts the same i
 
 from __future__ import annotations
 
-import uuid
-from typing import Any
-
 import pytest
 
 from jobframework.budget import BudgetCounter, InMemoryBudgetCounter
 from jobframework.state import StateStore
+from tests.functional.conftest_local import state_table
 
 TTL = 3600
 
@@ -18,18 +16,7 @@ TTL = 3600
 def counter(request: pytest.FixtureRequest) -> BudgetCounter:
     if request.param == "in-memory":
         return InMemoryBudgetCounter()
-    aws: Any = request.getfixturevalue("jf_aws")
-    dynamodb = aws.client("dynamodb")
-    table = f"jf-budget-{uuid.uuid4().hex[:8]}"
-    dynamodb.create_table(
-        TableName=table,
-        KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}],
-        AttributeDefinitions=[
-            {"AttributeName": "pk", "AttributeType": "S"},
-            {"AttributeName": "sk", "AttributeType": "S"},
-        ],
-        BillingMode="PAY_PER_REQUEST",
-    )
+    table, dynamodb = state_table(request.getfixturevalue("jf_aws"))
     return StateStore(table, dynamodb)
 
 

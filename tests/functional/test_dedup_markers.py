@@ -4,8 +4,6 @@ and the in-memory twin. Whatever passes here behaves the same in both."""
 from __future__ import annotations
 
 import time
-import uuid
-from typing import Any
 
 import pytest
 
@@ -14,6 +12,7 @@ from jobframework.status import JobState
 from jobframework.stores.dedup import DedupMarkers, DynamoDedupMarkers, InMemoryDedupMarkers
 from jobframework.stores.job_records import InMemoryJobRecords, JobRecords
 from jobframework.stores.job_records_dynamodb import DynamoJobRecords
+from tests.functional.conftest_local import state_table
 
 LAPSE = 0.15
 """A lease or window short enough to pass within a test (seconds)."""
@@ -27,21 +26,7 @@ def stores(request: pytest.FixtureRequest) -> tuple[DedupMarkers, JobRecords]:
         records = InMemoryJobRecords()
         markers = InMemoryDedupMarkers(records)
     else:
-        aws: Any = request.getfixturevalue("jf_aws")
-        dynamodb = aws.client("dynamodb")
-        table = f"jf-dedup-{uuid.uuid4().hex[:8]}"
-        dynamodb.create_table(
-            TableName=table,
-            KeySchema=[
-                {"AttributeName": "pk", "KeyType": "HASH"},
-                {"AttributeName": "sk", "KeyType": "RANGE"},
-            ],
-            AttributeDefinitions=[
-                {"AttributeName": "pk", "AttributeType": "S"},
-                {"AttributeName": "sk", "AttributeType": "S"},
-            ],
-            BillingMode="PAY_PER_REQUEST",
-        )
+        table, dynamodb = state_table(request.getfixturevalue("jf_aws"))
         records, markers = DynamoJobRecords(table, dynamodb), DynamoDedupMarkers(table, dynamodb)
     markers.pending_wait = 0.3  # how long a duplicate waits for an unconfirmed send
     return markers, records

@@ -5,32 +5,20 @@ from __future__ import annotations
 
 import json
 import time
-import uuid
-from typing import Any
 
 import pytest
 
 from jobframework.status import JobState
 from jobframework.stores.job_records import InMemoryJobRecords, JobRecords, StartClaim
 from jobframework.stores.job_records_dynamodb import DynamoJobRecords
+from tests.functional.conftest_local import state_table
 
 
 @pytest.fixture(params=["dynamodb", "in-memory"])
 def records(request: pytest.FixtureRequest) -> JobRecords:
     if request.param == "in-memory":
         return InMemoryJobRecords()
-    aws: Any = request.getfixturevalue("jf_aws")
-    dynamodb = aws.client("dynamodb")
-    table = f"jf-records-{uuid.uuid4().hex[:8]}"
-    dynamodb.create_table(
-        TableName=table,
-        KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}],
-        AttributeDefinitions=[
-            {"AttributeName": "pk", "AttributeType": "S"},
-            {"AttributeName": "sk", "AttributeType": "S"},
-        ],
-        BillingMode="PAY_PER_REQUEST",
-    )
+    table, dynamodb = state_table(request.getfixturevalue("jf_aws"))
     return DynamoJobRecords(table, dynamodb)
 
 

@@ -3,9 +3,7 @@ commands run on the embedded AWS while each API call is recorded (by service and
 
 from __future__ import annotations
 
-import io
 import json
-import zipfile
 from typing import Any
 
 import botocore.client
@@ -17,7 +15,7 @@ from jobframework.jobs import registry
 from jobframework.local.pollers import queue_arn_from_url
 from jobframework.testing import provision_fresh, receive_all
 from jobframework.topology import RuntimeConfig
-from tests.functional.conftest_local import cli_env, dead_letter, invoke, jf_aws, sqs
+from tests.functional.conftest_local import cli_env, dead_letter, event_source_mapping, invoke, jf_aws, sqs
 
 __all__ = ["jf_aws", "sqs"]
 
@@ -48,20 +46,6 @@ def calls(monkeypatch: pytest.MonkeyPatch) -> set[tuple[str, str]]:
     return seen
 
 
-def _mapping(jf_aws: Any, queue_arn: str) -> None:
-    """A function and an event source mapping reading ``queue_arn`` (what `jf queue pause` disables)."""
-    iam, lam = jf_aws.client("iam"), jf_aws.client("lambda")
-    name = f"fn-{queue_arn.rsplit(':', 1)[-1]}"
-    role = iam.create_role(RoleName=name, AssumeRolePolicyDocument="{}")["Role"]["Arn"]
-    code = io.BytesIO()
-    with zipfile.ZipFile(code, "w") as z:
-        z.writestr("h.py", "def h(event, context):\n    return None\n")
-    lam.create_function(
-        FunctionName=name, Runtime="python3.12", Role=role, Handler="h.h", Code={"ZipFile": code.getvalue()}
-    )
-    lam.create_event_source_mapping(EventSourceArn=queue_arn, FunctionName=name)
-
-
 def _offloaded_dead_letter(jf_aws: Any, config: RuntimeConfig, sqs: Any) -> None:
     """A dead letter whose payload is in S3 (its redrive refreshes the object)."""
     small = config.model_copy(update={"offload_threshold": 1024})
@@ -80,7 +64,7 @@ def _offloaded_dead_letter(jf_aws: Any, config: RuntimeConfig, sqs: Any) -> None
 def test_the_operators_commands_make_only_granted_requests(jf_aws, jf_config, sqs, tmp_path, request):
     from jobframework.cdk.operate import OPERATOR_ACTIONS, iam_actions
 
-    _mapping(jf_aws, queue_arn_from_url(jf_config.endpoints("high").url, "us-east-1"))
+    event_source_mapping(jf_aws, queue_arn_from_url(jf_config.endpoints("high").url, "us-east-1"))
     client = JobClient(jf_config, sqs_client=sqs, clients={"dynamodb": jf_aws.client("dynamodb")})
     sent = client.enqueue("emails.send", {"to": "a@example.com", "subject": "hi"}, track=True)
     dead_letter(sqs, jf_config, "high", "emails.send", {"to": "b@example.com", "subject": "x"})

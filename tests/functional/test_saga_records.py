@@ -3,31 +3,18 @@ in-memory twin. Whatever passes here behaves the same in both."""
 
 from __future__ import annotations
 
-import uuid
-from typing import Any
-
 import pytest
 
 from jobframework.saga import SagaRecord, SagaStatus
 from jobframework.stores.sagas import DynamoSagaRecords, InMemorySagaRecords, SagaRecords
+from tests.functional.conftest_local import state_table
 
 
 @pytest.fixture(params=["dynamodb", "in-memory"])
 def sagas(request: pytest.FixtureRequest) -> SagaRecords:
     if request.param == "in-memory":
         return InMemorySagaRecords()
-    aws: Any = request.getfixturevalue("jf_aws")
-    dynamodb = aws.client("dynamodb")
-    table = f"jf-sagas-{uuid.uuid4().hex[:8]}"
-    dynamodb.create_table(
-        TableName=table,
-        KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}],
-        AttributeDefinitions=[
-            {"AttributeName": "pk", "AttributeType": "S"},
-            {"AttributeName": "sk", "AttributeType": "S"},
-        ],
-        BillingMode="PAY_PER_REQUEST",
-    )
+    table, dynamodb = state_table(request.getfixturevalue("jf_aws"))
     return DynamoSagaRecords(table, dynamodb)
 
 

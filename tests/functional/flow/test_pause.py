@@ -2,33 +2,25 @@
 
 from __future__ import annotations
 
-import io
 import json
 import time
-import zipfile
 from typing import Any
 
 from jobframework.flow.pause import PauseWatch, lanes_of, pause, paused, resume
 from jobframework.jobs import Priority
 from jobframework.local.emulator import Emulator, QueuePoller, queue_arn_from_url
 from jobframework.state import StateStore
-from tests.functional.conftest_local import cli_env, invoke, jf_aws, jf_config, queue_counts, sqs
+from tests.functional.conftest_local import (
+    cli_env,
+    event_source_mapping,
+    invoke,
+    jf_aws,
+    jf_config,
+    queue_counts,
+    sqs,
+)
 
 __all__ = ["jf_aws", "jf_config", "sqs"]
-
-
-def _mapping(jf_aws: Any, queue_arn: str) -> str:
-    """A Lambda function and an event source mapping reading ``queue_arn`` (never invoked here)."""
-    iam, lam = jf_aws.client("iam"), jf_aws.client("lambda")
-    name = f"fn-{queue_arn.rsplit(':', 1)[-1]}"
-    role = iam.create_role(RoleName=name, AssumeRolePolicyDocument="{}")["Role"]["Arn"]
-    code = io.BytesIO()
-    with zipfile.ZipFile(code, "w") as z:
-        z.writestr("h.py", "def h(event, context):\n    return None\n")
-    lam.create_function(
-        FunctionName=name, Runtime="python3.12", Role=role, Handler="h.h", Code={"ZipFile": code.getvalue()}
-    )
-    return str(lam.create_event_source_mapping(EventSourceArn=queue_arn, FunctionName=name)["UUID"])
 
 
 def _state(jf_aws: Any, uuid: str) -> str:
@@ -37,7 +29,7 @@ def _state(jf_aws: Any, uuid: str) -> str:
 
 def test_pause_disables_the_mapping_and_shows_in_ls_and_dlq_ls(jf_aws, jf_config):
     url = jf_config.endpoints("high").url
-    uuid = _mapping(jf_aws, queue_arn_from_url(url, "us-east-1"))
+    uuid = event_source_mapping(jf_aws, queue_arn_from_url(url, "us-east-1"))
     env = cli_env(jf_config)
 
     result = invoke(["queue", "pause", "high", "--json"], env)
