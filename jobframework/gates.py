@@ -45,6 +45,7 @@ from jobframework.verdict import Kind, Verdict
 if TYPE_CHECKING:
     from jobframework.consumer import Consumer
     from jobframework.delivery import _Batch, _Delivery
+    from jobframework.flow.outcome import Drop
     from jobframework.jobs import Job
     from jobframework.retry import Reason
 
@@ -139,20 +140,27 @@ def skip(d: _Delivery, result: str, *, reason: str) -> Verdict:
     )
 
 
-def stopped(d: _Delivery) -> Verdict:
-    """The job stopped itself after a cancel (it raised ``JobCancelled``): acknowledged, no further
-    attempt; its status says ``cancelled``."""
-    from datetime import UTC, datetime
+def dropped(d: _Delivery, drop: Drop, *, attempts: int) -> Verdict:
+    """Acknowledge the record with the final status ``drop`` says (``cancelled``, ``expired``) and its
+    per-job-type count; ``attempts`` is how many runs the job had."""
+    from jobframework.status import now_iso
 
-    reason = "cancelled while running"
-    now = datetime.now(UTC).isoformat(timespec="milliseconds")
+    fields = {"attempts": attempts, "reason": drop.reason, "finished_at": now_iso()}
     return Verdict(
         d,
         Kind.SKIPPED,
-        status=(JobState.CANCELLED, {"attempts": d.attempt, "reason": reason, "finished_at": now}),
-        outcome=d.outcome(Outcome.SKIPPED, reason=reason),
-        events=["Cancelled"],
+        status=(drop.state, fields),
+        outcome=d.outcome(Outcome.SKIPPED, reason=drop.reason),
+        events=[drop.metric],
     )
+
+
+def stopped(d: _Delivery) -> Verdict:
+    """The job stopped itself after a cancel (it raised ``JobCancelled``): acknowledged, no further
+    attempt; its status says ``cancelled``."""
+    from jobframework.flow.outcome import Drop
+
+    return dropped(d, Drop(JobState.CANCELLED, "cancelled while running", "Cancelled"), attempts=d.attempt)
 
 
 def backlog_gate(admitted: Admitted, consumer: Consumer) -> Verdict | None:
@@ -222,30 +230,20 @@ def flow_gate(admitted: Admitted, consumer: Consumer) -> Verdict | None:
     cancel): a dropped record is acknowledged unrun with its final status (``cancelled``, ``expired``)
     and a count; a record over a limit is handed back unrun, not an attempt."""
     import time
-    from datetime import UTC, datetime
 
     from jobframework.flow.gates import flow_gates
     from jobframework.flow.outcome import Drop
 
-    d = admitted.delivery
+    d, batch = admitted.delivery, admitted.batch
     env = d.require_envelope()
-    rated = admitted.batch is not None and admitted.job.flow.rate is not None
-    demand = admitted.batch.demand(env.type) if rated and admitted.batch is not None else 1
+    demand = batch.demand(env.type) if batch is not None and admitted.job.flow.rate is not None else 1
     decided = flow_gates(consumer).check(
         env, admitted.job, admitted.payload, d.attempt, time.time(), demand=demand
     )
     if decided is None:
         return None
     if isinstance(decided, Drop):
-        now = datetime.now(UTC).isoformat(timespec="milliseconds")
-        fields = {"attempts": d.attempt - 1, "reason": decided.reason, "finished_at": now}
-        return Verdict(
-            d,
-            Kind.SKIPPED,
-            status=(decided.state, fields),
-            outcome=d.outcome(Outcome.SKIPPED, reason=decided.reason),
-            events=[decided.metric],
-        )
+        return dropped(d, decided, attempts=d.attempt - 1)  # unrun: this delivery was no attempt
     handed = release(d, decided.delay)
     return dataclasses.replace(
         handed, outcome=d.outcome(Outcome.RELEASED, reason=decided.reason, delay=decided.delay)
