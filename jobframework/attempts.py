@@ -102,7 +102,11 @@ def deferrals(record: Mapping[str, Any]) -> int:
 
 def attempt_of(record: Mapping[str, Any]) -> int:
     """The execution this delivery would be, 1-based (see the module docstring)."""
-    return executions_before(record) + (receive_count(record) or 1)
+    attributes = record.get("messageAttributes")
+    carried = (
+        executions_before(record) if isinstance(attributes, dict) and ATTR_EXECUTIONS in attributes else 0
+    )
+    return carried + (receive_count(record) or 1)
 
 
 def is_first_attempt(record: Mapping[str, Any]) -> bool:

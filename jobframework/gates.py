@@ -31,12 +31,15 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from jobframework.attempts import deferrals, receive_count
 from jobframework.delivery import Outcome, _queue_wait_ms, _remaining_seconds, refusal_logged
+from jobframework.flow.gates import flow_gates, nothing_to_check
+from jobframework.flow.outcome import Drop
 from jobframework.jobs import WhenBacklogged
 from jobframework.scheduling import SCHEDULE_KEY_PREFIX
 from jobframework.state import JobState
@@ -45,7 +48,6 @@ from jobframework.verdict import Kind, Verdict
 if TYPE_CHECKING:
     from jobframework.consumer import Consumer
     from jobframework.delivery import _Batch, _Delivery
-    from jobframework.flow.outcome import Drop
     from jobframework.jobs import Job
     from jobframework.retry import Reason
 
@@ -158,8 +160,6 @@ def dropped(d: _Delivery, drop: Drop, *, attempts: int) -> Verdict:
 def stopped(d: _Delivery) -> Verdict:
     """The job stopped itself after a cancel (it raised ``JobCancelled``): acknowledged, no further
     attempt; its status says ``cancelled``."""
-    from jobframework.flow.outcome import Drop
-
     return dropped(d, Drop(JobState.CANCELLED, "cancelled while running", "Cancelled"), attempts=d.attempt)
 
 
@@ -229,13 +229,10 @@ def flow_gate(admitted: Admitted, consumer: Consumer) -> Verdict | None:
     """Flow control (:mod:`jobframework.flow.gates`: expiry, debounce, concurrency and rate limits,
     cancel): a dropped record is acknowledged unrun with its final status (``cancelled``, ``expired``)
     and a count; a record over a limit is handed back unrun, not an attempt."""
-    import time
-
-    from jobframework.flow.gates import flow_gates
-    from jobframework.flow.outcome import Drop
-
     d, batch = admitted.delivery, admitted.batch
     env = d.require_envelope()
+    if nothing_to_check(env, admitted.job):
+        return None
     demand = batch.demand(env.type) if batch is not None and admitted.job.flow.rate is not None else 1
     decided = flow_gates(consumer).check(
         env, admitted.job, admitted.payload, d.attempt, time.time(), demand=demand

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -37,6 +38,9 @@ log = logging.getLogger(__name__)
 MIN_PERIOD = 0.5
 MAX_PERIOD = 30.0
 MAX_VISIBILITY = SQS_MAX_VISIBILITY_SECONDS
+THREAD_CHECK_SECONDS = 0.1
+"""A hold after an idle spell checks that the beating thread still runs at most this often (a forked
+child checks at its first hold: a fork leaves no thread)."""
 
 
 def period_for(timeout: float) -> float:
@@ -114,9 +118,15 @@ class Heartbeat:
 
     def __init__(self) -> None:
         self._holds: dict[int, Hold] = {}
-        self._wake = threading.Condition()
+        self._wake = threading.Condition(threading.Lock())
         self._thread: threading.Thread | None = None
         self._wakes_at = -math.inf
+        self._thread_seen = -math.inf
+        """When the thread was last seen alive (looked at again after :data:`THREAD_CHECK_SECONDS`)."""
+        os.register_at_fork(after_in_child=self._forked)
+
+    def _forked(self) -> None:
+        self._thread_seen = -math.inf
         """When the waiting thread wakes by itself (``-inf`` while it is not waiting: it looks at every
         hold before it waits again, so a new hold only wakes it when it is due earlier)."""
 
@@ -131,7 +141,7 @@ class Heartbeat:
         extend_key: Callable[[float], None] | None,
         extend_visibility: Callable[[int], None] | None,
     ) -> Iterator[Hold]:
-        """Hold a job's key and message while the ``with`` block runs.
+        """Hold a job's key and message while the ``with`` block runs (:meth:`enter` and :meth:`leave`).
 
         Args:
             label: names the job in log lines (``"<id> (<type>)"``).
@@ -141,27 +151,55 @@ class Heartbeat:
             extend_key: moves the in-progress record's expiry (``None``: no key to hold).
             extend_visibility: moves the message's visibility.
         """
-        now = time.monotonic()
-        held = Hold(
-            label=label,
+        held = self.enter(
+            label,
             timeout=timeout,
-            started=now,
-            hard_end=now + remaining if math.isfinite(remaining) else math.inf,
-            key_expires=now + max(0.0, key_lapses_in),
+            key_lapses_in=key_lapses_in,
+            remaining=remaining,
             extend_key=extend_key,
             extend_visibility=extend_visibility,
         )
-        with self._wake:
-            if not self._holds:  # the first hold after an idle spell: is the thread still there?
-                self._ensure_thread()
-            self._holds[id(held)] = held
-            if held.due() < self._wakes_at:
-                self._wake.notify()
         try:
             yield held
         finally:
-            with self._wake:
-                self._holds.pop(id(held), None)
+            self.leave(held)
+
+    def enter(
+        self,
+        label: str,
+        *,
+        timeout: float,
+        key_lapses_in: float,
+        remaining: float,
+        extend_key: Callable[[float], None] | None,
+        extend_visibility: Callable[[int], None] | None,
+    ) -> Hold:
+        """Start holding a job's key and message (the arguments of :meth:`hold`); end with :meth:`leave`.
+
+        The consumer's path: no generator per record."""
+        now = time.monotonic()
+        held = Hold(
+            label,
+            timeout,
+            now,
+            now + remaining if math.isfinite(remaining) else math.inf,
+            now + max(0.0, key_lapses_in),
+            extend_key,
+            extend_visibility,
+        )
+        with self._wake:
+            if not self._holds and now - self._thread_seen > THREAD_CHECK_SECONDS:
+                self._ensure_thread()  # the first hold after an idle spell: is the thread still there?
+                self._thread_seen = now
+            self._holds[id(held)] = held
+            if held.key_expires - period_for(timeout) < self._wakes_at:
+                self._wake.notify()
+        return held
+
+    def leave(self, held: Hold) -> None:
+        """Stop holding (the job ended)."""
+        with self._wake:
+            self._holds.pop(id(held), None)
 
     def _ensure_thread(self) -> None:
         if self._thread is None or not self._thread.is_alive():

@@ -20,8 +20,8 @@ from __future__ import annotations
 import logging
 import math
 import time
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
@@ -55,7 +55,7 @@ from jobframework.gates import (
     release,
     stopped,
 )
-from jobframework.heartbeat import heartbeat
+from jobframework.heartbeat import Hold, heartbeat
 from jobframework.idempotency import AlreadyInProgress, KeyHold
 from jobframework.retry import MAX_RETRY_DELAY_SECONDS, Action, Reason, classify
 from jobframework.running import call
@@ -156,7 +156,11 @@ class Pipeline:
                 job_span(trace, env.type, env.id, d.attempt, otel=batch.otel) as own,
                 self._held(d, job, context) as key,
             ):
-                ctx = _job_context(d, job, own=own, parent=trace, context=context, logger=logger)
+                ctx = (
+                    _job_context(d, job, own=own, parent=trace, context=context, logger=logger)
+                    if job.takes_context
+                    else None
+                )
                 if c.idempotency is not None and key is not None:
                     c.idempotency.limit_attempt(context, job.timeout + RELEASE_MARGIN_SECONDS)
                     result, ran = c.idempotency.run(env.type, env.key, lambda: call(job, payload, ctx), key)
@@ -211,21 +215,11 @@ class Pipeline:
             saga=("completed", {"result": result}) if env.saga is not None else None,
         )
 
-    @contextmanager
-    def _held(self, d: _Delivery, job: Job[Any], context: Any) -> Iterator[KeyHold | None]:
+    def _held(self, d: _Delivery, job: Job[Any], context: Any) -> _Held:
         """Keep the job's key and message held while it runs (see :mod:`jobframework.heartbeat`)."""
         c = self.consumer
-        env, remaining = d.require_envelope(), _remaining_seconds(context)
         key = KeyHold(c.idempotency) if c.idempotency is not None and job.idempotent else None
-        with heartbeat.hold(
-            f"{env.id} ({env.type})",
-            timeout=job.timeout,
-            key_lapses_in=min(job.timeout + RELEASE_MARGIN_SECONDS, remaining),
-            remaining=remaining,
-            extend_key=key.extend if key is not None else None,
-            extend_visibility=lambda seconds: c.change_visibility(d, seconds),
-        ):
-            yield key
+        return _Held(c, d, job, key, _remaining_seconds(context))
 
     # -- classify ------------------------------------------------------------------------------------------
 
@@ -294,3 +288,33 @@ class Pipeline:
             error,
         )
         return dead_letter(d, reason, error, processing_ms=elapsed_ms)
+
+
+class _Held:
+    """The ``with`` block that holds a running job's key and message (a class, not a generator: it
+    runs for every record)."""
+
+    __slots__ = ("consumer", "delivery", "hold", "job", "key", "remaining")
+
+    def __init__(
+        self, consumer: Consumer, d: _Delivery, job: Job[Any], key: KeyHold | None, remaining: float
+    ) -> None:
+        self.consumer, self.delivery, self.job, self.key, self.remaining = consumer, d, job, key, remaining
+        self.hold: Hold | None = None
+
+    def __enter__(self) -> KeyHold | None:
+        d, job, key, remaining = self.delivery, self.job, self.key, self.remaining
+        env = d.require_envelope()
+        self.hold = heartbeat.enter(
+            f"{env.id} ({env.type})",
+            timeout=job.timeout,
+            key_lapses_in=min(job.timeout + RELEASE_MARGIN_SECONDS, remaining),
+            remaining=remaining,
+            extend_key=key.extend if key is not None else None,
+            extend_visibility=partial(self.consumer.change_visibility, d),
+        )
+        return key
+
+    def __exit__(self, *exc: object) -> None:
+        if self.hold is not None:
+            heartbeat.leave(self.hold)

@@ -15,6 +15,8 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from jobframework.delivery import Outcome
+
 if TYPE_CHECKING:
     from aws_lambda_powertools import Logger
 
@@ -87,14 +89,12 @@ class BatchMetrics:
         not a duplicate delivery skipped by idempotency); records refused before running, released
         or deferred are not executions.
         """
-        from jobframework.delivery import Outcome
-
         job_type = outcome.job_type or "-"
         priority = outcome.priority or "-"
         if outcome.outcome == Outcome.SUCCEEDED:
             end_to_end_ms = None
             if outcome.enqueued_at is not None and not outcome.duplicate:
-                end_to_end_ms = max(0.0, time.time() * 1000 - outcome.enqueued_at.timestamp() * 1000)
+                end_to_end_ms = max(0.0, (time.time() - outcome.enqueued_at.timestamp()) * 1000)
             self.succeeded(
                 job_type,
                 priority,

@@ -252,25 +252,46 @@ def recording_api() -> Any:
     return _otel_recording()
 
 
-@contextlib.contextmanager
 def job_span(
     parent: TraceContext, job_type: str, job_id: str, attempt: int, *, otel: Any = _LOOK_UP
-) -> Iterator[TraceContext]:
+) -> contextlib.AbstractContextManager[TraceContext]:
     """Run a job in a span whose parent is the producer's context; yields the job's own context.
 
     ``otel``: what :func:`recording_api` gave for this batch (looked up here when not given).
     """
-    own = parent.child()
     if otel is _LOOK_UP:
         otel = _otel_recording()
     tracer = _powertools_tracer()
     if otel is None and tracer is None:  # the plain path: no span machinery to enter
-        token = _current.set(own)
-        try:
-            yield own
-        finally:
-            _current.reset(token)
-        return
+        return _Current(parent.child())
+    return _recorded_span(parent, job_type, job_id, attempt, otel=otel, tracer=tracer)
+
+
+class _Current:
+    """Makes ``own`` the running job's trace context for the ``with`` block (the plain path of
+    :func:`job_span`: a class, not a generator, as it runs for every record)."""
+
+    __slots__ = ("own", "token")
+
+    def __init__(self, own: TraceContext) -> None:
+        self.own = own
+        self.token: contextvars.Token[TraceContext | None] | None = None
+
+    def __enter__(self) -> TraceContext:
+        self.token = _current.set(self.own)
+        return self.own
+
+    def __exit__(self, *exc: object) -> None:
+        if self.token is not None:
+            _current.reset(self.token)
+
+
+@contextlib.contextmanager
+def _recorded_span(
+    parent: TraceContext, job_type: str, job_id: str, attempt: int, *, otel: Any, tracer: Any
+) -> Iterator[TraceContext]:
+    """A job's span (OpenTelemetry's when ``otel``) and X-Ray subsegment (when ``tracer``)."""
+    own = parent.child()
     with contextlib.ExitStack() as stack:
         if otel is not None:
             trace = otel.trace
