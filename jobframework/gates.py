@@ -30,16 +30,16 @@ concurrency and rate limits, cancel: :mod:`jobframework.flow`).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from jobframework.attempts import deferrals, receive_count
 from jobframework.delivery import Outcome, _queue_wait_ms, _remaining_seconds, refusal_logged
-from jobframework.flow.gates import flow_gates, nothing_to_check
-from jobframework.flow.outcome import Drop
 from jobframework.jobs import WhenBacklogged
 from jobframework.scheduling import SCHEDULE_KEY_PREFIX
 from jobframework.state import JobState
@@ -48,6 +48,7 @@ from jobframework.verdict import Kind, Verdict
 if TYPE_CHECKING:
     from jobframework.consumer import Consumer
     from jobframework.delivery import _Batch, _Delivery
+    from jobframework.flow.outcome import Drop
     from jobframework.jobs import Job
     from jobframework.retry import Reason
 
@@ -160,6 +161,8 @@ def dropped(d: _Delivery, drop: Drop, *, attempts: int) -> Verdict:
 def stopped(d: _Delivery) -> Verdict:
     """The job stopped itself after a cancel (it raised ``JobCancelled``): acknowledged, no further
     attempt; its status says ``cancelled``."""
+    from jobframework.flow.outcome import Drop
+
     return dropped(d, Drop(JobState.CANCELLED, "cancelled while running", "Cancelled"), attempts=d.attempt)
 
 
@@ -231,20 +234,32 @@ def flow_gate(admitted: Admitted, consumer: Consumer) -> Verdict | None:
     and a count; a record over a limit is handed back unrun, not an attempt."""
     d, batch = admitted.delivery, admitted.batch
     env = d.require_envelope()
-    if nothing_to_check(env, admitted.job):
+    flow = _flow()
+    if flow.nothing_to_check(env, admitted.job):
         return None
     demand = batch.demand(env.type) if batch is not None and admitted.job.flow.rate is not None else 1
-    decided = flow_gates(consumer).check(
+    decided = flow.flow_gates(consumer).check(
         env, admitted.job, admitted.payload, d.attempt, time.time(), demand=demand
     )
     if decided is None:
         return None
+    from jobframework.flow.outcome import Drop  # a record the gates stopped: the rare path
+
     if isinstance(decided, Drop):
         return dropped(d, decided, attempts=d.attempt - 1)  # unrun: this delivery was no attempt
     handed = release(d, decided.delay)
     return dataclasses.replace(
         handed, outcome=d.outcome(Outcome.RELEASED, reason=decided.reason, delay=decided.delay)
     )
+
+
+@functools.cache
+def _flow() -> ModuleType:
+    """:mod:`jobframework.flow.gates`, imported on the first record that reaches the flow gate (not
+    at cold start), then at no cost per record."""
+    import jobframework.flow.gates
+
+    return jobframework.flow.gates
 
 
 DEFAULT_GATES: tuple[Gate, ...] = (backlog_gate, time_left_gate, flow_gate)

@@ -224,7 +224,7 @@ def _write_emf(
             name: {
                 "Unit": unit,
                 "StorageResolution": 60,
-                "Value": [float(v) for v in values[:EMF_MAX_VALUES]],
+                "Value": values[:EMF_MAX_VALUES],
             }
             for name, (unit, values) in pending.items()
         }
