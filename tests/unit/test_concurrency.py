@@ -43,6 +43,19 @@ def test_a_quick_lane_calls_helpers_in_once_a_record_runs_long():
     assert run_all(list(range(4)), work, 4, lane="t-turns") == [0, 1, 2, 3]
 
 
+def test_a_long_last_record_makes_the_lane_start_its_next_batch_with_helpers():
+    run_all([1, 2], lambda n: n, 2, lane="t-last")  # quick
+
+    def work(n: int) -> int:
+        if n == 2:
+            threading.Event().wait(0.01)  # the last record runs long: nothing left to help with
+        return n
+
+    assert run_all([0, 1, 2], work, 3, lane="t-last") == [0, 1, 2]
+    meet = threading.Barrier(2, timeout=5)  # the next batch: two records meet, so two threads at once
+    assert run_all([0, 1], lambda n: meet.wait() * 0 + n, 2, lane="t-last") == [0, 1]
+
+
 def test_an_item_that_raises_on_a_helper_leaves_its_result_empty_and_the_rest_run():
     meet = threading.Barrier(2, timeout=5)
     caller = threading.get_ident()
