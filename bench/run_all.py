@@ -350,7 +350,7 @@ def summary_rows(results: dict[str, dict[str, Any]]) -> list[tuple[str, str, str
     )
     add(
         "cold_start",
-        "Cold start (import + first-invocation loads) vs bare Powertools handler",
+        "Cold start (import and first event) vs bare Powertools handler",
         lambda r: f"{r['ratio']:.2f}x",
         lambda r: f"{r['framework_ms']:.0f} vs {r['bare_ms']:.0f} ms",
         "<= 1.2x",

@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from jobframework.envelope import ENVELOPE_VERSION, Envelope
-from jobframework.topology import ScheduleSpec
+
+if TYPE_CHECKING:
+    from jobframework.topology import ScheduleSpec
 
 SCHEDULE_KEY_PREFIX = "schedule:"
 """Keys of scheduled runs start with this (``schedule:<job>:<time>``)."""

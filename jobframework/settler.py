@@ -52,7 +52,9 @@ class Settler:
 
     def settle(self, verdicts: list[Verdict], batch: _Batch) -> list[str]:
         """Apply the verdicts; the message ids to report in ``batchItemFailures``."""
-        self._tell_sagas(v for v in verdicts if v.saga is not None)
+        told = [v for v in verdicts if v.saga is not None]
+        if told:  # (the saga package is loaded only by a batch that has a saga's step)
+            self._tell_sagas(told)
         self._dead_letter([v for v in verdicts if v.kind is Kind.DEAD_LETTER])
         self._copy([v for v in verdicts if v.copy and v.kind in (Kind.RETRY, Kind.RELEASE)])
         self._change_visibility([v for v in verdicts if not v.copy and v.kind in (Kind.RETRY, Kind.RELEASE)])
@@ -138,6 +140,8 @@ class Settler:
                 by_url.setdefault(url, []).append((v, message(v)))
             except Exception as exc:
                 unsent(v, describe(exc))
+        if not by_url:  # (no client made for a batch with nothing to hand back: boto3 loads in ~0.1 s)
+            return
         sqs = self.consumer.sqs
         for url, items in by_url.items():
             for group in batches_by_bytes(items, _message_bytes):
@@ -165,6 +169,8 @@ class Settler:
                 by_url.setdefault(self.consumer.queue_url(v.delivery.source), []).append(v)
             except Exception:
                 log.warning("ChangeMessageVisibility of %s failed", v.delivery.message_id, exc_info=True)
+        if not by_url:  # (no client made for a batch with nothing to hand back: boto3 loads in ~0.1 s)
+            return
         sqs = self.consumer.sqs
         for url, items in by_url.items():
             for start in range(0, len(items), VISIBILITY_BATCH):

@@ -129,3 +129,58 @@ def test_the_lambda_entry_module_loads_no_boto3_at_cold_start():
         check=True,
     )
     assert out.stdout.strip().splitlines()[-1] == "[]"
+
+
+NOOP_JOBS = """
+from pydantic import BaseModel
+from jobframework import job
+
+class Ping(BaseModel):
+    user_id: str
+
+@job("layering.noop")
+def noop(ping: Ping) -> None:
+    pass
+"""
+
+FIRST_EVENT = """
+import io, json, sys, contextlib
+import jobframework.entrypoints.worker as w
+
+def record(n):
+    body = json.dumps({"v": 1, "id": f"j-{n}", "type": "layering.noop", "payload": {"user_id": "u"},
+                       "payload_version": 1, "key": f"j-{n}", "enqueued_at": "2026-01-01T00:00:00+00:00"})
+    return {"messageId": f"m-{n}", "receiptHandle": f"r-{n}", "body": body, "messageAttributes": {},
+            "attributes": {"ApproximateReceiveCount": "1", "SentTimestamp": "1"},
+            "eventSourceARN": "arn:aws:sqs:us-east-1:123456789012:layering-default"}
+
+class Context:
+    def get_remaining_time_in_millis(self):
+        return 900_000
+
+with contextlib.redirect_stdout(io.StringIO()):
+    response = w.lambda_handler({"Records": [record(1), record(2)]}, Context())
+print(response["batchItemFailures"], sorted(m for m in ("boto3", "s3transfer") if m in sys.modules))
+"""
+
+
+def test_a_first_batch_whose_jobs_all_succeed_loads_no_boto3(tmp_path: Path) -> None:
+    """A cold start's first batch of untracked jobs that all succeed makes no AWS request, so it makes
+    no client either (it made an SQS client for an empty visibility change: ~0.1 s of boto3)."""
+    import os
+    import subprocess
+    import sys
+
+    (tmp_path / "layering_jobs.py").write_text(NOOP_JOBS)
+    env = {
+        "AWS_DEFAULT_REGION": "us-east-1",
+        "JF_JOBS": "layering_jobs",
+        "PATH": "/usr/bin:/bin",
+        "JF_QUEUE_URL_DEFAULT": "https://sqs.us-east-1.amazonaws.com/123456789012/layering-default",
+        "JF_DLQ_URL_DEFAULT": "https://sqs.us-east-1.amazonaws.com/123456789012/layering-default-dlq",
+        "PYTHONPATH": os.pathsep.join([str(Path(__file__).parents[2]), str(tmp_path)]),
+    }
+    out = subprocess.run(
+        [sys.executable, "-c", FIRST_EVENT], env=env, capture_output=True, text=True, check=True
+    )
+    assert out.stdout.strip().splitlines()[-1] == "[] []"
