@@ -73,6 +73,8 @@ class RecordOutcome:
     """A delivery of a job that had already completed: skipped (counted as succeeded)."""
     enqueued_at: datetime | None = None
     """The envelope's first enqueue time (UTC): the start of the job's end-to-end latency."""
+    lane: str | None = None
+    """The lane of the queue the record came from (``default-fifo``: its DLQ is that lane's)."""
 
 
 Listener = Callable[[RecordOutcome], None]
@@ -91,8 +93,8 @@ class _Batch:
     log_keys: Any = None
     """The job logger's formatter (its ``thread_safe_append_keys``/``remove_keys``), looked up once a
     batch (the logger's own methods look it up on every call)."""
-    priorities: dict[str, str | None] = field(default_factory=dict)
-    """The priority of each source queue, looked up once a batch."""
+    sources: dict[str, tuple[str | None, str | None]] = field(default_factory=dict)
+    """The priority and lane of each source queue, looked up once a batch."""
     together: list[dict[str, Any]] = field(default_factory=list)
     """The records that run concurrently (none when they run one at a time or in FIFO groups)."""
     demands: dict[str, int] = field(default_factory=dict)
@@ -118,6 +120,8 @@ class _Delivery:
     attempt: int
     """The execution this delivery is (see :mod:`jobframework.attempts`), never the receive count."""
     priority: str | None = None
+    lane: str | None = None
+    """The source queue's lane (``default``, ``default-fifo``, ``high-cpu``): what ``jf dlq`` takes."""
     envelope: Envelope | None = None
     events: list[str] = field(default_factory=list)
     """Per-job-type schedule metrics this record adds to its batch's (``Heartbeat``, ``Overrun``, ...)."""
@@ -144,6 +148,7 @@ class _Delivery:
             job_id=env.id if env else None,
             priority=self.priority,
             attempt=self.attempt,
+            lane=self.lane,
             enqueued_at=env.enqueued_at if env else None,
             **details,
         )

@@ -122,7 +122,7 @@ def _held_back(record: dict[str, Any], holding: Verdict) -> Verdict:
             d.envelope = parse_body(body)
         except Exception:
             d.envelope = None  # unread: the outcome names no job
-    d.priority = holding.delivery.priority
+    d.priority, d.lane = holding.delivery.priority, holding.delivery.lane
     log.info(
         "record %s held back: %s of its group %s comes back first",
         d.message_id,

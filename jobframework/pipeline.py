@@ -97,9 +97,10 @@ class Pipeline:
     def admit(self, d: _Delivery, context: Any, batch: _Batch) -> Admitted | Verdict:
         """Everything before running: the job and its validated payload, past the gates, or a verdict."""
         c = self.consumer
-        if d.source not in batch.priorities:
-            batch.priorities[d.source] = c.queues.priority_of(d.source)
-        d.priority = batch.priorities[d.source]
+        source = batch.sources.get(d.source)
+        if source is None:
+            source = batch.sources[d.source] = c.queues.source_of(d.source)
+        d.priority, d.lane = source
         body = d.record.get("body")
         try:
             if not isinstance(body, str):
@@ -111,6 +112,7 @@ class Pipeline:
         if job is None:
             return refuse(d, Reason.UNKNOWN_TYPE, f"no job named {env.type!r} is registered here")
         d.priority = d.priority or job.priority.value
+        d.lane = d.lane or job.lane
         try:
             if c.keys is not None:
                 verify_signature(d, c.keys, c.registry)

@@ -37,9 +37,14 @@ class QueueDirectory:
 
     def priority_of(self, queue_name: str) -> str | None:
         """The priority of a queue the configuration names, else ``None``."""
+        return self.source_of(queue_name)[0]
+
+    def source_of(self, queue_name: str) -> tuple[str | None, str | None]:
+        """The priority and the lane (``default-fifo``, ``high-cpu``) of a queue the configuration
+        names, else ``(None, None)``."""
         config = self._config()
         found = config.by_queue_name(queue_name) if config else None
-        return lane_priority(found[0]).value if found else None
+        return (lane_priority(found[0]).value, str(found[0])) if found else (None, None)
 
     def queue_url(self, queue_name: str) -> str:
         """The URL of a source queue named in a record's ARN (from the config, else GetQueueUrl)."""

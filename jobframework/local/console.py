@@ -4,8 +4,9 @@ Every record the consumer settles ends in one :class:`~jobframework.delivery.Rec
 listener :func:`outcome_listener` logs it on the ``jobframework.outcomes`` logger with these keys
 (``extra``), so that ``jf dev --json`` prints it as one more JSON log line:
 
-``outcome``, ``job_type``, ``job_id``, ``message_id``, ``priority``, ``attempt``, ``reason``,
-``error``, ``delay`` (seconds), ``duration_ms``.
+``outcome``, ``job_type``, ``job_id``, ``message_id``, ``priority``, ``lane`` (the queue's lane,
+``default-fifo`` for an ordered job: what ``jf dlq`` takes), ``attempt``, ``reason``, ``error``,
+``delay`` (seconds), ``duration_ms``.
 
 Without ``--json``, :class:`ReadableFormatter` (a Powertools formatter, so the job's logger keeps its
 keys) renders a record that has the outcome keys as an outcome line, and any other record, the jobs'
@@ -45,6 +46,7 @@ OUTCOME_KEYS = (
     "job_id",
     "message_id",
     "priority",
+    "lane",
     "attempt",
     "reason",
     "error",
@@ -91,6 +93,7 @@ def outcome_keys(outcome: RecordOutcome) -> dict[str, Any]:
         "job_id": outcome.job_id,
         "message_id": outcome.message_id,
         "priority": outcome.priority,
+        "lane": outcome.lane,
         "attempt": outcome.attempt,
         "reason": str(outcome.reason) if outcome.reason is not None else None,
         "error": outcome.error,
@@ -111,11 +114,16 @@ def outcome_text(keys: dict[str, Any]) -> str:
         >>> outcome_text({"outcome": "succeeded", "duplicate": True, "job_type": "payments.capture",
         ...               "job_id": "j-2", "priority": "high", "attempt": 1, "duration_ms": 6.0})
         'duplicate      payments.capture  j-2  high  attempt 1  6 ms'
+        >>> outcome_text({"outcome": "dead_lettered", "job_type": "ledger.post", "job_id": "j-3",
+        ...               "priority": "default", "lane": "default-fifo", "attempt": 3, "duration_ms": 2.0})
+        'dead-lettered  ledger.post       j-3  default-fifo  attempt 3  2 ms'
+
+    The lane (what ``jf dlq`` takes) is shown, else the priority.
     """
     what = _what(keys)
     job_type = keys.get("job_type") or "(no job type)"
     ident = keys.get("job_id") or f"message {keys.get('message_id') or '?'}"
-    parts = [f"{what:<13}", f"{job_type:<16}", ident, keys.get("priority") or "-"]
+    parts = [f"{what:<13}", f"{job_type:<16}", ident, keys.get("lane") or keys.get("priority") or "-"]
     parts.append(f"attempt {keys.get('attempt') or 1}")
     duration = keys.get("duration_ms")
     if duration is not None:

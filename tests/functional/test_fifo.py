@@ -15,6 +15,7 @@ from jobframework.client import EnqueueRequest, JobClient
 from jobframework.consumer import Consumer, consumer
 from jobframework.delivery import RecordOutcome
 from jobframework.fifo import HELD_BACK
+from jobframework.local.console import outcome_keys, outcome_text
 from jobframework.testing import consume_once, provision_fresh, receive_all
 from jobframework.topology import RuntimeConfig
 
@@ -105,6 +106,10 @@ def test_a_dead_lettered_job_lets_its_group_go_on_and_lands_in_the_fifo_dlq(fifo
     assert letter["Attributes"]["MessageGroupId"] == "A"
     assert json.loads(letter["Body"])["payload"]["seq"] == 1
     assert letter["MessageAttributes"]["jf-reason"]["StringValue"] == "permanent"
+    # Its outcome names the lane whose DLQ holds it (what `jf dlq peek` takes, and `jf dev` prints).
+    dead = [o for o in fifo.outcomes if o.outcome == "dead_lettered"]
+    assert [(o.priority, o.lane) for o in dead] == [("default", LANE)]
+    assert f"  {LANE}  attempt 1" in outcome_text(outcome_keys(dead[0]))
 
 
 def test_a_redriven_fifo_dead_letter_goes_back_to_its_group_and_runs_again(fifo):
