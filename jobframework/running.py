@@ -77,6 +77,8 @@ def call(fn: Callable[..., Any], *args: Any) -> Any:
     """
     try:
         result = fn(*args)
+        if result is None:  # most jobs: nothing to await or to check
+            return None
         if inspect.isawaitable(result):
             result = _await_on_loop(result)
     except Exception:

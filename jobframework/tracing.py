@@ -109,7 +109,13 @@ def record_trace_id(record: dict[str, Any]) -> str | None:
 
 
 def new_trace() -> TraceContext:
-    return TraceContext(f"00-{_hex_id(128)}-{_hex_id(64)}-01")
+    ids = f"{_ids.getrandbits(192):048x}"  # the trace id and the span id in one draw
+    if ids[:32] == _ZERO_TRACE_ID or ids[32:] == _ZERO_SPAN_ID:  # W3C forbids all zeros
+        return TraceContext(f"00-{_hex_id(128)}-{_hex_id(64)}-01")
+    return TraceContext(f"00-{ids[:32]}-{ids[32:]}-01")
+
+
+_ZERO_TRACE_ID, _ZERO_SPAN_ID = "0" * 32, "0" * 16
 
 
 def from_xray_header(header: str) -> TraceContext | None:
