@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict
 
 STATUS_TTL_SECONDS = 7 * 24 * 3600
 MAX_RESULT_CHARS = 1000
@@ -32,6 +32,8 @@ FINAL_STATES = frozenset({JobState.SUCCEEDED, JobState.DEAD, JobState.CANCELLED,
 
 class JobStatus(BaseModel):
     """What is known of one job (``client.status(job_id)``, ``jf status ID``, ``GET /jobs/{id}``)."""
+
+    model_config = ConfigDict(defer_build=True)  # built on first use, not at cold start
 
     id: str
     type: str | None = None

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict
 
 from jobframework.jobs import Job, JobRegistry, Priority, job
 
@@ -15,6 +15,7 @@ DEADLINE_TOLERANCE_SECONDS = 1.0
 
 
 class DeadlineCheck(BaseModel):
+    model_config = ConfigDict(defer_build=True)  # built on first use, not at cold start
     saga_id: str
     wait: str
 

@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from jobframework.errors import ConfigurationError, JobFrameworkError
 
@@ -61,6 +61,8 @@ def _iso(when: datetime) -> str:
 class StepRecord(BaseModel):
     """One step of a saga as the record keeps it. Times are ISO 8601 UTC."""
 
+    model_config = ConfigDict(defer_build=True)  # built on first use, not at cold start
+
     name: str
     kind: str = "job"
     """``job`` or ``wait``."""
@@ -86,6 +88,8 @@ class StepRecord(BaseModel):
 class OutboxItem(BaseModel):
     """A message a transition decided to send; sent after the transition is written."""
 
+    model_config = ConfigDict(defer_build=True)  # built on first use, not at cold start
+
     job: str
     payload: dict[str, Any]
     key: str
@@ -98,6 +102,8 @@ class OutboxItem(BaseModel):
 
 class SagaRecord(BaseModel):
     """The durable state of one saga (``client.saga_status(id)``, ``jf saga show ID``)."""
+
+    model_config = ConfigDict(defer_build=True)  # built on first use, not at cold start
 
     id: str
     name: str
