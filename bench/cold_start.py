@@ -2,7 +2,9 @@
 batch handler module.
 
 Each sample is a fresh interpreter that imports the module, then handles one SQS event of one record
-(a no-op job), timed from inside (``time.perf_counter`` around both). The framework's sample also
+(a lean no-op job: not idempotent, untracked, so its first event needs no AWS request), timed from
+inside (``time.perf_counter`` around both), with the environment the construct gives every consumer
+function (queue URLs, state and idempotency tables). The framework's sample also
 loads the job modules (``handlers.jobs``, and a no-op job) and the Powertools Logger, as its first
 invocation would (the consumer settles batches itself, without Powertools' batch utility); the
 bare module defines a pydantic model of the same kind and parses the record with it. Timing the
@@ -61,7 +63,7 @@ from jobframework import job
 class Ping(BaseModel):
     user_id: str
 
-@job("coldstart.noop")
+@job("coldstart.noop", idempotent=False)
 def noop(ping: Ping) -> None:
     pass
 """
@@ -103,6 +105,8 @@ def sample(imports: str, handler: str, extra_path: str) -> float:
         JF_JOBS="handlers.jobs,cold_jobs",
         JF_QUEUE_URL_DEFAULT="https://sqs.us-east-1.amazonaws.com/123456789012/cold-default",
         JF_DLQ_URL_DEFAULT="https://sqs.us-east-1.amazonaws.com/123456789012/cold-default-dlq",
+        JF_STATE_TABLE="cold-state",  # as the construct configures every consumer function
+        JF_IDEMPOTENCY_TABLE="cold-idempotency",
     )
     out = subprocess.run(
         [sys.executable, "-c", TIMER.format(imports=imports, event=EVENT, handler=handler)],

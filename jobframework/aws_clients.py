@@ -67,6 +67,18 @@ class AwsClients:
                 self._clients[service] = client
         return client
 
+    def lazy(self, service: str) -> Any:
+        """A stand-in for the client of ``service`` that makes it on first use (a store built at the
+        first invocation, but used only by some jobs, makes no client, and loads no boto3, for a batch
+        that needs none).
+
+        Example:
+            >>> clients = AwsClients(clients={"dynamodb": {"made": True}})
+            >>> clients.lazy("dynamodb").get("made")
+            True
+        """
+        return LazyClient(self, service)
+
     def given(self, service: str) -> bool:
         """Whether a client of ``service`` exists already (given, or made)."""
         return service in self._clients
@@ -92,3 +104,19 @@ class AwsClients:
 def _resolve(setting: Setting) -> str | None:
     value = setting() if callable(setting) else setting
     return value or None
+
+
+class LazyClient:
+    """One service's client, made through its :class:`AwsClients` at the first attribute asked of it."""
+
+    __slots__ = ("_clients", "_service")
+
+    def __init__(self, clients: AwsClients, service: str) -> None:
+        self._clients = clients
+        self._service = service
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._clients.client(self._service), name)
+
+    def __repr__(self) -> str:
+        return f"<LazyClient {self._service} made={self._clients.given(self._service)}>"

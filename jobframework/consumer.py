@@ -153,11 +153,11 @@ class Consumer:
         config = self._config if self._config is not None else env_config()
         if config is not None:
             if config.state_table and self.state is None:
-                self.state = StateStore(config.state_table, self._client("dynamodb"))
+                self.state = StateStore(config.state_table, self.aws.lazy("dynamodb"))
             if config.idempotency_table:
                 from jobframework.idempotency import IdempotentRunner
 
-                self.idempotency = IdempotentRunner(config.idempotency_table, self._client("dynamodb"))
+                self.idempotency = IdempotentRunner(config.idempotency_table, self.aws.lazy("dynamodb"))
             if config.signing_keys:
                 from jobframework.signing import KeySource
 
@@ -204,8 +204,6 @@ class Consumer:
         if not records:  # nothing that Lambda could be told about: no failures
             return {"batchItemFailures": []}
         self._features()
-        if self.idempotency is not None:
-            self.idempotency.register_context(context)
         batch = _Batch(
             BatchMetrics(),
             (
@@ -233,11 +231,9 @@ class Consumer:
         rest = [r for r in records if r["messageId"] not in done]
         lane = self._lane_of(rest)
         limit = lane_limit(lane, len(rest), self._concurrency)
-        idempotency = self.idempotency
 
         def process(record: dict[str, Any]) -> Verdict:
-            if idempotency is not None:
-                idempotency.register_context(context)  # Powertools keeps it per thread
+            # (an idempotent job's run registers its context with Powertools, on its own thread, first)
             return self.pipeline.process(record, context, batch)
 
         if is_fifo_batch(rest):  # groups in order, a failure holding back its own group
