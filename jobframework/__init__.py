@@ -24,6 +24,7 @@ from jobframework.errors import (
 )
 from jobframework.jobs import Job, JobContext, JobRegistry, Priority, Schedule, job, registry
 from jobframework.retry import Jitter, RetryPolicy
+from jobframework.status import JobState, JobStatus
 
 if TYPE_CHECKING:
     from jobframework.client import EnqueueRequest, EnqueueResult, JobClient
@@ -40,6 +41,8 @@ __all__ = [
     "JobClient",
     "JobContext",
     "JobRegistry",
+    "JobState",
+    "JobStatus",
     "PayloadTooLargeError",
     "PayloadValidationError",
     "PermanentError",

@@ -79,6 +79,8 @@ class Pipeline:
     def __init__(self, consumer: Consumer, gates: Sequence[Gate]) -> None:
         self.consumer = consumer
         self.gates = tuple(gates)
+        self._unguarded: set[str] = set()
+        """Idempotent job types run here without an idempotency table (each logged once)."""
 
     def process(self, record: dict[str, Any], context: Any, batch: _Batch) -> Verdict:
         """The record's verdict; an unexpected error of the framework is the record's alone."""
@@ -163,6 +165,14 @@ class Pipeline:
                     if job.takes_context
                     else None
                 )
+                if job.idempotent and c.idempotency is None and env.type not in self._unguarded:
+                    self._unguarded.add(env.type)
+                    log.warning(
+                        "job %s is idempotent, but this consumer has no idempotency table "
+                        "(JF_IDEMPOTENCY_TABLE): its jobs run without the at-most-once guard; set the "
+                        "table, or mark the job @job(idempotent=False)",
+                        env.type,
+                    )
                 if c.idempotency is not None and key is not None:
                     c.idempotency.limit_attempt(context, job.timeout + RELEASE_MARGIN_SECONDS)
                     result, ran = c.idempotency.run(env.type, env.key, lambda: call(job, payload, ctx), key)

@@ -23,6 +23,7 @@ from pydantic import BaseModel
 from jobframework.envelope import Envelope, lambda_record, string_attribute
 from jobframework.jobs import Job, JobContext, JobRegistry
 from jobframework.local.context import LocalLambdaContext
+from jobframework.running import call
 from jobframework.stores.job_records import InMemoryJobRecords
 from jobframework.topology import RuntimeConfig, Topology, TopologySettings
 from jobframework.tracing import new_trace
@@ -169,8 +170,8 @@ def run_inline(
         timeout: seconds of the fake Lambda invocation (``ctx.remaining_time``); the job's timeout + 5.
         job_id: ``ctx.job_id``; a new UUIDv7 when ``None``.
 
-    Returns what the job returns; its exceptions propagate, so a test can assert on them. Nothing
-    touches AWS: no queue, no idempotency record, no status.
+    Returns what the job returns (an ``async def`` job is awaited); its exceptions propagate, so a test
+    can assert on them. Nothing touches AWS: no queue, no idempotency record, no status.
     """
     model = job.validate(payload)
     trace = new_trace()
@@ -188,7 +189,7 @@ def run_inline(
         traceparent=trace.traceparent,
         _remaining=lambda: context.get_remaining_time_in_millis() / 1000,
     )
-    return job(model, ctx)
+    return call(job, model, ctx)  # an async def job is awaited, as the consumer awaits it
 
 
 def provision_fresh(

@@ -56,13 +56,9 @@ module, ``JobClient().enqueue("$prefix.greet", {"name": "Ada"})``.
 
 from __future__ import annotations
 
-import logging
-
 from pydantic import BaseModel
 
 from jobframework import JobContext, Priority, RetryPolicy, Schedule, job
-
-logger = logging.getLogger(__name__)
 
 
 class Greeting(BaseModel):
@@ -72,7 +68,8 @@ class Greeting(BaseModel):
 @job("$prefix.greet", priority=Priority.DEFAULT)
 def greet(greeting: Greeting, ctx: JobContext) -> str:
     """A plain job: runs once per enqueue (retried on failure, dead-lettered when attempts run out)."""
-    logger.info("job %s attempt %d: greeting %s", ctx.job_id, ctx.attempt, greeting.name)
+    # ctx.logger: its lines carry the job's id, type and attempt, and `jf dev` shows them.
+    ctx.logger.info("greeting %s", greeting.name)
     return f"Hello, {greeting.name}!"
 
 
@@ -105,7 +102,7 @@ class Cleanup(BaseModel):
 )
 def cleanup(request: Cleanup, ctx: JobContext) -> int:
     """A scheduled job: EventBridge Scheduler enqueues it once a day with the schedule's payload."""
-    logger.info("job %s: removing what is older than %d days", ctx.job_id, request.older_than_days)
+    ctx.logger.info("removing what is older than %d days", request.older_than_days)
     return request.older_than_days
 '''
 

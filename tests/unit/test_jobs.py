@@ -48,6 +48,21 @@ def test_run_inline_gives_the_context_the_id_key_and_attempt_asked_for(reg):
     assert key == "custom" and len(own_id) == 36 and own_id[14] == "7"  # a UUIDv7 by default
 
 
+def test_run_inline_awaits_an_async_job_and_raises_what_it_raises(reg):
+    import asyncio
+
+    @job("orders.quote", registry=reg)
+    async def quote(order: Order, ctx: JobContext) -> str:
+        await asyncio.sleep(0)
+        if order.amount < 0:
+            raise ValueError("a negative amount")
+        return f"{order.order_id}:{order.amount * 2}@{ctx.attempt}"
+
+    assert run_inline(quote, {"order_id": "7", "amount": 3}) == "7:6@1"
+    with pytest.raises(ValueError, match="negative"):
+        run_inline(quote, {"order_id": "7", "amount": -1})
+
+
 def test_a_job_without_context_is_called_with_the_payload_only(reg):
     @job("orders.count", registry=reg)
     def count(order: Order) -> int:

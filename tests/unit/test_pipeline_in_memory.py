@@ -99,7 +99,26 @@ def flaky(order: Order) -> None:
 def test_a_retry_needs_sqs_so_the_in_memory_handler_leaves_its_record_to_come_back(world):
     """The guard the other tests rely on: a record whose settling needs a request is reported failed
     (SQS then redelivers it after its visibility timeout), not settled in secret."""
-    handler, _ = world
-    event = sqs_event(Envelope.new("u.flaky", {"id": "f1"}, track=True))
+    handler, records = world
+    env = Envelope.new("u.flaky", {"id": "f1"}, track=True)
+    event = sqs_event(env)
     response = handler(event, FakeLambdaContext())
     assert response == {"batchItemFailures": [{"itemIdentifier": event["Records"][0]["messageId"]}]}
+    status = records.get_status(env.id)  # what the README says: it does come back, so it is retrying
+    assert status is not None and status.status is JobState.RETRYING
+    assert status.error is not None and "downstream reset" in status.error
+
+
+@job("u.note", registry=registry)  # idempotent: the default
+def note(order: Order) -> None:
+    seen.setdefault("noted", []).append(order.id)
+
+
+def test_an_idempotent_job_on_a_consumer_without_an_idempotency_table_is_told_once(world, caplog):
+    handler, _ = world  # in memory: no idempotency table
+    for n in range(2):
+        event = sqs_event(Envelope.new("u.note", {"id": f"w{n}"}))
+        assert handler(event, FakeLambdaContext()) == {"batchItemFailures": []}
+    assert seen["noted"] == ["w0", "w1"]  # it runs, unguarded
+    told = [r for r in caplog.records if "no idempotency table" in r.getMessage()]
+    assert len(told) == 1 and "u.note" in told[0].getMessage() and told[0].levelname == "WARNING"
