@@ -101,10 +101,18 @@ def _print_json(data: Any) -> None:
     typer.echo(json.dumps(data, indent=2, default=str))
 
 
+PIPED_WIDTH = 200
+"""Columns of a table written to a pipe or a file (rich's 80 would wrap ids where nobody can copy them);
+``COLUMNS`` overrides it."""
+
+
 def _console(*, stderr: bool = False) -> Any:
     from rich.console import Console
 
-    return Console(stderr=stderr)
+    console = Console(stderr=stderr)
+    if not console.is_terminal and not os.environ.get("COLUMNS"):
+        console = Console(stderr=stderr, width=PIPED_WIDTH)
+    return console
 
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|sec|m|min|h|d)?\s*$")

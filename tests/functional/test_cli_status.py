@@ -109,9 +109,13 @@ def test_dlq_peek_shows_the_pointer_of_an_offloaded_payload(env_config):
     assert big["uri"].startswith(f"s3://{config.payload_bucket}/keep-28d/payloads/eo.blob/")
     assert big["size"] > 300_000
     assert sum(1 for p in pointers if p is None) == 1  # the inline one has none
-    table = invoke(["dlq", "peek", "high"], cli_env(config))
+    # (pytest-xdist's workers export COLUMNS=80, which a user's shell does not)
+    table = invoke(["dlq", "peek", "high"], {**cli_env(config), "COLUMNS": ""})
     assert table.exit_code == 0, table.output
     assert "payload" in table.stdout and "s3://" in table.stdout and "inline" in table.stdout
+    # Written to a pipe (not a terminal), the table is wide enough that each job id stays whole.
+    ids = [d["id"] for d in json.loads(result.stdout)]
+    assert all(job_id in table.stdout for job_id in ids), table.stdout
 
 
 def test_the_local_scheduler_fires_due_delay_schedules_as_a_task(env_config, jf_aws):
