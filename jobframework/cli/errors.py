@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Sequence
 from typing import Any, NoReturn
@@ -85,7 +86,10 @@ def _describe(exc: Exception) -> tuple[str, int]:
 
     conn = _connection_error(exc)
     if conn is not None:
-        return f"cannot reach the AWS endpoint: {_one_line(str(conn))}", EXIT_UNREACHABLE
+        hint = ""
+        if not os.environ.get("JF_ENDPOINT_URL") and ".amazonaws.com" in str(conn):
+            hint = " (for the local `jf dev`, paste the export lines it printed into this shell first)"
+        return f"cannot reach the AWS endpoint: {_one_line(str(conn))}{hint}", EXIT_UNREACHABLE
     if isinstance(exc, EndpointNotSupportedError):
         return _one_line(str(exc)), EXIT_NOT_SUPPORTED
     if isinstance(exc, NoCredentialsError):

@@ -106,6 +106,23 @@ def test_unreachable_endpoint_is_one_line_and_exit_3_quickly():
         assert time.monotonic() - started < 15
 
 
+def test_an_unreachable_aws_endpoint_without_jf_dev_exports_hints_at_them(monkeypatch):
+    """(The error is made here, not met: no test reaches a real AWS endpoint.)"""
+    from botocore.exceptions import EndpointConnectionError
+
+    from jobframework.cli.errors import EXIT_UNREACHABLE, _describe
+
+    aws = EndpointConnectionError(endpoint_url="https://ssm.us-east-1.amazonaws.com/")
+    monkeypatch.delenv("JF_ENDPOINT_URL", raising=False)
+    message, code = _describe(aws)
+    assert code == EXIT_UNREACHABLE and "paste the export lines" in message and "ssm.us-east-1" in message
+    monkeypatch.setenv("JF_ENDPOINT_URL", "http://127.0.0.1:4566")  # aimed at jf dev: no such hint
+    assert "paste" not in _describe(aws)[0]
+    local = EndpointConnectionError(endpoint_url="http://127.0.0.1:4566/")
+    monkeypatch.delenv("JF_ENDPOINT_URL")
+    assert "paste" not in _describe(local)[0]
+
+
 def test_unknown_job_and_bad_payload_are_one_line_errors(jf_config):
     env = cli_env(jf_config)
     unknown = invoke(["enqueue", "nope.nothing", "{}"], env)
