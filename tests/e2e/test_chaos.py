@@ -288,7 +288,13 @@ def run_chaos(jf_aws: Any, tmp_path: Path, plan: ChaosPlan) -> None:
             kind = None
             if window:
                 kind = "window"
-            elif batch_kills and events.settled >= batch_kills[0] * plan.jobs and fresh_run:
+            elif (
+                batch_kills
+                and events.settled >= batch_kills[0] * plan.jobs
+                # mid-batch: a start just seen, or a job of this worker started and not finished (a
+                # consumer quick enough that a poll rarely ends on a start still gets its kills)
+                and (fresh_run or events.interrupted(worker.pid) > 0)
+            ):
                 kind = "batch"
                 batch_kills.pop(0)
             if kind is not None:
