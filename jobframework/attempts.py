@@ -81,6 +81,8 @@ def receive_count(record: Mapping[str, Any]) -> int | None:
 
 def _carried(record: Mapping[str, Any], name: str) -> int | None:
     attributes = record.get("messageAttributes")
+    if isinstance(attributes, dict) and name not in attributes:  # most records: nothing carried
+        return None
     attr = attributes.get(name) if isinstance(attributes, Mapping) else None
     value = attr.get("stringValue") if isinstance(attr, Mapping) else None
     try:
@@ -102,11 +104,7 @@ def deferrals(record: Mapping[str, Any]) -> int:
 
 def attempt_of(record: Mapping[str, Any]) -> int:
     """The execution this delivery would be, 1-based (see the module docstring)."""
-    attributes = record.get("messageAttributes")
-    carried = (
-        executions_before(record) if isinstance(attributes, dict) and ATTR_EXECUTIONS in attributes else 0
-    )
-    return carried + (receive_count(record) or 1)
+    return executions_before(record) + (receive_count(record) or 1)
 
 
 def is_first_attempt(record: Mapping[str, Any]) -> bool:

@@ -121,14 +121,14 @@ class Heartbeat:
         self._wake = threading.Condition(threading.Lock())
         self._thread: threading.Thread | None = None
         self._wakes_at = -math.inf
+        """When the waiting thread wakes by itself (``-inf`` while it is not waiting: it looks at every
+        hold before it waits again, so a new hold only wakes it when it is due earlier)."""
         self._thread_seen = -math.inf
         """When the thread was last seen alive (looked at again after :data:`THREAD_CHECK_SECONDS`)."""
         os.register_at_fork(after_in_child=self._forked)
 
     def _forked(self) -> None:
         self._thread_seen = -math.inf
-        """When the waiting thread wakes by itself (``-inf`` while it is not waiting: it looks at every
-        hold before it waits again, so a new hold only wakes it when it is due earlier)."""
 
     @contextmanager
     def hold(
@@ -192,7 +192,7 @@ class Heartbeat:
                 self._ensure_thread()  # the first hold after an idle spell: is the thread still there?
                 self._thread_seen = now
             self._holds[id(held)] = held
-            if held.key_expires - period_for(timeout) < self._wakes_at:
+            if held.due() < self._wakes_at:
                 self._wake.notify()
         return held
 

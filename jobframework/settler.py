@@ -140,7 +140,7 @@ class Settler:
                 by_url.setdefault(url, []).append((v, message(v)))
             except Exception as exc:
                 unsent(v, describe(exc))
-        if not by_url:  # (no client made for a batch with nothing to hand back: boto3 loads in ~0.1 s)
+        if not by_url:  # (no client made when nothing is to be sent: boto3 loads in ~0.1 s)
             return
         sqs = self.consumer.sqs
         for url, items in by_url.items():

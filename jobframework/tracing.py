@@ -108,14 +108,14 @@ def record_trace_id(record: dict[str, Any]) -> str | None:
     return parent[3:35] if parent is not None and valid_traceparent(parent) else None
 
 
+_ZERO_TRACE_ID, _ZERO_SPAN_ID = "0" * 32, "0" * 16
+
+
 def new_trace() -> TraceContext:
     ids = f"{_ids.getrandbits(192):048x}"  # the trace id and the span id in one draw
     if ids[:32] == _ZERO_TRACE_ID or ids[32:] == _ZERO_SPAN_ID:  # W3C forbids all zeros
         return TraceContext(f"00-{_hex_id(128)}-{_hex_id(64)}-01")
     return TraceContext(f"00-{ids[:32]}-{ids[32:]}-01")
-
-
-_ZERO_TRACE_ID, _ZERO_SPAN_ID = "0" * 32, "0" * 16
 
 
 def from_xray_header(header: str) -> TraceContext | None:

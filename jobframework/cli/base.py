@@ -111,7 +111,7 @@ def _console(*, stderr: bool = False) -> Any:
 
     console = Console(stderr=stderr)
     if not console.is_terminal and not os.environ.get("COLUMNS"):
-        console = Console(stderr=stderr, width=PIPED_WIDTH)
+        console.width = PIPED_WIDTH
     return console
 
 

@@ -24,18 +24,18 @@ class Step(BaseModel):
 def capped_step(step: Step) -> None:
     started = time.time()
     time.sleep(0.4)
-    line = f"{step.n} {os.getpid()} {started:.6f} {time.time():.6f}\n"
-    fd = os.open(os.environ["JF_TEST_LEDGER"], os.O_WRONLY | os.O_APPEND | os.O_CREAT)
-    try:
-        os.write(fd, line.encode())
-    finally:
-        os.close(fd)
+    _note(step, started)
 
 
 @job("fw.quick", timeout=20)
 def quick_step(step: Step) -> None:
     """No limit: notes its run in the ledger (the worker-output test)."""
-    line = f"{step.n} {os.getpid()} {time.time():.6f} {time.time():.6f}\n"
+    _note(step, time.time())
+
+
+def _note(step: Step, started: float) -> None:
+    """Append ``n pid started ended`` to the ledger in one ``O_APPEND`` write."""
+    line = f"{step.n} {os.getpid()} {started:.6f} {time.time():.6f}\n"
     fd = os.open(os.environ["JF_TEST_LEDGER"], os.O_WRONLY | os.O_APPEND | os.O_CREAT)
     try:
         os.write(fd, line.encode())
