@@ -9,8 +9,12 @@ from __future__ import annotations
 import io
 import json
 import os
+import signal
+import subprocess
+import time
 import uuid
 import zipfile
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -32,6 +36,7 @@ __all__ = [
     "queue_counts",
     "sqs",
     "state_table",
+    "terminate_when",
 ]
 
 
@@ -135,3 +140,22 @@ def subprocess_env(extra: dict[str, str]) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("JF_")}
     env.update(extra)
     return env
+
+
+def terminate_when(
+    proc: subprocess.Popen[str], ready: Callable[[], bool], timeout: float, *, drain: float = 60
+) -> tuple[str, str | None]:
+    """Wait until ``ready()`` (``proc`` still running, within ``timeout`` seconds), then send it SIGTERM
+    and return its ``(stdout, stderr)`` once it exits (within ``drain`` seconds). Killed if it outlives
+    this, whatever failed."""
+    try:
+        deadline = time.monotonic() + timeout
+        while not ready():
+            assert proc.poll() is None, f"the process ended first: {proc.communicate()}"
+            assert time.monotonic() < deadline, f"not ready within {timeout}s"
+            time.sleep(0.2)
+        proc.send_signal(signal.SIGTERM)
+        return proc.communicate(timeout=drain)
+    finally:
+        if proc.poll() is None:
+            proc.kill()

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 import textwrap
@@ -18,7 +17,7 @@ from typing import Any
 from jobframework.jobs import Priority
 from jobframework.local.emulator import Emulator, QueuePoller, WeightedPicker, queue_arn_from_url
 from jobframework.topology import POLL_WEIGHT
-from tests.functional.conftest_local import cli_env, jf_aws, jf_config, queue_counts, sqs
+from tests.functional.conftest_local import cli_env, jf_aws, jf_config, queue_counts, sqs, terminate_when
 
 __all__ = ["jf_aws", "jf_config", "sqs"]
 
@@ -259,13 +258,9 @@ def test_sigterm_drains_in_flight_batches_and_loses_nothing(sqs, jf_config, tmp_
         stderr=subprocess.PIPE,
         text=True,
     )
-    try:
-        assert _wait(lambda: ledger.exists() and len(ledger.read_text().split()) >= 3, 20), proc.stderr
-        proc.send_signal(signal.SIGTERM)
-        out, err = proc.communicate(timeout=25)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
+    out, err = terminate_when(
+        proc, lambda: ledger.exists() and len(ledger.read_text().split()) >= 3, timeout=20, drain=25
+    )
     assert proc.returncode == 0, err
     assert "drained" in out
     done = [int(n) for n in ledger.read_text().split()]

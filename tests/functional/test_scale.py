@@ -5,7 +5,6 @@ from __future__ import annotations
 import io
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -21,6 +20,7 @@ from jobframework.local.emulator import Emulator, pollers_for, worker_processes
 from jobframework.scheduling import scheduled_envelope
 from jobframework.telemetry import BatchMetrics
 from jobframework.testing import consume_once, provision_fresh, receive_all
+from tests.functional.conftest_local import terminate_when
 
 from . import jobs_at_scale as jobs
 
@@ -208,17 +208,7 @@ def test_jf_worker_with_two_processes_runs_a_cpu_lane_and_drains_on_sigterm(scal
         stderr=subprocess.STDOUT,
         text=True,
     )
-    try:
-        deadline = time.monotonic() + 30
-        while len(ledger.read_text().splitlines()) < 6:
-            assert proc.poll() is None, proc.stdout.read() if proc.stdout else ""
-            assert time.monotonic() < deadline, "the worker did not run the jobs"
-            time.sleep(0.2)
-        proc.send_signal(signal.SIGTERM)
-        out, _ = proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
+    out, _ = terminate_when(proc, lambda: len(ledger.read_text().splitlines()) >= 6, timeout=30)
     assert proc.returncode == 0, out
     assert "in 2 process(es)" in out
     assert sorted(int(line.split()[0]) for line in ledger.read_text().splitlines()) == list(range(6))

@@ -4,16 +4,14 @@ it there) and no urllib3 'Connection pool is full' warnings from its threads sha
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 from jobframework.client import JobClient
 from jobframework.jobs import registry
 from jobframework.testing import provision_fresh
-from tests.functional.conftest_local import cli_env
+from tests.functional.conftest_local import cli_env, terminate_when
 from tests.functional.flow import worker_jobs
 
 ROOT = Path(__file__).parents[3]
@@ -35,16 +33,9 @@ def test_a_local_worker_with_many_threads_prints_no_metric_json_nor_pool_warning
     proc = subprocess.Popen(
         command, env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
     )
-    try:
-        deadline = time.monotonic() + 60
-        while not ledger.exists() or len(ledger.read_text().splitlines()) < JOBS:
-            assert proc.poll() is None and time.monotonic() < deadline
-            time.sleep(0.2)
-        proc.send_signal(signal.SIGTERM)
-        out, _ = proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
+    out, _ = terminate_when(
+        proc, lambda: ledger.exists() and len(ledger.read_text().splitlines()) >= JOBS, timeout=60
+    )
     assert proc.returncode == 0, out
     assert f"{JOBS} done" in out  # its own summary line
     assert "Connection pool is full" not in out
