@@ -16,6 +16,7 @@ import logging
 import os
 import random
 import re
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -138,9 +139,18 @@ _otel_checked = False
 
 
 def _opentelemetry() -> Any:
-    """The ``opentelemetry`` API modules when installed (checked once: a failed import is slow)."""
+    """The ``opentelemetry`` API modules when installed and in use (checked once: a failed import is
+    slow).
+
+    Until something has imported ``opentelemetry.trace`` (an SDK set up by the service or the
+    OpenTelemetry Lambda layer's wrapper, or the service's own spans), no provider can be recording
+    and no span active: nothing is imported then (``opentelemetry.propagate`` alone costs ~4 ms of a
+    cold start, reading its entry points).
+    """
     global _otel, _otel_checked
     if not _otel_checked:
+        if "opentelemetry.trace" not in sys.modules:
+            return None
         _otel_checked = True
         try:
             from types import SimpleNamespace
