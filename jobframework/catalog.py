@@ -125,6 +125,19 @@ def _formats(schema: Any, found: set[str]) -> set[str]:
     return found
 
 
+def _compile(schema: dict[str, Any]) -> Callable[[Any], Any]:
+    """``schema`` compiled by ``fastjsonschema`` (formats it does not know checked as pydantic reads
+    them, or accepted), filling in defaults."""
+    import fastjsonschema
+
+    formats: dict[str, Callable[[object], bool]] = {
+        name: _FORMATS.get(name, lambda _value: True)
+        for name in _formats(schema, set())
+        if name not in _KNOWN_FORMATS
+    }
+    return fastjsonschema.compile(schema, formats=formats, use_default=True)
+
+
 def _at(data: Any, path: list[str | int]) -> Any:
     for step in path:
         try:
@@ -148,6 +161,8 @@ class RoutedJob:
         self.route = route
         self.source = source
         self._check: Callable[[Any], Any] | None = None
+        self._field_checks: dict[str, Callable[[Any], Any]] = {}
+        """One validator per top-level property, compiled when a payload fails (to name every bad field)."""
         self._lock = threading.Lock()
 
     def __repr__(self) -> str:
@@ -182,16 +197,20 @@ class RoutedJob:
     def _validator(self) -> Callable[[Any], Any]:
         with self._lock:
             if self._check is None:
-                import fastjsonschema
-
-                schema = self.route.payload_schema
-                formats: dict[str, Callable[[object], bool]] = {
-                    name: _FORMATS.get(name, lambda _value: True)
-                    for name in _formats(schema, set())
-                    if name not in _KNOWN_FORMATS
-                }
-                self._check = fastjsonschema.compile(schema, formats=formats, use_default=True)
+                self._check = _compile(self.route.payload_schema)
             return self._check
+
+    def _field_validator(self, name: str) -> Callable[[Any], Any]:
+        """The check of the top-level property ``name`` alone (with the schema's ``$defs``)."""
+        with self._lock:
+            check = self._field_checks.get(name)
+            if check is None:
+                schema = self.route.payload_schema
+                sub = dict(schema["properties"][name])
+                if "$defs" in schema:
+                    sub.setdefault("$defs", schema["$defs"])
+                check = self._field_checks[name] = _compile(sub)
+            return check
 
     def validate(self, payload: BaseModel | dict[str, Any]) -> dict[str, Any]:
         """The payload as JSON data, with the schema's defaults filled in.
@@ -210,23 +229,48 @@ class RoutedJob:
         except JsonSchemaValueException as exc:
             raise PayloadValidationError(
                 f"payload for {self.name} does not match its schema ({self.source}): "
-                f"{self._problem(exc, data)}"
+                f"{'; '.join(self._problems(exc, data))}"
             ) from None
         if not isinstance(checked, dict):
             raise PayloadValidationError(f"payload for {self.name} must be a JSON object, got {data!r}")
         return checked
 
+    def _problems(self, first: Any, data: Any) -> list[str]:
+        """Every bad field of a payload the schema refused (``first``: the schema's first complaint).
+
+        The compiled schema stops at its first complaint; each top-level field is then checked on its
+        own, so that a caller sees all of them at once, as pydantic reports them.
+        """
+        from fastjsonschema import JsonSchemaValueException
+
+        properties = self.route.payload_schema.get("properties")
+        if not isinstance(data, dict) or not isinstance(properties, dict):
+            return [self._problem(first, data)]
+        problems: list[str] = []
+        required = self.route.payload_schema.get("required")
+        if isinstance(required, list):
+            problems += [f"{f}: Field required" for f in required if f not in data]
+        if self.route.payload_schema.get("additionalProperties") is False:
+            problems += [f"{f}: Extra inputs are not permitted" for f in data if f not in properties]
+        for name in properties:
+            if name not in data:
+                continue
+            try:
+                self._field_validator(name)(data[name])
+            except JsonSchemaValueException as exc:
+                problems.append(self._problem(exc, data[name], prefix=[name]))
+        return problems or [self._problem(first, data)]
+
     @staticmethod
-    def _problem(exc: Any, data: Any) -> str:
+    def _problem(exc: Any, data: Any, prefix: list[str | int] | None = None) -> str:
+        """What ``exc`` says of ``data``, named by its path (under ``prefix`` in the payload)."""
         path = list(exc.path or [])[1:]
-        where = ".".join(map(str, path))
+        where = ".".join(map(str, [*(prefix or []), *path]))
         if exc.rule == "required" and isinstance(exc.rule_definition, list):
             present = _at(data, path)
             missing = [f for f in exc.rule_definition if not isinstance(present, dict) or f not in present]
             return "; ".join(f"{where + '.' if where else ''}{f}: Field required" for f in missing)
-        message = str(exc.message)
-        prefix = str(exc.name or "data")
-        message = message.removeprefix(prefix).strip()
+        message = str(exc.message).removeprefix(str(exc.name or "data")).strip()
         return f"{where or 'payload'}: {message}"
 
     def key_for(self, payload: dict[str, Any]) -> str | None:

@@ -67,6 +67,13 @@ def test_the_payload_is_checked_against_the_schema_and_the_field_is_named(named)
         client.enqueue("t.ok", {"name": "x", "fail_times": -1})
     with pytest.raises(PayloadValidationError, match=r"name: must be string"):
         client.enqueue("t.ok", {"name": 5})
+    # Every bad field at once, as pydantic reports them (the compiled schema stops at its first).
+    with pytest.raises(PayloadValidationError) as caught:
+        client.enqueue("t.ok", {"fail_times": -1, "delay": "soon"})
+    problems = str(caught.value).split("): ", 1)[1].split("; ")
+    assert sorted(p.split(":")[0] for p in problems) == ["delay", "fail_times", "name"], problems
+    assert "name: Field required" in problems
+    assert "fail_times: must be bigger than or equal to 0" in problems
     assert bodies(named, "high") == []  # nothing was sent
 
 
