@@ -22,7 +22,6 @@ move a job to the DLQ before the framework's own attempts are used up.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 ATTR_EXECUTIONS = "jf-executions"
@@ -68,23 +67,26 @@ def fifo_receive_limit(max_attempts: int, margin: int = CRASH_MARGIN) -> int:
     return min(MAX_RECEIVE_LIMIT, limit)
 
 
-def receive_count(record: Mapping[str, Any]) -> int | None:
+def receive_count(record: dict[str, Any]) -> int | None:
     """This copy's ``ApproximateReceiveCount``, or ``None`` when the record has no usable one."""
-    attributes = record.get("attributes")
-    count = attributes.get("ApproximateReceiveCount") if isinstance(attributes, Mapping) else None
-    try:
-        value = int(count) if isinstance(count, str | int) and not isinstance(count, bool) else 0
-    except ValueError:
-        return None
+    attributes = record.get("attributes")  # records are JSON objects: dict checks (not ABCs) per record
+    count = attributes.get("ApproximateReceiveCount") if isinstance(attributes, dict) else None
+    if isinstance(count, str):
+        try:
+            value = int(count)
+        except ValueError:
+            return None
+    else:
+        value = count if isinstance(count, int) and not isinstance(count, bool) else 0
     return value if value >= 1 else None
 
 
-def _carried(record: Mapping[str, Any], name: str) -> int | None:
+def _carried(record: dict[str, Any], name: str) -> int | None:
     attributes = record.get("messageAttributes")
     if isinstance(attributes, dict) and name not in attributes:  # most records: nothing carried
         return None
-    attr = attributes.get(name) if isinstance(attributes, Mapping) else None
-    value = attr.get("stringValue") if isinstance(attr, Mapping) else None
+    attr = attributes.get(name) if isinstance(attributes, dict) else None
+    value = attr.get("stringValue") if isinstance(attr, dict) else None
     try:
         number = int(value) if isinstance(value, str) else -1
     except ValueError:
@@ -92,21 +94,21 @@ def _carried(record: Mapping[str, Any], name: str) -> int | None:
     return number if 0 <= number <= 100_000 else None
 
 
-def executions_before(record: Mapping[str, Any]) -> int:
+def executions_before(record: dict[str, Any]) -> int:
     """Executions in earlier copies of this message (``jf-executions``; 0 when absent)."""
     return _carried(record, ATTR_EXECUTIONS) or 0
 
 
-def deferrals(record: Mapping[str, Any]) -> int:
+def deferrals(record: dict[str, Any]) -> int:
     """Deferrals of this scheduled run so far (``jf-deferrals``; 0 when absent)."""
     return _carried(record, ATTR_DEFERRALS) or 0
 
 
-def attempt_of(record: Mapping[str, Any]) -> int:
+def attempt_of(record: dict[str, Any]) -> int:
     """The execution this delivery would be, 1-based (see the module docstring)."""
     return executions_before(record) + (receive_count(record) or 1)
 
 
-def is_first_attempt(record: Mapping[str, Any]) -> bool:
+def is_first_attempt(record: dict[str, Any]) -> bool:
     """The job's first execution, and not a handed-back copy (for the retry budget's count)."""
     return attempt_of(record) == 1 and _carried(record, ATTR_EXECUTIONS) is None
