@@ -5,11 +5,6 @@ they run."""
 from __future__ import annotations
 
 import itertools
-import os
-import signal
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 from jobframework.client import JobClient
@@ -17,10 +12,9 @@ from jobframework.consumer import consumer
 from jobframework.jobs import JobRegistry
 from jobframework.local.emulator import Emulator, pollers_for
 from jobframework.testing import provision_fresh, receive_all
-from tests.functional.conftest_local import cli_env
+from tests.functional.flow.processes import rounds_until_two_ran, two_workers
 from tests.functional.flow.worker_fifo_def import Entry, define
 
-ROOT = Path(__file__).parents[3]
 LANE = "default-fifo"
 GROUPS = ["A", "B", "C", "D", "E", "F"]
 PER_GROUP = 4
@@ -42,52 +36,33 @@ def test_two_worker_processes_and_the_emulator_keep_each_groups_order(jf_aws, tm
     ordered = define(registry)
     topology, config = provision_fresh(jf_aws.endpoint_url, registry)
     sqs = jf_aws.client("sqs")
-    env = {
-        **{k: v for k, v in os.environ.items() if not k.startswith(("JF_", "AWS_"))},
-        **cli_env(config),
-        "JF_TEST_LEDGER": str(ledger),
-        "POWERTOOLS_LOG_LEVEL": "ERROR",
-        "POWERTOOLS_METRICS_DISABLED": "true",
-    }
-    command = [sys.executable, "-m", "jobframework.cli", "worker", "--queues", LANE]
-    command += ["--jobs", "tests.functional.flow.worker_fifo_jobs", "--workers", "3", "--drain-timeout", "5"]
-    workers = [
-        subprocess.Popen(command, env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        for _ in range(2)
-    ]
-    for w in workers:  # each polls once it has printed its first line
-        assert w.stdout is not None and w.stdout.readline().startswith(b"jf worker: polling")
     pollers = pollers_for(config, topology, [LANE])
     assert [p.url.endswith(".fifo") for p in pollers] == [True]
     emulator = Emulator(pollers, consumer(registry, config=config, sqs_client=sqs), sqs, workers=3)
     client = JobClient(config, registry=registry, sqs_client=sqs)
-    rounds = 0
-    try:
+
+    def send_round(n: int) -> None:  # group A's second job of each round fails its first two attempts
+        first = n * PER_GROUP
+        requests = [
+            ordered.request(Entry(group=g, seq=k, fail_times=2 * ((g, k) == ("A", first + 1))))
+            for k in range(first, first + PER_GROUP)
+            for g in GROUPS
+        ]
+        assert all(r.ok for r in client.enqueue_many(requests))
+
+    with two_workers(config, ledger, LANE, "tests.functional.flow.worker_fifo_jobs") as errors:
         emulator.start()
-        # Which consumer receives a group is up to SQS: rounds of jobs until more than one process has
-        # run some. In each round group A's second job fails on its first two attempts.
-        for _ in range(ROUNDS):
-            first = rounds * PER_GROUP
-            requests = [
-                ordered.request(Entry(group=g, seq=n, fail_times=2 * ((g, n) == ("A", first + 1))))
-                for n in range(first, first + PER_GROUP)
-                for g in GROUPS
-            ]
-            assert all(r.ok for r in client.enqueue_many(requests))
-            rounds += 1
-            deadline = time.monotonic() + 90
-            while time.monotonic() < deadline:
-                done = [r for r in _rows(ledger) if r[3]]
-                if len(done) >= rounds * PER_GROUP * len(GROUPS):
-                    break
-                time.sleep(0.2)
-            if len({r[4] for r in done}) >= 2:
-                break
-    finally:
-        emulator.stop(5)
-        for w in workers:
-            w.send_signal(signal.SIGTERM)
-        errors = [w.communicate(timeout=30)[1].decode(errors="replace")[-2000:] for w in workers]
+        try:
+            rounds = rounds_until_two_ran(
+                send_round,
+                lambda: [r for r in _rows(ledger) if r[3]],
+                lambda: {r[4] for r in _rows(ledger) if r[3]},
+                per_round=PER_GROUP * len(GROUPS),
+                rounds=ROUNDS,
+                timeout=90,
+            )
+        finally:
+            emulator.stop(5)
     rows = _rows(ledger)
     jobs = rounds * PER_GROUP
     assert len({r[4] for r in rows}) >= 2, errors  # more than one process ran them

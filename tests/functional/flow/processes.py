@@ -1,0 +1,77 @@
+"""Two `jf worker` processes beside the test's own emulator, and rounds of jobs until both processes have
+run some (the multi-process flow tests: ordered groups and the concurrency cap)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator, Sized
+from contextlib import contextmanager
+from pathlib import Path
+
+from jobframework.topology import RuntimeConfig
+from tests.functional.conftest_local import cli_env
+
+ROOT = Path(__file__).parents[3]
+
+
+@contextmanager
+def two_workers(config: RuntimeConfig, ledger: Path, lane: str, jobs: str) -> Iterator[list[str]]:
+    """Two `jf worker` processes polling ``lane`` with the job module ``jobs``, each writing to
+    ``ledger``; polling when the block starts, stopped (SIGTERM) when it ends. Yields a list that holds
+    each process's last stderr afterwards (for assertion messages)."""
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith(("JF_", "AWS_"))},
+        **cli_env(config),
+        "JF_TEST_LEDGER": str(ledger),
+        "POWERTOOLS_LOG_LEVEL": "ERROR",
+        "POWERTOOLS_METRICS_DISABLED": "true",
+    }
+    command = [sys.executable, "-m", "jobframework.cli", "worker", "--queues", lane]
+    command += ["--jobs", jobs, "--workers", "3", "--drain-timeout", "5"]
+    workers = [
+        subprocess.Popen(command, env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        for _ in range(2)
+    ]
+    errors: list[str] = []
+    try:
+        for w in workers:  # each polls once it has printed its first line
+            assert w.stdout is not None and w.stdout.readline().startswith(b"jf worker: polling")
+        yield errors
+    finally:
+        for w in workers:
+            w.send_signal(signal.SIGTERM)
+        for w in workers:
+            try:
+                errors.append(w.communicate(timeout=30)[1].decode(errors="replace")[-2000:])
+            except subprocess.TimeoutExpired:
+                w.kill()
+                errors.append(w.communicate()[1].decode(errors="replace")[-2000:])
+
+
+def rounds_until_two_ran(
+    send_round: Callable[[int], None],
+    finished: Callable[[], Sized],
+    processes: Callable[[], set[str]],
+    *,
+    per_round: int,
+    rounds: int,
+    timeout: float,
+) -> int:
+    """Rounds of jobs (``send_round(n)`` sends round ``n``; each round is ``per_round`` jobs) until
+    more than one process has run some: which consumer receives a message is up to SQS. Each round
+    waits (up to ``timeout`` s) until ``finished()`` holds all jobs sent so far. Returns the rounds
+    sent."""
+    sent = 0
+    for n in range(rounds):
+        send_round(n)
+        sent += 1
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and len(finished()) < sent * per_round:
+            time.sleep(0.2)
+        if len(processes()) >= 2:
+            break
+    return sent
