@@ -119,8 +119,8 @@ _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|sec|m|min|h|d)?\s*$")
 _UNITS = {None: 1, "s": 1, "sec": 1, "m": 60, "min": 60, "h": 3600, "d": 86400}
 
 
-def parse_duration(text: str) -> float:
-    """``90``, ``90s``, ``15m``, ``2h``, ``1d`` as seconds.
+def parse_duration(text: str, *, option: str | None = None) -> float:
+    """``90``, ``90s``, ``15m``, ``2h``, ``1d`` as seconds (``option`` names the option in the error).
 
     Example:
         >>> parse_duration("15m")
@@ -128,7 +128,11 @@ def parse_duration(text: str) -> float:
     """
     m = _DURATION.match(text)
     if not m:
-        raise typer.BadParameter(f"{text!r} is not a duration; use e.g. 90s, 15m, 2h or 1d")
+        raise typer.BadParameter(
+            f"{text!r} is not a duration: use a positive number of seconds, minutes, hours or days, e.g. "
+            "90s, 15m, 2h or 1d",
+            param_hint=option,
+        )
     return float(m.group(1)) * _UNITS[m.group(2)]
 
 

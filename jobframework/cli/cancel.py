@@ -64,7 +64,7 @@ def cancel(  # noqa: PLR0917
             typer.echo(f"{job_id}: {result.outcome.value}")
         return
     assert job_type is not None and older_than is not None
-    seconds = parse_duration(older_than)
+    seconds = parse_duration(older_than, option="--older-than")
     found = list(cancellable(store, job_type, seconds))
     jobs = []
     for found_id, state, enqueued_at in found:

@@ -54,6 +54,20 @@ PriorityArg = Annotated[
 ]
 
 
+TypeOption = Annotated[
+    str | None,
+    typer.Option("--type", help="Only this job type ('?': letters whose type cannot be read)."),
+]
+ReasonOption = Annotated[
+    str | None,
+    typer.Option(help="Only this dead-letter reason (exhausted, permanent, malformed, ...; see peek)."),
+]
+IdOption = Annotated[
+    list[str] | None,
+    typer.Option("--id", help="Only this letter: a job id or an SQS message id (repeat for more)."),
+]
+
+
 def _dead_letters(ctx: typer.Context, *, attempts: int = 2) -> tuple[DeadLetters, RuntimeConfig]:
     from jobframework.dlq import DeadLetters
 
@@ -148,6 +162,8 @@ def dlq_peek(
 
     Example: jf dlq peek default -n 5
     """
+    from jobframework.dlq import UNTYPED
+
     letters, _ = _dead_letters(ctx)
     found = letters.peek(priority, limit=count)
     pointers = [_payload_pointer(d.body) for d in found]
@@ -170,8 +186,8 @@ def dlq_peek(
     for d, ref in zip(found, pointers, strict=True):
         s = d.summary()
         row = [
-            s["type"] or "?",
-            s["id"] or "-",
+            s["type"] or UNTYPED,
+            s["id"] or f"message {d.message_id}",  # a malformed body has no job id: --id takes this
             s["reason"] or "-",
             s["error"] or "-",
             str(s["attempts"] or "-"),
@@ -220,25 +236,27 @@ def dlq_export(
 
 
 @dlq_app.command("purge")
-def dlq_purge(
+def dlq_purge(  # noqa: PLR0917
     ctx: typer.Context,
     priority: PriorityArg,
-    job_type: Annotated[
-        str | None, typer.Option("--type", help="Only dead letters of this job type.")
-    ] = None,
+    job_type: TypeOption = None,
+    reason: ReasonOption = None,
+    ids: IdOption = None,
     yes: Annotated[bool, typer.Option("--yes", help="Really delete (required).")] = False,
     json_output: JsonOption = False,
 ) -> None:
-    """Delete dead letters for good (all, or one job type). Needs --yes.
+    """Delete dead letters for good (all, or those of a type, a reason or given ids). Needs --yes.
+
+    Only the letters in the DLQ when it starts are deleted.
 
     Example: jf dlq purge low --type reports.generate --yes
     """
     if not yes:
         raise UsageError("purge deletes dead letters for good; add --yes to confirm")
     letters, _ = _dead_letters(ctx)
-    deleted = letters.purge(priority, job_type=job_type)
+    deleted = letters.purge(priority, job_type=job_type, reason=reason, ids=ids)
     if json_output:
-        _print_json({"priority": priority, "type": job_type, "deleted": deleted})
+        _print_json({"priority": priority, "type": job_type, "reason": reason, "deleted": deleted})
     else:
         typer.echo(f"deleted {deleted} dead letters from the {priority} DLQ")
 
@@ -247,7 +265,9 @@ def dlq_purge(
 def dlq_redrive(  # noqa: PLR0917
     ctx: typer.Context,
     priority: PriorityArg,
-    job_type: Annotated[str | None, typer.Option("--type", help="Only this job type.")] = None,
+    job_type: TypeOption = None,
+    reason: ReasonOption = None,
+    ids: IdOption = None,
     older_than: Annotated[
         str | None, typer.Option(help="Only dead letters at least this old (90s, 15m, 2h, 1d).")
     ] = None,
@@ -262,15 +282,17 @@ def dlq_redrive(  # noqa: PLR0917
 ) -> None:
     """Send dead letters back to their source queue: attempts reset; id, key and trace kept.
 
-    Each message is deleted from the DLQ only after its send succeeded.
+    Each message is deleted from the DLQ only after its send succeeded. Only the letters in the DLQ
+    when it starts are considered: a redriven job that fails again stays for the next redrive.
 
     Example: jf dlq redrive default --type crm.sync --older-than 10m --dry-run
     """
-    seconds = parse_duration(older_than) if older_than else None
+    seconds = parse_duration(older_than, option="--older-than") if older_than else None
     if native:
-        if job_type or seconds or limit or dry_run:
+        if job_type or reason or ids or seconds or limit or dry_run:
             raise UsageError(
-                "--native moves the whole DLQ: it takes no --type, --older-than, --limit or --dry-run"
+                "--native moves the whole DLQ: it takes no --type, --reason, --id, --older-than, --limit "
+                "or --dry-run"
             )
         letters, _ = _dead_letters(ctx, attempts=1)
         handle = letters.start_native_redrive(priority, rate=int(rate) if rate else None)
@@ -280,23 +302,17 @@ def dlq_redrive(  # noqa: PLR0917
             typer.echo(f"started message move task {handle}; follow it with `jf dlq tasks {priority}`")
         return
     letters, _ = _dead_letters(ctx)
+    select: dict[str, Any] = {"job_type": job_type, "reason": reason, "older_than": seconds}
+    select["message_ids"] = ids or None
     if json_output:
-        result = letters.redrive(
-            priority, job_type=job_type, older_than=seconds, limit=limit, rate=rate, dry_run=dry_run
-        )
+        result = letters.redrive(priority, **select, limit=limit, rate=rate, dry_run=dry_run)
     else:
         # The bar counts letters considered (each once), against the DLQ's depth at the start.
         total = letters.depth(priority)
         verb = "matching" if dry_run else "redriving"
         with _progress(f"{verb} {priority} DLQ", min(total, limit) if limit else total) as bar:
             result = letters.redrive(
-                priority,
-                job_type=job_type,
-                older_than=seconds,
-                limit=limit,
-                rate=rate,
-                dry_run=dry_run,
-                progress=bar.advance,
+                priority, **select, limit=limit, rate=rate, dry_run=dry_run, progress=bar.advance
             )
     if json_output:
         _print_json(result.as_dict())

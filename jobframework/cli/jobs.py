@@ -121,8 +121,8 @@ def enqueue(  # noqa: PLR0917
         group=group,
         tenant=tenant,
         track=track,
-        expires_in=parse_duration(expires_in) if expires_in is not None else None,
-        debounce=parse_duration(debounce) if debounce is not None else None,
+        expires_in=parse_duration(expires_in, option="--expires-in") if expires_in is not None else None,
+        debounce=parse_duration(debounce, option="--debounce") if debounce is not None else None,
     )
     if json_output:
         _print_json(

@@ -24,10 +24,18 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from collections.abc import Collection
 from typing import IO, TYPE_CHECKING, Any
 
-from jobframework.dlq.letter import REASON_ATTRIBUTES, DeadLetter, DeadLetterError, DlqDepth
+from jobframework.dlq.letter import (
+    REASON_ATTRIBUTES,
+    UNTYPED,
+    DeadLetter,
+    DeadLetterError,
+    DlqDepth,
+    Selection,
+)
 from jobframework.dlq.native import move_tasks, start_move_task
 from jobframework.dlq.reader import BATCH, HeldScan
 from jobframework.dlq.redrive import Progress, Redrive, RedriveResult, queue_name
@@ -43,12 +51,14 @@ __all__ = [
     "HOLD_SECONDS",
     "READ_HOLD_SECONDS",
     "REASON_ATTRIBUTES",
+    "UNTYPED",
     "DeadLetter",
     "DeadLetterError",
     "DeadLetters",
     "DlqDepth",
     "Progress",
     "RedriveResult",
+    "Selection",
     "queue_name",
 ]
 
@@ -107,14 +117,19 @@ class DeadLetters:
             self._arns[url] = arn
         return arn
 
-    def scan(self, url: str, *, hold: int = HOLD_SECONDS) -> HeldScan:
-        """One pass over ``url`` (use it as a context manager: what is still held is released on exit)."""
+    def scan(self, url: str, *, hold: int = HOLD_SECONDS, acting: bool = False) -> HeldScan:
+        """One pass over ``url`` (use it as a context manager: what is still held is released on exit).
+
+        ``acting``: the pass moves or deletes letters, so it takes only those sent before it started
+        (a redriven job that fails again is a new letter, not one to redrive again).
+        """
         return HeldScan(
             self.sqs,
             url,
             hold=self.hold_seconds or hold,
             wait_time_seconds=self.wait_time_seconds,
             empty_receives=self.empty_receives,
+            sent_before=int(time.time() * 1000) if acting else None,
         )
 
     @property
@@ -196,13 +211,25 @@ class DeadLetters:
     # -- removing --------------------------------------------------------------------------------------
 
     def purge(
-        self, priority: Priority | str, *, job_type: str | None = None, progress: Progress | None = None
+        self,
+        priority: Priority | str,
+        *,
+        job_type: str | None = None,
+        reason: str | None = None,
+        ids: Collection[str] | None = None,
+        progress: Progress | None = None,
     ) -> int:
-        """Delete the DLQ's messages (only those of ``job_type`` when given); returns how many."""
+        """Delete the DLQ's messages (only those selected when ``job_type``, ``reason`` or ``ids`` are
+        given, as for :meth:`redrive`); returns how many.
+
+        Only the letters already in the DLQ when the purge starts are deleted (one dead-lettered
+        meanwhile was seen by no one)."""
+        chosen = frozenset(ids) if ids is not None else None
+        selection = Selection(job_type=job_type, reason=reason, ids=chosen)
         deleted = 0
-        with self.scan(self.dlq_url(priority)) as scan:
+        with self.scan(self.dlq_url(priority), acting=True) as scan:
             for batch in scan:
-                doomed = [m for m in batch if job_type is None or DeadLetter.of(m).job_type == job_type]
+                doomed = [m for m in batch if selection.matches(DeadLetter.of(m))]
                 gone = len(scan.delete(doomed))
                 deleted += gone
                 if progress and gone:
@@ -216,6 +243,7 @@ class DeadLetters:
         priority: Priority | str,
         *,
         job_type: str | None = None,
+        reason: str | None = None,
         older_than: float | None = None,
         limit: int | None = None,
         rate: float | None = None,
@@ -225,11 +253,16 @@ class DeadLetters:
     ) -> RedriveResult:
         """Send matching dead letters back to their source queue; each letter is considered once.
 
+        Only the letters already in the DLQ when the redrive starts are considered: a job redriven here
+        that fails again is dead-lettered anew and stays for the next redrive.
+
         Args:
             priority: which DLQ.
-            message_ids: only the letters with these SQS message ids (an operator's selection); the
-                read stops once all are found. Ids no longer in the DLQ are simply not found.
-            job_type: only this job type.
+            message_ids: only the letters with these ids, SQS message ids or job ids (an operator's
+                selection); the read stops once all are found. Ids no longer in the DLQ are simply not
+                found.
+            job_type: only this job type (``"?"``: letters whose type cannot be read).
+            reason: only letters dead-lettered for this reason (``exhausted``, ``malformed``, ...).
             older_than: only dead letters at least this many seconds old.
             limit: at most this many.
             rate: at most this many messages a second.
@@ -243,15 +276,18 @@ class DeadLetters:
         result = RedriveResult(priority=lane, dry_run=dry_run)
         url = self.dlq_url(lane)
         try:
-            with self.scan(url) as scan:
+            with self.scan(url, acting=True) as scan:
                 Redrive(self.config, self.sqs, None if dry_run else lambda: self.s3, result).run(
                     scan,
-                    job_type=job_type,
-                    older_than=older_than,
+                    Selection(
+                        job_type=job_type,
+                        reason=reason,
+                        older_than=older_than,
+                        ids=frozenset(message_ids) if message_ids is not None else None,
+                    ),
                     limit=limit,
                     rate=rate,
                     progress=progress,
-                    message_ids=message_ids,
                 )
         except Exception as exc:
             raise DeadLetterError(f"redrive of the {lane} DLQ stopped: {exc}") from exc

@@ -20,6 +20,10 @@ REASON_ATTRIBUTES = (
 """The attributes the consumer adds to a dead letter (a redrive drops them)."""
 
 
+UNTYPED = "?"
+"""The type shown for, and selecting, a letter whose job type cannot be read (a malformed body)."""
+
+
 class DeadLetterError(JobFrameworkError):
     """A DLQ operation failed; the message says which and why."""
 
@@ -121,6 +125,37 @@ class DeadLetter:
             "attributes": self.attributes,
             "system_attributes": self.system_attributes,
         }
+
+
+@dataclass(frozen=True, slots=True)
+class Selection:
+    """Which dead letters a redrive or a purge takes (every given condition must hold).
+
+    Example:
+        >>> letter = DeadLetter.of({"MessageId": "m-1", "Body": "not json"})
+        >>> Selection(job_type=UNTYPED).matches(letter), Selection(ids=frozenset({"m-1"})).matches(letter)
+        (True, True)
+        >>> Selection(reason="exhausted").matches(letter)
+        False
+    """
+
+    job_type: str | None = None
+    """A job type; ``"?"`` (:data:`UNTYPED`) for letters whose type cannot be read."""
+    reason: str | None = None
+    """A dead-letter reason (``exhausted``, ``malformed``, ... ; the ``jf-reason`` attribute)."""
+    older_than: float | None = None
+    """Seconds since the letter was dead-lettered, at least."""
+    ids: frozenset[str] | None = None
+    """Job ids or SQS message ids (a letter matches by either)."""
+
+    def matches(self, letter: DeadLetter, now: datetime | None = None) -> bool:
+        if self.job_type is not None and (letter.job_type or UNTYPED) != self.job_type:
+            return False
+        if self.reason is not None and letter.reason != self.reason:
+            return False
+        if self.older_than is not None and (letter.age(now) or 0.0) < self.older_than:
+            return False
+        return self.ids is None or letter.message_id in self.ids or letter.job_id in self.ids
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,6 +7,12 @@ lapses (doubling it each time, so a long read makes few extension rounds), and s
 ``empty_receives`` receives in a row bring nothing new (empty, or only letters already seen): every
 letter is considered once, and a read of ``n`` letters makes at most about ``n / 10 *
 (1 + empty_receives)`` receives whatever happens to the holds.
+
+A scan given ``sent_before`` hands out only the messages sent to the queue before then (SQS's
+``SentTimestamp``): a command that acts on letters (redrive, purge) acts on those that were there when
+it started. Without it, a redriven job that fails again comes back as a new letter, is redriven again,
+and a paced redrive (which gives it the time to) never ends. Later arrivals are held like the rest and
+released at the end.
 """
 
 from __future__ import annotations
@@ -43,6 +49,7 @@ class HeldScan:
         wait_time_seconds: ``WaitTimeSeconds`` of each receive.
         empty_receives: receives in a row with nothing new that end the pass.
         clock: seconds, monotonic (tests inject one).
+        sent_before: epoch milliseconds; messages sent after it are not handed out.
     """
 
     def __init__(
@@ -54,6 +61,7 @@ class HeldScan:
         wait_time_seconds: int = 0,
         empty_receives: int = 2,
         clock: Callable[[], float] = time.monotonic,
+        sent_before: int | None = None,
     ) -> None:
         self.sqs = sqs
         self.url = url
@@ -63,7 +71,10 @@ class HeldScan:
         self.clock = clock
         self.held: dict[str, dict[str, Any]] = {}
         """Message id -> the latest received copy (its receipt handle is the valid one)."""
+        self.sent_before = sent_before
         self.seen: set[str] = set()
+        self.later = 0
+        """Messages sent after ``sent_before`` (held, not handed out)."""
         self.repeats = 0
         """Receives of a message already handed out (its hold lapsed)."""
         self.extensions = 0
@@ -87,13 +98,25 @@ class HeldScan:
                     self.repeats += 1
                 else:
                     self.seen.add(message_id)
-                    fresh.append(message)
+                    if self._sent_in_time(message):
+                        fresh.append(message)
+                    else:
+                        self.later += 1
                 self.held[message_id] = message
             if not fresh:
                 quiet += 1
                 continue
             quiet = 0
             yield fresh
+
+    def _sent_in_time(self, message: dict[str, Any]) -> bool:
+        if self.sent_before is None:
+            return True
+        sent = message.get("Attributes", {}).get("SentTimestamp")
+        try:
+            return int(sent) <= self.sent_before
+        except (TypeError, ValueError):
+            return True  # no usable time: considered, as before
 
     def _receive(self) -> list[dict[str, Any]]:
         visibility = max(1, math.ceil(self._until - self.clock()))

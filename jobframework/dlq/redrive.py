@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Callable, Collection, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from jobframework import envelope as wire
 from jobframework.dead_letter import KEPT_ATTRIBUTES
 from jobframework.delivery import arn_queue_name
-from jobframework.dlq.letter import DeadLetter
+from jobframework.dlq.letter import UNTYPED, DeadLetter, Selection
 from jobframework.dlq.reader import BATCH, HeldScan
 from jobframework.envelope import PayloadRef
 from jobframework.errors import PayloadMissingError
@@ -60,7 +60,7 @@ class RedriveResult:
         return asdict(self)
 
     def count(self, letter: DeadLetter, source: str) -> None:
-        kind = letter.job_type or "?"
+        kind = letter.job_type or UNTYPED
         self.by_type[kind] = self.by_type.get(kind, 0) + 1
         if source:
             self.by_source[source] = self.by_source.get(source, 0) + 1
@@ -170,17 +170,15 @@ class Redrive:
     def run(
         self,
         scan: HeldScan,
+        selection: Selection,
         *,
-        job_type: str | None,
-        older_than: float | None,
         limit: int | None,
         rate: float | None,
         progress: Progress | None,
-        message_ids: Collection[str] | None = None,
     ) -> None:
-        """Consider each letter of ``scan`` once; move (or, in a dry run, count) those that match."""
+        """Consider each letter of ``scan`` once; move (or, in a dry run, count) those selected."""
         result = self.result
-        wanted = set(message_ids) if message_ids is not None else None
+        wanted = set(selection.ids) if selection.ids is not None else None
         default = self.default_source()
         started = time.monotonic()
         now = datetime.now(UTC)
@@ -189,14 +187,12 @@ class Redrive:
             for message in batch:
                 letter = DeadLetter.of(message)
                 full = limit is not None and result.matched + len(chosen) >= limit
-                too_young = older_than is not None and (letter.age(now) or 0.0) < older_than
-                unpicked = wanted is not None and letter.message_id not in wanted
-                if full or too_young or unpicked or (job_type is not None and letter.job_type != job_type):
+                if full or not selection.matches(letter, now):
                     result.skipped += 1
                     continue
                 chosen.append((message, letter))
                 if wanted is not None:
-                    wanted.discard(letter.message_id)
+                    wanted.difference_update((letter.message_id, letter.job_id))
             result.matched += len(chosen)
             if result.dry_run:
                 for _, letter in chosen:

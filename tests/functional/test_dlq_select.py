@@ -1,0 +1,100 @@
+"""Which dead letters a redrive or a purge takes: those there when it started; by reason, by id, and the
+letters whose type cannot be read (``--type '?'``)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from jobframework.dlq import DeadLetters
+from jobframework.envelope import string_attribute
+from jobframework.testing import receive_all
+from tests.functional.conftest_local import cli_env, dead_letter, invoke, jf_aws, jf_config, sqs
+
+__all__ = ["jf_aws", "jf_config", "sqs"]
+
+
+def test_a_paced_redrive_of_jobs_that_fail_again_ends_and_leaves_the_new_letters(sqs, jf_config):
+    """A redriven job that fails again is dead-lettered as a new message. The redrive took it as one
+    more letter to move, so a redrive with --rate (which gives the jobs time to fail) never ended."""
+    ep = jf_config.endpoints("default")
+    envs = [dead_letter(sqs, jf_config, "default", "crm.sync", {"account_id": f"a-{i}"}) for i in range(5)]
+    failed_again: list[str] = []
+
+    def fail_again(params: dict[str, Any], **_: Any) -> None:  # the consumer, failing each job at once
+        if params["QueueUrl"] != ep.url or len(failed_again) >= 100:
+            return
+        for entry in params["Entries"]:
+            sqs.send_message(
+                QueueUrl=ep.dlq_url,
+                MessageBody=entry["MessageBody"],
+                MessageAttributes={**entry["MessageAttributes"], "jf-reason": string_attribute("exhausted")},
+            )
+            failed_again.append(json.loads(entry["MessageBody"])["id"])
+
+    sqs.meta.events.register("provide-client-params.sqs.SendMessageBatch", fail_again)
+    try:
+        result = DeadLetters(jf_config, sqs, wait_time_seconds=0).redrive("default", rate=20)
+    finally:
+        sqs.meta.events.unregister("provide-client-params.sqs.SendMessageBatch", fail_again)
+
+    assert result.moved == 5 and sorted(result.job_ids) == sorted(e.id for e in envs)
+    assert sorted(failed_again) == sorted(e.id for e in envs)  # each redriven once
+    assert len(receive_all(sqs, ep.url)) == 5
+    left = [json.loads(m["Body"])["id"] for m in receive_all(sqs, ep.dlq_url)]
+    assert sorted(left) == sorted(e.id for e in envs)  # the new letters wait for the next redrive
+
+
+def _malformed_letter(sqs: Any, url: str) -> str:
+    """A dead letter whose body is not an envelope, as the consumer writes one; returns its message id."""
+    sent = sqs.send_message(
+        QueueUrl=url,
+        MessageBody="{not json",
+        MessageAttributes={
+            "jf-reason": string_attribute("malformed"),
+            "jf-error": string_attribute("the body is not JSON"),
+        },
+    )
+    return str(sent["MessageId"])
+
+
+def test_the_cli_selects_letters_by_reason_by_id_and_the_untyped_ones(sqs, jf_config):
+    env, ep = cli_env(jf_config), jf_config.endpoints("default")
+    crm = [dead_letter(sqs, jf_config, "default", "crm.sync", {"account_id": f"a-{i}"}) for i in range(3)]
+    report = dead_letter(sqs, jf_config, "default", "reports.generate", {"report_id": "r"}, reason="bad")
+    malformed = _malformed_letter(sqs, ep.dlq_url)
+
+    peek = invoke(["dlq", "peek", "default", "-n", "10"], {**env, "COLUMNS": "250"})
+    assert peek.exit_code == 0, peek.output
+    assert f"message {malformed}" in peek.stdout  # what --id takes for a letter without a job id
+
+    by_reason = invoke(["dlq", "redrive", "default", "--reason", "bad", "--json"], env)
+    assert by_reason.exit_code == 0, by_reason.output
+    assert json.loads(by_reason.stdout)["job_ids"] == [report.id]
+
+    by_job_id = invoke(["dlq", "redrive", "default", "--id", crm[0].id, "--json"], env)
+    assert json.loads(by_job_id.stdout)["job_ids"] == [crm[0].id]
+
+    untyped = invoke(["dlq", "purge", "default", "--type", "?", "--yes", "--json"], env)
+    assert untyped.exit_code == 0, untyped.output
+    assert json.loads(untyped.stdout)["deleted"] == 1
+
+    message_id = next(
+        m["MessageId"] for m in _visible(sqs, ep.dlq_url) if json.loads(m["Body"])["id"] == crm[1].id
+    )
+    by_message_id = invoke(["dlq", "purge", "default", "--id", message_id, "--yes", "--json"], env)
+    assert json.loads(by_message_id.stdout)["deleted"] == 1
+
+    assert [json.loads(m["Body"])["id"] for m in receive_all(sqs, ep.dlq_url)] == [crm[2].id]
+    assert sorted(json.loads(m["Body"])["id"] for m in receive_all(sqs, ep.url)) == sorted(
+        [report.id, crm[0].id]
+    )
+
+
+def _visible(sqs: Any, url: str) -> Sequence[dict[str, Any]]:
+    """The queue's messages, left visible."""
+    messages = receive_all(sqs, url)
+    for m in messages:
+        sqs.change_message_visibility(QueueUrl=url, ReceiptHandle=m["ReceiptHandle"], VisibilityTimeout=0)
+    return messages
