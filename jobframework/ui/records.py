@@ -14,7 +14,7 @@ from typing import Any
 
 from boto3.dynamodb.types import TypeDeserializer
 
-from jobframework.state import JobState, JobStatus, StateStore
+from jobframework.state import FINAL_STATES, JobState, JobStatus, StateStore
 
 MAX_PAGES = 20
 _ATTRIBUTES = {
@@ -127,8 +127,10 @@ class TypeActivity:
     dead: int = 0
     retried: int = 0
     """Finished jobs that needed more than one attempt."""
+    unrun: int = 0
+    """Ended without running: cancelled or expired."""
     in_progress: int = 0
-    """Queued, scheduled, running or retrying."""
+    """Not in a final state yet: queued, scheduled, running or retrying."""
 
     @property
     def finished(self) -> int:
@@ -147,7 +149,11 @@ class TypeActivity:
 def activity(
     store: StateStore, *, window: timedelta = timedelta(hours=1)
 ) -> tuple[list[TypeActivity], Found]:
-    """Per job type: what finished in the last ``window`` (throughput, dead-letter and retry rates)."""
+    """Per job type: what finished in the last ``window`` (throughput, dead-letter and retry rates).
+
+    Succeeded and dead-lettered jobs count as finished; cancelled and expired ones (final, never run)
+    as ``unrun``; only those in no final state (:data:`jobframework.status.FINAL_STATES`) as in progress.
+    """
     since = datetime.now(UTC) - window
     found = find_jobs(store, updated_since=since, limit=None)
     by_type: dict[str, TypeActivity] = {}
@@ -157,6 +163,8 @@ def activity(
             row.succeeded += 1
         elif job.status is JobState.DEAD:
             row.dead += 1
+        elif job.status in FINAL_STATES:
+            row.unrun += 1
         else:
             row.in_progress += 1
         if job.status in (JobState.SUCCEEDED, JobState.DEAD) and job.attempts > 1:

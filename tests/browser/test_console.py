@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import re
+import uuid
 from typing import Any
 
 from playwright.sync_api import expect
 
 from jobframework.client import JobClient
-from jobframework.state import StateStore
+from jobframework.state import JobState, StateStore
 from tests.browser import console_jobs
 from tests.browser.harness import LEAK_KEY_ID, LEAK_SECRET, Shop
 
@@ -266,3 +267,16 @@ def test_state_store_is_the_one_the_pages_read(the_shop: Shop):
     console = the_shop.console()
     assert isinstance(console.store, StateStore)
     assert console.store.table == the_shop.config.state_table
+
+
+def test_overview_counts_cancelled_and_expired_jobs_apart_from_those_in_progress(
+    page: Any, console_url: str, clean: Shop
+):
+    job_type = f"t.ended{uuid.uuid4().hex[:6]}"
+    store = clean.console().require_store()
+    for state in (JobState.CANCELLED, JobState.CANCELLED, JobState.EXPIRED, JobState.RUNNING):
+        store.jobs.set_status(uuid.uuid4().hex, state, job_type=job_type)
+    page.goto(console_url)
+    row = page.locator(f'#activity tr[data-type="{job_type}"]')
+    expect(row.locator("td.unrun")).to_have_text("3")
+    expect(row.locator("td.in-progress")).to_have_text("1")  # the running one only
