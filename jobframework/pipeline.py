@@ -256,6 +256,7 @@ class Pipeline:
                 env.type,
                 d.source,
                 error,
+                exc_info=exc,
             )
             return dead_letter(d, Reason.BUDGET, error, processing_ms=elapsed_ms)
         if decision.action is Action.RETRY:
@@ -298,6 +299,7 @@ class Pipeline:
             reason.value,
             d.attempt,
             error,
+            exc_info=exc,  # where it raised, for whoever reads the dead letter's log line
         )
         return dead_letter(d, reason, error, processing_ms=elapsed_ms)
 

@@ -166,7 +166,7 @@ class ReadableFormatter(LambdaPowertoolsFormatter):
         when = keys.get("timestamp", "")
         if keys.get("outcome"):
             line = f"{when} {outcome_text(keys)}"
-            frames, _pending.frames = _pending.frames, ""
+            frames = _pending.take(keys.get("job_id") or f"message {keys.get('message_id')}")
             if frames:
                 line = f"{line}\n{frames}"
         else:
@@ -208,9 +208,31 @@ def _indent(text: str) -> str:
     return "\n".join(f"    {line}" for line in text.splitlines())
 
 
-class _Pending(threading.local):
-    frames = ""
-    """The job's frames of the consumer's last record in this thread, for the outcome line that follows."""
+class _Pending:
+    """Where each job raised, from the consumer's record that its outcome line says again, until that
+    line is printed. By job (the consumer's lines name it first: ``job <id> (<type>) ...``), not by
+    thread: a batch's jobs run on several threads, and its outcome lines come together at its end."""
+
+    LIMIT = 1000
+    """Jobs kept at most (a line that never came would otherwise keep its frames for good)."""
+
+    def __init__(self) -> None:
+        self._frames: dict[str, str] = {}
+        self._lock = threading.Lock()
+
+    def keep(self, record: logging.LogRecord) -> None:
+        args = record.args if isinstance(record.args, tuple) else ()
+        frames = _job_frames(record)
+        if not args or not frames:
+            return
+        with self._lock:
+            self._frames[str(args[0])] = frames
+            while len(self._frames) > self.LIMIT:
+                del self._frames[next(iter(self._frames))]
+
+    def take(self, ident: str) -> str:
+        with self._lock:
+            return self._frames.pop(ident, "")
 
 
 _pending = _Pending()
@@ -222,7 +244,7 @@ class _NoRestatements(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
         if not _restates_outcome(record):
             return True
-        _pending.frames = _job_frames(record)
+        _pending.keep(record)
         return False
 
 
