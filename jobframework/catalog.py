@@ -278,6 +278,14 @@ class RoutedJob:
         return None
 
 
+def _unreachable(exc: BaseException) -> bool:
+    """``exc`` was caused by an endpoint that could not be reached (no connection, a timeout)."""
+    from botocore.exceptions import ConnectionError as BotoConnectionError
+    from botocore.exceptions import ReadTimeoutError
+
+    return isinstance(exc.__cause__, BotoConnectionError | ReadTimeoutError)
+
+
 CATALOG_REFRESH_SECONDS = 60.0
 """A name missing from the catalog re-reads the topology parameter at most this often (a new deploy)."""
 
@@ -334,6 +342,9 @@ class JobCatalog:
                 region=self.config.region,
             )
         except ConfigurationError as exc:
+            if _unreachable(exc):  # the endpoint is the problem, not the job's name: say that
+                self._read_at = None
+                raise exc.__cause__ from None  # type: ignore[misc]
             self._read_error = str(exc).splitlines()[0]
             log.warning("reading the job catalog failed: %s", self._read_error)
             return

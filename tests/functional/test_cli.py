@@ -97,9 +97,18 @@ def test_unreachable_endpoint_is_one_line_and_exit_3_quickly():
             "JF_ENDPOINT_URL": dead,
         }
     )
-    for args in (["dlq", "ls"], ["enqueue", "emails.send", '{"to": "a@b.c", "subject": "x"}']):
+    # A job this process does not import is looked up in the stack's catalog (the SSM parameter): an
+    # unreachable endpoint there is said as such too, not as an unknown job (exit 1).
+    catalog = {**env, "JF_TOPOLOGY_PARAMETER": "/jf/dev/topology"}
+    for args, with_env in (
+        (["dlq", "ls"], env),
+        (["enqueue", "emails.send", '{"to": "a@b.c", "subject": "x"}'], env),
+        (["enqueue", "ops.hello", '{"name": "x"}'], catalog),
+    ):
         started = time.monotonic()
-        proc = subprocess.run([JF, *args], check=False, env=env, capture_output=True, text=True, timeout=60)
+        proc = subprocess.run(
+            [JF, *args], check=False, env=with_env, capture_output=True, text=True, timeout=60
+        )
         assert proc.returncode == 3, proc.stderr
         assert proc.stderr.count("\n") == 1
         assert proc.stderr.startswith("jf: error: cannot reach the AWS endpoint")
