@@ -99,7 +99,13 @@ def test_unreachable_endpoint_is_one_line_and_exit_3_quickly():
     )
     # A job this process does not import is looked up in the stack's catalog (the SSM parameter): an
     # unreachable endpoint there is said as such too, not as an unknown job (exit 1).
-    catalog = {**env, "JF_TOPOLOGY_PARAMETER": "/jf/dev/topology"}
+    # (The queues come from variables, as `jf dev` exports them: only the catalog is read.)
+    catalog = {
+        **env,
+        "JF_TOPOLOGY_PARAMETER": "/jf/dev/topology",
+        "JF_QUEUE_URL_DEFAULT": f"{dead}/123456789012/jf-dev-default",
+        "JF_DLQ_URL_DEFAULT": f"{dead}/123456789012/jf-dev-default-dlq",
+    }
     for args, with_env in (
         (["dlq", "ls"], env),
         (["enqueue", "emails.send", '{"to": "a@b.c", "subject": "x"}'], env),
