@@ -1,8 +1,11 @@
 """Long actions (a redrive) run in a thread; the page polls their progress.
 
-A task reports how many it has done of how many it expects; when it ends it holds its result (a
-:class:`~jobframework.dlq.RedriveResult`) or the one-line error that stopped it. Tasks live in this
-process only (the console is one local process); the newest :data:`KEEP` are kept.
+A task knows how many items it is meant to act on (``expected``: a redrive's selected letters, or its
+dry run's count) and, while it runs, how many it has read of how many there were to read (a redrive
+reads its DLQ: ``read`` of ``to_read``, the DLQ's depth when it started); the bar shows the reading.
+When it ends it holds its result (a :class:`~jobframework.ui.pages.dlq_actions.RedriveOutcome`) or the
+one-line error that stopped it. Tasks live in this process only (the console is one local process);
+the newest :data:`KEEP` are kept.
 """
 
 from __future__ import annotations
@@ -26,24 +29,29 @@ Progress = Callable[[int], None]
 class Task:
     id: str
     title: str
-    total: int | None
-    done: int = 0
+    expected: int | None
+    """How many items the task is meant to act on (``None``: not known)."""
+    to_read: int | None = None
+    """How many items it has to read, as known when it started (``None``: not known)."""
+    read: int = 0
     finished: bool = False
     result: Any = None
     error: str | None = None
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def advance(self, n: int) -> None:
+        """Count ``n`` more items read."""
         with self.lock:
-            self.done += n
+            self.read += n
 
     @property
     def percent(self) -> int:
+        """Of the reading: 100 once it ended well; below 100 until then (``to_read`` is approximate)."""
         if self.finished and self.error is None:
             return 100
-        if not self.total:
+        if not self.to_read:
             return 0
-        return min(100, round(100 * self.done / self.total))
+        return min(99, round(100 * self.read / self.to_read))
 
 
 class Tasks:
@@ -53,9 +61,11 @@ class Tasks:
         self._tasks: OrderedDict[str, Task] = OrderedDict()
         self._lock = threading.Lock()
 
-    def start(self, title: str, total: int | None, work: Callable[[Progress], Any]) -> Task:
-        """Run ``work(progress)`` in a thread; ``progress(n)`` adds ``n`` to the task's count."""
-        task = Task(id=uuid.uuid4().hex, title=title, total=total)
+    def start(
+        self, title: str, work: Callable[[Progress], Any], *, expected: int | None, to_read: int | None = None
+    ) -> Task:
+        """Run ``work(progress)`` in a thread; ``progress(n)`` adds ``n`` to the items the task read."""
+        task = Task(id=uuid.uuid4().hex, title=title, expected=expected, to_read=to_read)
         with self._lock:
             self._tasks[task.id] = task
             while len(self._tasks) > KEEP:

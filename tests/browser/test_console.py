@@ -54,6 +54,43 @@ def test_redrive_a_dead_letter_by_selection_and_see_the_job_succeed(page: Any, c
     expect(page.locator("#job-status")).to_have_text("succeeded")
 
 
+def test_a_redrive_of_one_letter_among_several_says_what_moved_of_what_was_selected(
+    page: Any, console_url: str, clean: Shop
+):
+    job_ids = [_dead_charge(clean, f"o-m{n}") for n in range(4)]
+    page.goto(f"{console_url}/dlq/high")
+    page.locator(f'#letters tr[data-job-id="{job_ids[-1]}"]').get_by_role("checkbox").check()
+    page.locator("#redrive-selected").click()
+    page.locator("#confirm-redrive").click()
+    expect(page.locator("#task-done")).to_be_visible()
+    expect(page.locator("#redrive-result")).to_contain_text("Moved 1 of 1 selected.")
+    expect(page.locator("#redrive-gone")).to_have_count(0)
+    assert clean.dlq_depth("high") == 3
+
+
+def test_a_selected_letter_that_left_the_dlq_is_said_to_be_no_longer_there(
+    page: Any, console_url: str, clean: Shop
+):
+    job_id = _dead_charge(clean, "o-gone")
+    _dead_charge(clean, "o-stays")
+    page.goto(f"{console_url}/dlq/high")
+    page.locator(f'#letters tr[data-job-id="{job_id}"]').get_by_role("checkbox").check()
+    page.locator("#redrive-selected").click()
+    expect(page.locator("#dry-run-count")).to_have_text("1")
+    clean.console().letters.redrive("high", message_ids=[job_id])  # another operator got there first
+
+    page.locator("#confirm-redrive").click()
+    expect(page.locator("#task-done")).to_be_visible()
+    expect(page.locator("#moved-count")).to_have_text("0")
+    expect(page.locator("#redrive-gone")).to_have_text(
+        "1 was no longer in the DLQ (redriven, purged or expired since the page listed it)."
+    )
+    page.locator("#redrive-selected").click()  # a new dry run of the same selection says so first
+    expect(page.locator("#dry-run-count")).to_contain_text("the selected dead letter is no longer in the DLQ")
+    expect(page.locator("#confirm-redrive")).to_have_count(0)
+    assert clean.dlq_depth("high") == 1
+
+
 def test_dry_run_count_matches_what_a_filter_redrive_moves(page: Any, console_url: str, clean: Shop):
     for n in range(3):
         _dead_charge(clean, f"o-f{n}")

@@ -63,6 +63,14 @@ class RedriveRequest:
             ids=ids,
         )
 
+    def describe(self, count: int | None) -> str:
+        """What a task redrives: ``redrive of 1 selected high dead letter``."""
+        n = count if count is not None else "the"
+        letters = "dead letter" if count == 1 else "dead letters"
+        if self.mode == "selection":
+            return f"redrive of {n} selected {self.lane} {letters}"
+        return f"redrive of {n} {self.lane} {letters}{' (the dry run count)' if count is not None else ''}"
+
     def run(
         self, console: Console, *, dry_run: bool, progress: Callable[[int], None] | None = None
     ) -> RedriveResult:
@@ -78,6 +86,26 @@ class RedriveRequest:
             dry_run=dry_run,
             progress=progress,
         )
+
+
+@dataclass
+class RedriveOutcome:
+    """A finished redrive and what it was meant to move, to say why fewer moved."""
+
+    result: RedriveResult
+    mode: str
+    expected: int | None
+    """The letters selected (a selection) or the dry run's count (a filter); ``None``: not known."""
+
+    @property
+    def gone(self) -> int:
+        """Expected letters the redrive did not find: they left the DLQ since they were listed or counted."""
+        return max(0, self.expected - self.result.matched) if self.expected is not None else 0
+
+    @property
+    def extra(self) -> int:
+        """Letters that matched beyond the dry run's count (they arrived in the DLQ since)."""
+        return max(0, self.result.matched - self.expected) if self.expected is not None else 0
 
 
 def seconds(text: str) -> float:
@@ -104,10 +132,17 @@ async def redrive(request: Request) -> Response:
     lane = console.lane(request.path_params["lane"])
     form = await request.form()
     asked = RedriveRequest.of(lane, form)
-    expected = str(form.get("expected", ""))
-    total = int(expected) if expected.isdigit() else None
-    title = f"redrive of {total if total is not None else 'the'} {lane} dead letters"
-    task = tasks.start(title, total, lambda progress: asked.run(console, dry_run=False, progress=progress))
+    counted = str(form.get("expected", ""))  # the dry run's count
+    expected = int(counted) if counted.isdigit() else None
+    if asked.mode == "selection":
+        expected = len(set(asked.ids))
+    to_read = await run_in_threadpool(console.letters.depth, lane)
+
+    def work(progress: Callable[[int], None]) -> RedriveOutcome:
+        result = asked.run(console, dry_run=False, progress=progress)
+        return RedriveOutcome(result=result, mode=asked.mode, expected=expected)
+
+    task = tasks.start(asked.describe(expected), work, expected=expected, to_read=to_read)
     return render(request, "_task.html", task=task)
 
 
