@@ -8,12 +8,16 @@ importable (as celery and uvicorn do), and a clear error when none is named.
 from __future__ import annotations
 
 import importlib
+import logging
 import os
+import pkgutil
 import sys
 from collections.abc import Iterable, Mapping
 
 from jobframework.config import ENV_JOBS
 from jobframework.errors import ConfigurationError
+
+log = logging.getLogger(__name__)
 
 NO_JOB_MODULES = (
     "no job modules named: set JF_JOBS to the module(s) that define your @job functions "
@@ -53,7 +57,16 @@ def import_job_modules(modules: Iterable[str], *, cwd_importable: bool = False) 
         sys.path.insert(0, os.getcwd())
     for name in names:
         try:
-            importlib.import_module(name)
+            first = name not in sys.modules
+            registered = _registered()
+            module = importlib.import_module(name)
+            if first and _registered() == registered and not _defines_jobs(module):
+                log.warning(
+                    "job module %r registered no @job%s: name the module that defines the jobs (a "
+                    "package's modules are not imported with it)",
+                    name,
+                    _submodules_hint(module),
+                )
         except ModuleNotFoundError as exc:
             if exc.name is not None and (name == exc.name or name.startswith(exc.name + ".")):
                 raise ConfigurationError(
@@ -66,3 +79,24 @@ def import_job_modules(modules: Iterable[str], *, cwd_importable: bool = False) 
                 "project's dependencies"
             ) from exc
     return names
+
+
+def _registered() -> int:
+    from jobframework.jobs import registry
+
+    return len(registry)
+
+
+def _defines_jobs(module: object) -> bool:
+    """``module`` holds a job, its own or imported (one registered in a registry of its own, say)."""
+    from jobframework.jobs import Job
+
+    return any(isinstance(v, Job) for v in vars(module).values())
+
+
+def _submodules_hint(module: object) -> str:
+    path = getattr(module, "__path__", None)
+    if path is None:
+        return ""
+    found = sorted(f"{module.__name__}.{m.name}" for m in pkgutil.iter_modules(path))  # type: ignore[attr-defined]
+    return f" (it is a package; its modules: {', '.join(found[:8])})" if found else ""

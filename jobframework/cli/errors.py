@@ -19,6 +19,10 @@ EXIT_NOT_SUPPORTED = 4
 EXIT_INTERRUPTED = 130
 
 
+ROOT_OPTIONS = ("--endpoint-url", "--region", "--profile")
+"""The options of ``jf`` itself (given before the command)."""
+
+
 class CliError(Exception):
     """A failure to report as one line with an exit code."""
 
@@ -67,6 +71,10 @@ class JfGroup(TyperGroup):
             )
         except UsageError as exc:
             hint = f" (see '{exc.ctx.command_path} --help')" if exc.ctx is not None else ""
+            name = getattr(exc, "option_name", None)
+            if name in ROOT_OPTIONS and exc.ctx is not None and exc.ctx.parent is not None:
+                command = exc.ctx.command_path.partition(" ")[2]
+                hint = f"; {name} is an option of jf itself: put it first (jf {name} ... {command})"
             _fail(_one_line(exc.format_message()) + hint, EXIT_USAGE)
         except ClickAbort:
             _fail("interrupted", EXIT_INTERRUPTED)

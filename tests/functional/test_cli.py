@@ -87,6 +87,15 @@ def test_bad_arguments_give_one_line_and_exit_2(args):
     assert "Traceback" not in result.output
 
 
+def test_an_option_of_jf_itself_after_the_command_says_to_put_it_first():
+    result = invoke(["enqueue", "emails.send", "{}", "--endpoint-url", "http://127.0.0.1:9"], {})
+    assert result.exit_code == 2, result.output
+    assert result.stderr.strip() == (
+        "jf: error: No such option: --endpoint-url; --endpoint-url is an option of jf itself: put it "
+        "first (jf --endpoint-url ... enqueue)"
+    )
+
+
 def test_unreachable_endpoint_is_one_line_and_exit_3_quickly():
     dead = f"http://127.0.0.1:{free_port()}"
     env = _env(

@@ -52,6 +52,31 @@ def test_the_current_directory_is_importable_when_asked(tmp_path, monkeypatch):
     assert sys.modules["cwdsvc.jobs"].LOADED
 
 
+def test_a_job_module_that_registers_no_job_is_warned_about(tmp_path, monkeypatch, caplog):
+    """`--jobs opsapp` (the package, not `opsapp.jobs`) started a worker with no job at all: every
+    message would be dead-lettered as an unknown type, and nothing said why."""
+    package = tmp_path / "pkgsvc"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "jobs.py").write_text(
+        "from pydantic import BaseModel\nfrom jobframework import JobRegistry, job\n"
+        "class P(BaseModel):\n    n: int\n"
+        "@job('pkgsvc.run', registry=JobRegistry())\ndef run(p: P) -> None:\n    pass\n"
+    )
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    with caplog.at_level("WARNING", logger="jobframework.modules"):
+        import_job_modules(["pkgsvc"], cwd_importable=True)
+    assert [r.getMessage() for r in caplog.records] == [
+        "job module 'pkgsvc' registered no @job (it is a package; its modules: pkgsvc.jobs): name the "
+        "module that defines the jobs (a package's modules are not imported with it)"
+    ]
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="jobframework.modules"):
+        import_job_modules(["pkgsvc.jobs"], cwd_importable=True)  # a job (of a registry of its own)
+    assert caplog.records == []
+
+
 def test_consumer_is_the_function_whatever_was_imported_first(tmp_path: Path):
     """`from jobframework import consumer` is callable even after `import jobframework.consumer`."""
     script = (
