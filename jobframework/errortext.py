@@ -14,6 +14,8 @@ Example:
 
 from __future__ import annotations
 
+import sys
+
 MAX_ERROR_CHARS = 1000
 """The longest error text kept (the ``jf-error`` attribute, the status record)."""
 
@@ -40,7 +42,38 @@ def safe_str(value: object) -> str:
 
 
 def describe(exc: BaseException, limit: int = MAX_ERROR_CHARS) -> str:
-    """``"TypeName: message"``, at most ``limit`` characters; never raises."""
-    message = safe_str(exc)
+    """``"TypeName: message"``, at most ``limit`` characters; never raises.
+
+    A pydantic ``ValidationError`` is one line, ``field: message; other: message`` (its own text is
+    several lines, with a link per field).
+
+    Example:
+        >>> from pydantic import BaseModel, ValidationError
+        >>> class Hello(BaseModel):
+        ...     name: str
+        ...     age: bool
+        >>> try:
+        ...     Hello.model_validate({"age": "maybe"})
+        ... except ValidationError as exc:
+        ...     print(describe(exc))
+        ValidationError: name: Field required; age: Input should be a valid boolean, unable to interpret input
+    """
+    message = _validation_text(exc)
+    if message is None:
+        message = safe_str(exc)
     text = f"{_type_name(exc)}: {message}" if message else _type_name(exc)
     return text[:limit]
+
+
+def _validation_text(exc: BaseException) -> str | None:
+    """A pydantic ``ValidationError``'s problems as one line (``None`` for any other exception)."""
+    if "pydantic_core" not in sys.modules:  # not loaded: this cannot be one
+        return None
+    try:
+        from pydantic import ValidationError
+
+        from jobframework.validation import validation_problems
+
+        return validation_problems(exc) if isinstance(exc, ValidationError) else None
+    except Exception:
+        return None
