@@ -2,16 +2,44 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+import errno
+import socket
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from jobframework.cli.aws import _aws, _check_reachable
 from jobframework.cli.base import JobsOption, app, optional_jobs
-from jobframework.cli.errors import CliError
+from jobframework.cli.errors import EXIT_USAGE, CliError
+
+if TYPE_CHECKING:
+    from jobframework.ui.console import Console
 
 LOOPBACK_NAMES = ("127.0.0.1", "localhost")
 WILDCARDS = ("0.0.0.0", "::", "")
+
+
+def listening_socket(host: str, port: int) -> socket.socket:
+    """A socket bound to ``host:port`` for the console's server (bound here, so that a taken port is
+    reported before anything is announced, and no other program can take it in between).
+
+    Raises:
+        CliError: the address cannot be bound (exit code 2, as for a bad argument): the port is taken,
+            or the host is not an address of this machine.
+    """
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET  # as uvicorn binds
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn: a port in TIME_WAIT is free
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        if exc.errno == errno.EADDRINUSE:
+            why = f"port {port} is in use by another program (stop it, or pick another with --port)"
+        else:
+            why = f"{exc.strerror or exc} (pick another --host or --port)"
+        raise CliError(f"cannot listen on {host or '0.0.0.0'}:{port}: {why}", EXIT_USAGE) from exc
+    return sock
 
 
 @app.command()
@@ -42,20 +70,57 @@ def ui(  # noqa: PLR0917
         import uvicorn
 
         from jobframework.ui.app import create_app
-        from jobframework.ui.console import Console
     except ImportError as exc:
         raise CliError(
             f"the console needs its extra ({exc.name} is missing): install jobframework with its ui "
             "extra, e.g. pip install '/path/to/jobframework[ui]' from a clone"
         ) from exc
-    from jobframework.jobs import registry
-
     modules = optional_jobs(jobs)
+    # Bound first: a taken port is a usage error, said before AWS is asked or anything is announced.
+    sock = listening_socket(host, port)
+    try:
+        console = _connect(ctx, modules, read_only=read_only, stage=stage)
+        hosts = [*LOOPBACK_NAMES, *(allow_host or [])]
+        if host not in WILDCARDS and host not in hosts:
+            hosts.append(host)
+        shown = "127.0.0.1" if host in WILDCARDS else host
+        typer.echo(
+            f"jf ui: http://{shown}:{port}/ ({'read-only' if read_only else 'actions on'}; "
+            f"{len(console.config.queues)} queues{'; jobs from ' + ', '.join(modules) if modules else ''}); "
+            "Ctrl-C stops"
+        )
+        if host in WILDCARDS:
+            typer.echo(
+                "jf ui: listening on every interface; browsers must use one of "
+                f"{', '.join(hosts)} (add names with --allow-host)",
+                err=True,
+            )
+        server = uvicorn.Server(
+            uvicorn.Config(
+                create_app(console, allowed_hosts=hosts),
+                host=host,
+                port=port,
+                log_level="warning",
+                access_log=False,
+            )
+        )
+        server.run(sockets=[sock])
+    finally:
+        sock.close()
+    if not server.started:
+        raise CliError(f"the console did not start on {host}:{port} (see the error above)")
+
+
+def _connect(ctx: typer.Context, modules: list[str], *, read_only: bool, stage: str) -> Console:
+    """The console on the topology every jf command resolves; fails (exit code 3) when it is unreachable."""
+    from jobframework.jobs import registry
+    from jobframework.ui.console import Console
+
     aws = _aws(ctx)
     config = aws.runtime_config()
     sqs = aws.sqs(config)
     _check_reachable(sqs, next(iter(config.queues.values())).url)
-    console = Console(
+    return Console(
         config=config,
         sqs=sqs,
         dynamodb=aws.client("dynamodb", config=config) if config.state_table else None,
@@ -67,32 +132,3 @@ def ui(  # noqa: PLR0917
         stage=stage,
         job_modules=modules,
     )
-    hosts = [*LOOPBACK_NAMES, *(allow_host or [])]
-    if host not in WILDCARDS and host not in hosts:
-        hosts.append(host)
-    shown = "127.0.0.1" if host in WILDCARDS else host
-    typer.echo(
-        f"jf ui: http://{shown}:{port}/ ({'read-only' if read_only else 'actions on'}; "
-        f"{len(config.queues)} queues{'; jobs from ' + ', '.join(modules) if modules else ''}); Ctrl-C stops"
-    )
-    if host in WILDCARDS:
-        typer.echo(
-            "jf ui: listening on every interface; browsers must use one of "
-            f"{', '.join(hosts)} (add names with --allow-host)",
-            err=True,
-        )
-    server = uvicorn.Server(
-        uvicorn.Config(
-            create_app(console, allowed_hosts=hosts),
-            host=host,
-            port=port,
-            log_level="warning",
-            access_log=False,
-        )
-    )
-    try:
-        server.run()
-    except OSError as exc:
-        raise CliError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from exc
-    if not server.started:
-        raise CliError(f"cannot listen on {host}:{port} (is another process using the port?)")

@@ -118,6 +118,27 @@ def test_jf_ui_says_when_the_endpoint_cannot_be_reached():
     assert "Traceback" not in done.stderr
 
 
+def test_jf_ui_on_a_taken_port_says_so_in_one_line_before_announcing_anything(the_shop: Shop):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        done = subprocess.run(
+            [JF, "ui", "--port", str(port)],
+            check=False,
+            env={**os.environ, **the_shop.config.to_env()},
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    assert done.returncode == 2  # a bad argument, as docs/cli.md's exit codes say
+    assert done.stdout == ""
+    assert done.stderr == (
+        f"jf: error: cannot listen on 127.0.0.1:{port}: port {port} is in use by another program "
+        "(stop it, or pick another with --port)\n"
+    )
+
+
 @pytest.mark.parametrize("name", ["jobframework.ui.security", "jobframework.ui.templating"])
 def test_docstring_examples(name: str):
     result = doctest.testmod(importlib.import_module(name), optionflags=doctest.ELLIPSIS)
