@@ -49,7 +49,7 @@ def delay_seconds(delay: float | timedelta | None) -> int:
         raise ConfigurationError(f"delay must be >= 0 seconds, got {seconds:g}")
     if seconds > MAX_SCHEDULED_DELAY_SECONDS:
         raise ConfigurationError(
-            f"delay {seconds:g}s is over the one-year limit ({MAX_SCHEDULED_DELAY_SECONDS}s); "
+            f"delay {seconds:,.0f}s is over the one-year limit ({MAX_SCHEDULED_DELAY_SECONDS:,}s); "
             "use a recurring schedule or enqueue it later"
         )
     return round(seconds)

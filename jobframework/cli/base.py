@@ -10,6 +10,7 @@ from enum import StrEnum
 from typing import Annotated, Any
 
 import typer
+from typer._click.exceptions import UsageError  # typer carries its own copy of click
 
 from jobframework.cli.aws import Aws
 from jobframework.cli.errors import CliError, JfGroup
@@ -71,10 +72,13 @@ def _load_jobs(modules: list[str] | None) -> list[str]:
     """Import the job modules (the current directory is importable, as with celery or uvicorn)."""
     from jobframework.modules import configured_job_modules, import_job_modules
 
+    # --jobs a,b as well as --jobs a --jobs b (the form JF_JOBS and jf dev's exports use)
+    given = [name for m in modules or [] for name in m.split(",")]
     try:
-        # --jobs a,b as well as --jobs a --jobs b (the form JF_JOBS and jf dev's exports use)
-        given = [name for m in modules or [] for name in m.split(",")]
         names = given or configured_job_modules()
+    except ConfigurationError as exc:  # none named: a missing argument
+        raise UsageError(str(exc)) from exc
+    try:
         return import_job_modules(names, cwd_importable=True)
     except ConfigurationError as exc:
         raise CliError(str(exc)) from exc

@@ -97,7 +97,10 @@ def enqueue(  # noqa: PLR0917
     try:
         data = json.loads(payload)
     except ValueError as exc:
-        raise typer.BadParameter(f"not JSON: {exc}", param_hint="JSON") from None
+        raise typer.BadParameter(
+            f'the payload is not JSON ({exc}); quote it for the shell, e.g. \'{{"report_id": "r-1"}}\'',
+            param_hint="JSON",
+        ) from None
     if not isinstance(data, dict):
         raise typer.BadParameter("the payload must be a JSON object", param_hint="JSON")
     optional_jobs(jobs)

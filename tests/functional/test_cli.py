@@ -87,6 +87,13 @@ def test_bad_arguments_give_one_line_and_exit_2(args):
     assert "Traceback" not in result.output
 
 
+@pytest.mark.parametrize("command", ["dev", "worker"])
+def test_dev_and_worker_without_job_modules_are_bad_arguments(command):
+    result = invoke([command], {"JF_JOBS": ""})
+    assert result.exit_code == 2, result.output
+    assert result.stderr.startswith("jf: error: no job modules named: set JF_JOBS"), result.stderr
+
+
 def test_an_option_of_jf_itself_after_the_command_says_to_put_it_first():
     result = invoke(["enqueue", "emails.send", "{}", "--endpoint-url", "http://127.0.0.1:9"], {})
     assert result.exit_code == 2, result.output

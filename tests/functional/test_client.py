@@ -70,7 +70,13 @@ def test_a_message_over_the_sqs_limit_is_refused_and_nothing_is_sent(rt):
 
 @pytest.mark.parametrize(
     ("delay", "message"),
-    [(-1, ">= 0"), (366 * 24 * 3600, "one-year limit"), ("soon", "seconds"), (901, "JF_SCHEDULER_ROLE_ARN")],
+    [
+        (-1, ">= 0"),
+        (366 * 24 * 3600, r"delay 31,622,400s is over the one-year limit \(31,536,000s\)"),
+        (10**9, r"delay 1,000,000,000s"),  # not 1e+09s
+        ("soon", "seconds"),
+        (901, "JF_SCHEDULER_ROLE_ARN"),
+    ],
 )
 def test_bad_delays_are_refused_with_what_to_do(rt, delay, message):
     rt.client.config = rt.config.model_copy(update={"scheduler_role_arn": None})
