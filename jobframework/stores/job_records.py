@@ -108,6 +108,7 @@ def merged_status(
         return None
     state = JobState(status["status"])
     started_at = status.get("started_at")
+    updated_at = status.get("updated_at")
     attempts = int(status.get("attempts") or 0)
     if flow.get("started_at"):
         started_at = started_at or flow["started_at"]
@@ -117,6 +118,7 @@ def merged_status(
         )
         if running and state in (JobState.QUEUED, JobState.SCHEDULED, JobState.RETRYING):
             state, attempts, started_at = JobState.RUNNING, started_attempt, flow["started_at"]
+            updated_at = max(updated_at or "", started_at)  # the start is its latest change
     result = status.get("job_result")
     return JobStatus(
         id=job_id,
@@ -127,7 +129,7 @@ def merged_status(
         enqueued_at=status.get("enqueued_at"),
         started_at=started_at,
         finished_at=status.get("finished_at"),
-        updated_at=status.get("updated_at"),
+        updated_at=updated_at,
         error=status.get("error"),
         reason=status.get("reason"),
         result=json.loads(result) if isinstance(result, str) else None,

@@ -77,10 +77,12 @@ def test_whole_records_written_together(records):
 def test_a_claimed_run_reads_as_running_until_its_deadline(records):
     now = time.time()
     records.set_status("j4", JobState.QUEUED, job_type="t.a", attempts=0)
+    time.sleep(0.005)  # the start comes later than the enqueue
     assert records.claim_start("j4", attempt=1, runs_until=now + 30, now=now)
     running = records.get_status("j4")
     assert running is not None and (running.status, running.attempts) == (JobState.RUNNING, 1)
     assert running.started_at is not None
+    assert running.updated_at == running.started_at  # the start is its latest change, not the enqueue
     assert records.claim_start("j4", attempt=2, runs_until=now - 1, now=now)  # its deadline has passed
     after = records.get_status("j4")
     assert after is not None and after.status is JobState.QUEUED
