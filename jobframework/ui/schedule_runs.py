@@ -8,10 +8,15 @@ run recorded in the window and now, for which no run was recorded (with no run r
 nothing is called missed: the page says that no run was seen); a ``rate(...)`` schedule's slots
 count from its scheduler's start, so they are anchored on the latest recorded slot. Status records
 expire after seven days (:data:`jobframework.state.STATUS_TTL_SECONDS`), which bounds the window.
+
+The next slot is known for a cron schedule only: a ``rate(...)`` schedule fires at its interval
+counted from when EventBridge Scheduler created it (or ``jf dev`` started), which the runs do not
+tell (an "Enqueue now" run has a slot of its own), so its next time is not guessed.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
@@ -25,12 +30,16 @@ WINDOW = timedelta(hours=24)
 GRACE = timedelta(minutes=2)
 """A slot younger than this is not called missed yet (its run may still be on its way)."""
 MAX_SLOTS = 2000
+_RATE = re.compile(r"rate\(\s*(\d+)\s+(\w+?)\s*\)")
 
 
 @dataclass
 class ScheduleRuns:
     spec: ScheduleSpec
     next_slot: datetime | None
+    """A cron schedule's next slot; ``None`` for a rate schedule (see :attr:`every`) or an ended cron."""
+    every: str | None = None
+    """A rate schedule's interval (``every 1 minute``): its next time is not known."""
     runs: list[JobStatus] = field(default_factory=list)
     """Newest first."""
     expected: int = 0
@@ -46,6 +55,17 @@ class ScheduleRuns:
     def heartbeat(self) -> JobStatus | None:
         """The last run that succeeded."""
         return next((r for r in self.runs if r.status is JobState.SUCCEEDED), None)
+
+
+def interval(expression: str) -> str | None:
+    """A ``rate(...)`` expression as its interval; ``None`` for any other expression.
+
+    Example:
+        >>> interval("rate(1 minute)"), interval("rate(5 hours)"), interval("cron(0 * * * ? *)")
+        ('every 1 minute', 'every 5 hours', None)
+    """
+    m = _RATE.fullmatch(expression.strip())
+    return f"every {m.group(1)} {m.group(2)}" if m else None
 
 
 def slot_of(job: JobStatus) -> datetime | None:
@@ -86,7 +106,13 @@ def schedule_runs(
     clock = ScheduleClock(spec.expression, spec.timezone, start=now)
     found = find_jobs(store, key_prefix=schedule_key(spec.job, ""), limit=None)
     runs = sorted(found.jobs, key=lambda j: slot_of(j) or datetime.min.replace(tzinfo=UTC), reverse=True)
-    view = ScheduleRuns(spec=spec, next_slot=clock.next_after(now), runs=runs, complete=found.complete)
+    view = ScheduleRuns(
+        spec=spec,
+        next_slot=clock.next_after(now) if clock.rate is None else None,
+        every=(interval(spec.expression) or spec.expression) if clock.rate is not None else None,
+        runs=runs,
+        complete=found.complete,
+    )
     seen = {s for s in (slot_of(r) for r in runs) if s is not None}
     if not seen:
         return view

@@ -217,6 +217,16 @@ def test_schedule_enqueue_now_records_a_run_and_a_heartbeat(page: Any, console_u
     expect(row.locator("td").nth(5)).to_contain_text("ago")
 
 
+def test_schedules_say_a_rate_schedules_interval_and_what_missed_counts(page: Any, console_url: str):
+    page.goto(f"{console_url}/schedules")
+    expect(page.locator("#schedules thead")).to_contain_text("missed runs (last 24 h)")
+    row = page.locator('#schedules tr[data-schedule*="reconcile"]')
+    expect(row.locator("td.next")).to_have_text("every 1 hour")  # no next time made up from now
+    expect(row.locator("td.missed")).to_have_text(
+        re.compile(r"^(not known \(no run recorded\)|\d+ missed of \d+ due|none due yet)$")
+    )
+
+
 def test_retry_plan_of_a_job(page: Any, console_url: str):
     page.goto(f"{console_url}/retry-plans")
     page.get_by_role("link", name="shop.export").click()

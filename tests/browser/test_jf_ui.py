@@ -139,7 +139,9 @@ def test_jf_ui_on_a_taken_port_says_so_in_one_line_before_announcing_anything(th
     )
 
 
-@pytest.mark.parametrize("name", ["jobframework.ui.security", "jobframework.ui.templating"])
+@pytest.mark.parametrize(
+    "name", ["jobframework.ui.security", "jobframework.ui.templating", "jobframework.ui.schedule_runs"]
+)
 def test_docstring_examples(name: str):
     result = doctest.testmod(importlib.import_module(name), optionflags=doctest.ELLIPSIS)
     assert result.attempted > 0
@@ -180,6 +182,17 @@ def test_missed_runs_of_a_rate_schedule_are_anchored_on_its_runs(the_shop: Shop)
     assert view.missed == [anchor - timedelta(hours=4), slots[2]]
     assert view.last_run is not None and view.last_run.status is JobState.SUCCEEDED
     assert view.heartbeat is not None
+
+
+def test_a_rate_schedule_shows_its_interval_not_a_next_time_counted_from_now(the_shop: Shop):
+    """It fires at its interval from its creation (``:37`` each minute), which the runs do not tell."""
+    job = f"t.rate{uuid.uuid4().hex[:6]}"
+    now = datetime(2026, 12, 3, 8, 49, 20, tzinfo=UTC)
+    _runs(the_shop, job, [now.replace(second=37) - timedelta(minutes=m) for m in (1, 2, 3)])
+    view = schedule_runs(the_shop.console().require_store(), _spec(job, "rate(1 minute)"), now=now)
+    assert view.next_slot is None
+    assert view.every == "every 1 minute"
+    assert view.missed == []
 
 
 def test_a_schedule_with_no_run_recorded_has_nothing_missed(the_shop: Shop):
