@@ -194,6 +194,7 @@ def worker(  # noqa: PLR0917
     from jobframework.errors import ConfigurationError
     from jobframework.jobs import lane_priority, registry
     from jobframework.local.aws import pooled_botocore_session
+    from jobframework.local.console import outcome_listener
     from jobframework.local.emulator import Emulator, pollers_for, worker_processes
     from jobframework.topology import Topology, TopologySettings
 
@@ -210,6 +211,7 @@ def worker(  # noqa: PLR0917
         raise typer.BadParameter("name at least one queue", param_hint="--queues")
     # Only once the arguments are good: a handler left on a closed stream would outlive a bad call.
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.getLogger("botocore").setLevel(logging.WARNING)  # not a line per client about credentials
     _load_jobs(jobs)
     aws = _aws(ctx)
     config = aws.runtime_config()
@@ -226,7 +228,7 @@ def worker(  # noqa: PLR0917
         _check_reachable(sqs, poller.url)
     children = _spawn_worker_processes(worker_processes(pollers, topology, processes) - 1)
     wait_seconds = wait if wait is not None else (0 if config.endpoint_url else 1)
-    handler = consumer(registry, config=config, sqs_client=sqs)
+    handler = consumer(registry, config=config, sqs_client=sqs, listeners=[outcome_listener()])
     emulator = Emulator(
         pollers,
         handler,

@@ -3,6 +3,7 @@ it there) and no urllib3 'Connection pool is full' warnings from its threads sha
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -22,7 +23,7 @@ def test_a_local_worker_with_many_threads_prints_no_metric_json_nor_pool_warning
     ledger = tmp_path / "ledger.txt"
     _, config = provision_fresh(jf_aws.endpoint_url, registry)
     client = JobClient(config, sqs_client=jf_aws.client("sqs"))
-    client.enqueue_many([worker_jobs.quick_step.request(worker_jobs.Step(n=n)) for n in range(JOBS)])
+    sent = client.enqueue_many([worker_jobs.quick_step.request(worker_jobs.Step(n=n)) for n in range(JOBS)])
     env = {
         **{k: v for k, v in os.environ.items() if not k.startswith(("JF_", "AWS_", "POWERTOOLS_"))},
         **cli_env(config),
@@ -40,3 +41,9 @@ def test_a_local_worker_with_many_threads_prints_no_metric_json_nor_pool_warning
     assert f"{JOBS} done" in out  # its own summary line
     assert "Connection pool is full" not in out
     assert '"_aws"' not in out  # no EMF metric lines
+    assert "Found credentials" not in out  # botocore's INFO line per client
+    # A JSON line per job outcome (as the jobs' own Powertools logs), as Celery's and Sidekiq's workers
+    # print a line per task.
+    records = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+    done = [r["job_id"] for r in records if r.get("outcome") == "succeeded"]
+    assert sorted(done) == sorted(r.id for r in sent), out
