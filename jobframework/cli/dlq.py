@@ -259,6 +259,18 @@ def dlq_purge(  # noqa: PLR0917
         _print_json({"priority": priority, "type": job_type, "reason": reason, "deleted": deleted})
     else:
         typer.echo(f"deleted {deleted} dead letters from the {priority} DLQ")
+    if not deleted:
+        _none_selected(priority, job_type, reason, ids)
+
+
+def _none_selected(lane: str, job_type: str | None, reason: str | None, ids: list[str] | None) -> None:
+    """Say, when a selection took nothing, where to see what the DLQ holds (a mistyped type, say)."""
+    if job_type or reason or ids:
+        typer.echo(
+            f"no dead letter of the {lane} DLQ matched; `jf dlq peek {lane}` shows their types, ids and "
+            "reasons",
+            err=True,
+        )
 
 
 @dlq_app.command("redrive")
@@ -325,6 +337,8 @@ def dlq_redrive(  # noqa: PLR0917
                 f"redrove {result.moved} ({kinds}); {result.skipped} not matching; {result.failed} failed"
                 + (f"; {result.payload_missing} left: payload gone" if result.payload_missing else "")
             )
+    if not result.matched:
+        _none_selected(priority, job_type, reason, ids)
     if result.payload_missing:
         typer.echo(
             f"{result.payload_missing} dead letters stay in the DLQ because their offloaded payload is gone "

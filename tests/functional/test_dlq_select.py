@@ -76,6 +76,10 @@ def test_the_cli_selects_letters_by_reason_by_id_and_the_untyped_ones(sqs, jf_co
     by_job_id = invoke(["dlq", "redrive", "default", "--id", crm[0].id, "--json"], env)
     assert json.loads(by_job_id.stdout)["job_ids"] == [crm[0].id]
 
+    mistyped = invoke(["dlq", "redrive", "default", "--type", "crm.synk"], env)
+    assert mistyped.exit_code == 0, mistyped.output
+    assert "redrove 0" in mistyped.stdout and "`jf dlq peek default` shows" in mistyped.stderr
+
     untyped = invoke(["dlq", "purge", "default", "--type", "?", "--yes", "--json"], env)
     assert untyped.exit_code == 0, untyped.output
     assert json.loads(untyped.stdout)["deleted"] == 1
