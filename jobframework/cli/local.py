@@ -12,7 +12,7 @@ import typer
 
 from jobframework.cli.aws import _aws, _check_reachable
 from jobframework.cli.base import JobsOption, JsonOption, _console, _load_jobs, _print_json, app
-from jobframework.cli.errors import EXIT_FAILED, CliError
+from jobframework.cli.errors import EXIT_FAILED, EXIT_USAGE, CliError
 
 
 @app.command()
@@ -100,8 +100,9 @@ def dev(  # noqa: PLR0917
     modules = _load_jobs(jobs)
     try:
         aws = EmbeddedAWS(port).start()
-    except OSError as exc:
-        raise CliError(f"cannot start the embedded AWS on port {port}: {exc}") from exc
+    except OSError as exc:  # a port in use is a bad --port (exit 2, as jf ui says it)
+        code = EXIT_USAGE if "in use" in str(exc) else EXIT_FAILED
+        raise CliError(f"cannot start the embedded AWS on port {port}: {exc}", code) from exc
     try:
         # The consumer's own clients (DynamoDB, S3) come from boto3's default session: size it too.
         boto3.setup_default_session(botocore_session=pooled_botocore_session())

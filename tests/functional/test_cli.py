@@ -382,5 +382,5 @@ def test_dev_on_a_port_in_use_says_so_and_exits():
             text=True,
             timeout=60,
         )
-    assert result.returncode == 1, result.stderr
+    assert result.returncode == 2, result.stderr  # a bad --port, as jf ui says it
     assert f"port {port} is in use by another program" in result.stderr
