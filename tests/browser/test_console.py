@@ -133,7 +133,7 @@ def test_purge_needs_the_dlq_name_typed(page: Any, console_url: str, clean: Shop
     expect(page.locator("#purge-count")).to_have_text("2")
     page.locator("#purge-confirm").fill("low")
     page.locator("#confirm-purge").click()
-    expect(page.get_by_role("alert")).to_contain_text("type the DLQ's name (high)")
+    expect(page.get_by_role("alert")).to_contain_text("type the lane (high)")
     assert clean.dlq_depth("high") == 2
 
     page.locator("#purge").get_by_role("button", name="Purge…").click()

@@ -4,7 +4,7 @@ Every action is two steps: a preview (``.../preview``) that changes nothing and 
 letters would move or go, then the action itself, which the preview's confirm button posts with the
 same fields. A filter redrive is :meth:`jobframework.dlq.DeadLetters.redrive`; a selection redrive is the same
 call with the ticked ``message_ids``; purge is :meth:`~jobframework.dlq.DeadLetters.purge`
-and needs the DLQ's name typed in.
+and needs the lane's name (``high``, ``low-cpu``) typed in.
 """
 
 from __future__ import annotations
@@ -173,7 +173,7 @@ async def purge(request: Request) -> Response:
     job_type = str(form.get("type", "")).strip() or None
     typed = str(form.get("confirm", "")).strip()
     if typed != lane:
-        raise ValueError(f"type the DLQ's name ({lane}) to confirm the purge; nothing was deleted")
+        raise ValueError(f"type the lane ({lane}) to confirm the purge; nothing was deleted")
     deleted = await run_in_threadpool(lambda: console.letters.purge(lane, job_type=job_type))
     return render(request, "_purge_done.html", lane=lane, job_type=job_type, deleted=deleted)
 
