@@ -68,16 +68,24 @@ JobsOption = Annotated[
 JsonOption = Annotated[bool, typer.Option("--json", help="Print the result as JSON.")]
 
 
-def _load_jobs(modules: list[str] | None) -> list[str]:
-    """Import the job modules (the current directory is importable, as with celery or uvicorn)."""
-    from jobframework.modules import configured_job_modules, import_job_modules
+def job_module_names(modules: list[str] | None) -> list[str]:
+    """The job modules ``--jobs`` names, else ``JF_JOBS``; none is a usage error (checked before a
+    command sets up its logging, which a bad call must not leave behind)."""
+    from jobframework.modules import configured_job_modules
 
     # --jobs a,b as well as --jobs a --jobs b (the form JF_JOBS and jf dev's exports use)
     given = [name for m in modules or [] for name in m.split(",")]
     try:
-        names = given or configured_job_modules()
+        return given or configured_job_modules()
     except ConfigurationError as exc:  # none named: a missing argument
         raise UsageError(str(exc)) from exc
+
+
+def _load_jobs(modules: list[str] | None) -> list[str]:
+    """Import the job modules (the current directory is importable, as with celery or uvicorn)."""
+    from jobframework.modules import import_job_modules
+
+    names = job_module_names(modules)
     try:
         return import_job_modules(names, cwd_importable=True)
     except ConfigurationError as exc:

@@ -11,7 +11,15 @@ from typing import Annotated, Any
 import typer
 
 from jobframework.cli.aws import _aws, _check_reachable
-from jobframework.cli.base import JobsOption, JsonOption, _console, _load_jobs, _print_json, app
+from jobframework.cli.base import (
+    JobsOption,
+    JsonOption,
+    _console,
+    _load_jobs,
+    _print_json,
+    app,
+    job_module_names,
+)
 from jobframework.cli.errors import EXIT_FAILED, EXIT_USAGE, CliError
 
 
@@ -94,6 +102,7 @@ def dev(  # noqa: PLR0917
     from jobframework.local.scheduler import LocalScheduler, sqs_sender
     from jobframework.topology import ENV_JOBS, ENV_TOPOLOGY_PARAMETER, Topology, TopologySettings
 
+    job_module_names(jobs)  # none named: said before the logging and the console are set up
     # Other libraries' warnings go to stderr; the framework's and the jobs' records to stdout.
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     listener = install(json_logs=json_logs)
@@ -210,6 +219,7 @@ def worker(  # noqa: PLR0917
         ) from None
     if not chosen:
         raise typer.BadParameter("name at least one queue", param_hint="--queues")
+    job_module_names(jobs)
     # Only once the arguments are good: a handler left on a closed stream would outlive a bad call.
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("botocore").setLevel(logging.WARNING)  # not a line per client about credentials

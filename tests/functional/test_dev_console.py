@@ -15,13 +15,14 @@ from jobframework.testing import consume_once
 from .jobs_under_test import Work, declined, registry
 
 
-def test_each_dead_letter_line_shows_where_its_own_job_raised(rt: Any) -> None:
+def test_each_dead_letter_line_shows_where_its_own_job_raised(rt: Any, monkeypatch: Any) -> None:
     """A batch's outcome lines come together when it settles: the frames of each job must follow its
     own line (they were kept per thread, so a batch showed one job's frames, under another's line)."""
     handler = job_logger().registered_handler
     assert isinstance(handler, logging.StreamHandler)
     saved = (handler.formatter, list(handler.filters), handler.stream)
     out = io.StringIO()
+    monkeypatch.delenv("POWERTOOLS_METRICS_DISABLED", raising=False)  # restored after: install() sets it
     try:
         listener = install(json_logs=False)
         handler.setStream(out)
