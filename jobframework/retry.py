@@ -243,6 +243,8 @@ class Reason(StrEnum):
     VERSION = "version"
     SIGNATURE = "signature"
     PAYLOAD_MISSING = "payload-missing"
+    UNKNOWN_SAGA = "unknown-saga"
+    """The job is a step of a saga this consumer does not define: the saga cannot be advanced here."""
 
 
 @dataclass(frozen=True, slots=True)

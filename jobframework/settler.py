@@ -4,6 +4,8 @@ In this order (each step sees what the ones before changed):
 
 1. **sagas**: a saga step's verdict tells its saga first (``completed`` or ``failed``); when the saga
    cannot be told now, the record is retried in a second instead (never dead-lettered unannounced);
+   when this consumer does not define the saga, the record is dead-lettered ``unknown-saga`` (no
+   retry can help; redriven after a deploy that defines it, the job, idempotent, is not run twice);
 2. **dead letters**: ``SendMessageBatch`` to each DLQ, entries grouped by at most ten and 1 MiB
    (:func:`jobframework.dlq.redrive.batches_by_bytes`); an entry that fails to send is not settled:
    the record is reported failed and comes back (nothing is lost);
@@ -23,13 +25,14 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from jobframework import envelope as wire
 from jobframework.dead_letter import dead_letter_message
-from jobframework.delivery import RecordOutcome, _Batch, describe
+from jobframework.delivery import Outcome, RecordOutcome, _Batch, describe
 from jobframework.handback import copy_message
+from jobframework.retry import Reason
 from jobframework.state import JobState
 from jobframework.tracing import record_trace_id
 from jobframework.verdict import Kind, Verdict
@@ -42,6 +45,17 @@ log = logging.getLogger("jobframework.consumer")
 VISIBILITY_BATCH = 10
 """Entries per ``ChangeMessageVisibilityBatch`` (SQS's limit)."""
 SAGA_RETRY_SECONDS = 1
+
+
+def _ran(v: Verdict) -> dict[str, Any]:
+    """The attempt and start (ISO 8601, from its processing time) of a job that ran, for its saga."""
+    ran: dict[str, Any] = {"attempt": v.delivery.attempt}
+    ms = v.outcome.processing_ms if v.outcome is not None else None
+    if ms is not None:
+        ran["started_at"] = (datetime.now(UTC) - timedelta(milliseconds=ms)).isoformat(
+            timespec="milliseconds"
+        )
+    return ran
 
 
 class Settler:
@@ -74,7 +88,15 @@ class Settler:
             event, details = v.saga
             env = v.delivery.require_envelope()
             try:
-                saga.on_step_event(self.consumer, env, event, **details)
+                saga.on_step_event(self.consumer, env, event, **details, **_ran(v))
+            except saga.UnknownSagaError as exc:
+                # Retried, it would fail the same way until SQS's own redrive moved it, reasonless.
+                error = describe(exc)
+                log.error("job %s (%s) dead-lettered (%s): %s", env.id, env.type, Reason.UNKNOWN_SAGA, error)
+                d = v.delivery
+                v.kind, v.reason, v.error, v.copy = Kind.DEAD_LETTER, Reason.UNKNOWN_SAGA, error, False
+                v.status = (JobState.DEAD, {"attempts": d.attempt, "error": error, "reason": v.reason.value})
+                v.outcome = d.outcome(Outcome.DEAD_LETTERED, reason=v.reason, error=error)
             except Exception:
                 # The job's effect is done (and recorded by idempotency): retried, it is skipped as a
                 # duplicate and the saga told again, which its conditional writes make happen once.

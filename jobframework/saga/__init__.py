@@ -68,6 +68,7 @@ from jobframework.saga.record import (
     SagaStatus,
     StepRecord,
     StepState,
+    UnknownSagaError,
     list_sagas,
     load_saga,
 )
@@ -86,6 +87,7 @@ __all__ = [
     "Step",
     "StepRecord",
     "StepState",
+    "UnknownSagaError",
     "Wait",
     "advance",
     "find_saga",

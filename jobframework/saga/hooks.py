@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 from jobframework.errors import ConfigurationError
 from jobframework.saga.definition import find_saga
 from jobframework.saga.engine import _Engine
-from jobframework.saga.record import SagaNotFoundError, load_saga
+from jobframework.saga.record import SagaNotFoundError, UnknownSagaError, load_saga
 from jobframework.saga.transitions import StepEvent, advance, parse_step
 
 if TYPE_CHECKING:
@@ -36,12 +36,14 @@ def on_step_event(consumer: Any, envelope: Envelope, event: str, **details: Any)
     """Advance the saga of ``envelope`` after its job ``event`` (``completed`` or ``failed``).
 
     Called by the consumer after a saga job succeeded (``result``: the JSON summary of its return
-    value) or before it is dead-lettered for good (``reason``, ``error``). Idempotent: a repeated
+    value) or before it is dead-lettered for good (``reason``, ``error``), with the job's ``attempt``
+    and ``started_at`` (ISO 8601) when it ran. Idempotent: a repeated
     event changes nothing (conditional writes on the record's version) but re-sends an unsent outbox.
 
     Raises:
         SagaError: the saga could not be advanced now (the consumer retries the record).
-        ConfigurationError: no state table, or the saga is not defined on the consumer's registry.
+        UnknownSagaError: the saga is not defined on the consumer's registry.
+        ConfigurationError: no state table.
     """
     ref = envelope.saga
     if ref is None:
@@ -54,9 +56,9 @@ def on_step_event(consumer: Any, envelope: Envelope, event: str, **details: Any)
         raise SagaNotFoundError(f"no saga {ref.id} for job {envelope.id} ({envelope.type})")
     defn = find_saga(consumer.registry, record.name)
     if defn is None:
-        raise ConfigurationError(
-            f"saga {record.name} is not defined on this consumer's registry: "
-            "import the module that declares it"
+        raise UnknownSagaError(
+            f"saga {record.name} is not defined on this consumer's registry: import the module that "
+            "declares it (the construct's job_modules, JF_JOBS or --jobs), deploy, then redrive"
         )
     kind, name = parse_step(ref.step)
     result = details.get("result")
@@ -66,13 +68,14 @@ def on_step_event(consumer: Any, envelope: Envelope, event: str, **details: Any)
             output = json.loads(result)
         except ValueError:
             output = result
-    attempts = started_at = None
-    try:
-        status = store.get_status(envelope.id)
-        if status is not None:
-            attempts, started_at = status.attempts, status.started_at
-    except Exception:
-        log.debug("reading the status of job %s failed", envelope.id, exc_info=True)
+    attempts, started_at = details.get("attempt"), details.get("started_at")
+    if attempts is None:  # (a caller that does not say: the job's status record, if it keeps one)
+        try:
+            status = store.get_status(envelope.id)
+            if status is not None:
+                attempts, started_at = status.attempts, status.started_at
+        except Exception:
+            log.debug("reading the status of job %s failed", envelope.id, exc_info=True)
     step_event = StepEvent(
         kind=kind,
         name=name,

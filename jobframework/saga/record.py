@@ -18,6 +18,11 @@ class SagaError(JobFrameworkError):
     """A saga could not be read or advanced (the consumer retries the step's record)."""
 
 
+class UnknownSagaError(ConfigurationError):
+    """A saga job reached a consumer whose registry does not define its saga (no retry can help: a
+    deploy that imports the saga's module can)."""
+
+
 class SagaNotFoundError(SagaError, LookupError):
     """No saga record with that id (never started, or expired)."""
 
