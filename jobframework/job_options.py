@@ -188,6 +188,13 @@ def checked_options(
                 f"job {name}: upgrade= maps an older version n (1 <= n < {version}) to a function that "
                 f"turns a version-n payload dict into version n+1; got {step!r}: {fn!r}"
             )
+    gaps = [n for n in range(min(steps, default=version), version) if n not in steps]
+    if gaps:  # a payload upgraded from the oldest step could never reach the job's version
+        raise ConfigurationError(
+            f"job {name}: upgrade= has no step from version {gaps[0]} to {gaps[0] + 1}: a version-"
+            f"{min(steps)} payload could not reach version {version}; give a function for every version "
+            f"from {min(steps)} to {version - 1}"
+        )
     window = None if dedup_window is None else duration_seconds(dedup_window, f"job {name}: dedup_window")
     if window is not None and not 0 <= window <= 7 * 24 * 3600:
         raise ConfigurationError(
@@ -207,7 +214,10 @@ def checked_options(
     if isinstance(backlog_depth, bool) or not isinstance(backlog_depth, int) or backlog_depth < 1:
         raise ConfigurationError(f"job {name}: backlog_depth must be an int >= 1, got {backlog_depth!r}")
     age = None if backlog_age is None else duration_seconds(backlog_age, f"job {name}: backlog_age")
-    sched = Schedule(schedule) if isinstance(schedule, str) else schedule
+    try:
+        sched = Schedule(schedule) if isinstance(schedule, str) else schedule
+    except ConfigurationError as exc:  # the expression's own message, said of this job
+        raise ConfigurationError(f"job {name}: {exc}") from None
     if sched is not None and not isinstance(sched, Schedule):
         raise ConfigurationError(f"job {name}: schedule= takes a Schedule or an expression string")
     flow = flow_options(

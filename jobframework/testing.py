@@ -116,8 +116,9 @@ def in_memory_consumer(
     tested with no embedded AWS. Returns the handler and the records (``get_status``,
     ``mark_cancelled``, ``set_status``).
 
-    A job that fails is retried or dead-lettered through SQS, which this handler refuses: test those
-    against the embedded AWS (``jf_config``). ``options`` go to :func:`~jobframework.consumer.consumer`.
+    A job that fails is retried or dead-lettered through SQS, which this handler refuses, and there is
+    no idempotency table (an idempotent job runs again for a duplicate): test those against the
+    embedded AWS (``jf_config``). ``options`` go to :func:`~jobframework.consumer.consumer`.
 
     Example:
         >>> handler, records = in_memory_consumer(registry)                      # doctest: +SKIP

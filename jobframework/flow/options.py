@@ -67,9 +67,14 @@ class Rate:
     @classmethod
     def parse(cls, text: str) -> Rate:
         m = _RATE.match(text) if isinstance(text, str) else None
-        if m is None or float(m.group(1)) <= 0:
+        if m is None:
             raise ConfigurationError(
                 f"rate {text!r} is not a rate; write it as N/second, N/minute or N/hour, e.g. '100/minute'"
+            )
+        if float(m.group(1)) <= 0:
+            raise ConfigurationError(
+                f"rate {text!r} would let no job run: N in N/{m.group(2)} must be above 0 (to stop a "
+                "job type for a while, pause its queue: jf queue pause)"
             )
         return cls(float(m.group(1)), float(_PER[m.group(2)]))
 

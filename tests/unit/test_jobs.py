@@ -83,6 +83,8 @@ def test_a_job_without_context_is_called_with_the_payload_only(reg):
         ({"timeout": 0}, "at most 43,200 seconds"),
         ({"key": "order_id"}, "function of the payload"),
         ({"schedule": "every day"}, "EventBridge Scheduler expression"),
+        ({"schedule": "cron(0 3 * * MON *)"}, r"job orders\.bad: schedule 'cron\(0 3 \* \* MON \*\)'"),
+        ({"version": 3, "upgrade": {1: dict}}, "no step from version 2 to 3"),  # 1 -> 2, then stuck
     ],
 )
 def test_bad_options_fail_when_the_decorator_is_applied(reg, options, message):

@@ -126,7 +126,7 @@ def test_a_rate_observed_over_a_minute_stays_within_ten_percent_of_the_limit(flo
         ({"concurrency": 0}, "concurrency must be an int >= 1"),
         ({"concurrency_key": lambda p: "k"}, "concurrency_key= needs concurrency=N"),
         ({"rate": "fast"}, "write it as N/second, N/minute or N/hour"),
-        ({"rate": "0/second"}, "is not a rate"),
+        ({"rate": "0/second"}, "would let no job run: N in N/second must be above 0"),
         ({"rate_key": lambda p: "k"}, "rate_key= needs rate="),
         ({"tenant": "acme"}, "tenant= must be a function"),
     ],
