@@ -66,6 +66,11 @@ class JobCancelled(Exception):
     ``cancelled`` with reason ``cancelled while running``."""
 
 
+class EnqueueOptionError(ConfigurationError):
+    """A bad value of an enqueue's option (``delay``, ``expires_in``, ``debounce``, ``dedup_window``) or a
+    combination that cannot run: the caller's argument (``jf enqueue`` exits 2 for it)."""
+
+
 class DuplicateJobError(ConfigurationError):
     """Two jobs were registered under the same name."""
 

@@ -15,7 +15,7 @@ from jobframework import envelope as wire
 from jobframework.core import SQS_BATCH_ENTRIES, SQS_MAX_DELAY_SECONDS
 from jobframework.dead_letter import REASON_ATTRIBUTES_BYTES
 from jobframework.envelope import Envelope, SagaRef
-from jobframework.errors import ConfigurationError
+from jobframework.errors import EnqueueOptionError
 from jobframework.idempotency import DEFAULT_EXPIRY_SECONDS
 from jobframework.jobs import Job, Priority
 
@@ -38,17 +38,17 @@ def delay_seconds(delay: float | timedelta | None) -> int:
     """A delay as whole seconds (up to 900 via SQS ``DelaySeconds``, up to a year via Scheduler).
 
     Raises:
-        ConfigurationError: negative, not a number, or longer than a year.
+        EnqueueOptionError: negative, not a number, or longer than a year.
     """
     if delay is None:
         return 0
     seconds = delay.total_seconds() if isinstance(delay, timedelta) else delay
     if isinstance(seconds, bool) or not isinstance(seconds, int | float) or math.isnan(seconds):
-        raise ConfigurationError(f"delay must be seconds (a number) or a timedelta, got {delay!r}")
+        raise EnqueueOptionError(f"delay must be seconds (a number) or a timedelta, got {delay!r}")
     if seconds < 0:
-        raise ConfigurationError(f"delay must be >= 0 seconds, got {seconds:g}")
+        raise EnqueueOptionError(f"delay must be >= 0 seconds, got {seconds:g}")
     if seconds > MAX_SCHEDULED_DELAY_SECONDS:
-        raise ConfigurationError(
+        raise EnqueueOptionError(
             f"delay {seconds:,.0f}s is over the one-year limit ({MAX_SCHEDULED_DELAY_SECONDS:,}s); "
             "use a recurring schedule or enqueue it later"
         )
@@ -59,13 +59,13 @@ def dedup_window_seconds(value: float | timedelta) -> float:
     """A ``dedup_window=`` as seconds (0 to 7 days).
 
     Raises:
-        ConfigurationError: not a number, negative, or longer than 7 days.
+        EnqueueOptionError: not a number, negative, or longer than 7 days.
     """
     seconds = value.total_seconds() if isinstance(value, timedelta) else value
     if isinstance(seconds, bool) or not isinstance(seconds, int | float) or math.isnan(seconds):
-        raise ConfigurationError(f"dedup_window must be seconds (a number) or a timedelta, got {value!r}")
+        raise EnqueueOptionError(f"dedup_window must be seconds (a number) or a timedelta, got {value!r}")
     if not 0 <= seconds <= MAX_DEDUP_WINDOW:
-        raise ConfigurationError(
+        raise EnqueueOptionError(
             f"dedup_window must be 0 (off) to 7 days ({MAX_DEDUP_WINDOW:,} s), got {seconds:g}"
         )
     return float(seconds)

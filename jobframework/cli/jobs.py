@@ -6,6 +6,7 @@ import json
 from typing import Annotated
 
 import typer
+from typer._click.exceptions import UsageError  # typer carries its own copy of click
 
 from jobframework.cli.aws import _aws
 from jobframework.cli.base import (
@@ -114,19 +115,24 @@ def enqueue(  # noqa: PLR0917
         clients={name: aws.client(name, config=config) for name in ("dynamodb", "ssm", "scheduler", "s3")},
     )
     client.job(job_type)  # an unknown type fails before anything is sent
-    result = client.enqueue(
-        job_type,
-        data,
-        key=key,
-        delay=delay,
-        priority=priority.value if priority else None,
-        dedup_window=dedup_window,
-        group=group,
-        tenant=tenant,
-        track=track,
-        expires_in=parse_duration(expires_in, option="--expires-in") if expires_in is not None else None,
-        debounce=parse_duration(debounce, option="--debounce") if debounce is not None else None,
-    )
+    from jobframework.errors import EnqueueOptionError
+
+    try:
+        result = client.enqueue(
+            job_type,
+            data,
+            key=key,
+            delay=delay,
+            priority=priority.value if priority else None,
+            dedup_window=dedup_window,
+            group=group,
+            tenant=tenant,
+            track=track,
+            expires_in=parse_duration(expires_in, option="--expires-in") if expires_in is not None else None,
+            debounce=parse_duration(debounce, option="--debounce") if debounce is not None else None,
+        )
+    except EnqueueOptionError as exc:  # the options given: a bad argument
+        raise UsageError(str(exc)) from exc
     if json_output:
         _print_json(
             {

@@ -9,7 +9,7 @@ import time
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
-from jobframework.errors import ConfigurationError
+from jobframework.errors import ConfigurationError, EnqueueOptionError
 from jobframework.flow.debounce import MAX_DEBOUNCE_SECONDS, delay_to_close, join
 from jobframework.flow.expiry import deadline_of
 from jobframework.flow.options import expiry_seconds
@@ -30,13 +30,13 @@ def debounce_seconds(value: float | timedelta) -> float:
     """A debounce window as seconds (more than 0, at most 900).
 
     Raises:
-        ConfigurationError: not a number or timedelta, or out of range.
+        EnqueueOptionError: not a number or timedelta, or out of range.
     """
     seconds = value.total_seconds() if isinstance(value, timedelta) else value
     if isinstance(seconds, bool) or not isinstance(seconds, int | float) or math.isnan(seconds):
-        raise ConfigurationError(f"debounce must be seconds (a number) or a timedelta, got {value!r}")
+        raise EnqueueOptionError(f"debounce must be seconds (a number) or a timedelta, got {value!r}")
     if not 0 < seconds <= MAX_DEBOUNCE_SECONDS:
-        raise ConfigurationError(
+        raise EnqueueOptionError(
             f"debounce must be more than 0 and at most {MAX_DEBOUNCE_SECONDS} seconds (SQS's longest "
             f"delay), got {seconds:g}"
         )
@@ -74,13 +74,13 @@ def flow_fields(
         seconds = debounce_seconds(request.debounce)
         key = request.key
         if key is None:
-            raise ConfigurationError(
+            raise EnqueueOptionError(
                 f"debounce of {job.name} needs key=: the enqueues of one key are debounced"
             )
         if len(key) > MAX_DEBOUNCE_KEY_CHARS:
-            raise ConfigurationError(f"a debounce key has at most {MAX_DEBOUNCE_KEY_CHARS} characters")
+            raise EnqueueOptionError(f"a debounce key has at most {MAX_DEBOUNCE_KEY_CHARS} characters")
         if delay:
-            raise ConfigurationError("debounce= delays the job to its window's close: do not pass delay= too")
+            raise EnqueueOptionError("debounce= delays the job to its window's close: do not pass delay= too")
         if state is None:
             raise ConfigurationError("debounce needs the state table: set JF_STATE_TABLE")
         now = time.time()
@@ -88,6 +88,12 @@ def flow_fields(
         update["debounce"] = DebounceRef(key=key, window=window_id)
         update["key"] = f"{key}#{window_id}"
         delay, window = delay_to_close(closes, now), None
+    if expires is not None and delay >= expires:
+        waits = "its debounce window closes" if request.debounce is not None else "its delay ends"
+        raise EnqueueOptionError(
+            f"{job.name} would expire ({expires:g} s after the enqueue) before {waits} ({delay} s): it "
+            "could never run; give it a deadline after the delay"
+        )
     return (env.model_copy(update=update) if update else env), delay, window
 
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
-from jobframework.errors import ConfigurationError
+from jobframework.errors import ConfigurationError, EnqueueOptionError
 
 MAX_EXPIRY_SECONDS = 14 * 24 * 3600
 """SQS keeps a message 14 days at most: a longer expiry could never apply."""
@@ -26,7 +26,7 @@ def expiry_seconds(value: float | timedelta | None, option: str = "expires_in") 
     """An expiry as seconds (``None`` stays ``None``).
 
     Raises:
-        ConfigurationError: not a number or timedelta, not positive, or over 14 days.
+        EnqueueOptionError: not a number or timedelta, not positive, or over 14 days.
 
     Example:
         >>> expiry_seconds(timedelta(minutes=5)), expiry_seconds(None)
@@ -36,9 +36,9 @@ def expiry_seconds(value: float | timedelta | None, option: str = "expires_in") 
         return None
     seconds = value.total_seconds() if isinstance(value, timedelta) else value
     if isinstance(seconds, bool) or not isinstance(seconds, int | float) or math.isnan(seconds):
-        raise ConfigurationError(f"{option} must be seconds (a number) or a timedelta, got {value!r}")
+        raise EnqueueOptionError(f"{option} must be seconds (a number) or a timedelta, got {value!r}")
     if not 0 < seconds <= MAX_EXPIRY_SECONDS:
-        raise ConfigurationError(
+        raise EnqueueOptionError(
             f"{option} must be more than 0 and at most 14 days ({MAX_EXPIRY_SECONDS:,} s, SQS's longest "
             f"retention), got {seconds:,.0f} s"
         )

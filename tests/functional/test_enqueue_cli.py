@@ -12,6 +12,8 @@ import textwrap
 import time
 from pathlib import Path
 
+import pytest
+
 from jobframework.local.aws import free_port
 from jobframework.testing import receive_all
 from tests.functional.conftest_local import cli_env, invoke, jf_aws, jf_config, sqs
@@ -91,6 +93,25 @@ def test_enqueue_takes_the_flow_options_the_client_takes(sqs, jf_config):
     bad = invoke([*args, "--expires-in", "soon"], env)
     assert bad.exit_code == 2 and "'soon' is not a duration" in bad.output
     assert "--expires-in" in bad.output and "e.g. 90s, 15m, 2h or 1d" in bad.output  # names the option
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        (["--debounce", "0", "--key", "k"], "debounce must be more than 0"),
+        (["--debounce", "2000", "--key", "k"], "at most 900 seconds"),
+        (["--expires-in", "0"], "expires_in must be more than 0"),
+        (["--debounce", "2", "--key", "k", "--delay", "5"], "do not pass delay= too"),
+        (["--debounce", "2"], "needs key="),
+        (["--delay", "10", "--expires-in", "5"], "could never run"),  # expired before its delay ends
+    ],
+)
+def test_enqueue_options_that_cannot_be_are_bad_arguments(sqs, jf_config, options, message):
+    args = ["enqueue", "emails.send", '{"to": "a@example.com", "subject": "x"}', *options]
+    result = invoke(args, cli_env(jf_config))
+    assert result.exit_code == 2, result.output
+    assert result.stderr.startswith("jf: error: ") and message in result.stderr, result.stderr
+    assert receive_all(sqs, jf_config.endpoints("high").url) == []  # nothing sent
 
 
 def test_enqueue_takes_delays_up_to_a_year_as_the_client_does():
