@@ -125,7 +125,11 @@ def enqueue(job_type: str) -> Response[str]:
         # The 202 answer points at GET /jobs/{id}: the job keeps a status record.
         result = client.enqueue(job_type, payload, key=key, delay=delay, track=True)
     except UnknownJobError as exc:
-        return _bad_request(str(exc), [{"loc": ["path", "type"], "msg": str(exc)}])
+        # The caller learns the name is unknown; which jobs exist (and where the service looked) is
+        # for the service's operators: logged, never answered.
+        log.warning("enqueue of an unknown job type: %s", exc)
+        message = f"no job named {job_type!r}"
+        return _bad_request(message, [{"loc": ["path", "type"], "msg": message}])
     except PayloadValidationError as exc:
         cause = exc.__cause__
         errors = (

@@ -101,7 +101,9 @@ def test_unknown_type_is_400_naming_it(config):
     status, _, body = call("POST", "/jobs/no.such.job", EMAIL)
     assert status == 400
     assert body["errors"][0]["loc"] == ["path", "type"]
-    assert "no.such.job" in body["errors"][0]["msg"]
+    assert (
+        body["message"] == body["errors"][0]["msg"] == "no job named 'no.such.job'"
+    )  # not the jobs there are
 
 
 def test_bad_payload_is_400_with_the_validation_errors(config):
