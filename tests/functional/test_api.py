@@ -101,6 +101,7 @@ def test_unknown_type_is_400_naming_it(config):
     status, _, body = call("POST", "/jobs/no.such.job", EMAIL)
     assert status == 400
     assert body["errors"][0]["loc"] == ["path", "type"]
+    # the name only, not the jobs the service has
     assert (
         body["message"] == body["errors"][0]["msg"] == "no job named 'no.such.job'"
     )  # not the jobs there are
