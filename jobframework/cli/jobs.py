@@ -216,9 +216,15 @@ def retry_plan(
     except UnknownJobError:
         known = ", ".join(j.name for j in registry) or "none"
         raise CliError(f"no job named {job_type!r} is registered (known: {known})") from None
+    import math
+
+    from jobframework.retry import MAX_RETRY_DELAY_SECONDS
+
     rows = []
     low_total = high_total = 0.0
-    for attempt, low, high in job.retry.schedule():
+    for attempt, exact_low, exact_high in job.retry.schedule():
+        # As the consumer sets them: SQS hides a message for whole seconds (rounded up).
+        low, high = (min(MAX_RETRY_DELAY_SECONDS, math.ceil(d)) for d in (exact_low, exact_high))
         low_total += low
         high_total += high
         rows.append(
