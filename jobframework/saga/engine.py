@@ -103,11 +103,11 @@ class _Engine:
             if self._write(updated, record.version):
                 if updated.status is not before and updated.status in _TERMINAL_METRIC:
                     log.info(
-                        "saga %s (%s) %s: %s",
+                        "saga %s (%s) %s%s",
                         saga_id,
                         updated.name,
                         updated.status.value,
-                        updated.reason or "",
+                        f": {updated.reason}" if updated.reason else "",
                     )
                     _emit_metric(_TERMINAL_METRIC[updated.status], updated.name)
                 self.flush(updated)
