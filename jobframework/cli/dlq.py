@@ -256,16 +256,19 @@ def dlq_purge(  # noqa: PLR0917
     letters, _ = _dead_letters(ctx)
     deleted = letters.purge(priority, job_type=job_type, reason=reason, ids=ids)
     if json_output:
-        _print_json({"priority": priority, "type": job_type, "reason": reason, "deleted": deleted})
+        _print_json(
+            {"priority": priority, "type": job_type, "reason": reason, "ids": ids, "deleted": deleted}
+        )
     else:
         typer.echo(f"deleted {deleted} dead letters from the {priority} DLQ")
     if not deleted:
-        _none_selected(priority, job_type, reason, ids)
+        _none_selected(priority, bool(job_type or reason or ids))
 
 
-def _none_selected(lane: str, job_type: str | None, reason: str | None, ids: list[str] | None) -> None:
-    """Say, when a selection took nothing, where to see what the DLQ holds (a mistyped type, say)."""
-    if job_type or reason or ids:
+def _none_selected(lane: str, selected: bool) -> None:
+    """Say, when a selection (``selected``) took nothing, where to see what the DLQ holds (a mistyped
+    type, say)."""
+    if selected:
         typer.echo(
             f"no dead letter of the {lane} DLQ matched; `jf dlq peek {lane}` shows their types, ids and "
             "reasons",
@@ -336,9 +339,10 @@ def dlq_redrive(  # noqa: PLR0917
             typer.echo(
                 f"redrove {result.moved} ({kinds}); {result.skipped} not matching; {result.failed} failed"
                 + (f"; {result.payload_missing} left: payload gone" if result.payload_missing else "")
+                + (f"; {result.later} dead-lettered since it started, left" if result.later else "")
             )
     if not result.matched:
-        _none_selected(priority, job_type, reason, ids)
+        _none_selected(priority, bool(job_type or reason or ids or older_than))
     if result.payload_missing:
         typer.echo(
             f"{result.payload_missing} dead letters stay in the DLQ because their offloaded payload is gone "

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import json
 import logging
-import time
 from collections.abc import Collection
 from typing import IO, TYPE_CHECKING, Any
 
@@ -129,7 +128,7 @@ class DeadLetters:
             hold=self.hold_seconds or hold,
             wait_time_seconds=self.wait_time_seconds,
             empty_receives=self.empty_receives,
-            sent_before=int(time.time() * 1000) if acting else None,
+            from_start=acting,
         )
 
     @property

@@ -8,11 +8,14 @@ lapses (doubling it each time, so a long read makes few extension rounds), and s
 letter is considered once, and a read of ``n`` letters makes at most about ``n / 10 *
 (1 + empty_receives)`` receives whatever happens to the holds.
 
-A scan given ``sent_before`` hands out only the messages sent to the queue before then (SQS's
-``SentTimestamp``): a command that acts on letters (redrive, purge) acts on those that were there when
-it started. Without it, a redriven job that fails again comes back as a new letter, is redriven again,
-and a paced redrive (which gives it the time to) never ends. Later arrivals are held like the rest and
-released at the end.
+A scan ``from_start`` hands out only the messages sent to the queue before it started (SQS's
+``SentTimestamp`` against SQS's own clock: the ``Date`` of its first receive, so a local clock that
+is off changes nothing): a command that acts on letters (redrive, purge) acts on those that were there
+when it started. Without it, a redriven job that fails again comes back as a new letter, is redriven
+again, and a paced redrive (which gives it the time to) never ends. The ``Date`` is to the second, so
+the scan takes what arrives in that second too (:attr:`HeldScan.start` says from when a message may
+be such a newcomer). Later arrivals are held like the rest, released at the end, and counted
+(:attr:`HeldScan.later`).
 """
 
 from __future__ import annotations
@@ -49,7 +52,7 @@ class HeldScan:
         wait_time_seconds: ``WaitTimeSeconds`` of each receive.
         empty_receives: receives in a row with nothing new that end the pass.
         clock: seconds, monotonic (tests inject one).
-        sent_before: epoch milliseconds; messages sent after it are not handed out.
+        from_start: hand out only the messages sent before the scan's first receive.
     """
 
     def __init__(
@@ -61,7 +64,7 @@ class HeldScan:
         wait_time_seconds: int = 0,
         empty_receives: int = 2,
         clock: Callable[[], float] = time.monotonic,
-        sent_before: int | None = None,
+        from_start: bool = False,
     ) -> None:
         self.sqs = sqs
         self.url = url
@@ -71,10 +74,12 @@ class HeldScan:
         self.clock = clock
         self.held: dict[str, dict[str, Any]] = {}
         """Message id -> the latest received copy (its receipt handle is the valid one)."""
-        self.sent_before = sent_before
+        self.from_start = from_start
+        self.start: int | None = None
+        """SQS's time (epoch ms, to the second, rounded down) of the first receive (``from_start``)."""
         self.seen: set[str] = set()
         self.later = 0
-        """Messages sent after ``sent_before`` (held, not handed out)."""
+        """Messages sent after the scan started (held, not handed out)."""
         self.repeats = 0
         """Receives of a message already handed out (its hold lapsed)."""
         self.extensions = 0
@@ -110,11 +115,11 @@ class HeldScan:
             yield fresh
 
     def _sent_in_time(self, message: dict[str, Any]) -> bool:
-        if self.sent_before is None:
+        if self.start is None:
             return True
         sent = message.get("Attributes", {}).get("SentTimestamp")
         try:
-            return int(sent) <= self.sent_before
+            return int(sent) < self.start + 1000  # the Date is to the second: that second counts
         except (TypeError, ValueError):
             return True  # no usable time: considered, as before
 
@@ -129,6 +134,8 @@ class HeldScan:
             MessageSystemAttributeNames=["All"],
             MessageAttributeNames=["All"],
         )
+        if self.from_start and self.start is None:
+            self.start = _server_ms(response)
         return list(response.get("Messages", []))
 
     def _keep_held(self) -> None:
@@ -178,3 +185,15 @@ class HeldScan:
         """Make everything still held visible again now."""
         held, self.held = list(self.held.values()), {}
         self._change_visibility(held, 0)
+
+
+def _server_ms(response: Any) -> int:
+    """SQS's time of a response (its ``Date`` header, epoch ms, to the second); this machine's
+    clock when the response has none."""
+    from email.utils import parsedate_to_datetime
+
+    date = response.get("ResponseMetadata", {}).get("HTTPHeaders", {}).get("date")
+    try:
+        return int(parsedate_to_datetime(date).timestamp()) * 1000
+    except (TypeError, ValueError):
+        return int(time.time()) * 1000

@@ -51,6 +51,9 @@ class RedriveResult:
     failed: int = 0
     payload_missing: int = 0
     """Letters left in the DLQ because their offloaded payload is gone (export them, then purge)."""
+    later: int = 0
+    """Letters dead-lettered after the redrive started (a redriven job failing again, say): left for
+    the next redrive."""
     by_type: dict[str, int] = field(default_factory=dict)
     by_source: dict[str, int] = field(default_factory=dict)
     job_ids: list[str] = field(default_factory=list)
@@ -93,6 +96,12 @@ def batches_by_bytes(
 def queue_name(url: str) -> str:
     """``.../123456789012/jf-dev-high`` -> ``jf-dev-high``."""
     return url.rstrip("/").rsplit("/", 1)[-1]
+
+
+def _sent_since(letter: DeadLetter, start_ms: int | None) -> bool:
+    """``letter`` reached the DLQ at or after ``start_ms`` (SQS's clock; ``None``: no start known)."""
+    sent = letter.sent_at
+    return start_ms is not None and sent is not None and sent.timestamp() * 1000 >= start_ms
 
 
 def redrive_entry(letter: DeadLetter, entry_id: str) -> dict[str, Any]:
@@ -182,17 +191,24 @@ class Redrive:
         default = self.default_source()
         started = time.monotonic()
         now = datetime.now(UTC)
+        taken: set[str] = set()
+        """Job ids this run took: a letter of one sent since the scan started is its job failing again."""
         for batch in scan:
             chosen: list[tuple[dict[str, Any], DeadLetter]] = []
             for message in batch:
                 letter = DeadLetter.of(message)
+                if letter.job_id in taken and _sent_since(letter, scan.start):
+                    result.later += 1  # (the scan's cutoff is to the second: this one came in it)
+                    continue
                 full = limit is not None and result.matched + len(chosen) >= limit
                 if full or not selection.matches(letter, now):
                     result.skipped += 1
                     continue
                 chosen.append((message, letter))
-                if wanted is not None:
-                    wanted.difference_update((letter.message_id, letter.job_id))
+                if letter.job_id:
+                    taken.add(letter.job_id)
+                if wanted is not None:  # (a job id stays wanted: every letter of that job is taken)
+                    wanted.discard(letter.message_id)
             result.matched += len(chosen)
             if result.dry_run:
                 for _, letter in chosen:
@@ -209,6 +225,7 @@ class Redrive:
                     time.sleep(ahead)
             if (limit is not None and result.matched >= limit) or wanted == set():
                 break
+        result.later += scan.later
 
     def _move(self, scan: HeldScan, chosen: list[tuple[dict[str, Any], DeadLetter]], default: str) -> int:
         by_source: dict[str, list[tuple[dict[str, Any], DeadLetter]]] = {}

@@ -58,8 +58,9 @@ def flow_fields(
     is not deduplicated by key (every enqueue of the window is sent; the last one runs).
 
     Raises:
-        ConfigurationError: a bad ``expires_in`` or ``debounce``, a debounce without a key or a state
-            table, or with a ``delay`` of its own.
+        EnqueueOptionError: a bad ``expires_in`` or ``debounce``, a debounce without a key or with a
+            ``delay`` of its own, or a deadline that comes before the delay ends (it could never run).
+        ConfigurationError: a debounce without a state table.
     """
     from jobframework.envelope import DebounceRef
 
@@ -69,6 +70,11 @@ def flow_fields(
         expires = options.expires_after
     update: dict[str, Any] = {}
     if expires is not None:
+        if delay >= expires and request.debounce is None:  # (a debounced one may be its window's last)
+            raise EnqueueOptionError(
+                f"{job.name} would expire ({expires:g} s after the enqueue) before its delay ends "
+                f"({delay} s): it could never run; give it a deadline after the delay"
+            )
         update["deadline"] = deadline_of(env.enqueued_at, expires)
     if request.debounce is not None:
         seconds = debounce_seconds(request.debounce)
@@ -88,12 +94,6 @@ def flow_fields(
         update["debounce"] = DebounceRef(key=key, window=window_id)
         update["key"] = f"{key}#{window_id}"
         delay, window = delay_to_close(closes, now), None
-    if expires is not None and delay >= expires:
-        waits = "its debounce window closes" if request.debounce is not None else "its delay ends"
-        raise EnqueueOptionError(
-            f"{job.name} would expire ({expires:g} s after the enqueue) before {waits} ({delay} s): it "
-            "could never run; give it a deadline after the delay"
-        )
     return (env.model_copy(update=update) if update else env), delay, window
 
 

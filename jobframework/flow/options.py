@@ -45,6 +45,14 @@ def expiry_seconds(value: float | timedelta | None, option: str = "expires_in") 
     return float(seconds)
 
 
+def _expires_after(name: str, value: float | timedelta | None) -> float | None:
+    """A job's ``expires_after`` (a decorator option: a ``ConfigurationError``, not an enqueue's)."""
+    try:
+        return expiry_seconds(value, f"job {name}: expires_after")
+    except EnqueueOptionError as exc:
+        raise ConfigurationError(str(exc)) from None
+
+
 def _rate(name: str, rate: str | None) -> Rate | None:
     try:
         return Rate.parse(rate) if rate is not None else None
@@ -137,7 +145,7 @@ def flow_options(
             "job's group is its ordered_by value: drop tenant="
         )
     return FlowOptions(
-        expires_after=expiry_seconds(expires_after, f"job {name}: expires_after"),
+        expires_after=_expires_after(name, expires_after),
         tenant=tenant,
         concurrency=concurrency,
         concurrency_key=concurrency_key,

@@ -40,10 +40,31 @@ def test_a_paced_redrive_of_jobs_that_fail_again_ends_and_leaves_the_new_letters
         sqs.meta.events.unregister("provide-client-params.sqs.SendMessageBatch", fail_again)
 
     assert result.moved == 5 and sorted(result.job_ids) == sorted(e.id for e in envs)
+    assert result.later == 5  # said, and left for the next redrive
     assert sorted(failed_again) == sorted(e.id for e in envs)  # each redriven once
     assert len(receive_all(sqs, ep.url)) == 5
     left = [json.loads(m["Body"])["id"] for m in receive_all(sqs, ep.dlq_url)]
     assert sorted(left) == sorted(e.id for e in envs)  # the new letters wait for the next redrive
+
+
+def test_a_redrive_takes_the_letters_there_by_sqs_clock_whatever_this_machines_says(
+    sqs, jf_config, monkeypatch
+):
+    """The cutoff is SQS's time of the first receive: with this machine's clock an hour behind, a
+    letter dead-lettered a moment before the redrive is still one it takes (a local cutoff left it)."""
+    import time
+    from types import SimpleNamespace
+
+    from jobframework.dlq import reader
+
+    envs = [dead_letter(sqs, jf_config, "default", "crm.sync", {"account_id": f"a-{i}"}) for i in range(2)]
+    # (The embedded AWS runs in this process: only the framework's own clock is set back.)
+    skewed = SimpleNamespace(time=lambda: time.time() - 3600, monotonic=time.monotonic)
+    monkeypatch.setattr(reader, "time", skewed)
+
+    result = DeadLetters(jf_config, sqs, wait_time_seconds=0).redrive("default")
+
+    assert sorted(result.job_ids) == sorted(e.id for e in envs) and result.later == 0
 
 
 def _malformed_letter(sqs: Any, url: str) -> str:
