@@ -75,6 +75,8 @@ class RecordOutcome:
     """The envelope's first enqueue time (UTC): the start of the job's end-to-end latency."""
     lane: str | None = None
     """The lane of the queue the record came from (``default-fifo``: its DLQ is that lane's)."""
+    started_at: float | None = None
+    """When the job started (epoch seconds), if it ran."""
 
 
 Listener = Callable[[RecordOutcome], None]
@@ -141,6 +143,9 @@ class _Delivery:
 
     def outcome(self, outcome: str, **details: Any) -> RecordOutcome:
         env = self.envelope
+        ms = details.get("processing_ms")
+        if ms is not None:  # it ran, and ended now
+            details["started_at"] = time.time() - ms / 1000
         return RecordOutcome(
             message_id=self.message_id,
             outcome=outcome,

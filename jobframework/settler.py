@@ -25,12 +25,13 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from jobframework import envelope as wire
 from jobframework.dead_letter import dead_letter_message
-from jobframework.delivery import Outcome, RecordOutcome, _Batch, describe
+from jobframework.delivery import RecordOutcome, _Batch, describe, refusal_logged
+from jobframework.gates import dead_letter
 from jobframework.handback import copy_message
 from jobframework.retry import Reason
 from jobframework.state import JobState
@@ -48,14 +49,28 @@ SAGA_RETRY_SECONDS = 1
 
 
 def _ran(v: Verdict) -> dict[str, Any]:
-    """The attempt and start (ISO 8601, from its processing time) of a job that ran, for its saga."""
-    ran: dict[str, Any] = {"attempt": v.delivery.attempt}
-    ms = v.outcome.processing_ms if v.outcome is not None else None
-    if ms is not None:
-        ran["started_at"] = (datetime.now(UTC) - timedelta(milliseconds=ms)).isoformat(
-            timespec="milliseconds"
-        )
-    return ran
+    """The attempt and start (ISO 8601) of a job that ran, for its saga (nothing for one that did not:
+    a duplicate delivery, a record refused before running)."""
+    outcome = v.outcome
+    if outcome is None or outcome.started_at is None or outcome.duplicate:
+        return {}
+    started = datetime.fromtimestamp(outcome.started_at, UTC).isoformat(timespec="milliseconds")
+    return {"attempt": v.delivery.attempt, "started_at": started}
+
+
+def _undefined_saga(v: Verdict, exc: Exception, details: dict[str, Any]) -> None:
+    """Make ``v`` the dead letter of a saga job whose saga this consumer does not define (as every
+    dead letter is: logged with the job's keys, its status, outcome and metrics); a step that had
+    failed keeps why in the error."""
+    d = v.delivery
+    error = describe(exc)
+    if details.get("reason"):
+        error = f"{error} (the job had failed: {details['reason']}: {details.get('error') or '-'})"
+    with refusal_logged(d, Reason.UNKNOWN_SAGA, error, log):
+        ms = v.outcome.processing_ms if v.outcome is not None else None
+        letter = dead_letter(d, Reason.UNKNOWN_SAGA, error, processing_ms=ms)
+    v.kind, v.reason, v.error, v.status = letter.kind, letter.reason, letter.error, letter.status
+    v.outcome, v.copy = letter.outcome, False
 
 
 class Settler:
@@ -91,12 +106,7 @@ class Settler:
                 saga.on_step_event(self.consumer, env, event, **details, **_ran(v))
             except saga.UnknownSagaError as exc:
                 # Retried, it would fail the same way until SQS's own redrive moved it, reasonless.
-                error = describe(exc)
-                log.error("job %s (%s) dead-lettered (%s): %s", env.id, env.type, Reason.UNKNOWN_SAGA, error)
-                d = v.delivery
-                v.kind, v.reason, v.error, v.copy = Kind.DEAD_LETTER, Reason.UNKNOWN_SAGA, error, False
-                v.status = (JobState.DEAD, {"attempts": d.attempt, "error": error, "reason": v.reason.value})
-                v.outcome = d.outcome(Outcome.DEAD_LETTERED, reason=v.reason, error=error)
+                _undefined_saga(v, exc, details)
             except Exception:
                 # The job's effect is done (and recorded by idempotency): retried, it is skipped as a
                 # duplicate and the saga told again, which its conditional writes make happen once.

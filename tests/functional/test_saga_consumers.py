@@ -9,6 +9,7 @@ from pydantic import BaseModel
 
 from jobframework.client import JobClient
 from jobframework.consumer import consumer
+from jobframework.errors import PermanentError
 from jobframework.jobs import JobRegistry, job
 from jobframework.saga import SagaStatus, saga, step
 from jobframework.testing import consume_once, provision_fresh, receive_all
@@ -37,7 +38,21 @@ def ship(parcel: Parcel) -> None:
     ran.append(f"ship {parcel.parcel_id}")
 
 
+@job("u.decline", registry=registry, priority="high")
+def decline(parcel: Parcel) -> None:
+    raise PermanentError(f"{parcel.parcel_id} declined")
+
+
 shipping = saga("u.shipping", steps=[step(charge, compensate=refund), step(ship)], registry=registry)
+declining = saga("u.declining", steps=[step(decline)], registry=registry)
+
+
+def _without_the_sagas() -> JobRegistry:
+    """The same jobs, registered where no saga is defined (a consumer that lacks the saga module)."""
+    jobs = JobRegistry()
+    for j in registry:
+        jobs.register(j)
+    return jobs
 
 
 def _setup(jf_aws: Any) -> tuple[Any, Any, JobClient]:
@@ -52,20 +67,35 @@ def test_a_step_of_a_saga_the_consumer_does_not_define_is_dead_lettered_unknown_
     own redrive moved the record, with no reason, and the saga showed running for good."""
     config, sqs, client = _setup(jf_aws)
     shipping.start({"parcel_id": "p-1"}, client=client)
-    without_the_saga = JobRegistry()
-    for j in registry:
-        without_the_saga.register(j)
-    handler = consumer(without_the_saga, config=config, sqs_client=sqs)
+    without_the_saga = _without_the_sagas()
 
+    outcomes: list[Any] = []
+    handler = consumer(without_the_saga, config=config, sqs_client=sqs, listeners=[outcomes.append])
     records, response = consume_once(handler, sqs, config.endpoints("high").url)
 
     assert len(records) == 1 and response == {"batchItemFailures": []}  # settled: in the DLQ
     assert ran == ["charge p-1"]
+    [outcome] = outcomes  # told as every dead letter is: reason, error, how long it ran
+    assert (outcome.outcome, outcome.reason) == ("dead_lettered", "unknown-saga")
+    assert outcome.processing_ms is not None and outcome.started_at is not None
     [letter] = receive_all(sqs, config.endpoints("high").dlq_url)
     attrs = {k: v["StringValue"] for k, v in letter["MessageAttributes"].items()}
     assert attrs["jf-reason"] == "unknown-saga"
     assert "saga u.shipping is not defined on this consumer's registry" in attrs["jf-error"]
     assert json.loads(letter["Body"])["type"] == "u.charge"
+
+
+def test_a_failed_step_of_an_undefined_saga_keeps_why_it_failed(jf_aws):
+    config, sqs, client = _setup(jf_aws)
+    declining.start({"parcel_id": "p-3"}, client=client)
+    handler = consumer(_without_the_sagas(), config=config, sqs_client=sqs)
+
+    consume_once(handler, sqs, config.endpoints("high").url)
+
+    [letter] = receive_all(sqs, config.endpoints("high").dlq_url)
+    attrs = {k: v["StringValue"] for k, v in letter["MessageAttributes"].items()}
+    assert attrs["jf-reason"] == "unknown-saga"
+    assert attrs["jf-error"].endswith("(the job had failed: permanent: PermanentError: p-3 declined)")
 
 
 def test_an_untracked_steps_attempts_and_start_are_in_the_saga_record(jf_aws):
