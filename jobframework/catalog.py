@@ -24,7 +24,7 @@ from time import monotonic
 from typing import TYPE_CHECKING, Any
 
 from jobframework.config import ENV_TOPOLOGY_PARAMETER, JobRoute, RuntimeConfig
-from jobframework.errors import ConfigurationError, PayloadValidationError, UnknownJobError
+from jobframework.errors import ConfigurationError, EnqueueError, PayloadValidationError, UnknownJobError
 from jobframework.jobs import Priority, Profile, lane_name, lane_priority, lane_profile
 from jobframework.payloads import retry_horizon
 
@@ -316,6 +316,8 @@ class JobCatalog:
         Raises:
             UnknownJobError: not in the registry (``known``), the configuration or the parameter;
                 the message says where the client looked and what to set.
+            EnqueueError: the parameter's endpoint cannot be reached (nothing says the job is unknown;
+                try again; its cause is the connection error).
         """
         with self._lock:
             if name not in self._routes:
@@ -344,7 +346,7 @@ class JobCatalog:
         except ConfigurationError as exc:
             if _unreachable(exc):  # the endpoint is the problem, not the job's name: say that
                 self._read_at = None
-                raise exc.__cause__ from None  # type: ignore[misc]
+                raise EnqueueError(f"the job catalog could not be read: {exc}") from exc.__cause__
             self._read_error = str(exc).splitlines()[0]
             log.warning("reading the job catalog failed: %s", self._read_error)
             return
