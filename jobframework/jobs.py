@@ -223,6 +223,9 @@ class Job(Generic[P]):
 class JobRegistry:
     """Jobs by name. The consumer runs only registered jobs."""
 
+    registrations = 0
+    """Jobs registered in any registry of this process (a module that registers none is warned of)."""
+
     def __init__(self) -> None:
         self._jobs: dict[str, Job[Any]] = {}
 
@@ -234,6 +237,7 @@ class JobRegistry:
                 f"{existing.fn.__module__}.{existing.fn.__qualname__}; job names must be unique"
             )
         self._jobs[job_.name] = job_
+        JobRegistry.registrations += 1
 
     def get(self, name: str) -> Job[Any]:
         try:

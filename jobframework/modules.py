@@ -82,16 +82,20 @@ def import_job_modules(modules: Iterable[str], *, cwd_importable: bool = False) 
 
 
 def _registered() -> int:
-    from jobframework.jobs import registry
+    from jobframework.jobs import JobRegistry
 
-    return len(registry)
+    return JobRegistry.registrations
 
 
 def _defines_jobs(module: object) -> bool:
-    """``module`` holds a job, its own or imported (one registered in a registry of its own, say)."""
+    """``module`` holds a job or a saga, its own or imported (a saga module that imports its jobs)."""
     from jobframework.jobs import Job
 
-    return any(isinstance(v, Job) for v in vars(module).values())
+    kinds: tuple[type, ...] = (Job,)
+    definition = sys.modules.get("jobframework.saga.definition")  # (no saga without it loaded)
+    if definition is not None:
+        kinds = (Job, definition.Saga)
+    return any(isinstance(v, kinds) for v in vars(module).values())
 
 
 def _submodules_hint(module: object) -> str:

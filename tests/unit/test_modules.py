@@ -77,6 +77,26 @@ def test_a_job_module_that_registers_no_job_is_warned_about(tmp_path, monkeypatc
     assert caplog.records == []
 
 
+def test_a_saga_module_whose_jobs_are_imported_already_is_not_warned_about(tmp_path, monkeypatch, caplog):
+    package = tmp_path / "sagasvc"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "jobs.py").write_text(
+        "from pydantic import BaseModel\nfrom jobframework import JobRegistry, job\n"
+        "registry = JobRegistry()\nclass P(BaseModel):\n    n: int\n"
+        "@job('sagasvc.a', registry=registry)\ndef a(p: P) -> None:\n    pass\n"
+    )
+    (package / "sagas.py").write_text(
+        "from jobframework.saga import saga, step\nfrom sagasvc import jobs\n"
+        "flow = saga('sagasvc.flow', steps=[step(jobs.a)], registry=jobs.registry)\n"
+    )
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    with caplog.at_level("WARNING", logger="jobframework.modules"):
+        import_job_modules(["sagasvc.jobs", "sagasvc.sagas"], cwd_importable=True)
+    assert caplog.records == []
+
+
 def test_consumer_is_the_function_whatever_was_imported_first(tmp_path: Path):
     """`from jobframework import consumer` is callable even after `import jobframework.consumer`."""
     script = (
