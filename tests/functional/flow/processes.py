@@ -7,10 +7,12 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator, Sized
 from contextlib import contextmanager
 from pathlib import Path
+from typing import IO
 
 from jobframework.topology import RuntimeConfig
 from tests.functional.conftest_local import cli_env
@@ -37,19 +39,39 @@ def two_workers(config: RuntimeConfig, ledger: Path, lane: str, jobs: str) -> It
         for _ in range(2)
     ]
     errors: list[str] = []
+    stderr: list[list[bytes]] = [[] for _ in workers]
+    readers: list[threading.Thread] = []
     try:
-        for w in workers:  # each polls once it has printed its first line
+        for w, kept in zip(workers, stderr, strict=True):  # each polls once it has printed its first line
             assert w.stdout is not None and w.stdout.readline().startswith(b"jf worker: polling")
+            # Both pipes read to the end (a line per job outcome would fill one left unread).
+            readers += [_drain(w.stdout, None), _drain(w.stderr, kept)]
         yield errors
     finally:
         for w in workers:
             w.send_signal(signal.SIGTERM)
         for w in workers:
             try:
-                errors.append(w.communicate(timeout=30)[1].decode(errors="replace")[-2000:])
+                w.wait(timeout=30)
             except subprocess.TimeoutExpired:
                 w.kill()
-                errors.append(w.communicate()[1].decode(errors="replace")[-2000:])
+                w.wait()
+        for reader in readers:
+            reader.join(timeout=5)
+        errors += [b"".join(kept).decode(errors="replace")[-2000:] for kept in stderr]
+
+
+def _drain(pipe: IO[bytes] | None, kept: list[bytes] | None) -> threading.Thread:
+    """A thread that reads ``pipe`` to its end, keeping what it read in ``kept`` (if given)."""
+
+    def read() -> None:
+        for line in pipe or ():
+            if kept is not None:
+                kept.append(line)
+
+    thread = threading.Thread(target=read, daemon=True)
+    thread.start()
+    return thread
 
 
 def rounds_until_two_ran(
