@@ -239,7 +239,7 @@ def worker(  # noqa: PLR0917
         _check_reachable(sqs, poller.url)
     children = _spawn_worker_processes(worker_processes(pollers, topology, processes) - 1)
     wait_seconds = wait if wait is not None else (0 if config.endpoint_url else 1)
-    handler = consumer(registry, config=config, sqs_client=sqs, listeners=[outcome_listener()])
+    handler = consumer(registry, config=config, sqs_client=sqs, listeners=[outcome_listener(always=False)])
     emulator = Emulator(
         pollers,
         handler,

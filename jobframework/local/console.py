@@ -71,10 +71,14 @@ _RESTATES = re.compile(
 """The consumer's messages that an outcome line says again (matched against the message template)."""
 
 
-def outcome_listener() -> Listener:
-    """A consumer listener that logs each record's outcome (see the module's docstring for its keys)."""
+def outcome_listener(*, always: bool = True) -> Listener:
+    """A consumer listener that logs each record's outcome (see the module's docstring for its keys).
+
+    ``always``: at INFO whatever ``POWERTOOLS_LOG_LEVEL`` says for the rest (``jf dev``); else the
+    level says (``jf worker``: at ``WARNING``, only retries and dead letters)."""
     log = logging.getLogger(OUTCOMES_LOGGER)
-    log.setLevel(logging.INFO)  # outcome lines show whatever POWERTOOLS_LOG_LEVEL says for the rest
+    if always:
+        log.setLevel(logging.INFO)
 
     def emit(outcome: RecordOutcome) -> None:
         keys = outcome_keys(outcome)
