@@ -18,7 +18,6 @@ settler (:mod:`jobframework.settler`) applies the batch's verdicts together.
 from __future__ import annotations
 
 import logging
-import math
 import time
 from collections.abc import Sequence
 from functools import partial
@@ -57,7 +56,7 @@ from jobframework.gates import (
 )
 from jobframework.heartbeat import Hold, heartbeat
 from jobframework.idempotency import AlreadyInProgress, KeyHold
-from jobframework.retry import MAX_RETRY_DELAY_SECONDS, Action, Reason, classify
+from jobframework.retry import Action, Reason, classify, visibility_delay
 from jobframework.running import call
 from jobframework.state import JobState, summarize
 from jobframework.telemetry import job_logger
@@ -180,10 +179,7 @@ class Pipeline:
                     result = summarize(call(job, payload, ctx))
         except AlreadyInProgress as exc:
             # Back when the other delivery's in-progress record expires (or, if unknown, a job timeout).
-            delay = min(
-                MAX_RETRY_DELAY_SECONDS,
-                math.ceil((exc.retry_after if exc.retry_after is not None else job.timeout) + 1),
-            )
+            delay = visibility_delay((exc.retry_after if exc.retry_after is not None else job.timeout) + 1)
             log.info(
                 "job %s (%s) is running in another delivery; checking again in %ds", env.id, env.type, delay
             )
@@ -260,7 +256,7 @@ class Pipeline:
             )
             return dead_letter(d, Reason.BUDGET, error, processing_ms=elapsed_ms)
         if decision.action is Action.RETRY:
-            delay = min(MAX_RETRY_DELAY_SECONDS, math.ceil(decision.delay))
+            delay = visibility_delay(decision.delay)
             if decision.transient:
                 log.warning(
                     "job %s (%s) attempt %d/%d failed, retry in %ds: %s",

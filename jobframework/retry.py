@@ -33,6 +33,18 @@ MAX_RETRY_DELAY_SECONDS = MAX_VISIBILITY_SECONDS - 900
 """The longest delay the consumer can set: SQS counts the 12 hours from the receive, and a record may
 have waited up to the batching window (5 minutes) and its batch's run (up to 15 minutes) before."""
 
+
+def visibility_delay(seconds: float) -> int:
+    """A retry delay as the consumer sets it: whole seconds (SQS's visibility), rounded up, at most
+    :data:`MAX_RETRY_DELAY_SECONDS`.
+
+    Example:
+        >>> visibility_delay(0.5), visibility_delay(2.0), visibility_delay(10**9)
+        (1, 2, 42300)
+    """
+    return min(MAX_RETRY_DELAY_SECONDS, math.ceil(seconds))
+
+
 RandomSource = Callable[[], float]
 """A source of floats uniform in [0, 1), e.g. ``random.Random(7).random``."""
 

@@ -216,15 +216,13 @@ def retry_plan(
     except UnknownJobError:
         known = ", ".join(j.name for j in registry) or "none"
         raise CliError(f"no job named {job_type!r} is registered (known: {known})") from None
-    import math
-
-    from jobframework.retry import MAX_RETRY_DELAY_SECONDS
+    from jobframework.retry import visibility_delay
 
     rows = []
     low_total = high_total = 0.0
     for attempt, exact_low, exact_high in job.retry.schedule():
         # As the consumer sets them: SQS hides a message for whole seconds (rounded up).
-        low, high = (min(MAX_RETRY_DELAY_SECONDS, math.ceil(d)) for d in (exact_low, exact_high))
+        low, high = visibility_delay(exact_low), visibility_delay(exact_high)
         low_total += low
         high_total += high
         rows.append(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import signal
 import subprocess
 import sys
@@ -110,7 +111,7 @@ def dev(  # noqa: PLR0917
     try:
         aws = EmbeddedAWS(port).start()
     except OSError as exc:  # a port in use is a bad --port (exit 2, as jf ui says it)
-        code = EXIT_USAGE if "in use" in str(exc) else EXIT_FAILED
+        code = EXIT_USAGE if exc.errno == errno.EADDRINUSE else EXIT_FAILED
         raise CliError(f"cannot start the embedded AWS on port {port}: {exc}", code) from exc
     try:
         # The consumer's own clients (DynamoDB, S3) come from boto3's default session: size it too.

@@ -56,9 +56,11 @@ def _check_free(port: int) -> None:
         try:
             s.bind(("127.0.0.1", port))
         except OSError as exc:
-            raise OSError(
+            taken = OSError(
                 f"port {port} is in use by another program (stop it, or pick another with --port)"
-            ) from exc
+            )
+            taken.errno = exc.errno  # EADDRINUSE: what jf dev tells apart
+            raise taken from exc
 
 
 def free_port() -> int:
