@@ -160,12 +160,17 @@ def run_inline(
     key: str | None = None,
     timeout: float | None = None,
     job_id: str | None = None,
+    payload_version: int | None = None,
 ) -> Any:
-    """Run a job in-process as the consumer would (payload validated, a real ``JobContext``).
+    """Run a job in-process as the consumer would (payload upgraded and validated, a real
+    ``JobContext``).
 
     Args:
         job: the job (what ``@job`` returned).
         payload: its model, or a dict validated against it (pydantic ``ValidationError`` otherwise).
+        payload_version: the version of a dict ``payload`` (default the job's ``version``): an older
+            one goes through the job's ``upgrade=`` steps first, as the consumer's would
+            (``PayloadVersionError`` when they cannot take it).
         attempt: ``ctx.attempt`` (``ctx.is_last_attempt`` when it is the job's ``max_attempts``).
         key: ``ctx.key``; the job's ``key=`` function's, else the job id, when ``None``.
         timeout: seconds of the fake Lambda invocation (``ctx.remaining_time``); the job's timeout + 5.
@@ -174,6 +179,10 @@ def run_inline(
     Returns what the job returns (an ``async def`` job is awaited); its exceptions propagate, so a test
     can assert on them. Nothing touches AWS: no queue, no idempotency record, no status.
     """
+    if payload_version is not None and payload_version != job.version:
+        if not isinstance(payload, dict):
+            raise TypeError("payload_version= upgrades a payload given as a dict (an old version's data)")
+        payload = job.upgrade(payload, payload_version)
     model = job.validate(payload)
     trace = new_trace()
     context = FakeLambdaContext(timeout or job.timeout + 5)

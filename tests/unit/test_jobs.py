@@ -4,12 +4,18 @@ from __future__ import annotations
 
 import json
 from datetime import timedelta
+from typing import Any
 
 import pytest
 from pydantic import BaseModel
 
 from jobframework.envelope import Envelope, parse_body
-from jobframework.errors import ConfigurationError, DuplicateJobError, MalformedMessageError
+from jobframework.errors import (
+    ConfigurationError,
+    DuplicateJobError,
+    MalformedMessageError,
+    PayloadVersionError,
+)
 from jobframework.jobs import JobContext, JobRegistry, Priority, Schedule, job
 from jobframework.retry import RetryPolicy
 from jobframework.testing import run_inline
@@ -36,6 +42,27 @@ def test_job_takes_its_model_from_the_first_parameter(reg):
     assert reg.get("orders.ship") is ship
     assert ship.key_for(Order(order_id="7")) == "ship:7"
     assert run_inline(ship, {"order_id": "7"}, attempt=2) == "7@2"
+
+
+class Person(BaseModel):
+    first: str
+    last: str
+
+
+def _split(v1: dict[str, Any]) -> dict[str, Any]:
+    first, _, last = v1["name"].partition(" ")
+    return {"first": first, "last": last}
+
+
+def test_run_inline_upgrades_an_old_payload_as_the_consumer_does(reg):
+    @job("people.greet", registry=reg, version=2, upgrade={1: _split})
+    def greet(person: Person) -> str:
+        return f"{person.last}, {person.first}"
+
+    assert run_inline(greet, {"name": "Ada Lovelace"}, payload_version=1) == "Lovelace, Ada"
+    assert run_inline(greet, {"first": "Alan", "last": "Turing"}) == "Turing, Alan"  # current version
+    with pytest.raises(PayloadVersionError, match="newer than this consumer's 2"):
+        run_inline(greet, {"first": "x", "last": "y"}, payload_version=3)
 
 
 def test_run_inline_gives_the_context_the_id_key_and_attempt_asked_for(reg):
