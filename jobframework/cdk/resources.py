@@ -44,13 +44,15 @@ from jobframework.topology import (
 
 PRODUCER_TABLE_ACTIONS: tuple[str, ...] = (
     "dynamodb:GetItem",
+    "dynamodb:Query",
     "dynamodb:PutItem",
     "dynamodb:UpdateItem",
     "dynamodb:DeleteItem",
 )
-PRODUCER_LEADING_KEYS: tuple[str, ...] = ("dedup#*", "job#*", "saga#*")
-"""A producer writes dedup markers and the ``queued`` status, reads status, and starts sagas (by writing
-the saga record); nothing else of the state table (not the budget counters)."""
+PRODUCER_LEADING_KEYS: tuple[str, ...] = ("dedup#*", "job#*", "saga#*", "debounce#*")
+"""A producer writes dedup markers and the ``queued`` status, reads status (a ``Query`` of the job's
+items), joins debounce windows, and starts sagas (by writing the saga record); nothing else of the
+state table (not the budget counters)."""
 
 
 class JobResources(Construct):
@@ -243,8 +245,6 @@ class JobResources(Construct):
             consumer_roles += self.container_workers.task_roles.values()
         for role in consumer_roles:
             self.payloads.grant_get(role)
-            if self.signing_keys is not None:
-                self.signing_keys.grant_read(role)
 
         self.schedules: Schedules | None = None
         if topology.schedules:
@@ -287,6 +287,11 @@ class JobResources(Construct):
             description=f"jobframework {prefix}: queue URLs and ARNs, table names (a RuntimeConfig)",
             string_value=self._parameter_value(),
         )
+
+        # A consumer is a producer too: it hands records back as copies to its own queue (limits,
+        # releases, deferred runs), sends a saga's next step, and a job may enqueue others.
+        for role in consumer_roles:
+            self.grant_enqueue(role)
 
         self.api: JobApi | None = None
         if api:
@@ -348,9 +353,10 @@ class JobResources(Construct):
     def grant_enqueue(self, grantee: iam.IGrantable) -> None:
         """What a producer service needs and nothing more: SendMessage (and the queue attributes and
         URL lookups boto3 makes) on every lane's queue; read of the topology parameter; PutObject on the
-        payload bucket's objects; Get/Put/Update/DeleteItem on the ``dedup#``, ``job#`` and ``saga#``
-        items of the state table (``dynamodb:LeadingKeys``); CreateSchedule in the delay group and
-        PassRole of the scheduler role; read of the signing keys when signing is on.
+        payload bucket's objects; Get/Query/Put/Update/DeleteItem on the ``dedup#``, ``job#``, ``saga#``
+        and ``debounce#`` items of the state table (``dynamodb:LeadingKeys``); CreateSchedule in the delay
+        group and PassRole of the scheduler role; read of the signing keys when signing is on. Every
+        consumer has it too (hand-back copies, a saga's next step, jobs that enqueue jobs).
         """
         for q in self.queues.values():
             q.queue.grant_send_messages(grantee)

@@ -39,9 +39,12 @@ TABLE_ACTIONS: tuple[str, ...] = (
     "dynamodb:DeleteItem",
     "dynamodb:ConditionCheckItem",
     "dynamodb:Query",
+    "dynamodb:BatchWriteItem",
+    "dynamodb:BatchGetItem",
 )
-"""Item-level read/write (idempotency records, dedup markers, status, saga records, budget counters):
-no Scan, no streams, no table management."""
+"""Item-level read/write (idempotency records, dedup markers, status, saga records, budget counters;
+a batch's statuses in ``BatchWriteItem``, ordered groups' heads in ``BatchGetItem``): no Scan, no
+streams, no table management."""
 DEFAULT_DEPLOYMENT_CONFIG = codedeploy.LambdaDeploymentConfig.CANARY_10_PERCENT_5_MINUTES
 """10 % of invocations go to the new version for 5 minutes, then all of them (unless an alarm fires)."""
 CODEDEPLOY_MANAGED_POLICY = (
@@ -99,7 +102,9 @@ class Workers(Construct):
 
     Grants are least privilege: consume (receive, delete, change visibility, get attributes) on its
     own queues, SendMessage on its own queues' DLQs, item read/write on the two tables, logs on its own
-    log group; X-Ray ``PutTraceSegments`` needs ``Resource: *`` (acknowledged for cdk-nag).
+    log group (and, from :class:`~jobframework.cdk.resources.JobResources`, what a producer has: a
+    consumer hands records back to its queue and sends a saga's next steps); X-Ray
+    ``PutTraceSegments`` needs ``Resource: *`` (acknowledged for cdk-nag).
 
     Raises:
         ConfigurationError: a lane batches more than 10 records without a batching window.

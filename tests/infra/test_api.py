@@ -53,7 +53,9 @@ def test_api_function_has_enqueue_rights_and_reads_job_status(synth):
         "dedup#*",
         "job#*",
         "saga#*",
+        "debounce#*",
     ]
+    assert "dynamodb:Query" in table["Action"]  # GET /jobs/{id} reads the job's items with a Query
 
 
 def test_api_gateway_may_invoke_the_api_function(synth):

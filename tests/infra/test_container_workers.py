@@ -98,7 +98,9 @@ def test_critical_lane_keeps_at_least_one_task(profiles):
     assert len(_policy(profiles, "StepScaling")) == 1  # only the lane that can be at zero
 
 
-def test_task_role_consumes_only_its_own_queue_and_sends_only_to_its_dlq(synth):
+def test_task_role_consumes_only_its_own_queue_and_sends_to_its_dlq_and_the_queues(synth):
+    """It receives from its own queue only; it sends to its DLQ, and as a producer to every lane's
+    queue (hand-back copies to its own, a saga's next step), never to another lane's DLQ."""
     template = synth.template_json()
     [policy] = [
         r["Properties"]["PolicyDocument"]["Statement"]
@@ -106,14 +108,13 @@ def test_task_role_consumes_only_its_own_queue_and_sends_only_to_its_dlq(synth):
         if k.startswith("ContainerWorkersLowTaskTaskRoleDefaultPolicy")
     ]
     sqs = [s for s in policy if any(str(a).startswith("sqs:") for a in _as_list(s["Action"]))]
-    resources = {s["Resource"]["Fn::GetAtt"][0] for s in sqs}
-    assert {r.split("Queue")[0] for r in resources} == {"Low"}
     receive = [s for s in sqs if "sqs:ReceiveMessage" in _as_list(s["Action"])]
-    assert receive and all(
-        not s["Resource"]["Fn::GetAtt"][0].startswith("LowQueueDeadLetter") for s in receive
-    )
-    send = [s for s in sqs if "sqs:SendMessage" in _as_list(s["Action"])]
-    assert [s["Resource"]["Fn::GetAtt"][0].startswith("LowQueueDeadLetterQueue") for s in send] == [True]
+    assert [s["Resource"]["Fn::GetAtt"][0].split("Queue")[0] for s in receive] == ["Low"]
+    assert not any(s["Resource"]["Fn::GetAtt"][0].startswith("LowQueueDeadLetter") for s in receive)
+    send = {s["Resource"]["Fn::GetAtt"][0] for s in sqs if "sqs:SendMessage" in _as_list(s["Action"])}
+    dead_letter_queues = {r for r in send if "DeadLetter" in r}
+    assert [r.startswith("LowQueueDeadLetterQueue") for r in dead_letter_queues] == [True]
+    assert {r.split("Queue")[0] for r in send - dead_letter_queues} == {"Critical", "High", "Default", "Low"}
 
 
 def _as_list(value):

@@ -94,7 +94,7 @@ def test_prod_keeps_payloads_longer_than_its_dead_letters():
     assert StageConfig.for_stage("dev").payload_expiry_days == 7
 
 
-def test_consumers_may_get_payload_objects_and_list_the_bucket_and_nothing_else(synth):
+def test_consumers_may_get_and_put_payload_objects_and_list_the_bucket_and_nothing_else(synth):
     template = synth.template_json()
     checked = 0
     for logical_id, resource in template["Resources"].items():
@@ -106,6 +106,8 @@ def test_consumers_may_get_payload_objects_and_list_the_bucket_and_nothing_else(
             "s3:GetObject": {"Fn::Join": ["", [{"Fn::GetAtt": ["PayloadBucket", "Arn"]}, "/*"]]},
             # ListBucket: a missing key answers 404 (payload-missing), not 403 (a permission error).
             "s3:ListBucket": {"Fn::GetAtt": ["PayloadBucket", "Arn"]},
+            # PutObject: a job it sends (a saga's next step, a job's own) may offload its payload.
+            "s3:PutObject": {"Fn::Join": ["", [{"Fn::GetAtt": ["PayloadBucket", "Arn"]}, "/*"]]},
         }
         checked += 1
     assert checked

@@ -103,6 +103,7 @@ def test_enqueue_grant_has_nothing_beyond_what_a_producer_uses(synth):
         "ssm:GetParameterHistory",
         "s3:PutObject",
         "dynamodb:GetItem",
+        "dynamodb:Query",
         "dynamodb:PutItem",
         "dynamodb:UpdateItem",
         "dynamodb:DeleteItem",
@@ -111,18 +112,50 @@ def test_enqueue_grant_has_nothing_beyond_what_a_producer_uses(synth):
     }
 
 
-def test_enqueue_grant_touches_only_dedup_job_and_saga_items_of_the_state_table(synth):
+def test_enqueue_grant_touches_only_dedup_job_saga_and_debounce_items_of_the_state_table(synth):
+    """``JobClient.status`` is a Query of the job's items; a debounced enqueue joins ``debounce#<key>``:
+    both were refused (tests on the embedded AWS check no IAM)."""
     [statement] = _with_action_prefix(_producer_statements(synth), "dynamodb:")
     assert sorted(statement["Action"]) == [
         "dynamodb:DeleteItem",
         "dynamodb:GetItem",
         "dynamodb:PutItem",
+        "dynamodb:Query",
         "dynamodb:UpdateItem",
     ]
     assert statement["Resource"]["Fn::GetAtt"][0].startswith("TablesStateTable")
     assert statement["Condition"] == {
-        "ForAllValues:StringLike": {"dynamodb:LeadingKeys": ["dedup#*", "job#*", "saga#*"]}
+        "ForAllValues:StringLike": {"dynamodb:LeadingKeys": ["dedup#*", "job#*", "saga#*", "debounce#*"]}
     }
+
+
+def _role_statements(template: dict[str, Any], role: str) -> list[dict[str, Any]]:
+    return [s for logical_id, s in _identity_statements(template) if logical_id.startswith(role)]
+
+
+def test_every_consumer_may_write_a_batchs_statuses_and_read_ordered_groups(synth):
+    """The consumer writes a batch's statuses with BatchWriteItem and reads ordered groups' heads with
+    BatchGetItem: without them every tracked job's outcome was refused (logged, never written)."""
+    template = synth.template_json()
+    for role in ("WorkersCriticalRole", "WorkersSharedRole", "ContainerWorkersLowTaskTaskRole"):
+        on_state = [
+            s
+            for s in _role_statements(template, role)
+            if "TablesStateTable" in json.dumps(s["Resource"]) and "dynamodb:GetItem" in _as_list(s["Action"])
+        ]
+        actions = {a for s in on_state for a in _as_list(s["Action"])}
+        assert {"dynamodb:BatchWriteItem", "dynamodb:BatchGetItem"} <= actions, (role, sorted(actions))
+
+
+def test_every_consumer_may_send_to_every_queue(synth):
+    """A consumer hands records back as copies to its own queue (rate and concurrency limits, releases,
+    deferred runs) and sends a saga's next step to that step's lane: SendMessage was on its DLQs only."""
+    template = synth.template_json()
+    for role in ("WorkersCriticalRole", "WorkersSharedRole", "ContainerWorkersLowTaskTaskRole"):
+        sends = [s for s in _role_statements(template, role) if "sqs:SendMessage" in _as_list(s["Action"])]
+        queues = {json.dumps(s["Resource"]) for s in sends}
+        for lane in ("Critical", "High", "Default", "Low"):
+            assert any(f'"{lane}Queue' in q for q in queues), (role, lane, sorted(queues))
 
 
 def test_enqueue_grant_puts_objects_of_the_payload_bucket_only(synth):
@@ -203,6 +236,10 @@ def test_every_cdk_nag_acknowledgment_is_narrow_and_has_a_reason(synth):
         (f"{stack}/ExampleProducer", payload_objects),
         (f"{jobs}/Api/Role", delay_schedules),
         (f"{stack}/ExampleProducer", delay_schedules),
+        # consumers enqueue too (a saga's wait beyond 15 minutes, a job's own long delay)
+        (f"{jobs}/Workers/CriticalRole", delay_schedules),
+        (f"{jobs}/Workers/SharedRole", delay_schedules),
+        (f"{jobs}/ContainerWorkers/LowTask/TaskRole", delay_schedules),
         (f"{jobs}/Payloads/Bucket", "AwsSolutions::AwsSolutions-S1"),
         (f"{jobs}/Schedules/DeadLetterQueue", "AwsSolutions::AwsSolutions-SQS3"),
     }
