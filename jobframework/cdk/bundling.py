@@ -212,18 +212,32 @@ def check_job_modules(bundle: Path, job_modules: Sequence[str], *, python_versio
     standard library and the provided distributions (as the function would).
 
     With another Python here than the runtime's, a compiled extension built for the runtime cannot
-    load here: such a failure (a missing module whose extension file is in the bundle, or a syntax
-    error) is not held against the bundle, and a module that is simply absent still fails.
+    load here: a package of the bundle that fails so (a missing module whose extension file is in the
+    package, or a syntax error in one of its files) is stood in for by a stub, and the check goes on;
+    a module that is simply absent still fails, wherever it comes in the job modules.
 
     Raises:
         ConfigurationError: a job module is not in the bundle or cannot be imported from it.
     """
     if not job_modules:
         return
+    same_python = f"{sys.version_info.major}.{sys.version_info.minor}" == python_version
     with tempfile.TemporaryDirectory(prefix="jf-provided-") as view:
         _link_provided(Path(view))
+        other_python = "0" if same_python else "1"
         result = subprocess.run(
-            [sys.executable, "-I", "-S", "-B", "-c", _CHECK_SCRIPT, str(bundle), view, *job_modules],
+            [
+                sys.executable,
+                "-I",
+                "-S",
+                "-B",
+                "-c",
+                _CHECK_SCRIPT,
+                str(bundle),
+                view,
+                other_python,
+                *job_modules,
+            ],
             capture_output=True,
             text=True,
             timeout=CHECK_TIMEOUT,
@@ -236,12 +250,6 @@ def check_job_modules(bundle: Path, job_modules: Sequence[str], *, python_versio
         outcome = {"module": job_modules[0], "error": "ImportError", "message": result.stderr.strip()[-500:]}
     if outcome.get("ok"):
         return
-    same_python = f"{sys.version_info.major}.{sys.version_info.minor}" == python_version
-    missing = outcome.get("missing") or ""
-    if not same_python and (
-        outcome["error"] == "SyntaxError" or (missing and _has_extension(bundle, missing.rsplit(".", 1)[-1]))
-    ):
-        return
     raise ConfigurationError(
         f"job module {outcome['module']} cannot be imported from the Lambda asset ({bundle}): "
         f"{outcome['error']}: {outcome['message']}. Ship its package (packages=, code_root=) and declare "
@@ -250,17 +258,56 @@ def check_job_modules(bundle: Path, job_modules: Sequence[str], *, python_versio
 
 
 _CHECK_SCRIPT = """
-import importlib, json, sys
-bundle, view, modules = sys.argv[1], sys.argv[2], sys.argv[3:]
+import importlib, json, os, sys, types
+bundle, view, other_python, modules = sys.argv[1], sys.argv[2], sys.argv[3] == "1", sys.argv[4:]
 sys.path[:0] = [bundle, view]
+
+
+class Stub(types.ModuleType):
+    # A package built for the runtime's Python: whatever the job module takes from it.
+    def __getattr__(self, attr):
+        if attr.startswith("__"):
+            raise AttributeError(attr)
+        return Stub(self.__name__ + "." + attr)
+
+    def __call__(self, *args, **kwargs):
+        return self
+
+
+def runtime_only(exc):
+    # The top-level package of the bundle that cannot load on this Python, if that is why.
+    if not other_python:
+        return None
+    if isinstance(exc, SyntaxError) and exc.filename and exc.filename.startswith(bundle + os.sep):
+        return os.path.relpath(exc.filename, bundle).split(os.sep)[0].removesuffix(".py")
+    missing = getattr(exc, "name", None) if isinstance(exc, ImportError) else None
+    if not missing:
+        return None
+    top = missing.split(".")[0]
+    package = os.path.join(bundle, top)
+    stem = missing.rsplit(".", 1)[-1] + "."
+    for root, _, files in os.walk(package):
+        if any(f.startswith(stem) and f.endswith(".so") for f in files):
+            return top
+    return None
+
+
 for name in ["jobframework.consumer", *modules]:
-    try:
-        importlib.import_module(name)
-    except BaseException as exc:
-        missing = getattr(exc, "name", None) if isinstance(exc, ImportError) else None
-        print(json.dumps({"module": name, "error": type(exc).__name__, "message": str(exc),
-                          "missing": missing}))
-        sys.exit(0)
+    while True:
+        try:
+            importlib.import_module(name)
+            break
+        except BaseException as exc:
+            top = runtime_only(exc)
+            if top and not isinstance(sys.modules.get(top), Stub):
+                for loaded in [m for m in sys.modules if m == top or m.startswith(top + ".")]:
+                    del sys.modules[loaded]
+                sys.modules[top] = Stub(top)
+                continue
+            missing = getattr(exc, "name", None) if isinstance(exc, ImportError) else None
+            print(json.dumps({"module": name, "error": type(exc).__name__, "message": str(exc),
+                              "missing": missing}))
+            sys.exit(0)
 print(json.dumps({"ok": True}))
 """
 
@@ -276,10 +323,6 @@ def _link_provided(view: Path) -> None:
             source = Path(str(dist.locate_file(top)))
             if top not in IGNORED_DIRS and top != "bin" and source.exists() and not (view / top).exists():
                 (view / top).symlink_to(source)
-
-
-def _has_extension(bundle: Path, stem: str) -> bool:
-    return any(p.name.startswith(f"{stem}.") for p in bundle.rglob("*.so"))
 
 
 def _framework_dir() -> Path:
