@@ -86,8 +86,9 @@ class Invoice(BaseModel):
     track=True,
 )
 def render_invoice(invoice: Invoice, ctx: JobContext) -> str:
-    """A keyed, tracked job: enqueues with the same key within the dedup window send one message,
-    the consumer runs the key once (its idempotency record), and ``jf status ID`` shows where it is."""
+    """A keyed, tracked job: the consumer runs each key once (its idempotency record), and ``jf status
+    ID`` shows where it is. (A second enqueue of the key still sends a message, skipped as a duplicate
+    when it runs; ``dedup_window=`` on the job makes the enqueue itself send nothing.)"""
     return f"invoices/{invoice.invoice_id}.pdf"
 
 
@@ -190,8 +191,9 @@ Lambda consumers, retries with backoff, dead letters, schedules. The jobs are in
 
 ## Run it locally (embedded AWS, no account)
 
-    .venv/bin/jf dev --jobs $package.jobs
-    .venv/bin/jf enqueue $prefix.greet '{"name": "Ada"}'     # in another terminal
+    .venv/bin/jf dev --jobs $package.jobs --port 4566
+    # in another terminal: paste the export lines jf dev printed, then
+    .venv/bin/jf enqueue $prefix.greet '{"name": "Ada"}'
 
 ## Test it
 
