@@ -1,7 +1,8 @@
 """CPU per message of ``consumer()`` against a bare Powertools BatchProcessor.
 
 Both process the same batch of 10 no-op jobs. The baseline's record handler only
-parses the body with the same pydantic models; ``consumer()`` adds what it is for:
+parses the body with the same pydantic models; the records are as ``JobClient`` sends them (with
+the producer's ``traceparent``); ``consumer()`` adds what it is for:
 registry lookup, payload validation, the job context, log correlation, the trace
 span, classification and metrics (EMF, written to a buffer). No AWS call happens
 on the success path. Runs alternate between the two and the ratio of the medians
@@ -30,8 +31,9 @@ from pydantic import BaseModel
 from jobframework.consumer import consumer
 from jobframework.envelope import Envelope
 from jobframework.jobs import JobRegistry, job
-from jobframework.testing import FakeLambdaContext, sqs_event
+from jobframework.testing import FakeLambdaContext, sqs_event, sqs_record
 from jobframework.topology import QueueEndpoints, RuntimeConfig
+from jobframework.tracing import new_trace
 
 ARN = "arn:aws:sqs:us-east-1:123456789012:bench-default"
 
@@ -60,8 +62,17 @@ def noop(ping: Ping) -> None:
 
 
 def make_event() -> dict[str, Any]:
+    """Ten records as ``JobClient`` sends them: the envelope, its ``jf-type`` and the producer's
+    ``traceparent`` (the client always sends one; the consumer continues it)."""
     return sqs_event(
-        *(Envelope.new("bench.noop", {"user_id": f"u{i}", "count": i}) for i in range(10)), queue_arn=ARN
+        *(
+            sqs_record(
+                Envelope.new("bench.noop", {"user_id": f"u{i}", "count": i}),
+                queue_arn=ARN,
+                message_attributes={"traceparent": new_trace().traceparent},
+            )
+            for i in range(10)
+        )
     )
 
 
