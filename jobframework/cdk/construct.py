@@ -51,8 +51,9 @@ class JobFramework(JobResources):
     alarms and the dashboard of the jobs declared in ``job_modules``, for one app and stage.
 
     Props (all keyword-only; only ``job_modules`` is required):
-        job_modules: the modules that declare the ``@job`` functions, e.g. ``["billing.jobs"]``. They
-            are imported at synth (to derive the topology) and by the consumers (``JF_JOBS``).
+        job_modules: the modules that declare the ``@job`` functions, e.g. ``["billing.jobs"]`` (or
+            ``"billing.jobs,billing.sagas"``). They are imported at synth (to derive the topology) and
+            by the consumers (``JF_JOBS``).
         stage: default ``"dev"``; ``"prod"`` retains data and keeps logs a year (:class:`StageConfig`).
         app_name: the prefix of every resource name, default ``"jf"`` (``jf-dev-high``).
         settings: queue and consumer tuning (:class:`TopologySettings`); default from ``app_name`` and
@@ -117,6 +118,8 @@ class JobFramework(JobResources):
         vpc: ec2.IVpc | None = None,
         outputs: bool = True,
     ) -> None:
+        if isinstance(job_modules, str):  # (a string is a sequence too: of one-letter "modules")
+            job_modules = job_modules.split(",")
         modules = [m.strip() for m in job_modules if m.strip()]
         if not modules:
             raise ConfigurationError(

@@ -69,6 +69,22 @@ def _framework(stack: Stack, root: Path, package: str, registry: JobRegistry, **
     )
 
 
+def test_job_modules_given_as_one_string_are_module_names_not_letters(tmp_path):
+    """A string is a sequence too: ``job_modules="shop.jobs"`` was read as the modules 's', 'h', ..."""
+    package, registry = _project(tmp_path / "src")
+    jobs = JobFramework(
+        Stack(App(), "S"),
+        "Jobs",
+        job_modules=f"{package}.jobs",
+        registry=registry,
+        code_root=tmp_path / "src",
+        app_name="shop",
+        api=False,
+        requirements=(),
+    )
+    assert jobs.job_modules == (f"{package}.jobs",)
+
+
 def test_the_construct_goes_into_a_stack_of_the_team_and_exposes_what_it_built(tmp_path):
     package, registry = _project(tmp_path / "src")
     stack = Stack(App(), "ShopService")
