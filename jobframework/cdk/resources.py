@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 
-from aws_cdk import CfnOutput, Stack
+from aws_cdk import Annotations, CfnOutput, Stack
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_ecs as ecs
 from aws_cdk import aws_iam as iam
@@ -118,6 +118,13 @@ class JobResources(Construct):
         self.code = code
         self.topology = topology
         stage = stage_config or StageConfig.for_stage(topology.stage)
+        if stage_config is None and topology.stage not in ("dev", "prod"):
+            Annotations.of(self).add_warning_v2(
+                "jobframework:stage",
+                f"stage {topology.stage!r} gets dev's settings: its queues, tables and bucket are deleted "
+                "with the stack and logs kept 2 weeks; only 'prod' retains data (or pass stage_config="
+                "StageConfig(stage=..., retain=True, ...))",
+            )
         prefix = f"{topology.app}-{topology.stage}"
         max_attempts = {j.name: j.max_attempts for j in topology.jobs}
         lanes = [q.lane for q in topology.queues]

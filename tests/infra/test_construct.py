@@ -69,6 +69,21 @@ def _framework(stack: Stack, root: Path, package: str, registry: JobRegistry, **
     )
 
 
+def test_a_stage_that_is_neither_dev_nor_prod_is_warned_to_get_devs_settings(tmp_path):
+    """`stage="production"` destroyed its data with the stack, silently: only `prod` retains it."""
+    from aws_cdk.assertions import Annotations, Match
+
+    package, registry = _project(tmp_path / "src")
+    stack = Stack(App(), "S")
+    _framework(stack, tmp_path / "src", package, registry, requirements=(), stage="production")
+    Annotations.from_stack(stack).has_warning(
+        "*", Match.string_like_regexp("stage 'production' gets dev's settings.*only 'prod' retains data")
+    )
+    prod = Stack(App(), "P")
+    _framework(prod, tmp_path / "src", package, registry, requirements=(), stage="prod")
+    assert not Annotations.from_stack(prod).find_warning("*", Match.string_like_regexp("gets dev's"))
+
+
 def test_job_modules_given_as_one_string_are_module_names_not_letters(tmp_path):
     """A string is a sequence too: ``job_modules="shop.jobs"`` was read as the modules 's', 'h', ..."""
     package, registry = _project(tmp_path / "src")
