@@ -256,7 +256,8 @@ class Reason(StrEnum):
     SIGNATURE = "signature"
     PAYLOAD_MISSING = "payload-missing"
     UNKNOWN_SAGA = "unknown-saga"
-    """The job is a step of a saga this consumer does not define: the saga cannot be advanced here."""
+    """The job is a step of a saga this consumer does not define, or whose record is gone: the saga
+    cannot be advanced here."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -4,8 +4,9 @@ In this order (each step sees what the ones before changed):
 
 1. **sagas**: a saga step's verdict tells its saga first (``completed`` or ``failed``); when the saga
    cannot be told now, the record is retried in a second instead (never dead-lettered unannounced);
-   when this consumer does not define the saga, the record is dead-lettered ``unknown-saga`` (no
-   retry can help; redriven after a deploy that defines it, the job, idempotent, is not run twice);
+   when this consumer does not define the saga, or the saga's record is gone, the record is
+   dead-lettered ``unknown-saga`` (no retry can help; redriven after a deploy that defines it, the
+   job, idempotent, is not run twice);
 2. **dead letters**: ``SendMessageBatch`` to each DLQ, entries grouped by at most ten and 1 MiB
    (:func:`jobframework.dlq.redrive.batches_by_bytes`); an entry that fails to send is not settled:
    the record is reported failed and comes back (nothing is lost);
@@ -104,7 +105,7 @@ class Settler:
             env = v.delivery.require_envelope()
             try:
                 saga.on_step_event(self.consumer, env, event, **details, **_ran(v))
-            except saga.UnknownSagaError as exc:
+            except (saga.UnknownSagaError, saga.SagaNotFoundError) as exc:
                 # Retried, it would fail the same way until SQS's own redrive moved it, reasonless.
                 _undefined_saga(v, exc, details)
             except Exception:

@@ -9,6 +9,7 @@ from pydantic import BaseModel
 
 from jobframework.client import JobClient
 from jobframework.consumer import consumer
+from jobframework.envelope import Envelope, SagaRef
 from jobframework.errors import PermanentError
 from jobframework.jobs import JobRegistry, job
 from jobframework.saga import SagaStatus, saga, step
@@ -96,6 +97,21 @@ def test_a_failed_step_of_an_undefined_saga_keeps_why_it_failed(jf_aws):
     attrs = {k: v["StringValue"] for k, v in letter["MessageAttributes"].items()}
     assert attrs["jf-reason"] == "unknown-saga"
     assert attrs["jf-error"].endswith("(the job had failed: permanent: PermanentError: p-3 declined)")
+
+
+def test_a_step_whose_saga_record_is_gone_is_dead_lettered_unknown_saga(jf_aws):
+    """No saga record (expired, or a hand-made message): retried, the hook failed the same way."""
+    config, sqs, _ = _setup(jf_aws)
+    env = Envelope.new("u.ship", {"parcel_id": "p-4"}, saga=SagaRef(id="no-such-saga", step="ship"))
+    sqs.send_message(QueueUrl=config.endpoints("high").url, MessageBody=env.to_body())
+    handler = consumer(registry, config=config, sqs_client=sqs)
+
+    records, response = consume_once(handler, sqs, config.endpoints("high").url)
+
+    assert len(records) == 1 and response == {"batchItemFailures": []}
+    [letter] = receive_all(sqs, config.endpoints("high").dlq_url)
+    attrs = {k: v["StringValue"] for k, v in letter["MessageAttributes"].items()}
+    assert attrs["jf-reason"] == "unknown-saga" and "no saga no-such-saga" in attrs["jf-error"]
 
 
 def test_an_untracked_steps_attempts_and_start_are_in_the_saga_record(jf_aws):
