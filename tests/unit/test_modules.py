@@ -29,25 +29,27 @@ def test_a_missing_module_is_named(tmp_path, monkeypatch):
         import_job_modules(["nosuchsvc.jobs"], cwd_importable=True)
 
 
-def test_a_missing_dependency_of_a_job_module_is_named(tmp_path, monkeypatch):
-    package = tmp_path / "depsvc"
+def _package(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str, **modules: str) -> None:
+    """A package ``name`` in ``tmp_path`` with ``modules`` (module name -> source), in the current
+    directory (``sys.path`` restored after the test)."""
+    package = tmp_path / name
     package.mkdir()
     (package / "__init__.py").write_text("")
-    (package / "jobs.py").write_text("import not_installed_dependency_xyz\n")
+    for module, source in modules.items():
+        (package / f"{module}.py").write_text(source)
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(sys, "path", list(sys.path))
+
+
+def test_a_missing_dependency_of_a_job_module_is_named(tmp_path, monkeypatch):
+    _package(tmp_path, monkeypatch, "depsvc", jobs="import not_installed_dependency_xyz\n")
     missing = "imports 'not_installed_dependency_xyz', which is not installed"
     with pytest.raises(ConfigurationError, match=missing):
         import_job_modules(["depsvc.jobs"], cwd_importable=True)
 
 
 def test_the_current_directory_is_importable_when_asked(tmp_path, monkeypatch):
-    package = tmp_path / "cwdsvc"
-    package.mkdir()
-    (package / "__init__.py").write_text("")
-    (package / "jobs.py").write_text("LOADED = True\n")
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr(sys, "path", list(sys.path))
+    _package(tmp_path, monkeypatch, "cwdsvc", jobs="LOADED = True\n")
     assert import_job_modules(["cwdsvc.jobs"], cwd_importable=True) == ["cwdsvc.jobs"]
     assert sys.modules["cwdsvc.jobs"].LOADED
 
@@ -55,16 +57,14 @@ def test_the_current_directory_is_importable_when_asked(tmp_path, monkeypatch):
 def test_a_job_module_that_registers_no_job_is_warned_about(tmp_path, monkeypatch, caplog):
     """`--jobs opsapp` (the package, not `opsapp.jobs`) started a worker with no job at all: every
     message would be dead-lettered as an unknown type, and nothing said why."""
-    package = tmp_path / "pkgsvc"
-    package.mkdir()
-    (package / "__init__.py").write_text("")
-    (package / "jobs.py").write_text(
-        "from pydantic import BaseModel\nfrom jobframework import JobRegistry, job\n"
+    _package(
+        tmp_path,
+        monkeypatch,
+        "pkgsvc",
+        jobs="from pydantic import BaseModel\nfrom jobframework import JobRegistry, job\n"
         "class P(BaseModel):\n    n: int\n"
-        "@job('pkgsvc.run', registry=JobRegistry())\ndef run(p: P) -> None:\n    pass\n"
+        "@job('pkgsvc.run', registry=JobRegistry())\ndef run(p: P) -> None:\n    pass\n",
     )
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr(sys, "path", list(sys.path))
     with caplog.at_level("WARNING", logger="jobframework.modules"):
         import_job_modules(["pkgsvc"], cwd_importable=True)
     assert [r.getMessage() for r in caplog.records] == [
@@ -78,20 +78,16 @@ def test_a_job_module_that_registers_no_job_is_warned_about(tmp_path, monkeypatc
 
 
 def test_a_saga_module_whose_jobs_are_imported_already_is_not_warned_about(tmp_path, monkeypatch, caplog):
-    package = tmp_path / "sagasvc"
-    package.mkdir()
-    (package / "__init__.py").write_text("")
-    (package / "jobs.py").write_text(
-        "from pydantic import BaseModel\nfrom jobframework import JobRegistry, job\n"
+    _package(
+        tmp_path,
+        monkeypatch,
+        "sagasvc",
+        jobs="from pydantic import BaseModel\nfrom jobframework import JobRegistry, job\n"
         "registry = JobRegistry()\nclass P(BaseModel):\n    n: int\n"
-        "@job('sagasvc.a', registry=registry)\ndef a(p: P) -> None:\n    pass\n"
+        "@job('sagasvc.a', registry=registry)\ndef a(p: P) -> None:\n    pass\n",
+        sagas="from jobframework.saga import saga, step\nfrom sagasvc import jobs\n"
+        "flow = saga('sagasvc.flow', steps=[step(jobs.a)], registry=jobs.registry)\n",
     )
-    (package / "sagas.py").write_text(
-        "from jobframework.saga import saga, step\nfrom sagasvc import jobs\n"
-        "flow = saga('sagasvc.flow', steps=[step(jobs.a)], registry=jobs.registry)\n"
-    )
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr(sys, "path", list(sys.path))
     with caplog.at_level("WARNING", logger="jobframework.modules"):
         import_job_modules(["sagasvc.jobs", "sagasvc.sagas"], cwd_importable=True)
     assert caplog.records == []
@@ -127,12 +123,6 @@ def test_jobs_takes_a_comma_separated_list_as_jf_jobs_does(tmp_path, monkeypatch
     """`jf dev --jobs a,b` (the form `jf dev` prints as JF_JOBS) and `--jobs a --jobs b` load both."""
     from jobframework.cli.base import _load_jobs
 
-    package = tmp_path / "twosvc"
-    package.mkdir()
-    (package / "__init__.py").write_text("")
-    (package / "jobs.py").write_text("")
-    (package / "more.py").write_text("")
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr(sys, "path", list(sys.path))
+    _package(tmp_path, monkeypatch, "twosvc", jobs="", more="")
     assert _load_jobs(["twosvc.jobs,twosvc.more"]) == ["twosvc.jobs", "twosvc.more"]
     assert _load_jobs(["twosvc.jobs", "twosvc.more"]) == ["twosvc.jobs", "twosvc.more"]
