@@ -60,9 +60,9 @@ def _ran(v: Verdict) -> dict[str, Any]:
 
 
 def _undefined_saga(v: Verdict, exc: Exception, details: dict[str, Any]) -> None:
-    """Make ``v`` the dead letter of a saga job whose saga this consumer does not define (as every
-    dead letter is: logged with the job's keys, its status, outcome and metrics); a step that had
-    failed keeps why in the error."""
+    """Make ``v`` the dead letter of a saga job whose saga this consumer does not define, or whose
+    record is gone (as every dead letter is: logged with the job's keys, its status, outcome and
+    metrics); a step that had failed keeps why in the error."""
     d = v.delivery
     error = describe(exc)
     if details.get("reason"):

@@ -261,19 +261,16 @@ def dlq_purge(  # noqa: PLR0917
         )
     else:
         typer.echo(f"deleted {deleted} dead letters from the {priority} DLQ")
-    if not deleted:
-        _none_selected(priority, bool(job_type or reason or ids))
+    if not deleted and (job_type or reason or ids):
+        _none_selected(priority)
 
 
-def _none_selected(lane: str, selected: bool) -> None:
-    """Say, when a selection (``selected``) took nothing, where to see what the DLQ holds (a mistyped
-    type, say)."""
-    if selected:
-        typer.echo(
-            f"no dead letter of the {lane} DLQ matched; `jf dlq peek {lane}` shows their types, ids and "
-            "reasons",
-            err=True,
-        )
+def _none_selected(lane: str) -> None:
+    """Say, when a selection took nothing, where to see what the DLQ holds (a mistyped type, say)."""
+    typer.echo(
+        f"no dead letter of the {lane} DLQ matched; `jf dlq peek {lane}` shows their types, ids and reasons",
+        err=True,
+    )
 
 
 @dlq_app.command("redrive")
@@ -341,8 +338,8 @@ def dlq_redrive(  # noqa: PLR0917
                 + (f"; {result.payload_missing} left: payload gone" if result.payload_missing else "")
                 + (f"; {result.later} dead-lettered since it started, left" if result.later else "")
             )
-    if not result.matched:
-        _none_selected(priority, bool(job_type or reason or ids or older_than))
+    if not result.matched and (job_type or reason or ids or older_than):
+        _none_selected(priority)
     if result.payload_missing:
         typer.echo(
             f"{result.payload_missing} dead letters stay in the DLQ because their offloaded payload is gone "

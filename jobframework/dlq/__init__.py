@@ -258,8 +258,8 @@ class DeadLetters:
         Args:
             priority: which DLQ.
             message_ids: only the letters with these ids, SQS message ids or job ids (an operator's
-                selection); the read stops once all are found. Ids no longer in the DLQ are simply not
-                found.
+                selection); the read stops once every message id is found (a job id takes every letter
+                of that job). Ids no longer in the DLQ are simply not found.
             job_type: only this job type (``"?"``: letters whose type cannot be read).
             reason: only letters dead-lettered for this reason (``exhausted``, ``malformed``, ...).
             older_than: only dead letters at least this many seconds old.

@@ -226,8 +226,8 @@ class _Pending:
 
     def keep(self, record: logging.LogRecord) -> None:
         args = record.args if isinstance(record.args, tuple) else ()
-        frames = _job_frames(record)
-        if not args or not frames:
+        frames = _job_frames(record) if args else ""
+        if not frames:
             return
         with self._lock:
             self._frames[str(args[0])] = frames

@@ -43,6 +43,7 @@ def on_step_event(consumer: Any, envelope: Envelope, event: str, **details: Any)
     Raises:
         SagaError: the saga could not be advanced now (the consumer retries the record).
         UnknownSagaError: the saga is not defined on the consumer's registry.
+        SagaNotFoundError: the saga's record is gone.
         ConfigurationError: no state table.
     """
     ref = envelope.saga

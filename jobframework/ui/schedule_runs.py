@@ -16,11 +16,10 @@ tell (an "Enqueue now" run has a slot of its own), so its next time is not guess
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
-from jobframework.local.scheduler import ScheduleClock
+from jobframework.local.scheduler import ScheduleClock, parse_rate
 from jobframework.scheduling import SCHEDULE_KEY_PREFIX, schedule_key
 from jobframework.state import JobState, JobStatus, StateStore
 from jobframework.topology import ScheduleSpec
@@ -30,7 +29,6 @@ WINDOW = timedelta(hours=24)
 GRACE = timedelta(minutes=2)
 """A slot younger than this is not called missed yet (its run may still be on its way)."""
 MAX_SLOTS = 2000
-_RATE = re.compile(r"rate\(\s*(\d+)\s+(\w+?)\s*\)")
 
 
 @dataclass
@@ -64,8 +62,9 @@ def interval(expression: str) -> str | None:
         >>> interval("rate(1 minute)"), interval("rate(5 hours)"), interval("cron(0 * * * ? *)")
         ('every 1 minute', 'every 5 hours', None)
     """
-    m = _RATE.fullmatch(expression.strip())
-    return f"every {m.group(1)} {m.group(2)}" if m else None
+    if parse_rate(expression) is None:
+        return None
+    return "every " + " ".join(expression.strip().removeprefix("rate(").removesuffix(")").split())
 
 
 def slot_of(job: JobStatus) -> datetime | None:
@@ -109,7 +108,7 @@ def schedule_runs(
     view = ScheduleRuns(
         spec=spec,
         next_slot=clock.next_after(now) if clock.rate is None else None,
-        every=(interval(spec.expression) or spec.expression) if clock.rate is not None else None,
+        every=interval(spec.expression),
         runs=runs,
         complete=found.complete,
     )
