@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import sys
 from collections.abc import Sequence
@@ -29,6 +30,19 @@ class CliError(Exception):
     def __init__(self, message: str, code: int = EXIT_FAILED) -> None:
         super().__init__(message)
         self.code = code
+
+
+def cannot_listen(what: str, host: str, port: int, exc: OSError, *, host_option: bool) -> CliError:
+    """The error for ``what`` failing to bind ``host:port``. A taken port is a bad argument (exit 2) and
+    says what to do; so is any other bind failure of a command with a ``--host`` (the host is not this
+    machine's); otherwise the failure exits 1."""
+    if exc.errno == errno.EADDRINUSE:
+        why = f"port {port} is in use by another program (stop it, or pick another with --port)"
+        return CliError(f"{what} on {host}:{port}: {why}", EXIT_USAGE)
+    if host_option:
+        why = f"{exc.strerror or exc} (pick another --host or --port)"
+        return CliError(f"{what} on {host or '0.0.0.0'}:{port}: {why}", EXIT_USAGE)
+    return CliError(f"{what} on {host}:{port}: {exc.strerror or exc}", EXIT_FAILED)
 
 
 def _fail(message: str, code: int) -> NoReturn:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import errno
 import signal
 import subprocess
 import sys
@@ -21,7 +20,7 @@ from jobframework.cli.base import (
     app,
     job_module_names,
 )
-from jobframework.cli.errors import EXIT_FAILED, EXIT_USAGE, CliError
+from jobframework.cli.errors import EXIT_FAILED, CliError, cannot_listen
 
 
 @app.command()
@@ -111,8 +110,8 @@ def dev(  # noqa: PLR0917
     try:
         aws = EmbeddedAWS(port).start()
     except OSError as exc:  # a port in use is a bad --port (exit 2, as jf ui says it)
-        code = EXIT_USAGE if exc.errno == errno.EADDRINUSE else EXIT_FAILED
-        raise CliError(f"cannot start the embedded AWS on port {port}: {exc}", code) from exc
+        what = "cannot start the embedded AWS"
+        raise cannot_listen(what, "127.0.0.1", port, exc, host_option=False) from exc
     try:
         # The consumer's own clients (DynamoDB, S3) come from boto3's default session: size it too.
         boto3.setup_default_session(botocore_session=pooled_botocore_session())

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import errno
 import socket
 from typing import TYPE_CHECKING, Annotated
 
@@ -10,7 +9,7 @@ import typer
 
 from jobframework.cli.aws import _aws, _check_reachable
 from jobframework.cli.base import JobsOption, app, optional_jobs
-from jobframework.cli.errors import EXIT_USAGE, CliError
+from jobframework.cli.errors import CliError, cannot_listen
 
 if TYPE_CHECKING:
     from jobframework.ui.console import Console
@@ -34,11 +33,7 @@ def listening_socket(host: str, port: int) -> socket.socket:
         sock.bind((host, port))
     except OSError as exc:
         sock.close()
-        if exc.errno == errno.EADDRINUSE:
-            why = f"port {port} is in use by another program (stop it, or pick another with --port)"
-        else:
-            why = f"{exc.strerror or exc} (pick another --host or --port)"
-        raise CliError(f"cannot listen on {host or '0.0.0.0'}:{port}: {why}", EXIT_USAGE) from exc
+        raise cannot_listen("cannot listen", host, port, exc, host_option=True) from exc
     return sock
 
 

@@ -56,9 +56,7 @@ def _check_free(port: int) -> None:
         try:
             s.bind(("127.0.0.1", port))
         except OSError as exc:
-            taken = OSError(
-                f"port {port} is in use by another program (stop it, or pick another with --port)"
-            )
+            taken = OSError(f"port {port} on 127.0.0.1 is in use by another program")
             taken.errno = exc.errno  # EADDRINUSE: what jf dev tells apart
             raise taken from exc
 

@@ -384,4 +384,4 @@ def test_dev_on_a_port_in_use_says_so_and_exits():
             timeout=60,
         )
     assert result.returncode == 2, result.stderr  # a bad --port, as jf ui says it
-    assert f"port {port} is in use by another program" in result.stderr
+    assert f"on 127.0.0.1:{port}: port {port} is in use by another program (stop it" in result.stderr
