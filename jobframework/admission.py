@@ -1,7 +1,7 @@
 """Admitting a record before its job runs: its signature, and its payload fetched, upgraded, validated.
 
 Either raises what the consumer turns into an outcome: :class:`~jobframework.errors.SignatureError`
-(dead letter ``signature``), ``_Unavailable`` (the key ring or the payload store cannot be read now:
+(dead letter ``signature``), ``Unavailable`` (the key ring or the payload store cannot be read now:
 retried), :class:`~jobframework.errors.PayloadVersionError` (``version``), or a pydantic
 ``ValidationError`` (``invalid-payload``).
 """
@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from jobframework import envelope as wire
-from jobframework.delivery import _Delivery, _Unavailable
+from jobframework.delivery import Delivery, Unavailable
 
 if TYPE_CHECKING:
     from jobframework.envelope import Envelope
@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-def verify_signature(d: _Delivery, keys: KeySource, registry: JobRegistry) -> None:
+def verify_signature(d: Delivery, keys: KeySource, registry: JobRegistry) -> None:
     """Check the signature before anything runs; an unreadable key ring is retried, not fatal."""
     from jobframework.signing import ATTR_KID, ATTR_SIG
 
@@ -40,11 +40,11 @@ def verify_signature(d: _Delivery, keys: KeySource, registry: JobRegistry) -> No
         ring = keys.ring()
     except Exception as exc:
         log.error("reading the signing keys failed (job %s)", env.id, exc_info=True)
-        raise _Unavailable(f"signing keys unavailable: {exc}") from exc
+        raise Unavailable(f"signing keys unavailable: {exc}") from exc
     ring.verify(env, kid, mac)
 
 
-def load_payload(d: _Delivery, job: Job[Any], s3: Callable[[], Any]) -> Any:
+def load_payload(d: Delivery, job: Job[Any], s3: Callable[[], Any]) -> Any:
     """The validated payload: fetched from S3 (``s3()`` gives the client) if offloaded, upgraded to the
     job's version. A record sent without a key (its key is its id) takes the key the job's ``key=``
     function gives, so that idempotency holds for producers that enqueue by name."""
@@ -57,7 +57,7 @@ def load_payload(d: _Delivery, job: Job[Any], s3: Callable[[], Any]) -> Any:
         try:
             data = fetch(env.payload_ref, s3())
         except PayloadStoreError as exc:
-            raise _Unavailable(str(exc)) from exc
+            raise Unavailable(str(exc)) from exc
     if env.payload_version != job.version:
         data = job.upgrade(data, env.payload_version)
     payload = job.validate(data)

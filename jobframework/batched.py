@@ -12,7 +12,7 @@ import logging
 import time
 from typing import TYPE_CHECKING, Any
 
-from jobframework.delivery import _Batch, _Delivery, _job_context, _queue_wait_ms, describe
+from jobframework.delivery import Batch, Delivery, describe, job_context_of, queue_wait_ms_of
 from jobframework.envelope import parse_body
 from jobframework.running import JobAborted, call
 from jobframework.state import summarize
@@ -33,7 +33,7 @@ def has_batched_jobs(registry: JobRegistry) -> bool:
 
 
 def run_batched(
-    pipeline: Pipeline, records: list[dict[str, Any]], context: Any, batch: _Batch
+    pipeline: Pipeline, records: list[dict[str, Any]], context: Any, batch: Batch
 ) -> dict[str, Verdict]:
     """The verdicts of the records of batched jobs, by message id (the other records are left out)."""
     registry = pipeline.consumer.registry
@@ -46,7 +46,7 @@ def run_batched(
             continue  # the ordinary path dead-letters it
         if job is None or job.batch is None:
             continue
-        d = _Delivery.of(record)
+        d = Delivery.of(record)
         try:
             admitted = pipeline.admit(d, context, batch)
         except Exception as exc:  # one bad record never fails the batch: it comes back alone
@@ -81,7 +81,7 @@ def _run_chunk(
     items: list[Admitted],
     *,
     context: Any,
-    batch: _Batch,
+    batch: Batch,
     verdicts: dict[str, Verdict],
 ) -> None:
     """One call of a batched job; then each item's verdict (into ``verdicts``, as each is decided)."""
@@ -94,7 +94,7 @@ def _run_chunk(
     outcomes: Any
     try:
         with job_span(trace, env.type, env.id, first.attempt, otel=batch.otel) as own:
-            ctx = _job_context(first, job, own=own, parent=trace, context=context, logger=logger)
+            ctx = job_context_of(first, job, own=own, parent=trace, context=context, logger=logger)
             outcomes = call(job, [a.payload for a in items], ctx)
         if outcomes is None:
             outcomes = [None] * len(items)
@@ -114,7 +114,7 @@ def _run_chunk(
             failure = outcome if isinstance(outcome, Exception) else JobAborted(outcome)
             verdicts[d.message_id] = pipeline.failed(d, job, failure, per_item_ms, batch)
         else:
-            wait = _queue_wait_ms(d.record, d.require_envelope()) if d.attempt == 1 else None
+            wait = queue_wait_ms_of(d.record, d.require_envelope()) if d.attempt == 1 else None
             verdicts[d.message_id] = pipeline.succeeded(
                 d, summarize(outcome), queue_wait_ms=wait, processing_ms=per_item_ms
             )

@@ -37,14 +37,14 @@ from jobframework.batched import has_batched_jobs, run_batched
 from jobframework.budget import BatchBudget, FirstAttempts, RetryBudget
 from jobframework.concurrency import lane_limit, run_all
 from jobframework.config import ENV_JOBS, RuntimeConfig
-from jobframework.dead_letter import KEPT_ATTRIBUTES, _fit_dead_letter
+from jobframework.dead_letter import KEPT_ATTRIBUTES
 from jobframework.delivery import (
+    Batch,
+    Delivery,
     Listener,
     Outcome,
     RecordOutcome,
     RecordRetry,
-    _Batch,
-    _Delivery,
     arn_queue_name,
     identified_records,
 )
@@ -204,7 +204,7 @@ class Consumer:
         if not records:  # nothing that Lambda could be told about: no failures
             return {"batchItemFailures": []}
         self._features()
-        batch = _Batch(
+        batch = Batch(
             BatchMetrics(),
             (
                 BatchBudget(self.retry_budget, self.state, first_attempts=self.first_attempts)
@@ -225,7 +225,7 @@ class Consumer:
                 batch.budget.flush()
         return {"batchItemFailures": [{"itemIdentifier": m} for m in failures]}
 
-    def _verdicts(self, records: list[dict[str, Any]], context: Any, batch: _Batch) -> list[Verdict]:
+    def _verdicts(self, records: list[dict[str, Any]], context: Any, batch: Batch) -> list[Verdict]:
         """One verdict per record, in the records' order: batched jobs first, the rest concurrently."""
         done = run_batched(self.pipeline, records, context, batch) if self._has_batched_jobs() else {}
         rest = [r for r in records if r["messageId"] not in done]
@@ -242,7 +242,7 @@ class Consumer:
         if limit > 1:
             batch.together = rest
         for record, verdict in zip(rest, run_all(rest, process, limit, lane=lane), strict=True):
-            done[record["messageId"]] = verdict or returned(_Delivery.of(record), "not processed")
+            done[record["messageId"]] = verdict or returned(Delivery.of(record), "not processed")
         return [done[r["messageId"]] for r in records]
 
     def _lane_of(self, records: list[dict[str, Any]]) -> str | None:
@@ -270,7 +270,7 @@ class Consumer:
         """The DLQ of a source queue: from the config, else from the queue's redrive policy."""
         return self.queues.dlq_url(queue_name)
 
-    def change_visibility(self, d: _Delivery, seconds: int) -> None:
+    def change_visibility(self, d: Delivery, seconds: int) -> None:
         """One record's visibility, now (the heartbeat's; raises on failure, which the beat logs)."""
         self.sqs.change_message_visibility(
             QueueUrl=self.queue_url(d.source),
@@ -280,7 +280,7 @@ class Consumer:
 
     # -- job status ------------------------------------------------------------------------------------
 
-    def _flush_statuses(self, batch: _Batch) -> None:
+    def _flush_statuses(self, batch: Batch) -> None:
         """Write the batch's status records (tracked jobs' outcomes) in one ``BatchWriteItem``; a
         failure is logged, never fatal to the jobs. Untracked jobs have none: a lean batch writes
         nothing to DynamoDB."""
@@ -350,7 +350,6 @@ __all__ = [
     "RecordOutcome",
     "RecordRetry",
     "Verdict",
-    "_fit_dead_letter",  # from jobframework.dead_letter, re-exported for older imports
     "arn_queue_name",  # from jobframework.delivery, re-exported for older imports
     "consumer",
 ]

@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from jobframework import envelope as wire
-from jobframework.delivery import _safe_text
+from jobframework.delivery import safe_text
 
 if TYPE_CHECKING:
     from jobframework.retry import Reason
@@ -50,7 +50,7 @@ def dead_letter_message(
             if isinstance(attr, dict) and isinstance(attr.get("stringValue"), str):
                 attributes[name] = wire.string_attribute(attr["stringValue"])
     attributes[wire.ATTR_REASON] = wire.string_attribute(reason.value)
-    attributes[wire.ATTR_ERROR] = wire.string_attribute(_safe_text(error))
+    attributes[wire.ATTR_ERROR] = wire.string_attribute(safe_text(error))
     attributes[wire.ATTR_ATTEMPTS] = wire.string_attribute(str(attempt))
     attributes[wire.ATTR_SOURCE] = wire.string_attribute(source or "-")
     attributes[wire.ATTR_DEAD_AT] = wire.string_attribute(
@@ -67,11 +67,11 @@ def dead_letter_message(
         kwargs["MessageDeduplicationId"] = str(record.get("messageId", ""))[:128] or "-"
     body = record.get("body")
     body = body if isinstance(body, str) and body else "<empty body>"
-    _fit_dead_letter(body, attributes)
+    fit_dead_letter(body, attributes)
     return {"MessageBody": body, "MessageAttributes": attributes, **kwargs}
 
 
-def _fit_dead_letter(body: str, attributes: dict[str, Any]) -> None:
+def fit_dead_letter(body: str, attributes: dict[str, Any]) -> None:
     """Keep a dead letter within SQS's 1 MiB: shorten ``jf-error``, then (only for a message that did not
     come from :class:`~jobframework.client.JobClient`, which keeps :data:`REASON_ATTRIBUTES_BYTES` free)
     drop the trace and signature attributes (the body, kept byte for byte, always wins)."""

@@ -1,8 +1,8 @@
 """One SQS record as the consumer handles it: the delivery, its outcome and the helpers around them.
 
-A :class:`_Delivery` is what the consumer learns about a record (source queue, attempt, envelope);
+A :class:`Delivery` is what the consumer learns about a record (source queue, attempt, envelope);
 a :class:`RecordOutcome` is what became of it, told to the consumer's listeners. The records of one
-invocation share a :class:`_Batch` (metrics, retry budget, pending status records).
+invocation share a :class:`Batch` (metrics, retry budget, pending status records).
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-class _Unavailable(RetryableError):
+class Unavailable(RetryableError):
     """Something a record needs before its job can run (key ring, payload store) cannot be read now.
 
     A :class:`~jobframework.errors.RetryableError`: classified like a job's transient failure (retried
@@ -83,7 +83,7 @@ Listener = Callable[[RecordOutcome], None]
 
 
 @dataclass(slots=True)
-class _Batch:
+class Batch:
     """What the records of one invocation share: the metrics, the retry budget, the status records."""
 
     metrics: BatchMetrics
@@ -113,7 +113,7 @@ class _Batch:
 
 
 @dataclass(slots=True)
-class _Delivery:
+class Delivery:
     """One record as the consumer learns about it: where it came from and what it carries."""
 
     record: dict[str, Any]
@@ -129,7 +129,7 @@ class _Delivery:
     """Per-job-type schedule metrics this record adds to its batch's (``Heartbeat``, ``Overrun``, ...)."""
 
     @classmethod
-    def of(cls, record: dict[str, Any]) -> _Delivery:
+    def of(cls, record: dict[str, Any]) -> Delivery:
         return cls(
             record=record,
             message_id=str(record.get("messageId", "")),
@@ -164,7 +164,7 @@ LOG_KEYS = ("job_id", "job_type", "job_key", "attempt", "trace_id")
 
 
 @contextmanager
-def refusal_logged(d: _Delivery, reason: Reason, error: str, logger_: logging.Logger) -> Iterator[None]:
+def refusal_logged(d: Delivery, reason: Reason, error: str, logger_: logging.Logger) -> Iterator[None]:
     """Log (through ``logger_``, the consumer's) a dead letter of a record refused before its job ran,
     at WARNING, with the keys and the wording of every other dead letter's line."""
     from jobframework.telemetry import job_logger
@@ -185,7 +185,7 @@ def refusal_logged(d: _Delivery, reason: Reason, error: str, logger_: logging.Lo
             env.type if env else "-",
             reason.value,
             d.attempt,
-            _safe_text(error),
+            safe_text(error),
         )
         yield
     finally:
@@ -206,7 +206,7 @@ def identified_records(records: list[Any]) -> list[dict[str, Any]]:
         log.error(
             "record %d of the batch is not an SQS record with a messageId, so it cannot be settled: %s",
             n,
-            _safe_text(errortext.safe_str(repr_of(record)), limit=500),
+            safe_text(errortext.safe_str(repr_of(record)), limit=500),
         )
     return kept
 
@@ -224,7 +224,7 @@ def arn_queue_name(arn: str) -> str:
     return arn.rsplit(":", 1)[-1]
 
 
-def _safe_text(text: str, limit: int = wire.MAX_ERROR_CHARS) -> str:
+def safe_text(text: str, limit: int = wire.MAX_ERROR_CHARS) -> str:
     """Text SQS accepts as an attribute value: valid XML characters, bounded length."""
     cleaned = "".join(
         ch
@@ -237,10 +237,10 @@ def _safe_text(text: str, limit: int = wire.MAX_ERROR_CHARS) -> str:
 
 def describe(exc: BaseException) -> str:
     """The exception as attribute-safe text (never raises: see :mod:`jobframework.errortext`)."""
-    return _safe_text(errortext.describe(exc))
+    return safe_text(errortext.describe(exc))
 
 
-def _queue_wait_ms(record: dict[str, Any], env: Envelope) -> float:
+def queue_wait_ms_of(record: dict[str, Any], env: Envelope) -> float:
     """Milliseconds from the send onto this queue (``SentTimestamp``; a redrive is a new send) to now."""
     now_ms = time.time() * 1000
     attributes = record.get("attributes")
@@ -252,7 +252,7 @@ def _queue_wait_ms(record: dict[str, Any], env: Envelope) -> float:
     return max(0.0, now_ms - sent_ms)
 
 
-def _remaining_seconds(context: Any) -> float:
+def remaining_seconds_of(context: Any) -> float:
     getter = getattr(context, "get_remaining_time_in_millis", None)
     if getter is None:
         return float("inf")
@@ -262,8 +262,8 @@ def _remaining_seconds(context: Any) -> float:
         return float("inf")
 
 
-def _job_context(
-    d: _Delivery, job: Job[Any], *, own: TraceContext, parent: TraceContext, context: Any, logger: Any
+def job_context_of(
+    d: Delivery, job: Job[Any], *, own: TraceContext, parent: TraceContext, context: Any, logger: Any
 ) -> JobContext:
     env = d.require_envelope()
     return JobContext(
@@ -279,5 +279,5 @@ def _job_context(
         xray_trace_header=parent.xray_header,
         saga=env.saga.model_dump() if env.saga else None,
         logger=logger,
-        _remaining=lambda: _remaining_seconds(context),
+        _remaining=lambda: remaining_seconds_of(context),
     )

@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any
 
 from jobframework.attempts import receive_count
 from jobframework.concurrency import run_all
-from jobframework.delivery import Outcome, _Delivery
+from jobframework.delivery import Delivery, Outcome
 from jobframework.envelope import parse_body
 from jobframework.verdict import Kind, Verdict, returned
 
@@ -102,7 +102,7 @@ def fifo_verdicts(
         for record, verdict in zip(group, verdicts or [], strict=False):
             done[str(record["messageId"])] = verdict
         for record in group[len(verdicts or []) :]:  # run_all lost the group: it comes back whole
-            done[str(record["messageId"])] = returned(_Delivery.of(record), "not processed")
+            done[str(record["messageId"])] = returned(Delivery.of(record), "not processed")
     _count_handbacks(state, [v for v in done.values() if v.kind is Kind.RELEASE])
     return done
 
@@ -115,7 +115,7 @@ def _in_place(verdict: Verdict) -> Verdict:
 
 def _held_back(record: dict[str, Any], holding: Verdict) -> Verdict:
     """Hand a record back unrun because an earlier record of its group comes back."""
-    d = _Delivery.of(record)
+    d = Delivery.of(record)
     body = record.get("body")
     if isinstance(body, str):
         try:

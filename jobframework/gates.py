@@ -5,7 +5,7 @@ the **gates** in order, then execute and classify. A gate is a callable::
 
     def gate(admitted: Admitted, consumer: Consumer) -> Verdict | None
 
-* ``admitted`` holds the record's :class:`~jobframework.delivery._Delivery` (its envelope, source queue,
+* ``admitted`` holds the record's :class:`~jobframework.delivery.Delivery` (its envelope, source queue,
   attempt), the :class:`~jobframework.jobs.Job`, the validated payload and the Lambda context;
 * ``consumer`` is the :class:`~jobframework.consumer.Consumer` (its ``sqs`` client, ``queue_url()``,
   ``state`` store, ``config``);
@@ -39,7 +39,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from jobframework.attempts import deferrals, receive_count
-from jobframework.delivery import Outcome, _queue_wait_ms, _remaining_seconds, refusal_logged
+from jobframework.delivery import Outcome, queue_wait_ms_of, refusal_logged, remaining_seconds_of
 from jobframework.jobs import WhenBacklogged
 from jobframework.scheduling import SCHEDULE_KEY_PREFIX
 from jobframework.state import JobState
@@ -47,7 +47,7 @@ from jobframework.verdict import Kind, Verdict
 
 if TYPE_CHECKING:
     from jobframework.consumer import Consumer
-    from jobframework.delivery import _Batch, _Delivery
+    from jobframework.delivery import Batch, Delivery
     from jobframework.flow.outcome import Drop
     from jobframework.jobs import Job
     from jobframework.retry import Reason
@@ -64,12 +64,12 @@ DEFER_SECONDS = 60
 class Admitted:
     """A record that passed parse, verify and load: what a gate looks at."""
 
-    delivery: _Delivery
+    delivery: Delivery
     job: Job[Any]
     payload: Any
     context: Any
     """The Lambda context (``get_remaining_time_in_millis``), or ``None``."""
-    batch: _Batch | None = None
+    batch: Batch | None = None
     """What the records of the invocation share (``demand(job_type)``: how many of them run together)."""
 
 
@@ -77,7 +77,7 @@ Gate = Callable[[Admitted, "Consumer"], Verdict | None]
 
 
 def release(
-    d: _Delivery,
+    d: Delivery,
     delay: int,
     *,
     deferred: int = 0,
@@ -105,18 +105,18 @@ def release(
     )
 
 
-def refuse(d: _Delivery, reason: Reason, error: str) -> Verdict:
+def refuse(d: Delivery, reason: Reason, error: str) -> Verdict:
     """Dead-letter the record before its job runs (logged as every dead letter is, same keys)."""
     with refusal_logged(d, reason, error, log):
         pass
     return dead_letter(d, reason, error)
 
 
-def dead_letter(d: _Delivery, reason: Reason, error: str, processing_ms: float | None = None) -> Verdict:
+def dead_letter(d: Delivery, reason: Reason, error: str, processing_ms: float | None = None) -> Verdict:
     """The verdict that sends the record to its DLQ (the saga, if any, is told first)."""
-    from jobframework.delivery import _safe_text
+    from jobframework.delivery import safe_text
 
-    error = _safe_text(error)
+    error = safe_text(error)
     env = d.envelope
     return Verdict(
         d,
@@ -133,7 +133,7 @@ def dead_letter(d: _Delivery, reason: Reason, error: str, processing_ms: float |
     )
 
 
-def skip(d: _Delivery, result: str, *, reason: str) -> Verdict:
+def skip(d: Delivery, result: str, *, reason: str) -> Verdict:
     """Acknowledge the record unrun; its status says ``succeeded`` with ``result``."""
     return Verdict(
         d,
@@ -143,7 +143,7 @@ def skip(d: _Delivery, result: str, *, reason: str) -> Verdict:
     )
 
 
-def dropped(d: _Delivery, drop: Drop, *, attempts: int) -> Verdict:
+def dropped(d: Delivery, drop: Drop, *, attempts: int) -> Verdict:
     """Acknowledge the record with the final status ``drop`` says (``cancelled``, ``expired``) and its
     per-job-type count; ``attempts`` is how many runs the job had."""
     from jobframework.status import now_iso
@@ -158,7 +158,7 @@ def dropped(d: _Delivery, drop: Drop, *, attempts: int) -> Verdict:
     )
 
 
-def stopped(d: _Delivery) -> Verdict:
+def stopped(d: Delivery) -> Verdict:
     """The job stopped itself after a cancel (it raised ``JobCancelled``): acknowledged, no further
     attempt; its status says ``cancelled``."""
     from jobframework.flow.outcome import Drop
@@ -185,7 +185,7 @@ def backlog_gate(admitted: Admitted, consumer: Consumer) -> Verdict | None:
         log.warning("reading the depth of %s failed; running the scheduled job", d.source, exc_info=True)
         d.events.append("Heartbeat")
         return None
-    waited = _queue_wait_ms(d.record, env) / 1000
+    waited = queue_wait_ms_of(d.record, env) / 1000
     backlogged = depth > job.backlog_depth or (job.backlog_age is not None and waited > job.backlog_age)
     if not backlogged:
         d.events.append("Heartbeat")
@@ -214,7 +214,7 @@ def backlog_gate(admitted: Admitted, consumer: Consumer) -> Verdict | None:
 def time_left_gate(admitted: Admitted, consumer: Consumer) -> Verdict | None:
     """Release the record unstarted when the invocation has not the job's timeout (and a margin) left."""
     d, job = admitted.delivery, admitted.job
-    remaining = _remaining_seconds(admitted.context)
+    remaining = remaining_seconds_of(admitted.context)
     if remaining >= job.timeout + RELEASE_MARGIN_SECONDS:
         return None
     env = d.require_envelope()

@@ -28,14 +28,14 @@ from pydantic import ValidationError
 from jobframework.admission import load_payload, verify_signature
 from jobframework.attempts import is_first_attempt, receive_count
 from jobframework.delivery import (
+    Batch,
+    Delivery,
     Outcome,
-    _Batch,
-    _Delivery,
-    _job_context,
-    _queue_wait_ms,
-    _remaining_seconds,
-    _Unavailable,
+    Unavailable,
     describe,
+    job_context_of,
+    queue_wait_ms_of,
+    remaining_seconds_of,
 )
 from jobframework.envelope import parse_body
 from jobframework.errors import (
@@ -81,9 +81,9 @@ class Pipeline:
         self._unguarded: set[str] = set()
         """Idempotent job types run here without an idempotency table (each logged once)."""
 
-    def process(self, record: dict[str, Any], context: Any, batch: _Batch) -> Verdict:
+    def process(self, record: dict[str, Any], context: Any, batch: Batch) -> Verdict:
         """The record's verdict; an unexpected error of the framework is the record's alone."""
-        d = _Delivery.of(record)
+        d = Delivery.of(record)
         try:
             admitted = self.admit(d, context, batch)
             if isinstance(admitted, Verdict):
@@ -95,7 +95,7 @@ class Pipeline:
 
     # -- parse, verify, load, gates ---------------------------------------------------------------------
 
-    def admit(self, d: _Delivery, context: Any, batch: _Batch) -> Admitted | Verdict:
+    def admit(self, d: Delivery, context: Any, batch: Batch) -> Admitted | Verdict:
         """Everything before running: the job and its validated payload, past the gates, or a verdict."""
         c = self.consumer
         source = batch.sources.get(d.source)
@@ -122,7 +122,7 @@ class Pipeline:
             return refuse(d, Reason.SIGNATURE, str(exc))
         except PayloadMissingError as exc:  # gone from S3: no retry can bring it back
             return refuse(d, Reason.PAYLOAD_MISSING, str(exc))
-        except _Unavailable as exc:  # the key ring or the payload store: classified as any failure
+        except Unavailable as exc:  # the key ring or the payload store: classified as any failure
             return self.failed(d, job, exc, None, batch)
         except PayloadVersionError as exc:
             return refuse(d, Reason.VERSION, str(exc))
@@ -140,14 +140,14 @@ class Pipeline:
 
     # -- execute -----------------------------------------------------------------------------------------
 
-    def execute(self, admitted: Admitted, batch: _Batch) -> Verdict:
+    def execute(self, admitted: Admitted, batch: Batch) -> Verdict:
         d, job, payload, context = admitted.delivery, admitted.job, admitted.payload, admitted.context
         c = self.consumer
         env = d.require_envelope()
         trace = extract(d.record)
         logger = job_logger()
         keys = batch.log_keys or logger
-        queue_wait_ms = _queue_wait_ms(d.record, env) if d.attempt == 1 else None
+        queue_wait_ms = queue_wait_ms_of(d.record, env) if d.attempt == 1 else None
         keys.thread_safe_append_keys(
             job_id=env.id, job_type=env.type, job_key=env.key, attempt=d.attempt, trace_id=trace.trace_id
         )
@@ -160,7 +160,7 @@ class Pipeline:
                 self._held(d, job, context) as key,
             ):
                 ctx = (
-                    _job_context(d, job, own=own, parent=trace, context=context, logger=logger)
+                    job_context_of(d, job, own=own, parent=trace, context=context, logger=logger)
                     if job.takes_context
                     else None
                 )
@@ -202,7 +202,7 @@ class Pipeline:
 
     @staticmethod
     def succeeded(
-        d: _Delivery,
+        d: Delivery,
         result: str | None,
         *,
         queue_wait_ms: float | None,
@@ -223,16 +223,16 @@ class Pipeline:
             saga=("completed", {"result": result}) if env.saga is not None else None,
         )
 
-    def _held(self, d: _Delivery, job: Job[Any], context: Any) -> _Held:
+    def _held(self, d: Delivery, job: Job[Any], context: Any) -> _Held:
         """Keep the job's key and message held while it runs (see :mod:`jobframework.heartbeat`)."""
         c = self.consumer
         key = KeyHold(c.idempotency) if c.idempotency is not None and job.idempotent else None
-        return _Held(c, d, job, key, _remaining_seconds(context))
+        return _Held(c, d, job, key, remaining_seconds_of(context))
 
     # -- classify ------------------------------------------------------------------------------------------
 
     def failed(
-        self, d: _Delivery, job: Job[Any], exc: Exception, elapsed_ms: float | None, batch: _Batch
+        self, d: Delivery, job: Job[Any], exc: Exception, elapsed_ms: float | None, batch: Batch
     ) -> Verdict:
         """The one classification path: retry (within the policy and the budget) or dead-letter."""
         env = d.require_envelope()
@@ -307,7 +307,7 @@ class _Held:
     __slots__ = ("consumer", "delivery", "hold", "job", "key", "remaining")
 
     def __init__(
-        self, consumer: Consumer, d: _Delivery, job: Job[Any], key: KeyHold | None, remaining: float
+        self, consumer: Consumer, d: Delivery, job: Job[Any], key: KeyHold | None, remaining: float
     ) -> None:
         self.consumer, self.delivery, self.job, self.key, self.remaining = consumer, d, job, key, remaining
         self.hold: Hold | None = None

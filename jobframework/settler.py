@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 from jobframework import envelope as wire
 from jobframework.dead_letter import dead_letter_message
-from jobframework.delivery import RecordOutcome, _Batch, describe, refusal_logged
+from jobframework.delivery import Batch, RecordOutcome, describe, refusal_logged
 from jobframework.gates import dead_letter
 from jobframework.handback import copy_message
 from jobframework.retry import Reason
@@ -80,7 +80,7 @@ class Settler:
     def __init__(self, consumer: Consumer) -> None:
         self.consumer = consumer
 
-    def settle(self, verdicts: list[Verdict], batch: _Batch) -> list[str]:
+    def settle(self, verdicts: list[Verdict], batch: Batch) -> list[str]:
         """Apply the verdicts; the message ids to report in ``batchItemFailures``."""
         told = [v for v in verdicts if v.saga is not None]
         if told:  # (the saga package is loaded only by a batch that has a saga's step)
@@ -234,7 +234,7 @@ class Settler:
 
     # -- 5. statuses, metrics, listeners ------------------------------------------------------------------
 
-    def _note(self, v: Verdict, batch: _Batch) -> None:
+    def _note(self, v: Verdict, batch: Batch) -> None:
         d = v.delivery
         env = d.envelope
         if env is not None:
@@ -246,7 +246,7 @@ class Settler:
         if v.outcome is not None:
             self.emit(batch, v.outcome)
 
-    def emit(self, batch: _Batch, outcome: RecordOutcome) -> None:
+    def emit(self, batch: Batch, outcome: RecordOutcome) -> None:
         batch.metrics.add(outcome)
         for listener in self.consumer.listeners:
             try:
@@ -255,7 +255,7 @@ class Settler:
                 log.warning("consumer listener failed", exc_info=True)
 
 
-def note_status(batch: _Batch, env: Any, state: JobState, fields: dict[str, Any]) -> None:
+def note_status(batch: Batch, env: Any, state: JobState, fields: dict[str, Any]) -> None:
     """Note the job's status in the batch's pending records (written once, when the batch ends)."""
     status = batch.statuses.setdefault(
         env.id, {"id": env.id, "type": env.type, "key": env.key, "enqueued_at": env.enqueued_at.isoformat()}

@@ -23,7 +23,7 @@ from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from jobframework.delivery import RecordOutcome, _Delivery
+    from jobframework.delivery import Delivery, RecordOutcome
     from jobframework.retry import Reason
     from jobframework.state import JobState
 
@@ -41,7 +41,7 @@ class Kind(StrEnum):
 class Verdict:
     """One record's end, as its stages decided it (see the module docstring)."""
 
-    delivery: _Delivery
+    delivery: Delivery
     kind: Kind
     delay: int = 0
     """Seconds before the record is seen again (``RETRY`` and ``RELEASE``)."""
@@ -72,6 +72,6 @@ class Verdict:
         return self.copy and self.kind in (Kind.RETRY, Kind.RELEASE)
 
 
-def returned(d: _Delivery, why: str) -> Verdict:
+def returned(d: Delivery, why: str) -> Verdict:
     """A record the consumer could not settle: reported failed, no visibility change."""
     return Verdict(d, Kind.RETURN, why=why)

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
-from jobframework.cli.errors import EXIT_UNREACHABLE, CliError, _connection_error, _one_line
+from jobframework.cli.errors import EXIT_UNREACHABLE, CliError, connection_error, one_line
 
 if TYPE_CHECKING:
     import boto3
@@ -69,13 +69,13 @@ class Aws:
         try:
             config = RuntimeConfig.from_env(env, ssm_client=self.client("ssm"))
         except ConfigurationError as exc:
-            conn = _connection_error(exc)
+            conn = connection_error(exc)
             if conn is not None:
                 raise CliError(
-                    f"cannot reach the AWS endpoint: {_one_line(str(conn))}", EXIT_UNREACHABLE
+                    f"cannot reach the AWS endpoint: {one_line(str(conn))}", EXIT_UNREACHABLE
                 ) from exc
             raise CliError(
-                f"{_one_line(str(exc))} (set JF_QUEUE_URL_<PRIORITY>/JF_DLQ_URL_<PRIORITY>, or "
+                f"{one_line(str(exc))} (set JF_QUEUE_URL_<PRIORITY>/JF_DLQ_URL_<PRIORITY>, or "
                 "JF_TOPOLOGY_PARAMETER, or export what `jf dev` prints)"
             ) from exc
         updates: dict[str, Any] = {}
@@ -89,11 +89,11 @@ class Aws:
         return self.client("sqs", config=config, attempts=attempts)
 
 
-def _aws(ctx: typer.Context) -> Aws:
+def aws_of(ctx: typer.Context) -> Aws:
     obj = ctx.find_root().obj
     return obj if isinstance(obj, Aws) else Aws(endpoint_url=os.environ.get("JF_ENDPOINT_URL") or None)
 
 
-def _check_reachable(sqs: Any, url: str) -> None:
+def check_reachable(sqs: Any, url: str) -> None:
     """Fail fast (exit 3) when the endpoint does not answer."""
     sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])

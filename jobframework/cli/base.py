@@ -81,7 +81,7 @@ def job_module_names(modules: list[str] | None) -> list[str]:
         raise UsageError(str(exc)) from exc
 
 
-def _load_jobs(modules: list[str] | None) -> list[str]:
+def load_jobs(modules: list[str] | None) -> list[str]:
     """Import the job modules (the current directory is importable, as with celery or uvicorn)."""
     from jobframework.modules import import_job_modules
 
@@ -99,17 +99,17 @@ def optional_jobs(modules: list[str] | None) -> list[str]:
     that lacks the module: then a note says so and the command goes on with the topology's catalog.
     """
     if modules:
-        return _load_jobs(modules)
+        return load_jobs(modules)
     if not os.environ.get(ENV_JOBS, "").strip(" ,"):
         return []
     try:
-        return _load_jobs(None)
+        return load_jobs(None)
     except CliError as exc:
         typer.echo(f"note: {exc}; going on without it (the topology's job catalog)", err=True)
         return []
 
 
-def _print_json(data: Any) -> None:
+def print_json(data: Any) -> None:
     typer.echo(json.dumps(data, indent=2, default=str))
 
 
@@ -118,7 +118,7 @@ PIPED_WIDTH = 200
 ``COLUMNS`` overrides it."""
 
 
-def _console(*, stderr: bool = False) -> Any:
+def rich_console(*, stderr: bool = False) -> Any:
     from rich.console import Console
 
     console = Console(stderr=stderr)
@@ -148,7 +148,7 @@ def parse_duration(text: str, *, option: str | None = None) -> float:
     return float(m.group(1)) * _UNITS[m.group(2)]
 
 
-def _age(seconds: float | None) -> str:
+def age_text(seconds: float | None) -> str:
     if seconds is None:
         return "-"
     for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):

@@ -6,8 +6,8 @@ from typing import Annotated
 
 import typer
 
-from jobframework.cli.aws import _aws
-from jobframework.cli.base import JsonOption, _print_json, app, parse_duration
+from jobframework.cli.aws import aws_of
+from jobframework.cli.base import JsonOption, app, parse_duration, print_json
 from jobframework.cli.errors import CliError
 
 
@@ -43,7 +43,7 @@ def cancel(  # noqa: PLR0917
     from jobframework.flow.cancel import cancellable
     from jobframework.state import StateStore
 
-    aws = _aws(ctx)
+    aws = aws_of(ctx)
     config = aws.runtime_config()
     if not config.state_table:
         raise CliError("cancel needs the state table: set JF_STATE_TABLE (or JF_TOPOLOGY_PARAMETER)")
@@ -53,7 +53,7 @@ def cancel(  # noqa: PLR0917
             raise typer.BadParameter("a job id has 1 to 128 characters", param_hint="ID")
         result = cancel_job(store, job_id)
         if json_output:
-            _print_json(
+            print_json(
                 {
                     "id": job_id,
                     "outcome": result.outcome.value,
@@ -73,7 +73,7 @@ def cancel(  # noqa: PLR0917
             entry["outcome"] = cancel_job(store, found_id).outcome.value
         jobs.append(entry)
     if json_output:
-        _print_json({"type": job_type, "older_than_seconds": seconds, "dry_run": dry_run, "jobs": jobs})
+        print_json({"type": job_type, "older_than_seconds": seconds, "dry_run": dry_run, "jobs": jobs})
         return
     for entry in jobs:
         typer.echo(

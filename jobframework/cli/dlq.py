@@ -12,8 +12,8 @@ import typer
 from typer._click.exceptions import UsageError  # typer carries its own copy of click
 from typer.core import TyperGroup
 
-from jobframework.cli.aws import _aws
-from jobframework.cli.base import JsonOption, _age, _console, _print_json, app, parse_duration
+from jobframework.cli.aws import aws_of
+from jobframework.cli.base import JsonOption, age_text, app, parse_duration, print_json, rich_console
 from jobframework.cli.errors import CliError
 from jobframework.errors import ConfigurationError
 
@@ -71,7 +71,7 @@ IdOption = Annotated[
 def _dead_letters(ctx: typer.Context, *, attempts: int = 2) -> tuple[DeadLetters, RuntimeConfig]:
     from jobframework.dlq import DeadLetters
 
-    aws = _aws(ctx)
+    aws = aws_of(ctx)
     config = aws.runtime_config()
     sqs = aws.sqs(config, attempts=attempts)
     s3 = aws.client("s3", config=config, attempts=attempts) if config.payload_bucket else None
@@ -88,7 +88,7 @@ def _progress(verb: str, total: int | None) -> Any:
             BarColumn(),
             MofNCompleteColumn(),
             TimeElapsedColumn(),
-            console=_console(stderr=True),
+            console=rich_console(stderr=True),
         ),
         total,
     )
@@ -127,7 +127,7 @@ def dlq_ls(
     depths = letters.depths(sample=sample)
     stopped = _paused_lanes(ctx, config)
     if json_output:
-        _print_json([{**asdict(d), "source_paused": d.priority in stopped} for d in depths])
+        print_json([{**asdict(d), "source_paused": d.priority in stopped} for d in depths])
         return
     from rich.table import Table
 
@@ -135,10 +135,10 @@ def dlq_ls(
     for name in ("dlq", "queue", "depth", "in flight", "oldest", "source"):
         table.add_column(name, justify="right" if name in ("depth", "in flight", "oldest") else "left")
     for d in depths:
-        oldest = _age(d.oldest_age_seconds) + ("+" if d.sampled and d.sampled < d.depth else "")
+        oldest = age_text(d.oldest_age_seconds) + ("+" if d.sampled and d.sampled < d.depth else "")
         source = "paused" if d.priority in stopped else "consuming"
         table.add_row(d.priority, d.name, str(d.depth), str(d.in_flight), oldest, source)
-    _console().print(table)
+    rich_console().print(table)
 
 
 def _paused_lanes(ctx: typer.Context, config: RuntimeConfig) -> set[str]:
@@ -148,7 +148,7 @@ def _paused_lanes(ctx: typer.Context, config: RuntimeConfig) -> set[str]:
     from jobframework.flow.pause import paused
     from jobframework.state import StateStore
 
-    return set(paused(StateStore(config.state_table, _aws(ctx).client("dynamodb", config=config))))
+    return set(paused(StateStore(config.state_table, aws_of(ctx).client("dynamodb", config=config))))
 
 
 @dlq_app.command("peek")
@@ -168,7 +168,7 @@ def dlq_peek(
     found = letters.peek(priority, limit=count)
     pointers = [_payload_pointer(d.body) for d in found]
     if json_output:
-        _print_json(
+        print_json(
             [
                 {**d.summary(), **({"payload_ref": ref} if ref else {})}
                 for d, ref in zip(found, pointers, strict=True)
@@ -196,7 +196,7 @@ def dlq_peek(
         if any(pointers):
             row.append(f"{ref['uri']} ({ref['size']:,} bytes)" if ref else "inline")
         table.add_row(*row)
-    _console().print(table)
+    rich_console().print(table)
 
 
 def _payload_pointer(body: str) -> dict[str, Any] | None:
@@ -256,9 +256,7 @@ def dlq_purge(  # noqa: PLR0917
     letters, _ = _dead_letters(ctx)
     deleted = letters.purge(priority, job_type=job_type, reason=reason, ids=ids)
     if json_output:
-        _print_json(
-            {"priority": priority, "type": job_type, "reason": reason, "ids": ids, "deleted": deleted}
-        )
+        print_json({"priority": priority, "type": job_type, "reason": reason, "ids": ids, "deleted": deleted})
     else:
         typer.echo(f"deleted {deleted} dead letters from the {priority} DLQ")
     if not deleted and (job_type or reason or ids):
@@ -309,7 +307,7 @@ def dlq_redrive(  # noqa: PLR0917
         letters, _ = _dead_letters(ctx, attempts=1)
         handle = letters.start_native_redrive(priority, rate=int(rate) if rate else None)
         if json_output:
-            _print_json({"task_handle": handle})
+            print_json({"task_handle": handle})
         else:
             typer.echo(f"started message move task {handle}; follow it with `jf dlq tasks {priority}`")
         return
@@ -327,7 +325,7 @@ def dlq_redrive(  # noqa: PLR0917
                 priority, **select, limit=limit, rate=rate, dry_run=dry_run, progress=bar.advance
             )
     if json_output:
-        _print_json(result.as_dict())
+        print_json(result.as_dict())
     else:
         kinds = ", ".join(f"{k} {v}" for k, v in sorted(result.by_type.items())) or "none"
         if dry_run:
@@ -361,7 +359,7 @@ def dlq_tasks(ctx: typer.Context, priority: PriorityArg, json_output: JsonOption
     letters, _ = _dead_letters(ctx, attempts=1)
     tasks = letters.native_tasks(priority)
     if json_output:
-        _print_json(tasks)
+        print_json(tasks)
         return
     if not tasks:
         typer.echo(f"no message move tasks on the {priority} DLQ")

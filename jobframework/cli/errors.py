@@ -50,7 +50,7 @@ def _fail(message: str, code: int) -> NoReturn:
     sys.exit(code)
 
 
-def _connection_error(exc: BaseException) -> BaseException | None:
+def connection_error(exc: BaseException) -> BaseException | None:
     from botocore.exceptions import ConnectionError as BotoConnectionError
     from botocore.exceptions import ConnectTimeoutError, EndpointConnectionError, ReadTimeoutError
 
@@ -64,7 +64,7 @@ def _connection_error(exc: BaseException) -> BaseException | None:
     return None
 
 
-def _one_line(text: str) -> str:
+def one_line(text: str) -> str:
     return " ".join(str(text).split())
 
 
@@ -89,38 +89,38 @@ class JfGroup(TyperGroup):
             if name in ROOT_OPTIONS and exc.ctx is not None and exc.ctx.parent is not None:
                 command = exc.ctx.command_path.partition(" ")[2]
                 hint = f"; {name} is an option of jf itself: put it first (jf {name} ... {command})"
-            _fail(_one_line(exc.format_message()) + hint, EXIT_USAGE)
+            _fail(one_line(exc.format_message()) + hint, EXIT_USAGE)
         except ClickAbort:
             _fail("interrupted", EXIT_INTERRUPTED)
         except KeyboardInterrupt:
             _fail("interrupted", EXIT_INTERRUPTED)
         except CliError as exc:
-            _fail(_one_line(str(exc)), exc.code)
+            _fail(one_line(str(exc)), exc.code)
         except Exception as exc:
-            _fail(*_describe(exc))
+            _fail(*describe_failure(exc))
         sys.exit(code if isinstance(code, int) else 0)
 
 
-def _describe(exc: Exception) -> tuple[str, int]:
+def describe_failure(exc: Exception) -> tuple[str, int]:
     from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError, NoRegionError
 
     from jobframework.errors import EndpointNotSupportedError, JobFrameworkError
 
-    conn = _connection_error(exc)
+    conn = connection_error(exc)
     if conn is not None:
         hint = ""
         if not os.environ.get("JF_ENDPOINT_URL") and ".amazonaws.com" in str(conn):
             hint = " (for the local `jf dev`, paste the export lines it printed into this shell first)"
-        return f"cannot reach the AWS endpoint: {_one_line(str(conn))}{hint}", EXIT_UNREACHABLE
+        return f"cannot reach the AWS endpoint: {one_line(str(conn))}{hint}", EXIT_UNREACHABLE
     if isinstance(exc, EndpointNotSupportedError):
-        return _one_line(str(exc)), EXIT_NOT_SUPPORTED
+        return one_line(str(exc)), EXIT_NOT_SUPPORTED
     if isinstance(exc, NoCredentialsError):
         return "no AWS credentials: set a profile (--profile/AWS_PROFILE) or run `jf dev`", EXIT_FAILED
     if isinstance(exc, NoRegionError):
         return "no AWS region: pass --region or set AWS_REGION", EXIT_FAILED
     if isinstance(exc, ClientError):
         error = exc.response.get("Error", {})
-        return f"AWS refused the request: {error.get('Code')}: {_one_line(error.get('Message', ''))}", 1
+        return f"AWS refused the request: {error.get('Code')}: {one_line(error.get('Message', ''))}", 1
     if isinstance(exc, JobFrameworkError | BotoCoreError | ValueError | OSError):
-        return _one_line(str(exc)) or type(exc).__name__, EXIT_FAILED
-    return f"{type(exc).__name__}: {_one_line(str(exc))}", EXIT_FAILED
+        return one_line(str(exc)) or type(exc).__name__, EXIT_FAILED
+    return f"{type(exc).__name__}: {one_line(str(exc))}", EXIT_FAILED

@@ -8,18 +8,18 @@ from typing import Annotated
 import typer
 from typer._click.exceptions import UsageError  # typer carries its own copy of click
 
-from jobframework.cli.aws import _aws
+from jobframework.cli.aws import aws_of
 from jobframework.cli.base import (
     JobsOption,
     JsonOption,
     PriorityName,
-    _age,
-    _console,
-    _load_jobs,
-    _print_json,
+    age_text,
     app,
+    load_jobs,
     optional_jobs,
     parse_duration,
+    print_json,
+    rich_console,
 )
 from jobframework.cli.errors import CliError
 
@@ -107,7 +107,7 @@ def enqueue(  # noqa: PLR0917
     optional_jobs(jobs)
     from jobframework.client import JobClient
 
-    aws = _aws(ctx)
+    aws = aws_of(ctx)
     config = aws.runtime_config()
     client = JobClient(
         config,
@@ -134,7 +134,7 @@ def enqueue(  # noqa: PLR0917
     except EnqueueOptionError as exc:  # the options given: a bad argument
         raise UsageError(str(exc)) from exc
     if json_output:
-        _print_json(
+        print_json(
             {
                 "id": result.id,
                 "key": result.key,
@@ -165,7 +165,7 @@ def status(
     from jobframework.client import JobClient
     from jobframework.state import no_status
 
-    aws = _aws(ctx)
+    aws = aws_of(ctx)
     config = aws.runtime_config()
     client = JobClient(
         config,
@@ -176,7 +176,7 @@ def status(
     if found is None:
         raise CliError(no_status(job_id))
     if json_output:
-        _print_json(found.model_dump(mode="json"))
+        print_json(found.model_dump(mode="json"))
         return
     rows = {
         "id": found.id,
@@ -207,7 +207,7 @@ def retry_plan(
 
     Example: jf retry-plan webhooks.deliver
     """
-    _load_jobs(jobs)
+    load_jobs(jobs)
     from jobframework.errors import UnknownJobError
     from jobframework.jobs import registry
 
@@ -236,7 +236,7 @@ def retry_plan(
             }
         )
     if json_output:
-        _print_json({"type": job.name, "max_attempts": job.retry.max_attempts, "retries": rows})
+        print_json({"type": job.name, "max_attempts": job.retry.max_attempts, "retries": rows})
         return
     from rich.table import Table
 
@@ -246,9 +246,9 @@ def retry_plan(
     for row in rows:
         table.add_row(
             str(row["attempt"]),
-            f"{_age(row['delay_min'])} - {_age(row['delay_max'])}",
-            f"{_age(row['cumulative_min'])} - {_age(row['cumulative_max'])}",
+            f"{age_text(row['delay_min'])} - {age_text(row['delay_max'])}",
+            f"{age_text(row['cumulative_min'])} - {age_text(row['cumulative_max'])}",
         )
     if not rows:
         table.add_row("1", "no retry", "-")
-    _console().print(table)
+    rich_console().print(table)

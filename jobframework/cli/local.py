@@ -10,15 +10,15 @@ from typing import Annotated, Any
 
 import typer
 
-from jobframework.cli.aws import _aws, _check_reachable
+from jobframework.cli.aws import aws_of, check_reachable
 from jobframework.cli.base import (
     JobsOption,
     JsonOption,
-    _console,
-    _load_jobs,
-    _print_json,
     app,
     job_module_names,
+    load_jobs,
+    print_json,
+    rich_console,
 )
 from jobframework.cli.errors import EXIT_FAILED, CliError, cannot_listen
 
@@ -41,7 +41,7 @@ def demo(
     from jobframework.local.demo import run_demo
     from jobframework.local.demo_summary import BANNER, render_summary
 
-    console = _console()
+    console = rich_console()
     if not json_output:
         console.print(BANNER)
     report = run_demo(
@@ -52,7 +52,7 @@ def demo(
         verbose=verbose,
     )
     if json_output:
-        _print_json(report.as_dict())
+        print_json(report.as_dict())
     else:
         console.print(render_summary(report))
     ok = report.settled and report.redriven_succeeded == report.redriven
@@ -106,7 +106,7 @@ def dev(  # noqa: PLR0917
     # Other libraries' warnings go to stderr; the framework's and the jobs' records to stdout.
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     listener = install(json_logs=json_logs)
-    modules = _load_jobs(jobs)
+    modules = load_jobs(jobs)
     try:
         aws = EmbeddedAWS(port).start()
     except OSError as exc:  # a port in use is a bad --port (exit 2, as jf ui says it)
@@ -223,8 +223,8 @@ def worker(  # noqa: PLR0917
     # Only once the arguments are good: a handler left on a closed stream would outlive a bad call.
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("botocore").setLevel(logging.WARNING)  # not a line per client about credentials
-    _load_jobs(jobs)
-    aws = _aws(ctx)
+    load_jobs(jobs)
+    aws = aws_of(ctx)
     config = aws.runtime_config()
     if config.endpoint_url:  # a local endpoint: no CloudWatch reads the EMF lines, so none are written
         os.environ.setdefault("POWERTOOLS_METRICS_DISABLED", "true")
@@ -236,7 +236,7 @@ def worker(  # noqa: PLR0917
     if not pollers:
         raise typer.BadParameter(f"{queues!r} names no queue of this topology", param_hint="--queues")
     for poller in pollers:
-        _check_reachable(sqs, poller.url)
+        check_reachable(sqs, poller.url)
     children = _spawn_worker_processes(worker_processes(pollers, topology, processes) - 1)
     wait_seconds = wait if wait is not None else (0 if config.endpoint_url else 1)
     handler = consumer(registry, config=config, sqs_client=sqs, listeners=[outcome_listener(always=False)])

@@ -7,8 +7,8 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 from typer.core import TyperGroup
 
-from jobframework.cli.aws import _aws
-from jobframework.cli.base import JsonOption, _console, _print_json, app
+from jobframework.cli.aws import aws_of
+from jobframework.cli.base import JsonOption, app, print_json, rich_console
 from jobframework.cli.errors import CliError
 
 if TYPE_CHECKING:
@@ -45,7 +45,7 @@ def _switch(ctx: typer.Context, name: str, *, pause: bool, json_output: bool) ->
     from jobframework.flow import pause as flags
     from jobframework.local.pollers import queue_arn_from_url
 
-    aws = _aws(ctx)
+    aws = aws_of(ctx)
     config = aws.runtime_config()
     try:
         lanes = flags.lanes_of(config.queues, name)
@@ -72,7 +72,7 @@ def _switch(ctx: typer.Context, name: str, *, pause: bool, json_output: bool) ->
             "is no state table for local pollers (set JF_STATE_TABLE)"
         )
     if json_output:
-        _print_json(report)
+        print_json(report)
         return
     verb = "paused" if pause else "resumed"
     for r in report:
@@ -109,7 +109,7 @@ def queue_ls(ctx: typer.Context, json_output: JsonOption = False) -> None:
     from jobframework.flow.pause import paused
     from jobframework.jobs import lane_sort_key
 
-    aws = _aws(ctx)
+    aws = aws_of(ctx)
     config = aws.runtime_config()
     store = _store(aws, config)
     stopped = paused(store) if store is not None else {}
@@ -136,7 +136,7 @@ def queue_ls(ctx: typer.Context, json_output: JsonOption = False) -> None:
             }
         )
     if json_output:
-        _print_json(rows)
+        print_json(rows)
         return
     from rich.table import Table
 
@@ -148,4 +148,4 @@ def queue_ls(ctx: typer.Context, json_output: JsonOption = False) -> None:
         table.add_row(
             str(r["lane"]), str(r["queue"]), str(r["depth"]), str(r["in_flight"]), str(r["delayed"]), state
         )
-    _console().print(table)
+    rich_console().print(table)

@@ -8,8 +8,8 @@ from typing import Annotated, Any
 import typer
 from typer.core import TyperGroup
 
-from jobframework.cli.aws import _aws
-from jobframework.cli.base import JsonOption, _console, _print_json, app
+from jobframework.cli.aws import aws_of
+from jobframework.cli.base import JsonOption, app, print_json, rich_console
 from jobframework.cli.errors import CliError
 
 saga_app = typer.Typer(
@@ -32,7 +32,7 @@ class SagaStatusName(StrEnum):
 def _saga_store(ctx: typer.Context) -> Any:
     from jobframework.state import StateStore
 
-    aws = _aws(ctx)
+    aws = aws_of(ctx)
     config = aws.runtime_config()
     if not config.state_table:
         raise CliError("sagas live in the state table: set JF_STATE_TABLE (or use the stack's topology)")
@@ -57,7 +57,7 @@ def saga_ls(
     found = list_sagas(_saga_store(ctx), status=status.value if status else None, name=name, limit=limit)
     rows = [saga_summary(r) for r in found]
     if json_output:
-        _print_json(rows)
+        print_json(rows)
         return
     from rich.table import Table
 
@@ -68,7 +68,7 @@ def saga_ls(
         table.add_row(
             row["id"], row["name"], row["status"], row["step"] or "-", row["created_at"], row["reason"] or "-"
         )
-    _console().print(table)
+    rich_console().print(table)
 
 
 @saga_app.command("show")
@@ -88,6 +88,6 @@ def saga_show(
     if record is None:
         raise CliError(f"no saga {saga_id} (never started, or its record expired)")
     if json_output:
-        _print_json(record.model_dump(mode="json"))
+        print_json(record.model_dump(mode="json"))
         return
-    _console().print(saga_table(record))
+    rich_console().print(saga_table(record))

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from jobframework.cli.aws import _aws, _check_reachable
+from jobframework.cli.aws import aws_of, check_reachable
 from jobframework.cli.base import JobsOption, app, optional_jobs
 from jobframework.cli.errors import CliError, cannot_listen
 
@@ -111,10 +111,10 @@ def _connect(ctx: typer.Context, modules: list[str], *, read_only: bool, stage: 
     from jobframework.jobs import registry
     from jobframework.ui.console import Console
 
-    aws = _aws(ctx)
+    aws = aws_of(ctx)
     config = aws.runtime_config()
     sqs = aws.sqs(config)
-    _check_reachable(sqs, next(iter(config.queues.values())).url)
+    check_reachable(sqs, next(iter(config.queues.values())).url)
     return Console(
         config=config,
         sqs=sqs,

@@ -74,7 +74,6 @@ from jobframework.saga.record import (
 )
 from jobframework.saga.steps import Step, Wait, step, wait
 from jobframework.saga.transitions import StepEvent as StepEvent
-from jobframework.saga.transitions import _enter as _enter
 from jobframework.saga.transitions import advance
 
 __all__ = [

@@ -24,7 +24,7 @@ def _check_deadline(check: DeadlineCheck) -> None:
     """Nothing to do in the job itself: the consumer's saga hook compares the deadline with the clock."""
 
 
-def _deadline_job(registry: JobRegistry) -> Job[Any]:
+def deadline_job(registry: JobRegistry) -> Job[Any]:
     found = registry.find(DEADLINE_JOB)
     if found is not None:
         return found

@@ -15,11 +15,19 @@ from jobframework.envelope import new_job_id
 from jobframework.errors import ConfigurationError, PayloadValidationError
 from jobframework.jobs import Job, JobRegistry
 from jobframework.jobs import registry as default_registry
-from jobframework.saga.deadline import _deadline_job
-from jobframework.saga.engine import _client_or_default, _Engine
-from jobframework.saga.record import SagaError, SagaRecord, SagaStatus, StepRecord, StepState, _iso, _now
+from jobframework.saga.deadline import deadline_job
+from jobframework.saga.engine import SagaEngine, client_or_default
+from jobframework.saga.record import (
+    SagaError,
+    SagaRecord,
+    SagaStatus,
+    StepRecord,
+    StepState,
+    iso_utc,
+    utc_now,
+)
 from jobframework.saga.steps import Step, Wait, step
-from jobframework.saga.transitions import _enter
+from jobframework.saga.transitions import enter_step
 
 if TYPE_CHECKING:
     from jobframework.client import JobClient
@@ -73,7 +81,7 @@ class Saga:
     def new_record(self, payload: dict[str, Any], saga_id: str) -> SagaRecord:
         from jobframework.tracing import current
 
-        now = _iso(_now())
+        now = iso_utc(utc_now())
         trace = current()
         return SagaRecord(
             id=saga_id,
@@ -116,7 +124,7 @@ class Saga:
             ConfigurationError: no state table is configured.
             EnqueueError: the first step could not be sent (the record stays; start again with the id).
         """
-        engine = _Engine(self, _client_or_default(client))
+        engine = SagaEngine(self, client_or_default(client))
         data = payload.model_dump(mode="json") if isinstance(payload, BaseModel) else dict(payload)
         first = self.steps[0]
         if isinstance(first, Step):
@@ -132,7 +140,7 @@ class Saga:
                 ) from exc
         sid = saga_id or new_job_id()
         record = self.new_record(data, sid)
-        _enter(self, record, 0, _now())
+        enter_step(self, record, 0, utc_now())
         if not engine.create(record):
             log.info("saga %s (%s) exists already; not started again", sid, self.name)
             existing = engine.read(sid)
@@ -158,7 +166,7 @@ class Saga:
         if index is None or not isinstance(self.steps[index], Wait):
             waits = ", ".join(s.name for s in self.steps if isinstance(s, Wait)) or "none"
             raise ConfigurationError(f"saga {self.name} has no wait named {name!r} (waits: {waits})")
-        engine = _Engine(self, _client_or_default(client))
+        engine = SagaEngine(self, client_or_default(client))
         accepted = False
 
         def transition(record: SagaRecord, now: datetime) -> bool:
@@ -176,8 +184,8 @@ class Saga:
                 record.signals[name] = data
                 current.state = StepState.SIGNALLED
                 current.output = data
-                current.finished_at = _iso(now)
-                _enter(self, record, index + 1, now)
+                current.finished_at = iso_utc(now)
+                enter_step(self, record, index + 1, now)
                 accepted = True
                 return True
             if current.state is StepState.PENDING and record.status is SagaStatus.RUNNING:
@@ -191,7 +199,7 @@ class Saga:
 
     def status(self, saga_id: str, *, client: JobClient | None = None) -> SagaRecord | None:
         """The saga's record, ``None`` if unknown."""
-        return _client_or_default(client).saga_status(saga_id)
+        return client_or_default(client).saga_status(saga_id)
 
 
 def saga(name: str, *, steps: Iterable[Step | Wait | Job[Any]], registry: JobRegistry | None = None) -> Saga:
@@ -253,7 +261,7 @@ def saga(name: str, *, steps: Iterable[Step | Wait | Job[Any]], registry: JobReg
     if name in defined and not defined[name].stale():
         raise ConfigurationError(f"a saga named {name!r} is already defined on this registry")
     if any(isinstance(s, Wait) for s in items):
-        _deadline_job(reg)
+        deadline_job(reg)
     created = Saga(name, items, reg)
     defined[name] = created
     return created

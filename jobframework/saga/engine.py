@@ -16,9 +16,9 @@ from jobframework.saga.record import (
     SagaNotFoundError,
     SagaRecord,
     SagaStatus,
-    _iso,
-    _now,
+    iso_utc,
     load_saga,
+    utc_now,
 )
 
 if TYPE_CHECKING:
@@ -55,13 +55,13 @@ _TERMINAL_METRIC = {
 }
 
 
-def _client_or_default(client: JobClient | None) -> JobClient:
+def client_or_default(client: JobClient | None) -> JobClient:
     from jobframework.client import default_client
 
     return client if client is not None else default_client()
 
 
-class _Engine:
+class SagaEngine:
     """Reads, transitions (conditional on the version), writes and flushes the outbox of one saga."""
 
     def __init__(self, defn: Saga, client: JobClient, store: StateStore | None = None) -> None:
@@ -94,12 +94,12 @@ class _Engine:
                 raise SagaNotFoundError(f"no saga {saga_id} (never started, or its record expired)")
             before = record.status
             updated = record.model_copy(deep=True)
-            now = _now()
+            now = utc_now()
             if not transition(updated, now):
                 self.flush(record)  # a duplicate: make sure what the transition decided went out
                 return record
             updated.version = record.version + 1
-            updated.updated_at = _iso(now)
+            updated.updated_at = iso_utc(now)
             if self._write(updated, record.version):
                 if updated.status is not before and updated.status in _TERMINAL_METRIC:
                     log.info(
@@ -140,7 +140,7 @@ class _Engine:
 
         delay = None
         if item.not_before is not None:
-            delay = max(0.0, (datetime.fromisoformat(item.not_before) - _now()).total_seconds())
+            delay = max(0.0, (datetime.fromisoformat(item.not_before) - utc_now()).total_seconds())
         request = EnqueueRequest(
             item.job,
             item.payload,

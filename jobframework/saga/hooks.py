@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from jobframework.errors import ConfigurationError
 from jobframework.saga.definition import find_saga
-from jobframework.saga.engine import _Engine
+from jobframework.saga.engine import SagaEngine
 from jobframework.saga.record import SagaNotFoundError, UnknownSagaError, load_saga
 from jobframework.saga.transitions import StepEvent, advance, parse_step
 
@@ -87,5 +87,5 @@ def on_step_event(consumer: Any, envelope: Envelope, event: str, **details: Any)
         attempts=attempts,
         started_at=started_at,
     )
-    engine = _Engine(defn, _consumer_client(consumer), store)
+    engine = SagaEngine(defn, _consumer_client(consumer), store)
     engine.apply(ref.id, lambda record, now: advance(defn, record, step_event, now))

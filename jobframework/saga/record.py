@@ -55,11 +55,11 @@ class CompensationState(StrEnum):
     FAILED = "failed"
 
 
-def _now() -> datetime:
+def utc_now() -> datetime:
     return datetime.now(UTC)
 
 
-def _iso(when: datetime) -> str:
+def iso_utc(when: datetime) -> str:
     return when.isoformat(timespec="milliseconds")
 
 

@@ -17,7 +17,7 @@ from jobframework.saga.record import (
     SagaRecord,
     SagaStatus,
     StepState,
-    _iso,
+    iso_utc,
 )
 from jobframework.saga.steps import Step, Wait
 
@@ -31,21 +31,21 @@ def _job_id(saga_id: str, index: int, kind: str = "") -> str:
     return f"{saga_id}-{kind}{index}"
 
 
-def _enter(defn: Saga, record: SagaRecord, index: int, now: datetime) -> None:
+def enter_step(defn: Saga, record: SagaRecord, index: int, now: datetime) -> None:
     """Move the saga into step ``index`` (or finish it past the last step)."""
     while index < len(defn.steps):
         spec, current = defn.steps[index], record.steps[index]
         if isinstance(spec, Wait):
-            current.started_at = current.started_at or _iso(now)
+            current.started_at = current.started_at or iso_utc(now)
             if spec.name in record.signals:
                 current.state = StepState.SIGNALLED
                 current.output = record.signals[spec.name]
-                current.finished_at = _iso(now)
+                current.finished_at = iso_utc(now)
                 index += 1
                 continue
             deadline = now + timedelta(seconds=round(spec.timeout))
             current.state = StepState.WAITING
-            current.deadline = _iso(deadline)
+            current.deadline = iso_utc(deadline)
             record.outbox.append(
                 OutboxItem(
                     job=DEADLINE_JOB,
@@ -66,7 +66,7 @@ def _enter(defn: Saga, record: SagaRecord, index: int, now: datetime) -> None:
             return
         current.state = StepState.QUEUED
         current.job_id = _job_id(record.id, index)
-        current.queued_at = _iso(now)
+        current.queued_at = iso_utc(now)
         record.outbox.append(
             OutboxItem(
                 job=spec.job.name,
@@ -78,14 +78,14 @@ def _enter(defn: Saga, record: SagaRecord, index: int, now: datetime) -> None:
         )
         return
     record.status = SagaStatus.SUCCEEDED
-    record.finished_at = _iso(now)
+    record.finished_at = iso_utc(now)
 
 
 def _fail_step(defn: Saga, record: SagaRecord, index: int, *, reason: str, error: str, now: datetime) -> None:
     current = record.steps[index]
     current.state = StepState.TIMED_OUT if reason == "deadline" else StepState.FAILED
     current.error = error[:1000]
-    current.finished_at = _iso(now)
+    current.finished_at = iso_utc(now)
     record.status = SagaStatus.COMPENSATING
     record.reason = f"step {current.name} failed ({reason})"
     record.error = error[:1000]
@@ -111,11 +111,11 @@ def _compensate_next(defn: Saga, record: SagaRecord, now: datetime) -> None:
             record.status = SagaStatus.FAILED
             record.reason = f"compensation {spec.compensate.name} of step {spec.name} could not be built"
             record.error = current.compensation_error
-            record.finished_at = _iso(now)
+            record.finished_at = iso_utc(now)
             return
         current.compensation_state = CompensationState.QUEUED
         current.compensation_job_id = _job_id(record.id, index, "c")
-        current.compensation_queued_at = _iso(now)
+        current.compensation_queued_at = iso_utc(now)
         record.outbox.append(
             OutboxItem(
                 job=spec.compensate.name,
@@ -127,7 +127,7 @@ def _compensate_next(defn: Saga, record: SagaRecord, now: datetime) -> None:
         )
         return
     record.status = SagaStatus.COMPENSATED
-    record.finished_at = _iso(now)
+    record.finished_at = iso_utc(now)
 
 
 @dataclass(frozen=True, slots=True)
@@ -171,8 +171,8 @@ def advance(defn: Saga, record: SagaRecord, event: StepEvent, now: datetime) -> 
         if event.event == "completed":
             current.state = StepState.SUCCEEDED
             current.output = event.output
-            current.finished_at = _iso(now)
-            _enter(defn, record, index + 1, now)
+            current.finished_at = iso_utc(now)
+            enter_step(defn, record, index + 1, now)
         else:
             _fail_step(
                 defn, record, index, reason=event.reason or "failed", error=event.error or "failed", now=now
@@ -191,7 +191,7 @@ def advance(defn: Saga, record: SagaRecord, event: StepEvent, now: datetime) -> 
                 )
             current.compensation_state = CompensationState.COMPENSATED
             current.compensation_error = None
-            current.compensation_finished_at = _iso(now)
+            current.compensation_finished_at = iso_utc(now)
             record.status = SagaStatus.COMPENSATING
             record.finished_at = None
             _compensate_next(defn, record, now)
@@ -200,13 +200,13 @@ def advance(defn: Saga, record: SagaRecord, event: StepEvent, now: datetime) -> 
             return False
         current.compensation_state = CompensationState.FAILED
         current.compensation_error = failure[:1000]
-        current.compensation_finished_at = _iso(now)
+        current.compensation_finished_at = iso_utc(now)
         record.status = SagaStatus.FAILED
         record.reason = (
             f"compensation {current.compensation} of step {current.name} was dead-lettered ({event.reason})"
         )
         record.error = failure[:1000]
-        record.finished_at = _iso(now)
+        record.finished_at = iso_utc(now)
         return True
     # a deadline check
     if event.event != "completed" or record.status is not SagaStatus.RUNNING:

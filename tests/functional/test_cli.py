@@ -141,17 +141,17 @@ def test_an_unreachable_aws_endpoint_without_jf_dev_exports_hints_at_them(monkey
     """(The error is made here, not met: no test reaches a real AWS endpoint.)"""
     from botocore.exceptions import EndpointConnectionError
 
-    from jobframework.cli.errors import EXIT_UNREACHABLE, _describe
+    from jobframework.cli.errors import EXIT_UNREACHABLE, describe_failure
 
     aws = EndpointConnectionError(endpoint_url="https://ssm.us-east-1.amazonaws.com/")
     monkeypatch.delenv("JF_ENDPOINT_URL", raising=False)
-    message, code = _describe(aws)
+    message, code = describe_failure(aws)
     assert code == EXIT_UNREACHABLE and "paste the export lines" in message and "ssm.us-east-1" in message
     monkeypatch.setenv("JF_ENDPOINT_URL", "http://127.0.0.1:4566")  # aimed at jf dev: no such hint
-    assert "paste" not in _describe(aws)[0]
+    assert "paste" not in describe_failure(aws)[0]
     local = EndpointConnectionError(endpoint_url="http://127.0.0.1:4566/")
     monkeypatch.delenv("JF_ENDPOINT_URL")
-    assert "paste" not in _describe(local)[0]
+    assert "paste" not in describe_failure(local)[0]
 
 
 def test_unknown_job_and_bad_payload_are_one_line_errors(jf_config):

@@ -308,11 +308,12 @@ def test_jf_saga_ls_and_show(srt):
 def test_a_redriven_compensation_that_completes_resumes_the_rollback():
     from datetime import UTC, datetime
 
-    from jobframework.saga import StepEvent, _enter, advance
+    from jobframework.saga import StepEvent, advance
+    from jobframework.saga.transitions import enter_step
 
     defn, now = saga_jobs.order_saga, datetime.now(UTC)
     record = defn.new_record({"order_id": "o-11"}, "s-11")
-    _enter(defn, record, 0, now)
+    enter_step(defn, record, 0, now)
     for name, output in (("s.charge", {"charge_id": "ch"}), ("s.reserve", {"reservation_id": "rs"})):
         assert advance(defn, record, StepEvent("step", name, "completed", output=output), now)
     assert advance(defn, record, StepEvent("step", "s.notify", "failed", reason="permanent", error="x"), now)

@@ -254,7 +254,7 @@ def test_runtime_config_says_how_to_configure_when_nothing_is_set():
 
 def test_a_dead_letter_near_the_sqs_limit_sheds_attributes_but_keeps_its_body():
     from jobframework import envelope as wire
-    from jobframework.consumer import _fit_dead_letter
+    from jobframework.dead_letter import fit_dead_letter
 
     body = "x" * (wire.SQS_MAX_MESSAGE_BYTES - 600)
     attributes = {
@@ -264,7 +264,7 @@ def test_a_dead_letter_near_the_sqs_limit_sheds_attributes_but_keeps_its_body():
         "jf-reason": wire.string_attribute("exhausted"),
         "jf-error": wire.string_attribute("E" * 1000),
     }
-    _fit_dead_letter(body, attributes)
+    fit_dead_letter(body, attributes)
     assert wire.message_size(body, attributes) <= wire.SQS_MAX_MESSAGE_BYTES
     assert attributes["jf-reason"]["StringValue"] == "exhausted"
     assert attributes["jf-type"]["StringValue"] == "t.big"

@@ -121,8 +121,8 @@ def test_the_worker_entry_point_without_jf_jobs_fails_at_init_saying_what_to_set
 
 def test_jobs_takes_a_comma_separated_list_as_jf_jobs_does(tmp_path, monkeypatch):
     """`jf dev --jobs a,b` (the form `jf dev` prints as JF_JOBS) and `--jobs a --jobs b` load both."""
-    from jobframework.cli.base import _load_jobs
+    from jobframework.cli.base import load_jobs
 
     _package(tmp_path, monkeypatch, "twosvc", jobs="", more="")
-    assert _load_jobs(["twosvc.jobs,twosvc.more"]) == ["twosvc.jobs", "twosvc.more"]
-    assert _load_jobs(["twosvc.jobs", "twosvc.more"]) == ["twosvc.jobs", "twosvc.more"]
+    assert load_jobs(["twosvc.jobs,twosvc.more"]) == ["twosvc.jobs", "twosvc.more"]
+    assert load_jobs(["twosvc.jobs", "twosvc.more"]) == ["twosvc.jobs", "twosvc.more"]
