@@ -82,7 +82,8 @@ def job_module_names(modules: list[str] | None) -> list[str]:
 
 
 def load_jobs(modules: list[str] | None) -> list[str]:
-    """Import the job modules (the current directory is importable, as with celery or uvicorn)."""
+    """Import the job modules ``--jobs`` names (or names :func:`job_module_names` already resolved),
+    else ``JF_JOBS``'s (the current directory is importable, as with celery or uvicorn)."""
     from jobframework.modules import import_job_modules
 
     names = job_module_names(modules)

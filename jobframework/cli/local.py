@@ -102,11 +102,11 @@ def dev(  # noqa: PLR0917
     from jobframework.local.scheduler import LocalScheduler, sqs_sender
     from jobframework.topology import ENV_JOBS, ENV_TOPOLOGY_PARAMETER, Topology, TopologySettings
 
-    job_module_names(jobs)  # none named: said before the logging and the console are set up
+    names = job_module_names(jobs)  # none named: said before the logging and the console are set up
     # Other libraries' warnings go to stderr; the framework's and the jobs' records to stdout.
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     listener = install(json_logs=json_logs)
-    modules = load_jobs(jobs)
+    modules = load_jobs(names)
     try:
         aws = EmbeddedAWS(port).start()
     except OSError as exc:  # a port in use is a bad --port (exit 2, as jf ui says it)
@@ -219,11 +219,11 @@ def worker(  # noqa: PLR0917
         ) from None
     if not chosen:
         raise typer.BadParameter("name at least one queue", param_hint="--queues")
-    job_module_names(jobs)
+    names = job_module_names(jobs)
     # Only once the arguments are good: a handler left on a closed stream would outlive a bad call.
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("botocore").setLevel(logging.WARNING)  # not a line per client about credentials
-    load_jobs(jobs)
+    load_jobs(names)
     aws = aws_of(ctx)
     config = aws.runtime_config()
     if config.endpoint_url:  # a local endpoint: no CloudWatch reads the EMF lines, so none are written
