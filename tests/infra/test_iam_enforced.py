@@ -1,0 +1,278 @@
+"""The synthesized roles, enforced: the real producer and consumer paths run on an embedded AWS that
+refuses what the consumer role and the enqueue grant do not allow.
+
+The stack is synthesized from a small job package (:mod:`tests.infra.iam_jobs`); the policies of the
+shared consumer's role and of a role given ``grant_enqueue`` are taken from the template, resolved to a
+topology provisioned on an IAM-enforcing moto server (:mod:`tests.infra.iam_aws`), and given to roles
+there whose credentials the client and the consumer then use. What moto does not check (resources
+other than SQS and S3, ``dynamodb:LeadingKeys``, ``iam:PassRole``) the evaluator of
+:mod:`tests.infra.iam_policy` checks on every recorded call.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import boto3
+import pytest
+from aws_cdk import App, CfnElement, Stack
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk.assertions import Template
+from constructs import IConstruct
+
+from jobframework.cdk import JobFramework
+from jobframework.client import JobClient
+from jobframework.consumer import Consumer, consumer
+from jobframework.local.aws import provision
+from jobframework.saga import SagaStatus
+from jobframework.testing import consume_once, receive_all
+from jobframework.topology import RuntimeConfig
+
+from . import iam_jobs
+from .iam_aws import ADMIN_POLICY, IamEnforcingAWS, Recorder
+from .iam_policy import Evaluator, Resolver, for_moto, role_statements
+
+BLOB = "x" * 2000
+"""Over the offload threshold the test sets (1,024 bytes, the least allowed)."""
+
+
+@dataclass
+class Synthesized:
+    framework: JobFramework
+    template: Mapping[str, Any]
+    consumer_role: str
+    producer_role: str
+
+    def logical_id(self, construct: IConstruct) -> str:
+        element = construct.node.default_child
+        assert isinstance(element, CfnElement)
+        return str(Stack.of(self.framework).resolve(element.logical_id))  # overridden ids too
+
+
+@pytest.fixture(scope="module")
+def synthesized() -> Synthesized:
+    stack = Stack(App(), "IamEnforced")
+    framework = JobFramework(
+        stack,
+        "Jobs",
+        job_modules=["tests.infra.iam_jobs"],
+        registry=iam_jobs.REGISTRY,
+        app_name="iam",
+        api=False,
+        code=lambda_.Code.from_inline("def handler(event, context): ..."),
+    )
+    producer = iam.Role(stack, "Producer", assumed_by=iam.ServicePrincipal("ecs-tasks.amazonaws.com"))
+    framework.grant_enqueue(producer)
+    synthesized = Synthesized(framework, Template.from_stack(stack).to_json(), "", "")
+    synthesized.consumer_role = synthesized.logical_id(framework.workers.roles["shared"])
+    synthesized.producer_role = synthesized.logical_id(producer)
+    return synthesized
+
+
+@dataclass
+class Enforced:
+    aws: IamEnforcingAWS
+    config: RuntimeConfig
+    statements: dict[str, list[dict[str, Any]]]
+    """The resolved statements by principal (``consumer``, ``producer``)."""
+    client: JobClient
+    handler: Consumer
+    consumer_sqs: Any
+    admin_sqs: Any
+    recorder: Recorder
+    evaluator: Evaluator
+    lanes: list[str]
+    """The lanes of the shared consumer (whose role the test takes)."""
+
+
+@pytest.fixture
+def enforced(synthesized: Synthesized, monkeypatch: pytest.MonkeyPatch) -> Iterator[Enforced]:
+    framework = synthesized.framework
+    topology = framework.topology
+    with IamEnforcingAWS() as aws:
+        admin = aws.fake_session()
+        config = provision(topology, admin, aws.endpoint_url).model_copy(
+            update={
+                "schedule_group": framework.delays.group_name,
+                "offload_threshold": 1024,
+                "retry_budget": 0.2,
+            }
+        )
+        admin.client("scheduler", endpoint_url=aws.endpoint_url).create_schedule_group(
+            Name=framework.delays.group_name
+        )
+        admin.client("ssm", endpoint_url=aws.endpoint_url).put_parameter(
+            Name=topology.topology_parameter,
+            Value=config.model_dump_json(exclude={"endpoint_url"}),
+            Type="String",
+            Overwrite=True,
+        )
+        assert config.payload_bucket and config.scheduler_role_arn
+        resolver = Resolver(
+            synthesized.template,
+            physical={
+                synthesized.logical_id(framework.payloads.bucket): (
+                    config.payload_bucket,
+                    f"arn:aws:s3:::{config.payload_bucket}",
+                ),
+                synthesized.logical_id(framework.delays.role): ("scheduler", config.scheduler_role_arn),
+            },
+            queue_urls={
+                url.rsplit("/", 1)[1]: url
+                for q in config.queues.values()
+                for url in (q.url, q.dlq_url)
+                if url is not None
+            },
+        )
+        statements = {
+            "consumer": resolver.statements(role_statements(synthesized.template, synthesized.consumer_role)),
+            "producer": resolver.statements(role_statements(synthesized.template, synthesized.producer_role)),
+        }
+        sessions = {name: aws.role(name, for_moto(s)) for name, s in statements.items()}
+        admin_sqs = aws.role("admin", ADMIN_POLICY).client("sqs", endpoint_url=aws.endpoint_url)
+        recorder = Recorder()
+        for name, session in sessions.items():
+            recorder.attach(session, name)
+        aws.enforce()
+
+        producer_config = RuntimeConfig.from_parameter(
+            topology.topology_parameter,
+            ssm_client=sessions["producer"].client("ssm", endpoint_url=aws.endpoint_url),
+            endpoint_url=aws.endpoint_url,
+        )
+        client = JobClient(producer_config, registry=iam_jobs.REGISTRY, session=sessions["producer"])
+        # In Lambda the execution role's credentials are the default ones: whatever the consumer makes
+        # from boto3's default session (the saga hook's client, say) runs as the consumer role here too.
+        monkeypatch.setattr(boto3, "DEFAULT_SESSION", sessions["consumer"])
+        consumer_sqs = sessions["consumer"].client("sqs", endpoint_url=aws.endpoint_url)
+        handler = consumer(iam_jobs.REGISTRY, config=config, sqs_client=consumer_sqs)
+        iam_jobs.ran.clear()
+        yield Enforced(
+            aws=aws,
+            config=config,
+            statements=statements,
+            client=client,
+            handler=handler,
+            consumer_sqs=consumer_sqs,
+            admin_sqs=admin_sqs,
+            recorder=recorder,
+            evaluator=Evaluator(
+                partition_keys={topology.state_table: "pk", topology.idempotency_table: "id"}
+            ),
+            lanes=[q.lane for q in topology.queues if q.consumer == "shared"],
+        )
+
+
+def _consume_until(env: Enforced, done: Any, timeout: float = 20) -> None:
+    """Poll the lanes with the consumer role (as the event source mapping does) until ``done()``."""
+    deadline = time.monotonic() + timeout
+    while not done():
+        assert time.monotonic() < deadline, f"not done in {timeout}s: ran {dict(iam_jobs.ran)}"
+        got = 0
+        for lane in env.lanes:
+            url = env.config.queues[lane].url
+            records, _ = consume_once(env.handler, env.consumer_sqs, url)
+            got += len(records)
+        if not got:
+            time.sleep(0.2)
+
+
+def test_the_producer_and_consumer_paths_run_with_only_what_the_synthesized_roles_grant(enforced):
+    env = enforced
+    client = env.client
+    enqueue = client.enqueue
+    tracked = enqueue("iam.tracked", {"name": "tracked"})
+    offloaded = enqueue("iam.tracked", {"name": "offloaded", "blob": BLOB})
+    later = enqueue("iam.tracked", {"name": "next-hour"}, delay=3600)  # a one-time schedule
+    to_cancel = enqueue("iam.tracked", {"name": "cancelled"}, delay=600)
+    flaky = enqueue("iam.flaky", {"name": "flaky"})
+    results = [
+        tracked,
+        offloaded,
+        later,
+        to_cancel,
+        flaky,
+        enqueue("iam.keyed", {"name": "once"}),
+        enqueue("iam.tracked", {"name": "debounced-1"}, key="debounce:a", debounce=1),
+        enqueue("iam.tracked", {"name": "debounced-2"}, key="debounce:a", debounce=1),
+        enqueue("iam.tracked", {"name": "delayed"}, delay=1),
+        enqueue("iam.rated", {"name": "rated-1"}),
+        enqueue("iam.rated", {"name": "rated-2"}),
+        enqueue("iam.declined", {"name": "declined"}),
+        enqueue("iam.ordered", {"name": "ordered-1"}),
+        enqueue("iam.ordered", {"name": "ordered-2"}),
+    ]
+    assert all(r.ok for r in results), [r.error for r in results]
+    assert enqueue("iam.keyed", {"name": "once"}).duplicate
+    saga_id = iam_jobs.order.start({"name": "o-1"}, client=client)
+
+    status = client.status(tracked.id)
+    assert status is not None and status.status == "queued"
+    assert client.cancel(to_cancel.id).outcome == "cancelled"
+    client_status = client.status(later.id)
+    assert client_status is not None and client_status.status == "scheduled", client_status
+
+    def done() -> bool:
+        saga = client.saga_status(saga_id)
+        return bool(
+            iam_jobs.ran["tracked"]
+            and iam_jobs.ran["offloaded"]
+            and iam_jobs.ran["delayed"]
+            and iam_jobs.ran["debounced-2"]
+            and iam_jobs.ran["flaky"] == 2
+            and iam_jobs.ran["declined"]
+            and iam_jobs.ran["rated-1"] + iam_jobs.ran["rated-2"] == 1
+            and iam_jobs.ran["ordered-1"] == 2
+            and iam_jobs.ran["ordered-2"] == 1
+            and saga is not None
+            and saga.status is SagaStatus.SUCCEEDED
+        )
+
+    _consume_until(env, done)
+
+    assert iam_jobs.ran["once"] == 1 and iam_jobs.ran["debounced-1"] == 0 and not iam_jobs.ran["cancelled"]
+    for job_id in (tracked.id, offloaded.id, flaky.id):
+        status = client.status(job_id)
+        assert status is not None and status.status == "succeeded", status
+    dead = receive_all(env.admin_sqs, env.config.queues["low"].dlq_url)  # type: ignore[arg-type]
+    assert [m["MessageAttributes"]["jf-reason"]["StringValue"] for m in dead] == ["permanent"]
+
+    denied = [f"{c.principal} {c.service}:{c.operation}" for c in env.recorder.denied()]
+    assert not denied, f"refused by the synthesized policies: {denied}"
+    refused = [
+        f"{call.principal} {request.action} {request.resource} {dict(request.context)}"
+        for call in env.recorder.calls
+        if call.service in env.evaluator.checked
+        for request in env.evaluator.requests(call.service, call.operation, call.params)
+        if not env.evaluator.allowed(env.statements[call.principal], request)
+    ]
+    assert not refused, f"IAM would refuse (resource or condition): {refused}"
+    assert {
+        "ssm:GetParameter",
+        "s3:PutObject",
+        "scheduler:CreateSchedule",
+        "dynamodb:Query",
+        "dynamodb:PutItem",
+        "dynamodb:UpdateItem",
+        "sqs:SendMessage",
+    } <= env.recorder.operations("producer")
+    assert {
+        "s3:GetObject",
+        "dynamodb:BatchWriteItem",
+        "dynamodb:BatchGetItem",
+        "sqs:SendMessageBatch",
+        "sqs:ChangeMessageVisibilityBatch",
+        "sqs:DeleteMessageBatch",
+        "sqs:ReceiveMessage",
+    } <= env.recorder.operations("consumer")
+    handed_back_to = {
+        c.params["QueueUrl"]
+        for c in env.recorder.calls
+        if c.principal == "consumer" and c.operation in ("SendMessage", "SendMessageBatch")
+    }
+    # Hand-backs and the saga's next step go to the consumer's own queue, dead letters to the DLQ.
+    assert {env.config.queues["high"].url, env.config.queues["low"].dlq_url} <= handed_back_to
