@@ -11,6 +11,7 @@ other than SQS and S3, ``dynamodb:LeadingKeys``, ``iam:PassRole``) the evaluator
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -36,6 +37,8 @@ from . import iam_jobs
 from .iam_aws import ADMIN_POLICY, IamEnforcingAWS, Recorder
 from .iam_policy import Evaluator, Resolver, for_moto, role_statements
 
+SIGNING_PARAMETER = "/iam/dev/signing-keys"
+SIGNING_KEYS = {"current": "k1", "keys": {"k1": "a-signing-key-of-the-test"}}
 BLOB = "x" * 2000
 """Over the offload threshold the test sets (1,024 bytes, the least allowed)."""
 
@@ -63,6 +66,7 @@ def synthesized() -> Synthesized:
         registry=iam_jobs.REGISTRY,
         app_name="iam",
         api=False,
+        signing_keys=f"ssm:{SIGNING_PARAMETER}",
         code=lambda_.Code.from_inline("def handler(event, context): ..."),
     )
     producer = iam.Role(stack, "Producer", assumed_by=iam.ServicePrincipal("ecs-tasks.amazonaws.com"))
@@ -100,17 +104,20 @@ def enforced(synthesized: Synthesized, monkeypatch: pytest.MonkeyPatch) -> Itera
                 "schedule_group": framework.delays.group_name,
                 "offload_threshold": 1024,
                 "retry_budget": 0.2,
+                "signing_keys": f"ssm:{SIGNING_PARAMETER}",
             }
         )
         admin.client("scheduler", endpoint_url=aws.endpoint_url).create_schedule_group(
             Name=framework.delays.group_name
         )
-        admin.client("ssm", endpoint_url=aws.endpoint_url).put_parameter(
+        ssm = admin.client("ssm", endpoint_url=aws.endpoint_url)
+        ssm.put_parameter(
             Name=topology.topology_parameter,
             Value=config.model_dump_json(exclude={"endpoint_url"}),
             Type="String",
             Overwrite=True,
         )
+        ssm.put_parameter(Name=SIGNING_PARAMETER, Value=json.dumps(SIGNING_KEYS), Type="SecureString")
         assert config.payload_bucket and config.scheduler_role_arn
         resolver = Resolver(
             synthesized.template,
@@ -171,6 +178,7 @@ def _consume_until(env: Enforced, done: Any, timeout: float = 20) -> None:
     """Poll the lanes with the consumer role (as the event source mapping does) until ``done()``."""
     deadline = time.monotonic() + timeout
     while not done():
+        assert not env.recorder.denied(), f"refused by the synthesized policies: {_denied(env)}"
         assert time.monotonic() < deadline, f"not done in {timeout}s: ran {dict(iam_jobs.ran)}"
         got = 0
         for lane in env.lanes:
@@ -179,6 +187,10 @@ def _consume_until(env: Enforced, done: Any, timeout: float = 20) -> None:
             got += len(records)
         if not got:
             time.sleep(0.2)
+
+
+def _denied(env: Enforced) -> list[str]:
+    return [f"{c.principal} {c.service}:{c.operation}" for c in env.recorder.denied()]
 
 
 def test_the_producer_and_consumer_paths_run_with_only_what_the_synthesized_roles_grant(enforced):
@@ -241,8 +253,7 @@ def test_the_producer_and_consumer_paths_run_with_only_what_the_synthesized_role
     dead = receive_all(env.admin_sqs, env.config.queues["low"].dlq_url)  # type: ignore[arg-type]
     assert [m["MessageAttributes"]["jf-reason"]["StringValue"] for m in dead] == ["permanent"]
 
-    denied = [f"{c.principal} {c.service}:{c.operation}" for c in env.recorder.denied()]
-    assert not denied, f"refused by the synthesized policies: {denied}"
+    assert not env.recorder.denied(), f"refused by the synthesized policies: {_denied(env)}"
     refused = [
         f"{call.principal} {request.action} {request.resource} {dict(request.context)}"
         for call in env.recorder.calls
@@ -261,6 +272,7 @@ def test_the_producer_and_consumer_paths_run_with_only_what_the_synthesized_role
         "sqs:SendMessage",
     } <= env.recorder.operations("producer")
     assert {
+        "ssm:GetParameter",  # the signing keys
         "s3:GetObject",
         "dynamodb:BatchWriteItem",
         "dynamodb:BatchGetItem",
