@@ -7,7 +7,7 @@ bucket has one expiration rule per class.
 
 from __future__ import annotations
 
-from aws_cdk import Acknowledgment, Duration, RemovalPolicy, Validations
+from aws_cdk import Acknowledgment, Duration, RemovalPolicy, Stack, Validations
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
@@ -16,9 +16,9 @@ from jobframework.cdk.defaults import acknowledge_wildcard
 from jobframework.payloads import LEGACY_PREFIX, RETENTION_CLASSES_DAYS, class_prefix
 
 LOGICAL_ID = "PayloadBucket"
-"""A fixed logical id, so that the cdk-nag acknowledgments of the object grants can name it."""
-OBJECTS_FINDING = f"Resource::<{LOGICAL_ID}.Arn>/*"
-"""cdk-nag's IAM5 finding for a grant on the bucket's objects (see :meth:`PayloadBucket.acknowledge`)."""
+"""The logical id of the first payload bucket of a stack: fixed, as it always was, so that a deployed
+stack keeps its bucket. Another payload bucket in the same stack (a second ``JobFramework``) keeps the
+id CDK derives from its construct path, e.g. ``BillingPayloadsBucket1A2B3C4D``."""
 
 
 class PayloadBucket(Construct):
@@ -38,10 +38,11 @@ class PayloadBucket(Construct):
             the objects expire by themselves).
 
     Attributes:
-        bucket. Grants: :meth:`grant_put` (producers): s3:PutObject on the objects;
-        :meth:`grant_get` (consumers): s3:GetObject on the objects and s3:ListBucket on the bucket, without
-        which S3 answers a missing key with 403, and an expired payload could not be told from a
-        permission error.
+        bucket, logical_id (:data:`LOGICAL_ID` for the stack's first one), objects_finding (cdk-nag's
+        IAM5 finding for a grant on the objects). Grants: :meth:`grant_put` (producers): s3:PutObject on
+        the objects; :meth:`grant_get` (consumers): s3:GetObject on the objects and s3:ListBucket on the
+        bucket, without which S3 answers a missing key with 403, and an expired payload could not be
+        told from a permission error.
     """
 
     def __init__(
@@ -84,7 +85,17 @@ class PayloadBucket(Construct):
         )
         cfn = self.bucket.node.default_child
         assert isinstance(cfn, s3.CfnBucket)
-        cfn.override_logical_id(LOGICAL_ID)
+        stack = Stack.of(self)
+        taken = any(
+            isinstance(c, PayloadBucket) and c is not self and c.logical_id == LOGICAL_ID
+            for c in stack.node.find_all()
+        )
+        if taken:
+            self.logical_id = stack.get_logical_id(cfn)
+        else:
+            cfn.override_logical_id(LOGICAL_ID)
+            self.logical_id = LOGICAL_ID
+        self.objects_finding = f"Resource::<{self.logical_id}.Arn>/*"
         if server_access_logs_bucket is None:
             Validations.of(self.bucket).acknowledge(
                 Acknowledgment(
@@ -113,7 +124,7 @@ class PayloadBucket(Construct):
         )
         acknowledge_wildcard(
             grantee,
-            OBJECTS_FINDING,
+            self.objects_finding,
             "payload objects are named by job id, unknown at deploy time; the grant is one action on "
             "the objects of this dedicated bucket only",
         )

@@ -1,0 +1,73 @@
+"""Two ``JobFramework`` constructs in one stack (two apps side by side): ids do not collide, each keeps
+its own grants, and cdk-nag passes; a single construct keeps the payload bucket's fixed logical id."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from aws_cdk import App, Stack, Validations
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk.assertions import Template
+from cdk_nag import AwsSolutionsChecks
+
+from jobframework.cdk import JobFramework
+from jobframework.cdk.payloads import LOGICAL_ID
+
+from . import iam_jobs
+
+INLINE = "def handler(event, context): ..."
+
+
+def _framework(stack: Stack, construct_id: str, app_name: str) -> JobFramework:
+    return JobFramework(
+        stack,
+        construct_id,
+        job_modules=["tests.infra.iam_jobs"],
+        registry=iam_jobs.REGISTRY,
+        app_name=app_name,
+        api=False,
+        code=lambda_.Code.from_inline(INLINE),
+    )
+
+
+@pytest.fixture(scope="module")
+def two() -> tuple[JobFramework, JobFramework, dict[str, Any]]:
+    app = App()
+    Validations.of(app).add_plugins(AwsSolutionsChecks(app))  # an unacknowledged finding fails synth
+    stack = Stack(app, "TwoApps")
+    billing = _framework(stack, "Billing", "billing")
+    shipping = _framework(stack, "Shipping", "shipping")
+    app.synth()
+    return billing, shipping, Template.from_stack(stack).to_json()
+
+
+def test_two_frameworks_in_one_stack_get_a_payload_bucket_each(two):
+    billing, shipping, template = two
+    buckets = [k for k, r in template["Resources"].items() if r["Type"] == "AWS::S3::Bucket"]
+    assert sorted(buckets) == sorted([billing.payloads.logical_id, shipping.payloads.logical_id])
+    assert billing.payloads.logical_id == LOGICAL_ID  # the first keeps the fixed id
+    assert shipping.payloads.logical_id.startswith("ShippingPayloads")
+
+
+def test_each_frameworks_consumers_read_only_their_own_payload_bucket(two):
+    billing, shipping, template = two
+    for framework in (billing, shipping):
+        role = Stack.of(framework).resolve(framework.workers.roles["shared"].role_name)["Ref"]
+        statements = [
+            s
+            for r in template["Resources"].values()
+            if r["Type"] == "AWS::IAM::Policy" and {"Ref": role} in r["Properties"]["Roles"]
+            for s in r["Properties"]["PolicyDocument"]["Statement"]
+            if "s3:GetObject" in s["Action"]
+        ]
+        assert [s["Resource"] for s in statements] == [
+            {"Fn::Join": ["", [{"Fn::GetAtt": [framework.payloads.logical_id, "Arn"]}, "/*"]]}
+        ]
+
+
+def test_a_single_framework_keeps_the_fixed_payload_bucket_id():
+    stack = Stack(App(), "One")
+    framework = _framework(stack, "Jobs", "solo")
+    assert list(Template.from_stack(stack).find_resources("AWS::S3::Bucket")) == [LOGICAL_ID]
+    assert framework.payloads.objects_finding == f"Resource::<{LOGICAL_ID}.Arn>/*"
