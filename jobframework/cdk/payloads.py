@@ -45,6 +45,8 @@ class PayloadBucket(Construct):
         told from a permission error.
     """
 
+    logical_id: str
+
     def __init__(
         self,
         scope: Construct,

@@ -3,6 +3,7 @@ its own grants, and cdk-nag passes; a single construct keeps the payload bucket'
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import pytest
@@ -32,7 +33,7 @@ def _framework(stack: Stack, construct_id: str, app_name: str) -> JobFramework:
 
 
 @pytest.fixture(scope="module")
-def two() -> tuple[JobFramework, JobFramework, dict[str, Any]]:
+def two() -> tuple[JobFramework, JobFramework, Mapping[str, Any]]:
     app = App()
     Validations.of(app).add_plugins(AwsSolutionsChecks(app))  # an unacknowledged finding fails synth
     stack = Stack(app, "TwoApps")
