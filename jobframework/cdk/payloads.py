@@ -13,6 +13,7 @@ from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
 from jobframework.cdk.defaults import acknowledge_wildcard
+from jobframework.errors import ConfigurationError
 from jobframework.payloads import LEGACY_PREFIX, RETENTION_CLASSES_DAYS, class_prefix
 
 LOGICAL_ID = "PayloadBucket"
@@ -34,8 +35,10 @@ class PayloadBucket(Construct):
         server_access_logs_bucket: where S3 writes server access logs; default none (acknowledged for
             cdk-nag: the objects are transient copies of message bodies and every access is made by
             the framework's own roles, which CloudTrail data events can audit if needed).
-        removal_policy: default ``DESTROY`` (CloudFormation deletes the bucket only when it is empty;
-            the objects expire by themselves).
+        removal_policy: default ``DESTROY``.
+        auto_delete_objects: empty the bucket when the stack is deleted (CDK's custom resource), so that
+            ``cdk destroy`` does not fail on payloads that have not expired yet; default ``True`` with
+            ``DESTROY`` (dev stages), never with ``RETAIN`` (prod keeps the bucket and its objects).
 
     Attributes:
         bucket, logical_id (:data:`LOGICAL_ID` for the stack's first one), objects_finding (cdk-nag's
@@ -55,9 +58,16 @@ class PayloadBucket(Construct):
         expiry_days: int = 7,
         server_access_logs_bucket: s3.IBucket | None = None,
         removal_policy: RemovalPolicy = RemovalPolicy.DESTROY,
+        auto_delete_objects: bool | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
         self.expiry_days = expiry_days
+        destroy = removal_policy == RemovalPolicy.DESTROY
+        if auto_delete_objects and not destroy:
+            raise ConfigurationError(
+                "PayloadBucket: auto_delete_objects=True needs removal_policy=DESTROY (a retained bucket "
+                "keeps its objects)"
+            )
         self.bucket = s3.Bucket(
             self,
             "Bucket",
@@ -84,6 +94,7 @@ class PayloadBucket(Construct):
                 ),
             ],
             removal_policy=removal_policy,
+            auto_delete_objects=destroy if auto_delete_objects is None else auto_delete_objects,
         )
         cfn = self.bucket.node.default_child
         assert isinstance(cfn, s3.CfnBucket)

@@ -51,6 +51,21 @@ class Synth:
         template: dict[str, Any] = json.loads(self.template_path.read_text())
         return template
 
+    def functions(self) -> dict[str, dict[str, Any]]:
+        """The framework's own functions (consumers, the API) by logical id: not CDK's helpers, such as
+        the provider that empties a dev payload bucket on delete."""
+        functions = self.template.find_resources("AWS::Lambda::Function")
+        return {k: f for k, f in functions.items() if f["Properties"]["Handler"].startswith("jobframework.")}
+
+    def code_assets(self) -> list[dict[str, Any]]:
+        """The zip assets that the framework's own functions run."""
+        keys = {json.dumps(f["Properties"]["Code"]["S3Key"]) for f in self.functions().values()}
+        return [
+            a
+            for a in self.zip_assets()
+            if any(json.dumps(d["objectKey"]) in keys for d in a["destinations"].values())
+        ]
+
     def zip_assets(self) -> list[dict[str, Any]]:
         """The file assets (source and destination) of the assets manifest that are zipped directories."""
         manifest = json.loads((self.outdir / f"{self.stack.artifact_id}.assets.json").read_text())

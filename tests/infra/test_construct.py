@@ -128,7 +128,7 @@ def test_the_bundle_holds_the_team_package_and_jobframework_without_its_cdk_part
     app = App(outdir=str(tmp_path / "cdk.out"))
     jobs = _framework(Stack(app, "ShopService"), tmp_path / "src", package, registry, requirements=())
     app.synth()
-    [asset] = [p for p in (tmp_path / "cdk.out").glob("asset.*") if p.is_dir()]
+    [asset] = [p for p in (tmp_path / "cdk.out").glob("asset.*") if (p / "jobframework").is_dir()]
     assert sorted(p.name for p in asset.iterdir()) == sorted([package, "jobframework"])
     assert (asset / "jobframework" / "entrypoints" / "worker.py").is_file()
     assert not (asset / "jobframework" / "cdk").exists()

@@ -51,7 +51,7 @@ def test_scheduler_role_may_only_send_to_the_four_job_queues(synth):
 
 
 def test_functions_get_the_scheduler_role_and_group(synth):
-    for function in synth.template.find_resources("AWS::Lambda::Function").values():
+    for function in synth.functions().values():
         variables = function["Properties"]["Environment"]["Variables"]
         assert variables["JF_SCHEDULE_GROUP"] == "jf-dev-delays"  # a literal: no dependency on the group
         assert variables["JF_SCHEDULER_ROLE_ARN"]["Fn::GetAtt"][0].startswith("DelaysSchedulerRole")

@@ -5,12 +5,17 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from aws_cdk.assertions import Match
+from aws_cdk import App, RemovalPolicy, Stack
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk.assertions import Match, Template
 
+from jobframework.cdk import JobFramework, PayloadBucket
 from jobframework.cdk.defaults import StageConfig
-from jobframework.errors import PayloadStoreError
+from jobframework.errors import ConfigurationError, PayloadStoreError
 from jobframework.payloads import DAY_SECONDS, RETENTION_CLASSES_DAYS, retention_days, retry_horizon
 from jobframework.retry import RetryPolicy
+
+from . import iam_jobs
 
 
 def test_payload_bucket_is_encrypted_private_and_owner_enforced(synth):
@@ -114,7 +119,40 @@ def test_consumers_may_get_and_put_payload_objects_and_list_the_bucket_and_nothi
 
 
 def test_functions_know_the_payload_bucket(synth):
-    for function in synth.template.find_resources("AWS::Lambda::Function").values():
+    for function in synth.functions().values():
         assert function["Properties"]["Environment"]["Variables"]["JF_PAYLOAD_BUCKET"] == {
             "Ref": "PayloadBucket"
         }
+
+
+def test_a_dev_payload_bucket_is_emptied_on_delete_so_that_cdk_destroy_succeeds(synth):
+    synth.template.has_resource(
+        "AWS::S3::Bucket", {"DeletionPolicy": "Delete", "UpdateReplacePolicy": "Delete"}
+    )
+    synth.template.has_resource_properties(
+        "Custom::S3AutoDeleteObjects", {"BucketName": {"Ref": "PayloadBucket"}}
+    )
+
+
+def test_a_prod_payload_bucket_is_retained_with_its_objects():
+    stack = Stack(App(), "Prod")
+    JobFramework(
+        stack,
+        "Jobs",
+        job_modules=["tests.infra.iam_jobs"],
+        registry=iam_jobs.REGISTRY,
+        app_name="iam",
+        stage="prod",
+        api=False,
+        code=lambda_.Code.from_inline("def handler(event, context): ..."),
+    )
+    template = Template.from_stack(stack)
+    template.has_resource("AWS::S3::Bucket", {"DeletionPolicy": "Retain"})
+    template.resource_count_is("Custom::S3AutoDeleteObjects", 0)
+
+
+def test_auto_delete_of_a_retained_bucket_is_refused():
+    with pytest.raises(ConfigurationError, match=r"auto_delete_objects=True needs removal_policy=DESTROY"):
+        PayloadBucket(
+            Stack(App(), "S"), "Payloads", removal_policy=RemovalPolicy.RETAIN, auto_delete_objects=True
+        )

@@ -10,7 +10,7 @@ from tests.infra.conftest import PROFILE_CONTAINER_LANES
 
 
 def _functions_by_name(synth):
-    functions = synth.template.find_resources("AWS::Lambda::Function")
+    functions = synth.functions()
     return {f["Properties"]["FunctionName"]: f["Properties"] for f in functions.values()}
 
 

@@ -83,7 +83,7 @@ def test_every_queue_has_a_policy_denying_requests_without_tls(synth):
 
 
 def test_visibility_timeout_is_at_least_six_times_the_consumer_timeout(synth):
-    functions = synth.template.find_resources("AWS::Lambda::Function")
+    functions = synth.functions()
     timeout_by_name = {
         f["Properties"]["FunctionName"]: f["Properties"]["Timeout"] for f in functions.values()
     }

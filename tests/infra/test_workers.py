@@ -68,7 +68,7 @@ def test_critical_consumer_is_dedicated_with_reserved_concurrency(synth):
 
 def _consumer_functions(synth):
     names = {c.function_name for c in synth.topology.consumers}
-    functions = synth.template.find_resources("AWS::Lambda::Function")
+    functions = synth.functions()
     return {k: f for k, f in functions.items() if f["Properties"]["FunctionName"] in names}
 
 
@@ -86,7 +86,8 @@ def test_functions_run_the_worker_on_the_latest_python_with_the_powertools_layer
 
 
 def test_functions_get_the_jf_environment_the_client_and_consumer_read(synth):
-    functions = synth.template.find_resources("AWS::Lambda::Function")
+    functions = synth.functions()
+    assert functions
     for function in functions.values():
         variables = function["Properties"]["Environment"]["Variables"]
         config = RuntimeConfig.from_env(
@@ -101,7 +102,7 @@ def test_functions_get_the_jf_environment_the_client_and_consumer_read(synth):
 
 
 def test_lambda_asset_holds_only_the_framework_and_handlers(synth):
-    [asset] = synth.zip_assets()
+    [asset] = synth.code_assets()
     asset_dir = synth.outdir / asset["source"]["path"]
     top = sorted(p.name for p in asset_dir.iterdir())
     assert top == ["handlers", "jobframework"]
@@ -109,7 +110,7 @@ def test_lambda_asset_holds_only_the_framework_and_handlers(synth):
 
 
 def test_functions_get_the_signing_keys_and_the_default_retry_budget(synth):
-    for function in synth.template.find_resources("AWS::Lambda::Function").values():
+    for function in synth.functions().values():
         variables = function["Properties"]["Environment"]["Variables"]
         assert variables["JF_SIGNING_KEYS"] == "ssm:/jf/dev/signing-keys"
         assert "JF_RETRY_BUDGET" not in variables  # the default, 0.2, is what the runtime assumes
