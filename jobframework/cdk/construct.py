@@ -74,8 +74,9 @@ class JobFramework(JobResources):
         stage_config: default ``StageConfig.for_stage(stage)``.
         powertools_layer_version, signing_keys, retry_budget (default 0.2, ``None`` off), api (default
         ``True``), container_lanes, container_image (required with container lanes outside this
-        repository's layout), vpc, outputs (CloudFormation outputs, default ``True``): see
-        :class:`~jobframework.cdk.resources.JobResources`.
+        repository's layout), vpc, outputs (CloudFormation outputs, default ``True``),
+        reserve_concurrency (default ``True``: the critical consumer reserves its concurrency while a
+        job uses the critical lane): see :class:`~jobframework.cdk.resources.JobResources`.
 
     Attributes:
         topology, queues (by lane), dead_letter_queues (by lane), functions (consumers by name),
@@ -117,6 +118,7 @@ class JobFramework(JobResources):
         container_image: ecs.ContainerImage | None = None,
         vpc: ec2.IVpc | None = None,
         outputs: bool = True,
+        reserve_concurrency: bool = True,
     ) -> None:
         if isinstance(job_modules, str):  # (a string is a sequence too: of one-letter "modules")
             job_modules = job_modules.split(",")
@@ -186,6 +188,7 @@ class JobFramework(JobResources):
             container_image=container_image,
             vpc=vpc,
             outputs=outputs,
+            reserve_concurrency=reserve_concurrency,
         )
 
 

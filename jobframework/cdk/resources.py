@@ -82,6 +82,9 @@ class JobResources(Construct):
         vpc: the container workers' VPC; default a new one (see :class:`ContainerWorkers`).
         outputs: add the CloudFormation outputs (queue URLs and ARNs, table names, the topic, the
             topology parameter, exported as ``<app>-<stage>-topology-parameter``); default ``True``.
+        reserve_concurrency: reserve the critical consumer's concurrency
+            (``TopologySettings.critical_reserved_concurrency``) while a job is routed to the critical
+            lane; ``False``: never (for accounts whose concurrency limit is 10); see :class:`Workers`.
 
     Attributes:
         topology, queues (:class:`PriorityQueue` by lane: ``high``, ``high-cpu``), dead_letter_queues
@@ -113,6 +116,7 @@ class JobResources(Construct):
         container_image: ecs.ContainerImage | None = None,
         vpc: ec2.IVpc | None = None,
         outputs: bool = True,
+        reserve_concurrency: bool = True,
     ) -> None:
         super().__init__(scope, construct_id)
         self.code = code
@@ -226,6 +230,7 @@ class JobResources(Construct):
             powertools_layer_version=powertools_layer_version,
             log_retention=stage.log_retention,
             removal_policy=stage.removal_policy,
+            reserve_concurrency=reserve_concurrency,
         )
         self.container_workers: ContainerWorkers | None = None
         if container_lanes:

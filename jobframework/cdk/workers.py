@@ -88,12 +88,18 @@ class Workers(Construct):
         architecture: default x86_64 (the layer follows it).
         powertools_layer_version: default :data:`~jobframework.cdk.defaults.POWERTOOLS_LAYER_VERSION`.
         log_retention: default two weeks; removal_policy (of the log groups): default ``DESTROY``.
+        reserve_concurrency: give a consumer with a ``reserved_concurrency`` (``critical``) that
+            reservation, but only while a job is routed to its lanes (an empty critical lane gets a
+            function, for sends with ``priority="critical"``, that reserves nothing); ``False``: never
+            (AWS keeps 10 executions unreserved, so an account whose limit is 10, as new accounts'
+            often is, refuses any reservation). Default ``True``.
 
     Attributes:
         functions, aliases, roles, error_alarms, throttle_alarms, deployment_groups (by consumer name),
         event_sources (by lane), log_groups, application (the CodeDeploy application), code, layers,
         alarms (the errors and throttles alarms, for the alarm topic: a crashing or throttled consumer
-        pages at once, before the age-of-oldest alarms would).
+        pages at once, before the age-of-oldest alarms would), reserved_concurrency (by consumer name:
+        what its function reserves, ``None`` for nothing).
 
     Safe deploys: the event source mappings invoke the ``live`` alias, never ``$LATEST``; each deploy
     publishes a version and CodeDeploy shifts the alias to it with ``deployment_config``, rolling back
@@ -128,6 +134,7 @@ class Workers(Construct):
         powertools_layer_version: int = POWERTOOLS_LAYER_VERSION,
         log_retention: logs.RetentionDays = logs.RetentionDays.TWO_WEEKS,
         removal_policy: RemovalPolicy = RemovalPolicy.DESTROY,
+        reserve_concurrency: bool = True,
     ) -> None:
         super().__init__(scope, construct_id)
         self.code = code
@@ -146,6 +153,7 @@ class Workers(Construct):
         self.throttle_alarms: dict[str, cloudwatch.Alarm] = {}
         self.deployment_groups: dict[str, codedeploy.LambdaDeploymentGroup] = {}
         self.event_sources: dict[str, event_sources.SqsEventSource] = {}
+        self.reserved_concurrency: dict[str, int | None] = {}
         self.application = codedeploy.LambdaApplication(self, "Deployments")
         specs_by_lane = {q.lane: q for q in queue_specs}
         skipped = set(skip_lanes)
@@ -155,6 +163,9 @@ class Workers(Construct):
             if not lanes:
                 continue
             cid = lane_id(consumer.name)
+            has_jobs = any(specs_by_lane[lane].jobs for lane in lanes)
+            reserved = consumer.reserved_concurrency if reserve_concurrency and has_jobs else None
+            self.reserved_concurrency[consumer.name] = reserved
             log_group = logs.LogGroup(
                 self,
                 f"{cid}LogGroup",
@@ -181,7 +192,7 @@ class Workers(Construct):
                 layers=list(layers),
                 timeout=Duration.seconds(consumer.timeout),
                 memory_size=consumer.memory_mb,
-                reserved_concurrent_executions=consumer.reserved_concurrency,
+                reserved_concurrent_executions=reserved,
                 tracing=lambda_.Tracing.ACTIVE,
                 environment=dict(environment),
                 role=role,

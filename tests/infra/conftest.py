@@ -6,6 +6,7 @@ from __future__ import annotations
 import importlib
 import json
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -51,7 +52,7 @@ class Synth:
         template: dict[str, Any] = json.loads(self.template_path.read_text())
         return template
 
-    def functions(self) -> dict[str, dict[str, Any]]:
+    def functions(self) -> dict[str, Mapping[str, Any]]:
         """The framework's own functions (consumers, the API) by logical id: not CDK's helpers, such as
         the provider that empties a dev payload bucket on delete."""
         functions = self.template.find_resources("AWS::Lambda::Function")

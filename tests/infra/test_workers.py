@@ -2,10 +2,17 @@
 
 from __future__ import annotations
 
-from aws_cdk.assertions import Match
+from typing import Any
 
-from jobframework.jobs import Priority
+from aws_cdk import App, Stack
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk.assertions import Match, Template
+from pydantic import BaseModel
+
+from jobframework.cdk import JobFramework
+from jobframework.jobs import JobRegistry, Priority, job
 from jobframework.topology import RuntimeConfig
+from tests.infra import iam_jobs
 from tests.infra.conftest import CONTAINER_LANES
 
 ALIAS_OF_SHARED = Match.string_like_regexp("^WorkersSharedAlias")
@@ -114,3 +121,51 @@ def test_functions_get_the_signing_keys_and_the_default_retry_budget(synth):
         variables = function["Properties"]["Environment"]["Variables"]
         assert variables["JF_SIGNING_KEYS"] == "ssm:/jf/dev/signing-keys"
         assert "JF_RETRY_BUDGET" not in variables  # the default, 0.2, is what the runtime assumes
+
+
+def _reservations(registry: JobRegistry, **props: Any) -> dict[str, Any]:
+    """``ReservedConcurrentExecutions`` of each consumer function of a stack of ``registry``'s jobs."""
+    stack = Stack(App(), "Reservations")
+    JobFramework(
+        stack,
+        "Jobs",
+        job_modules=["tests.infra.iam_jobs"],
+        registry=registry,
+        api=False,
+        code=lambda_.Code.from_inline("def handler(event, context): ..."),
+        **props,
+    )
+    functions = Template.from_stack(stack).find_resources("AWS::Lambda::Function")
+    return {
+        f["Properties"]["FunctionName"]: f["Properties"].get("ReservedConcurrentExecutions")
+        for f in functions.values()
+        if f["Properties"]["Handler"].startswith("jobframework.")
+    }
+
+
+class Ping(BaseModel):
+    n: int = 0
+
+
+def _with_a_critical_job() -> JobRegistry:
+    registry = JobRegistry()
+
+    @job("auth.otp", priority=Priority.CRITICAL, registry=registry)
+    def otp(p: Ping) -> None: ...
+
+    return registry
+
+
+def test_a_critical_consumer_without_critical_jobs_reserves_no_concurrency():
+    assert _reservations(iam_jobs.REGISTRY) == {
+        "jf-dev-consumer-critical": None,
+        "jf-dev-consumer-shared": None,
+    }
+
+
+def test_a_critical_job_gets_its_consumer_reserved_concurrency_unless_turned_off():
+    assert _reservations(_with_a_critical_job())["jf-dev-consumer-critical"] == 5
+    assert _reservations(_with_a_critical_job(), reserve_concurrency=False) == {
+        "jf-dev-consumer-critical": None,
+        "jf-dev-consumer-shared": None,
+    }
