@@ -29,11 +29,13 @@ from aws_cdk import aws_ecs as ecs
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from constructs import Construct
+from pydantic import ValidationError
 
 from jobframework.cdk.bundling import BundleSpec, python_code
 from jobframework.cdk.container_workers import DOCKERFILE, worker_image
 from jobframework.cdk.defaults import POWERTOOLS_LAYER_VERSION, StageConfig
 from jobframework.cdk.dependencies import find_dependency_file, read_dependency_file, runtime_requirements
+from jobframework.cdk.props import NAME_ADVICE, prop_error
 from jobframework.cdk.resources import JobResources
 from jobframework.cdk.workers import RUNTIME
 from jobframework.errors import ConfigurationError
@@ -246,7 +248,18 @@ def _topology(
             f"job modules {', '.join(modules)} registered no jobs: decorate your job functions with @job"
         )
     if settings is None:
-        settings = TopologySettings(stage=stage or DEFAULT_STAGE, app=app_name or DEFAULT_APP)
+        given_stage, given_app = stage or DEFAULT_STAGE, app_name or DEFAULT_APP
+        try:
+            settings = TopologySettings(stage=given_stage, app=given_app)
+        except ValidationError as exc:
+            raise prop_error(
+                "JobFramework",
+                exc,
+                {
+                    "stage": ("stage", given_stage, f"e.g. 'dev' or 'prod': {NAME_ADVICE}"),
+                    "app": ("app_name", given_app, f"e.g. 'billing': {NAME_ADVICE}"),
+                },
+            ) from None
     return Topology.from_registry(reg, settings)
 
 

@@ -13,6 +13,7 @@ from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_sqs as sqs
 from aws_cdk import aws_ssm as ssm
 from constructs import Construct
+from pydantic import ValidationError
 
 from jobframework.cdk.api import JobApi
 from jobframework.cdk.container_workers import ContainerWorkers
@@ -28,6 +29,7 @@ from jobframework.cdk.monitoring import Monitoring
 from jobframework.cdk.operate import grant_operate
 from jobframework.cdk.payloads import PayloadBucket
 from jobframework.cdk.priority_queue import PriorityQueue, check_fifo_event_source
+from jobframework.cdk.props import prop_error
 from jobframework.cdk.schedules import Schedules
 from jobframework.cdk.signing import SigningKeys
 from jobframework.cdk.tables import JobTables
@@ -195,20 +197,26 @@ class JobResources(Construct):
         )
         self.signing_keys = SigningKeys(self, "SigningKeys", source=signing_keys) if signing_keys else None
 
-        self.runtime_config = RuntimeConfig(
-            queues={
-                lane: QueueEndpoints(url=q.queue.queue_url, dlq_url=q.dead_letter_queue.queue_url)
-                for lane, q in self.queues.items()
-            },
-            state_table=self.tables.state_table.table_name,
-            idempotency_table=self.tables.idempotency_table.table_name,
-            payload_bucket=self.payloads.bucket.bucket_name,
-            signing_keys=signing_keys,
-            scheduler_role_arn=self.delays.role.role_arn,
-            schedule_group=self.delays.group_name,
-            retry_budget=retry_budget,
-            jobs=topology.catalog,  # in the topology parameter only (to_env leaves it out)
-        )
+        try:
+            self.runtime_config = RuntimeConfig(
+                queues={
+                    lane: QueueEndpoints(url=q.queue.queue_url, dlq_url=q.dead_letter_queue.queue_url)
+                    for lane, q in self.queues.items()
+                },
+                state_table=self.tables.state_table.table_name,
+                idempotency_table=self.tables.idempotency_table.table_name,
+                payload_bucket=self.payloads.bucket.bucket_name,
+                signing_keys=signing_keys,
+                scheduler_role_arn=self.delays.role.role_arn,
+                schedule_group=self.delays.group_name,
+                retry_budget=retry_budget,
+                jobs=topology.catalog,  # in the topology parameter only (to_env leaves it out)
+            )
+        except ValidationError as exc:
+            advice = "retries allowed per first attempt, 0 to 10, default 0.2; None turns the budget off"
+            raise prop_error(
+                type(self).__name__, exc, {"retry_budget": ("retry_budget", retry_budget, advice)}
+            ) from None
         environment = {
             **self.runtime_config.to_env(),
             ENV_JOBS: ",".join(job_modules),

@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import pytest
 from aws_cdk import App, Stack
+from aws_cdk import aws_lambda as lambda_
 from pydantic import BaseModel
 
+from jobframework.cdk import JobFramework
 from jobframework.cdk.priority_queue import PriorityQueue
 from jobframework.errors import ConfigurationError
 from jobframework.jobs import JobRegistry, Priority, job
 from jobframework.retry import RetryPolicy
 from jobframework.topology import Topology, TopologySettings
 from stacks.application import build_app
+from tests.infra import iam_jobs
 
 
 class Ping(BaseModel):
@@ -106,3 +109,32 @@ def test_a_job_longer_than_lambda_allows_needs_a_container_lane_naming_the_job()
         ConfigurationError, match=r"job video\.transcode may run 3600s.*container_workers=low-cpu"
     ):
         build_app(App(context={"jobs": "handlers.jobs"}), registry=registry, nag=False)
+
+
+@pytest.mark.parametrize(
+    ("props", "message"),
+    [
+        (
+            {"stage": "Prod"},
+            r"^JobFramework: stage='Prod': String should match pattern .*e\.g\. 'dev' or 'prod'",
+        ),
+        ({"stage": 5}, r"^JobFramework: stage=5: Input should be a valid string"),
+        ({"app_name": "my_app"}, r"^JobFramework: app_name='my_app': String should match .*e\.g\. 'billing'"),
+        (
+            {"retry_budget": 50},
+            r"^JobFramework: retry_budget=50: Input should be less than or equal to 10 .*None",
+        ),
+    ],
+)
+def test_a_bad_stage_app_name_or_retry_budget_is_one_line_naming_the_prop(props, message):
+    with pytest.raises(ConfigurationError, match=message) as raised:
+        JobFramework(
+            Stack(App(), "S"),
+            "Jobs",
+            job_modules=["tests.infra.iam_jobs"],
+            registry=iam_jobs.REGISTRY,
+            api=False,
+            code=lambda_.Code.from_inline("def handler(event, context): ..."),
+            **props,
+        )
+    assert "\n" not in str(raised.value)
