@@ -7,8 +7,9 @@ pause a queue) and the consumers' metrics. :data:`OPERATOR_ACTIONS` is every API
 commands call, by service; ``tests/functional/test_operate.py`` runs the commands on the embedded AWS,
 records each request they make, and checks that this list holds them all, so the grant follows the
 CLI. Resources are this deployment's own wherever IAM allows it (the queues, the table, the bucket,
-the parameter, the stack's event source mappings); ``ListEventSourceMappings`` and CloudWatch's
-metric reads take no resource.
+the parameter, the stack's event source mappings); the queue actions cover the schedules' DLQ too,
+whose undelivered firings an operator inspects and redrives (to the job's queue) from the SQS
+console. ``ListEventSourceMappings`` and CloudWatch's metric reads take no resource.
 """
 
 from __future__ import annotations
@@ -69,6 +70,8 @@ def grant_operate(resources: JobResources, grantee: iam.IGrantable) -> None:
     """Let ``grantee`` run the operator's ``jf`` commands against ``resources`` (see the module)."""
     queues = [q.queue.queue_arn for q in resources.queues.values()]
     dlqs = [q.dead_letter_queue.queue_arn for q in resources.queues.values()]
+    if resources.schedules is not None:  # firings Scheduler could not deliver, redriven from the console
+        dlqs.append(resources.schedules.dead_letter_queue.queue_arn)
     iam.Grant.add_to_principal(grantee=grantee, actions=_actions("sqs"), resource_arns=queues + dlqs)
     table = resources.tables.state_table
     iam.Grant.add_to_principal(grantee=grantee, actions=_actions("dynamodb"), resource_arns=[table.table_arn])

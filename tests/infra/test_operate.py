@@ -7,9 +7,13 @@ from typing import Any
 
 from aws_cdk import App, CfnElement, Stack
 from aws_cdk import aws_iam as iam
+from aws_cdk import aws_lambda as lambda_
 from aws_cdk.assertions import Template
+from pydantic import BaseModel
 
+from jobframework.cdk import JobFramework
 from jobframework.cdk.operate import OPERATOR_ACTIONS
+from jobframework.jobs import JobRegistry, job
 from tests.infra.test_construct import _framework, _project
 
 
@@ -83,3 +87,37 @@ def test_the_wildcards_aws_requires_are_acknowledged_for_cdk_nag_with_a_reason(t
     }
     assert "ListEventSourceMappings" in acknowledged["AwsSolutions::AwsSolutions-IAM5[Resource::*]"]
     assert acknowledged["AwsSolutions::AwsSolutions-IAM5[Resource::<PayloadBucket.Arn>/*]"]
+
+
+class Tick(BaseModel):
+    n: int = 0
+
+
+def test_the_schedules_dead_letter_queue_may_be_inspected_and_redriven():
+    registry = JobRegistry()
+
+    @job("ops.cleanup", schedule="rate(1 hour)", registry=registry)
+    def cleanup(p: Tick) -> None: ...
+
+    stack = Stack(App(), "Scheduled")
+    jobs = JobFramework(
+        stack,
+        "Jobs",
+        job_modules=["tests.infra.iam_jobs"],
+        registry=registry,
+        api=False,
+        code=lambda_.Code.from_inline("def handler(event, context): ..."),
+    )
+    operator = iam.Role(stack, "OnCall", assumed_by=iam.AccountRootPrincipal())
+    jobs.grant_operate(operator)
+    assert jobs.schedules is not None
+    dlq = stack.get_logical_id(jobs.schedules.dead_letter_queue.node.default_child)  # type: ignore[arg-type]
+    role = stack.get_logical_id(operator.node.default_child)  # type: ignore[arg-type]
+    [policy] = [
+        p
+        for p in Template.from_stack(stack).find_resources("AWS::IAM::Policy").values()
+        if p["Properties"]["Roles"] == [{"Ref": role}]
+    ]
+    statements = policy["Properties"]["PolicyDocument"]["Statement"]
+    for action in OPERATOR_ACTIONS["sqs"]:
+        assert dlq in {r["Fn::GetAtt"][0] for r in _granting(statements, f"sqs:{action}")}, action
