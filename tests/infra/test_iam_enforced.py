@@ -1,16 +1,18 @@
 """The synthesized roles, enforced: the real producer and consumer paths run on an embedded AWS that
 refuses what the consumer role and the enqueue grant do not allow.
 
-The stack is synthesized from a small job package (:mod:`tests.infra.iam_jobs`); the policies of the
-shared consumer's role and of a role given ``grant_enqueue`` are taken from the template, resolved to a
-topology provisioned on an IAM-enforcing moto server (:mod:`tests.infra.iam_aws`), and given to roles
-there whose credentials the client and the consumer then use. What moto does not check (resources
+The stack is synthesized from a small job package (:mod:`tests.infra.iam_jobs`), its low lane on
+container workers; the policies of the shared Lambda consumer's role, of the low lane's task role and
+of a role given ``grant_enqueue`` are taken from the template, resolved to a topology provisioned on an
+IAM-enforcing moto server (:mod:`tests.infra.iam_aws`), and given to roles there whose credentials the
+client and the consumers then use. What moto does not check (resources
 other than SQS and S3, ``dynamodb:LeadingKeys``, ``iam:PassRole``) the evaluator of
 :mod:`tests.infra.iam_policy` checks on every recorded call.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 from collections.abc import Iterator, Mapping
@@ -20,6 +22,7 @@ from typing import Any
 import boto3
 import pytest
 from aws_cdk import App, CfnElement, Stack
+from aws_cdk import aws_ecs as ecs
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk.assertions import Template
@@ -39,6 +42,7 @@ from .iam_policy import Evaluator, Resolver, for_moto, role_statements
 
 SIGNING_PARAMETER = "/iam/dev/signing-keys"
 SIGNING_KEYS = {"current": "k1", "keys": {"k1": "a-signing-key-of-the-test"}}
+CONTAINER_LANES = ("low",)
 BLOB = "x" * 2000
 """Over the offload threshold the test sets (1,024 bytes, the least allowed)."""
 
@@ -47,8 +51,9 @@ BLOB = "x" * 2000
 class Synthesized:
     framework: JobFramework
     template: Mapping[str, Any]
-    consumer_role: str
-    producer_role: str
+    roles: dict[str, str]
+    """The logical id of each principal's role: ``consumer`` (the shared Lambda consumer), ``worker``
+    (the low lane's container task role), ``producer`` (a role given ``grant_enqueue``)."""
 
     def logical_id(self, construct: IConstruct) -> str:
         element = construct.node.default_child
@@ -68,13 +73,30 @@ def synthesized() -> Synthesized:
         api=False,
         signing_keys=f"ssm:{SIGNING_PARAMETER}",
         code=lambda_.Code.from_inline("def handler(event, context): ..."),
+        container_lanes=CONTAINER_LANES,
+        container_image=ecs.ContainerImage.from_registry("public.ecr.aws/example/jf-worker:latest"),
     )
     producer = iam.Role(stack, "Producer", assumed_by=iam.ServicePrincipal("ecs-tasks.amazonaws.com"))
     framework.grant_enqueue(producer)
-    synthesized = Synthesized(framework, Template.from_stack(stack).to_json(), "", "")
-    synthesized.consumer_role = synthesized.logical_id(framework.workers.roles["shared"])
-    synthesized.producer_role = synthesized.logical_id(producer)
+    assert framework.container_workers is not None
+    synthesized = Synthesized(framework, Template.from_stack(stack).to_json(), {})
+    synthesized.roles = {
+        "consumer": synthesized.logical_id(framework.workers.roles["shared"]),
+        "worker": synthesized.logical_id(framework.container_workers.task_roles["low"]),
+        "producer": synthesized.logical_id(producer),
+    }
     return synthesized
+
+
+@dataclass(frozen=True)
+class Poller:
+    """One lane polled as its consumer polls it (the event source mapping, or ``jf worker``), with that
+    consumer's role as the default credentials (as in Lambda and in an ECS task)."""
+
+    lane: str
+    handler: Consumer
+    sqs: Any
+    session: boto3.Session
 
 
 @dataclass
@@ -82,15 +104,12 @@ class Enforced:
     aws: IamEnforcingAWS
     config: RuntimeConfig
     statements: dict[str, list[dict[str, Any]]]
-    """The resolved statements by principal (``consumer``, ``producer``)."""
+    """The resolved statements by principal (``consumer``, ``worker``, ``producer``)."""
     client: JobClient
-    handler: Consumer
-    consumer_sqs: Any
+    pollers: list[Poller]
     admin_sqs: Any
     recorder: Recorder
     evaluator: Evaluator
-    lanes: list[str]
-    """The lanes of the shared consumer (whose role the test takes)."""
 
 
 @pytest.fixture
@@ -136,8 +155,8 @@ def enforced(synthesized: Synthesized, monkeypatch: pytest.MonkeyPatch) -> Itera
             },
         )
         statements = {
-            "consumer": resolver.statements(role_statements(synthesized.template, synthesized.consumer_role)),
-            "producer": resolver.statements(role_statements(synthesized.template, synthesized.producer_role)),
+            name: resolver.statements(role_statements(synthesized.template, role))
+            for name, role in synthesized.roles.items()
         }
         sessions = {name: aws.role(name, for_moto(s)) for name, s in statements.items()}
         admin_sqs = aws.role("admin", ADMIN_POLICY).client("sqs", endpoint_url=aws.endpoint_url)
@@ -152,38 +171,56 @@ def enforced(synthesized: Synthesized, monkeypatch: pytest.MonkeyPatch) -> Itera
             endpoint_url=aws.endpoint_url,
         )
         client = JobClient(producer_config, registry=iam_jobs.REGISTRY, session=sessions["producer"])
-        # In Lambda the execution role's credentials are the default ones: whatever the consumer makes
-        # from boto3's default session (the saga hook's client, say) runs as the consumer role here too.
-        monkeypatch.setattr(boto3, "DEFAULT_SESSION", sessions["consumer"])
-        consumer_sqs = sessions["consumer"].client("sqs", endpoint_url=aws.endpoint_url)
-        handler = consumer(iam_jobs.REGISTRY, config=config, sqs_client=consumer_sqs)
+        monkeypatch.setattr(boto3, "DEFAULT_SESSION", None)  # restored after the test: see _default_session
+        pollers = []
+        for name, lanes in (
+            (
+                "consumer",
+                [q.lane for q in topology.queues if q.consumer == "shared" and q.lane not in CONTAINER_LANES],
+            ),
+            ("worker", list(CONTAINER_LANES)),
+        ):
+            sqs = sessions[name].client("sqs", endpoint_url=aws.endpoint_url)
+            handler = consumer(iam_jobs.REGISTRY, config=config, sqs_client=sqs)
+            pollers += [Poller(lane, handler, sqs, sessions[name]) for lane in lanes if lane in config.queues]
         iam_jobs.ran.clear()
         yield Enforced(
             aws=aws,
             config=config,
             statements=statements,
             client=client,
-            handler=handler,
-            consumer_sqs=consumer_sqs,
+            pollers=pollers,
             admin_sqs=admin_sqs,
             recorder=recorder,
             evaluator=Evaluator(
                 partition_keys={topology.state_table: "pk", topology.idempotency_table: "id"}
             ),
-            lanes=[q.lane for q in topology.queues if q.consumer == "shared"],
         )
 
 
+@contextlib.contextmanager
+def _default_session(session: boto3.Session) -> Iterator[None]:
+    """``session`` as boto3's default while a consumer runs: what it makes from the default session (the
+    saga hook's client, the signing keys' source) runs with its own role's credentials, as it would in
+    its Lambda function or ECS task."""
+    before = boto3.DEFAULT_SESSION
+    boto3.DEFAULT_SESSION = session
+    try:
+        yield
+    finally:
+        boto3.DEFAULT_SESSION = before
+
+
 def _consume_until(env: Enforced, done: Any, timeout: float = 20) -> None:
-    """Poll the lanes with the consumer role (as the event source mapping does) until ``done()``."""
+    """Poll every lane with its consumer's role until ``done()``."""
     deadline = time.monotonic() + timeout
     while not done():
         assert not env.recorder.denied(), f"refused by the synthesized policies: {_denied(env)}"
         assert time.monotonic() < deadline, f"not done in {timeout}s: ran {dict(iam_jobs.ran)}"
         got = 0
-        for lane in env.lanes:
-            url = env.config.queues[lane].url
-            records, _ = consume_once(env.handler, env.consumer_sqs, url)
+        for poller in env.pollers:
+            with _default_session(poller.session):
+                records, _ = consume_once(poller.handler, poller.sqs, env.config.queues[poller.lane].url)
             got += len(records)
         if not got:
             time.sleep(0.2)
@@ -214,7 +251,7 @@ def test_the_producer_and_consumer_paths_run_with_only_what_the_synthesized_role
         enqueue("iam.tracked", {"name": "delayed"}, delay=1),
         enqueue("iam.rated", {"name": "rated-1"}),
         enqueue("iam.rated", {"name": "rated-2"}),
-        enqueue("iam.declined", {"name": "declined"}),
+        enqueue("iam.declined", {"name": "declined", "blob": BLOB}),  # on the low lane: a container
         enqueue("iam.ordered", {"name": "ordered-1"}),
         enqueue("iam.ordered", {"name": "ordered-2"}),
     ]
@@ -271,20 +308,27 @@ def test_the_producer_and_consumer_paths_run_with_only_what_the_synthesized_role
         "dynamodb:UpdateItem",
         "sqs:SendMessage",
     } <= env.recorder.operations("producer")
-    assert {
+    consumed = {
         "ssm:GetParameter",  # the signing keys
         "s3:GetObject",
         "dynamodb:BatchWriteItem",
-        "dynamodb:BatchGetItem",
         "sqs:SendMessageBatch",
-        "sqs:ChangeMessageVisibilityBatch",
         "sqs:DeleteMessageBatch",
         "sqs:ReceiveMessage",
+    }
+    assert consumed <= env.recorder.operations("worker")
+    assert consumed | {
+        "dynamodb:BatchGetItem",
+        "sqs:ChangeMessageVisibilityBatch",
     } <= env.recorder.operations("consumer")
-    handed_back_to = {
+    # Hand-backs and the saga's next step go to the consumer's own queue, dead letters to the DLQ.
+    assert env.config.queues["high"].url in _sent_to(env, "consumer")
+    assert env.config.queues["low"].dlq_url in _sent_to(env, "worker")
+
+
+def _sent_to(env: Enforced, principal: str) -> set[str]:
+    return {
         c.params["QueueUrl"]
         for c in env.recorder.calls
-        if c.principal == "consumer" and c.operation in ("SendMessage", "SendMessageBatch")
+        if c.principal == principal and c.operation in ("SendMessage", "SendMessageBatch")
     }
-    # Hand-backs and the saga's next step go to the consumer's own queue, dead letters to the DLQ.
-    assert {env.config.queues["high"].url, env.config.queues["low"].dlq_url} <= handed_back_to
