@@ -173,6 +173,7 @@ class JobFramework(JobResources):
                     f"built-in one needs this repository's layout ({DOCKERFILE} under {root})"
                 )
             container_image = worker_image(root, ("jobframework", *shipped))
+        _check_names_free(scope, topology)
         self.job_modules: tuple[str, ...] = tuple(modules)
         super().__init__(
             scope,
@@ -225,6 +226,21 @@ class JobFrameworkStack(Stack):
     def grant_operate(self, grantee: iam.IGrantable) -> None:
         """See :meth:`JobFramework.grant_operate`."""
         self.jobs.grant_operate(grantee)
+
+
+def _check_names_free(scope: Construct, topology: Topology) -> None:
+    """Refuse a second framework of the same app and stage in one stack: every resource name and the
+    topology parameter's export would be taken twice, which only the deploy would find out."""
+    for other in Stack.of(scope).node.find_all():
+        if isinstance(other, JobResources) and (other.topology.app, other.topology.stage) == (
+            topology.app,
+            topology.stage,
+        ):
+            raise ConfigurationError(
+                f"JobFramework: {other.node.path} in this stack has app_name={topology.app!r} and stage="
+                f"{topology.stage!r} already, and so the same queue, table and export names: give each "
+                "framework its own app_name"
+            )
 
 
 def _topology(

@@ -14,6 +14,7 @@ from cdk_nag import AwsSolutionsChecks
 
 from jobframework.cdk import JobFramework
 from jobframework.cdk.payloads import LOGICAL_ID
+from jobframework.errors import ConfigurationError
 
 from . import iam_jobs
 
@@ -72,3 +73,10 @@ def test_a_single_framework_keeps_the_fixed_payload_bucket_id():
     framework = _framework(stack, "Jobs", "solo")
     assert list(Template.from_stack(stack).find_resources("AWS::S3::Bucket")) == [LOGICAL_ID]
     assert framework.payloads.objects_finding == f"Resource::<{LOGICAL_ID}.Arn>/*"
+
+
+def test_a_second_framework_of_the_same_app_and_stage_is_refused_naming_the_first():
+    stack = Stack(App(), "Twice")
+    _framework(stack, "Billing", "billing")
+    with pytest.raises(ConfigurationError, match=r"Twice/Billing in this stack has app_name='billing'"):
+        _framework(stack, "Billing2", "billing")
