@@ -12,8 +12,8 @@ moto 5.2 enforces identity policies (``INITIAL_NO_AUTH_ACTION_COUNT``) but only 
   and never asks for ``iam:PassRole``.
 
 :func:`for_moto` therefore widens the resources of the services moto asks about ``"*"``, drops the
-conditions and adds the batch operations' names; :class:`Evaluator` checks, from the recorded API
-calls, what that leaves out: the resources of DynamoDB, SSM and Scheduler requests, the
+conditions and adds the batch operations' names; :class:`Evaluator` decides, from the recorded API
+calls, what IAM would: every request's action (as AWS names it) and resource, the
 ``dynamodb:LeadingKeys`` condition (the partition keys of each item read or written) and the
 ``iam:PassRole`` of the role a one-time schedule names (with ``iam:PassedToService``).
 """
@@ -151,17 +151,27 @@ class Request:
 
 @dataclass
 class Evaluator:
-    """IAM's answer for the requests moto does not fully check, from the recorded calls' parameters.
+    """IAM's answer for the recorded calls, from their parameters (the services the framework calls).
 
     ``partition_keys`` names each table's partition key attribute (the ``dynamodb:LeadingKeys`` value).
     """
 
     partition_keys: Mapping[str, str]
-    checked: tuple[str, ...] = ("dynamodb", "ssm", "scheduler")
 
     def requests(self, service: str, operation: str, params: Mapping[str, Any]) -> Iterator[Request]:
-        """The authorizations a call of ``operation`` with ``params`` needs (services in ``checked``)."""
-        if service == "dynamodb":
+        """The authorizations a call of ``operation`` with ``params`` needs; an operation it does not
+        know is an error (teach it), never a pass."""
+        if service == "sqs":
+            arn = f"arn:aws:sqs:{REGION}:{ACCOUNT}:{str(params['QueueUrl']).rsplit('/', 1)[1]}"
+            yield from (Request(f"sqs:{action}", arn) for action in iam_actions("sqs", operation))
+        elif service == "s3":
+            if operation in ("ListObjects", "ListObjectsV2"):
+                yield Request("s3:ListBucket", f"arn:aws:s3:::{params['Bucket']}")
+                return
+            assert operation in ("PutObject", "GetObject", "HeadObject", "CopyObject"), operation
+            arn = f"arn:aws:s3:::{params['Bucket']}/{params['Key']}"
+            yield from (Request(f"s3:{action}", arn) for action in iam_actions("s3", operation))
+        elif service == "dynamodb":
             yield from self._dynamodb(operation, params)
         elif service == "ssm":
             assert operation == "GetParameter", f"teach the evaluator ssm:{operation}"
@@ -174,6 +184,8 @@ class Evaluator:
             yield Request("scheduler:CreateSchedule", arn)
             passed = {"iam:PassedToService": [SCHEDULER_PRINCIPAL]}
             yield Request("iam:PassRole", params["Target"]["RoleArn"], passed)
+        else:
+            raise AssertionError(f"teach the evaluator {service}:{operation}")
 
     def _dynamodb(self, operation: str, params: Mapping[str, Any]) -> Iterator[Request]:
         def request(table: str, keys: list[str]) -> Request:
