@@ -87,6 +87,8 @@ class Resolver:
         if kind == "AWS::SSM::Parameter":
             name = props["Name"]
             return name, f"arn:aws:ssm:{REGION}:{ACCOUNT}:parameter/{name.lstrip('/')}"
+        if kind == "AWS::Lambda::EventSourceMapping":  # grant_operate's pause and resume: no mapping here
+            return f"uuid-of-{logical_id}", ""
         if kind == "AWS::Logs::LogGroup":
             name = props["LogGroupName"]
             return name, f"arn:aws:logs:{REGION}:{ACCOUNT}:log-group:{name}:*"

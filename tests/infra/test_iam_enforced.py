@@ -31,7 +31,10 @@ from constructs import IConstruct
 from jobframework.cdk import JobFramework
 from jobframework.client import JobClient
 from jobframework.consumer import Consumer, consumer
+from jobframework.dlq import DeadLetters
+from jobframework.envelope import parse_body
 from jobframework.local.aws import provision
+from jobframework.outgoing import EnqueueResult
 from jobframework.saga import SagaStatus
 from jobframework.testing import consume_once, receive_all
 from jobframework.topology import RuntimeConfig
@@ -53,7 +56,8 @@ class Synthesized:
     template: Mapping[str, Any]
     roles: dict[str, str]
     """The logical id of each principal's role: ``consumer`` (the shared Lambda consumer), ``worker``
-    (the low lane's container task role), ``producer`` (a role given ``grant_enqueue``)."""
+    (the low lane's container task role), ``producer`` (given ``grant_enqueue``), ``operator`` (given
+    ``grant_operate``)."""
 
     def logical_id(self, construct: IConstruct) -> str:
         element = construct.node.default_child
@@ -78,12 +82,15 @@ def synthesized() -> Synthesized:
     )
     producer = iam.Role(stack, "Producer", assumed_by=iam.ServicePrincipal("ecs-tasks.amazonaws.com"))
     framework.grant_enqueue(producer)
+    operator = iam.Role(stack, "Operator", assumed_by=iam.AccountRootPrincipal())
+    framework.grant_operate(operator)
     assert framework.container_workers is not None
     synthesized = Synthesized(framework, Template.from_stack(stack).to_json(), {})
     synthesized.roles = {
         "consumer": synthesized.logical_id(framework.workers.roles["shared"]),
         "worker": synthesized.logical_id(framework.container_workers.task_roles["low"]),
         "producer": synthesized.logical_id(producer),
+        "operator": synthesized.logical_id(operator),
     }
     return synthesized
 
@@ -104,7 +111,8 @@ class Enforced:
     aws: IamEnforcingAWS
     config: RuntimeConfig
     statements: dict[str, list[dict[str, Any]]]
-    """The resolved statements by principal (``consumer``, ``worker``, ``producer``)."""
+    """The resolved statements by principal (``consumer``, ``worker``, ``producer``, ``operator``)."""
+    sessions: dict[str, boto3.Session]
     client: JobClient
     pollers: list[Poller]
     admin_sqs: Any
@@ -188,6 +196,7 @@ def enforced(synthesized: Synthesized, monkeypatch: pytest.MonkeyPatch) -> Itera
             aws=aws,
             config=config,
             statements=statements,
+            sessions=sessions,
             client=client,
             pollers=pollers,
             admin_sqs=admin_sqs,
@@ -251,7 +260,7 @@ def test_the_producer_and_consumer_paths_run_with_only_what_the_synthesized_role
         enqueue("iam.tracked", {"name": "delayed"}, delay=1),
         enqueue("iam.rated", {"name": "rated-1"}),
         enqueue("iam.rated", {"name": "rated-2"}),
-        enqueue("iam.declined", {"name": "declined", "blob": BLOB}),  # on the low lane: a container
+        declined := enqueue("iam.declined", {"name": "declined", "blob": BLOB}),  # low: a container
         enqueue("iam.ordered", {"name": "ordered-1"}),
         enqueue("iam.ordered", {"name": "ordered-2"}),
     ]
@@ -287,8 +296,7 @@ def test_the_producer_and_consumer_paths_run_with_only_what_the_synthesized_role
     for job_id in (tracked.id, offloaded.id, flaky.id):
         status = client.status(job_id)
         assert status is not None and status.status == "succeeded", status
-    dead = receive_all(env.admin_sqs, env.config.queues["low"].dlq_url)  # type: ignore[arg-type]
-    assert [m["MessageAttributes"]["jf-reason"]["StringValue"] for m in dead] == ["permanent"]
+    _operate(env, declined)
 
     assert not env.recorder.denied(), f"refused by the synthesized policies: {_denied(env)}"
     refused = [
@@ -316,6 +324,9 @@ def test_the_producer_and_consumer_paths_run_with_only_what_the_synthesized_role
         "sqs:ReceiveMessage",
     }
     assert consumed <= env.recorder.operations("worker")
+    assert {"sqs:ReceiveMessage", "sqs:SendMessageBatch", "s3:CopyObject", "dynamodb:Query"} <= (
+        env.recorder.operations("operator")
+    )
     assert consumed | {
         "dynamodb:BatchGetItem",
         "sqs:ChangeMessageVisibilityBatch",
@@ -323,6 +334,26 @@ def test_the_producer_and_consumer_paths_run_with_only_what_the_synthesized_role
     # Hand-backs and the saga's next step go to the consumer's own queue, dead letters to the DLQ.
     assert env.config.queues["high"].url in _sent_to(env, "consumer")
     assert env.config.queues["low"].dlq_url in _sent_to(env, "worker")
+
+
+def _operate(env: Enforced, declined: EnqueueResult) -> None:
+    """What an operator does about the dead letter, with the operator role: ``jf dlq ls``, ``peek`` and
+    ``redrive`` (which refreshes its offloaded payload), ``jf status``."""
+    session = env.sessions["operator"]
+    with _default_session(session):
+        letters = DeadLetters(
+            env.config,
+            session.client("sqs", endpoint_url=env.aws.endpoint_url),
+            s3_client=session.client("s3", endpoint_url=env.aws.endpoint_url),
+        )
+        assert {d.priority: d.depth for d in letters.depths()}["low"] == 1
+        [letter] = letters.peek("low")
+        assert (letter.job_id, letter.reason) == (declined.id, "permanent")
+        assert letters.redrive("low").moved == 1
+        status = JobClient(env.config, registry=iam_jobs.REGISTRY, session=session).status(declined.id)
+        assert status is not None and status.status == "dead", status
+    redriven = receive_all(env.admin_sqs, env.config.queues["low"].url)  # type: ignore[arg-type]
+    assert [parse_body(m["Body"]).id for m in redriven] == [declined.id]
 
 
 def _sent_to(env: Enforced, principal: str) -> set[str]:
