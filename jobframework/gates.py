@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING, Any
 
 from jobframework.attempts import deferrals, receive_count
 from jobframework.delivery import Outcome, queue_wait_ms_of, refusal_logged, remaining_seconds_of
+from jobframework.envelope import record_attribute
 from jobframework.jobs import WhenBacklogged
 from jobframework.scheduling import SCHEDULE_KEY_PREFIX
 from jobframework.state import JobState
@@ -237,9 +238,23 @@ def flow_gate(admitted: Admitted, consumer: Consumer) -> Verdict | None:
     flow = _flow()
     if flow.nothing_to_check(env, admitted.job):
         return None
-    demand = batch.demand(env.type) if batch is not None and admitted.job.flow.rate is not None else 1
+    job = admitted.job
+    demand, reserved, may_wait = 1, None, 0.0
+    if job.flow.rate is not None:
+        from jobframework.flow.limits import ATTR_RATE_SLOT, rate_slot
+
+        demand = batch.demand(env.type) if batch is not None else 1
+        reserved = rate_slot(record_attribute(d.record, ATTR_RATE_SLOT), d.attempt)
+        may_wait = remaining_seconds_of(admitted.context) - job.timeout - RELEASE_MARGIN_SECONDS
     decided = flow.flow_gates(consumer).check(
-        env, admitted.job, admitted.payload, d.attempt, time.time(), demand=demand
+        env,
+        job,
+        admitted.payload,
+        d.attempt,
+        time.time(),
+        demand=demand,
+        reserved=reserved,
+        may_wait=may_wait,
     )
     if decided is None:
         return None
@@ -248,6 +263,10 @@ def flow_gate(admitted: Admitted, consumer: Consumer) -> Verdict | None:
     if isinstance(decided, Drop):
         return dropped(d, decided, attempts=d.attempt - 1)  # unrun: this delivery was no attempt
     handed = release(d, decided.delay)
+    if decided.rate_slot is not None:
+        from jobframework.flow.limits import ATTR_RATE_SLOT
+
+        handed.attributes = {ATTR_RATE_SLOT: f"{decided.rate_slot:.3f}:{d.attempt}"}
     return dataclasses.replace(
         handed, outcome=d.outcome(Outcome.RELEASED, reason=decided.reason, delay=decided.delay)
     )

@@ -37,25 +37,33 @@ reason attributes (which would crowd SQS's ten)."""
 
 
 def copy_message(
-    record: Mapping[str, Any], *, delay: int, executions: int, deferred: int = 0
+    record: Mapping[str, Any],
+    *,
+    delay: int,
+    executions: int,
+    deferred: int = 0,
+    attributes: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
-    """The ``SendMessage`` arguments, all but ``QueueUrl``, of the hand-back copy of ``record``."""
-    attributes: dict[str, Any] = {}
+    """The ``SendMessage`` arguments, all but ``QueueUrl``, of the hand-back copy of ``record``
+    (``attributes``: string attributes to set on the copy besides the original's)."""
+    copied: dict[str, Any] = {}
     original = record.get("messageAttributes")
     for name, attr in original.items() if isinstance(original, Mapping) else ():
         if name in _DROPPED or not isinstance(attr, Mapping):
             continue
         data_type = str(attr.get("dataType") or "String")
         if isinstance(attr.get("stringValue"), str):
-            attributes[name] = {"DataType": data_type, "StringValue": attr["stringValue"]}
+            copied[name] = {"DataType": data_type, "StringValue": attr["stringValue"]}
         elif isinstance(attr.get("binaryValue"), str):
-            attributes[name] = {"DataType": data_type, "BinaryValue": base64.b64decode(attr["binaryValue"])}
-    attributes[ATTR_EXECUTIONS] = wire.string_attribute(str(max(0, executions)))
+            copied[name] = {"DataType": data_type, "BinaryValue": base64.b64decode(attr["binaryValue"])}
+    copied[ATTR_EXECUTIONS] = wire.string_attribute(str(max(0, executions)))
     if deferred:
-        attributes[ATTR_DEFERRALS] = wire.string_attribute(str(deferred))
+        copied[ATTR_DEFERRALS] = wire.string_attribute(str(deferred))
+    for name, value in (attributes or {}).items():
+        copied[name] = wire.string_attribute(value)
     message: dict[str, Any] = {
         "MessageBody": record.get("body"),
-        "MessageAttributes": attributes,
+        "MessageAttributes": copied,
         "DelaySeconds": max(0, min(MAX_DELAY_SECONDS, int(delay))),
     }
     system = record.get("attributes")

@@ -143,7 +143,11 @@ class Settler:
             if not isinstance(body, str) or not body:
                 raise ValueError("a record without a text body cannot be copied")
             return copy_message(
-                v.delivery.record, delay=v.delay, executions=v.executions, deferred=v.deferred
+                v.delivery.record,
+                delay=v.delay,
+                executions=v.executions,
+                deferred=v.deferred,
+                attributes=v.attributes,
             )
 
         def unsent(v: Verdict, error: str) -> None:

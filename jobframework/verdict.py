@@ -51,6 +51,8 @@ class Verdict:
     """``jf-executions`` of the copy."""
     deferred: int = 0
     """``jf-deferrals`` of the copy."""
+    attributes: dict[str, str] | None = None
+    """Message attributes the copy carries besides the original's (a reserved rate slot)."""
     reason: Reason | None = None
     error: str | None = None
     status: tuple[JobState, dict[str, Any]] | None = None

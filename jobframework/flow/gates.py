@@ -45,16 +45,28 @@ class FlowGates:
             self.gates += [DebounceGate(state), self.limits, CancelGate(state)]
 
     def check(
-        self, env: Envelope, job: Job[Any], payload: Any, attempt: int, now: float, *, demand: int = 1
+        self,
+        env: Envelope,
+        job: Job[Any],
+        payload: Any,
+        attempt: int,
+        now: float,
+        *,
+        demand: int = 1,
+        reserved: float | None = None,
+        may_wait: float = 0.0,
     ) -> GateOutcome | None:
         """The first gate's verdict that is not "go on", or ``None`` to run the job.
 
         ``demand``: how many records of the batch are of this job type (the limits take their rate
-        tokens together)."""
+        tokens together); ``reserved``: the rate slot the record carries for this attempt; ``may_wait``:
+        seconds the record may wait in the consumer for its rate slot."""
         for gate in self.gates:
             verdict: GateOutcome | None
             if gate is self.limits:
-                verdict = self.limits(env, job, payload, attempt, now, demand=demand)
+                verdict = self.limits(
+                    env, job, payload, attempt, now, demand=demand, reserved=reserved, may_wait=may_wait
+                )
             else:
                 verdict = gate(env, job, payload, attempt, now)
             if verdict is not None:

@@ -13,8 +13,20 @@ rate algorithm): one number per bucket, the theoretical arrival time ``tat`` (``
 acquisition moves ``tat`` by one emission interval (``per / limit`` seconds) with one conditional
 update; it is allowed while the new ``tat`` stays within a burst of ``limit / 20`` (at least one)
 intervals of now, so that any window of ``per`` seconds admits at most ``limit`` plus that burst
-(starts are spread over the period, not let through in a lump at its start). A refused record waits
-exactly as long as the bucket says (rounded up to whole seconds: SQS delays are whole seconds).
+(starts are spread over the period, not let through in a lump at its start).
+
+A record over the rate **reserves** its turn: the same conditional update moves ``tat`` by one
+interval anyway, and the record's slot is the time that token falls due. Waiting records so queue up
+one interval apart, each holding a token of its own, instead of all coming back for the next token
+and all but one being handed back again (a burst of N cost about N squared hand-backs). The slot
+travels on the hand-back copy (``jf-rate-slot``: the slot and the attempt it was taken for); SQS
+delays are whole seconds, so the copy comes back up to :data:`EARLY_SECONDS` before its slot and the
+record waits out the rest in the consumer before it starts. A record that comes back with a slot for
+its attempt takes no token again (also when another gate hands it back before it runs); a record that
+ran and is retried takes a new one. A record that comes back later than one burst after its slot (its
+consumers were busy) takes a new token too, so that late turns do not bunch up with the turns due
+then: any window of ``per`` seconds starts at most ``limit`` plus twice the burst. A reserved token
+whose record never comes back (cancelled, expired, purged) or comes back late is simply not used.
 
 Tokens are taken for a batch's records together: the first record of a job type to reach the gate
 takes as many tokens as the batch has records of that type (at most the burst) in the one update, and
@@ -55,6 +67,28 @@ POOL_SECONDS = 1.0
 """Tokens taken for a batch's records are theirs for this long (seconds); the rest go back."""
 MIN_WAIT_SECONDS = 0.001
 """A refused take waits at least this long (a wait of 0 means the token was taken)."""
+EARLY_SECONDS = 1.0
+"""A record whose reserved slot is at most this far off waits for it in the consumer; a later slot is
+handed back to come back at most this long before it (SQS delays are whole seconds)."""
+ATTR_RATE_SLOT = "jf-rate-slot"
+"""The hand-back copy's reserved rate token: ``<slot epoch seconds>:<attempt>``."""
+
+
+def burst_seconds(limit: float, per: float) -> float:
+    """The bucket's burst as time: ``limit / 20`` intervals, at least one."""
+    return max(1.0, limit * BURST_FRACTION) * per / limit
+
+
+def rate_slot(value: str | None, attempt: int) -> float | None:
+    """The slot ``jf-rate-slot`` reserved for this attempt, or ``None`` (absent, malformed, or taken for
+    an earlier attempt: a retried record takes a new token)."""
+    if not value:
+        return None
+    slot, _, taken_for = value.partition(":")
+    try:
+        return float(slot) if int(taken_for) == attempt else None
+    except ValueError:
+        return None
 
 
 def limit_key(job: Job[Any], payload: Any, kind: str) -> str:
@@ -169,7 +203,8 @@ class RateLimit:
         self._lock = threading.Lock()
 
     def acquire(self, pk: str, limit: float, per: float, now: float, want: int = 1) -> float:
-        """Take a token; returns 0 when taken, else the seconds until one is due.
+        """Take a token; returns 0 when taken, else the seconds until the token reserved for the caller
+        falls due (its slot; see the module's docstring).
 
         ``want`` is how many records of the batch need a token of this bucket: up to that many (and the
         burst) are taken in one update, the surplus kept for the others of the batch.
@@ -193,7 +228,7 @@ class RateLimit:
 
     def _take(self, pk: str, limit: float, per: float, now: float, want: int) -> float:
         interval = per / limit
-        tolerance = max(1.0, limit * BURST_FRACTION) * interval  # the burst: at least one interval
+        tolerance = burst_seconds(limit, per)
         with self._lock:
             tat = self._tat.get(pk)
             pool = self._pools.get(pk)
@@ -202,15 +237,13 @@ class RateLimit:
             base = max(now, (tat or 0.0) - unused * interval)  # unused tokens go back
             # Tokens that fit within the burst (epoch seconds carry ~1e-7 s of float error: the slack).
             room = math.floor((tolerance - (base - now)) / interval + 1e-6)
-            if room < 1:  # tat only grows: what we saw cannot overstate the wait
-                return max(base + interval - now - tolerance, MIN_WAIT_SECONDS)
-            taken = min(want, room)
+            taken = max(1, min(want, room))  # none in the burst: reserve the next one
             ok, current = self._write(pk, tat, base + taken * interval)
             if ok:
                 with self._lock:
                     self._tat[pk] = base + taken * interval
-                    self._pools[pk] = _Pool(taken - 1, now + POOL_SECONDS)
-                return 0.0
+                    self._pools[pk] = _Pool(taken - 1 if room >= 1 else 0, now + POOL_SECONDS)
+                return 0.0 if room >= 1 else max(base + interval - now - tolerance, MIN_WAIT_SECONDS)
             tat = current
         raise RuntimeError(f"the rate bucket {pk} kept changing under {WRITE_ATTEMPTS} writes")
 
@@ -243,34 +276,55 @@ class LimitGate:
         self._lock = threading.Lock()
 
     def __call__(
-        self, env: Envelope, job: Job[Any], payload: Any, attempt: int, now: float, *, demand: int = 1
+        self,
+        env: Envelope,
+        job: Job[Any],
+        payload: Any,
+        attempt: int,
+        now: float,
+        *,
+        demand: int = 1,
+        reserved: float | None = None,
+        may_wait: float = EARLY_SECONDS,
     ) -> HandBack | None:
         """``demand``: how many records of this record's batch are of its job type (its rate tokens are
-        taken together; a job with a ``rate_key`` takes one a record)."""
+        taken together; a job with a ``rate_key`` takes one a record). ``reserved``: the rate slot the
+        record's hand-back copy carries for this attempt (no token is taken again). ``may_wait``: how
+        long the record may wait here for its slot (the invocation's time to spare)."""
         options = job.flow
         if options.rate is None and options.concurrency is None:
             return None
+        slot = reserved
         try:
             if options.rate is not None:
-                want = 1 if options.rate_key is not None else demand
-                wait = self.rate.acquire(
-                    limit_key(job, payload, "rate"), options.rate.limit, options.rate.per, now, want
-                )
-                if wait > 0:
-                    log.info("job %s (%s) over its rate; back in %.2fs", env.id, env.type, wait)
-                    return HandBack(max(1, math.ceil(wait)), "rate limit")
+                if slot is not None and now - slot > burst_seconds(options.rate.limit, options.rate.per):
+                    slot = None  # came back later than a burst allows: it waits its turn afresh
+                if slot is None:
+                    want = 1 if options.rate_key is not None else demand
+                    wait = self.rate.acquire(
+                        limit_key(job, payload, "rate"), options.rate.limit, options.rate.per, now, want
+                    )
+                    slot = now + wait
+                hold = slot - now
+                if hold > min(EARLY_SECONDS, may_wait):
+                    delay = max(1, math.ceil(hold - EARLY_SECONDS))  # back at most a second early
+                    log.info("job %s (%s) over its rate; its turn in %.2fs", env.id, env.type, hold)
+                    return HandBack(delay, "rate limit", rate_slot=slot)
+                if hold > 0:  # its turn is near: wait here (a hand-back is a whole second at least)
+                    time.sleep(hold)
+                    now = time.time()
             if options.concurrency is not None:
                 pk = limit_key(job, payload, "concurrency")
                 until = now + job.timeout + LEASE_MARGIN_SECONDS
                 if not self.concurrency.acquire(pk, env.id, options.concurrency, until, now):
                     delay = random.randint(*CONCURRENCY_RETRY_SECONDS)
                     log.info("job %s (%s) over its concurrency cap; back in %ds", env.id, env.type, delay)
-                    return HandBack(delay, "concurrency limit")
+                    return HandBack(delay, "concurrency limit", rate_slot=slot)  # its token is kept
                 with self._lock:
                     self._held[env.id] = pk
         except Exception:
             log.warning("taking a limit for job %s failed; handing it back", env.id, exc_info=True)
-            return HandBack(UNAVAILABLE_RETRY_SECONDS, "limits unavailable")
+            return HandBack(UNAVAILABLE_RETRY_SECONDS, "limits unavailable", rate_slot=slot)
         return None
 
     def release(self, job_id: str) -> None:

@@ -24,6 +24,8 @@ class HandBack:
 
     delay: int
     reason: str
+    rate_slot: float | None = None
+    """A rate token reserved (or taken) for the record: its copy carries it (``jf-rate-slot``)."""
 
 
 @dataclass(frozen=True, slots=True)
