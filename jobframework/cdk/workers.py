@@ -27,6 +27,7 @@ from jobframework.cdk.priority_queue import PriorityQueue
 from jobframework.cdk.tables import JobTables
 from jobframework.errors import ConfigurationError
 from jobframework.topology import ConsumerSpec, QueueSpec
+from jobframework.topology_settings import MAX_MAX_CONCURRENCY, MIN_MAX_CONCURRENCY
 
 HANDLER = "jobframework.entrypoints.worker.lambda_handler"
 RUNTIME = lambda_.Runtime.PYTHON_3_14
@@ -113,7 +114,8 @@ class Workers(Construct):
     ``PutTraceSegments`` needs ``Resource: *`` (acknowledged for cdk-nag).
 
     Raises:
-        ConfigurationError: a lane batches more than 10 records without a batching window.
+        ConfigurationError: a lane batches more than 10 records without a batching window; a lane's
+            maximum concurrency outside 2 to 1,000 (e.g. ``critical_reserved_concurrency=1``).
     """
 
     def __init__(
@@ -212,6 +214,20 @@ class Workers(Construct):
                         f"queue {spec.name}: batch_size={spec.batch_size} needs a batching window of at "
                         f"least 1 s (an SQS event source takes more than {MAX_BATCH_WITHOUT_WINDOW} "
                         "only with one)"
+                    )
+                if (
+                    not spec.pollers
+                    and not MIN_MAX_CONCURRENCY <= spec.max_concurrency <= MAX_MAX_CONCURRENCY
+                ):
+                    setting = (
+                        "critical_reserved_concurrency=n"
+                        if consumer.reserved_concurrency is not None
+                        else f"max_concurrency={{{lane!r}: n}}"
+                    )
+                    raise ConfigurationError(
+                        f"queue {spec.name}: its event source's maximum concurrency would be "
+                        f"{spec.max_concurrency}, AWS takes {MIN_MAX_CONCURRENCY} to {MAX_MAX_CONCURRENCY}: "
+                        f"set TopologySettings({setting}) within that"
                     )
                 source = event_sources.SqsEventSource(
                     pq.queue,

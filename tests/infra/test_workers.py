@@ -4,14 +4,16 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from aws_cdk import App, Stack
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk.assertions import Match, Template
 from pydantic import BaseModel
 
 from jobframework.cdk import JobFramework
+from jobframework.errors import ConfigurationError
 from jobframework.jobs import JobRegistry, Priority, job
-from jobframework.topology import RuntimeConfig
+from jobframework.topology import RuntimeConfig, TopologySettings
 from tests.infra import iam_jobs
 from tests.infra.conftest import CONTAINER_LANES
 
@@ -169,3 +171,11 @@ def test_a_critical_job_gets_its_consumer_reserved_concurrency_unless_turned_off
         "jf-dev-consumer-critical": None,
         "jf-dev-consumer-shared": None,
     }
+
+
+def test_a_critical_reservation_under_two_is_refused_naming_the_setting():
+    with pytest.raises(
+        ConfigurationError,
+        match=r"jf-dev-critical: .*would be 1, AWS takes 2 to 1000: set .*critical_reserved_",
+    ):
+        _reservations(iam_jobs.REGISTRY, settings=TopologySettings(critical_reserved_concurrency=1))
