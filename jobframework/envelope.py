@@ -112,7 +112,7 @@ class Envelope(BaseModel):
         payload: dict[str, Any],
         *,
         key: str | None = None,
-        payload_version: int = 1,
+        payload_version: int | None = None,
         job_id: str | None = None,
         saga: SagaRef | None = None,
         track: bool = False,
@@ -124,7 +124,9 @@ class Envelope(BaseModel):
             job_type: the registered job name, e.g. ``reports.generate``.
             payload: the payload as JSON data (``model.model_dump(mode="json")``).
             key: the idempotency/dedup key; the job id when ``None``.
-            payload_version: the payload schema version (the job's ``version=``).
+            payload_version: the payload schema version; ``None``: the ``version=`` of the job of that
+                name in the default registry (what the client sends now), else 1. Pass an older one
+                to test a message that was queued before the job's payload changed.
             job_id: the job id; a new UUIDv7 (:func:`new_job_id`) when ``None``.
             saga: the saga step this job is, if any.
             track: the job keeps a status record (what ``enqueue(..., track=True)`` sends).
@@ -140,6 +142,11 @@ class Envelope(BaseModel):
             'job-1'
         """
         jid = job_id or new_job_id()
+        if payload_version is None:
+            from jobframework.jobs import registry  # the producer's path passes it: no cycle at import
+
+            job = registry.find(job_type)
+            payload_version = job.version if job is not None else 1
         return cls(
             id=jid,
             type=job_type,

@@ -111,7 +111,12 @@ class Pipeline:
             return refuse(d, Reason.MALFORMED, str(exc))
         job = c.registry.find(env.type)
         if job is None:
-            return refuse(d, Reason.UNKNOWN_TYPE, f"no job named {env.type!r} is registered here")
+            return refuse(
+                d,
+                Reason.UNKNOWN_TYPE,
+                f"no job named {env.type!r} is registered here (the consumer imports the modules that "
+                "JF_JOBS names, the construct's job_modules=; a test imports the job's module itself)",
+            )
         d.priority = d.priority or job.priority.value
         d.lane = d.lane or job.lane
         try:

@@ -117,8 +117,10 @@ def in_memory_consumer(
     ``mark_cancelled``, ``set_status``).
 
     A job that fails is retried or dead-lettered through SQS, which this handler refuses, and there is
-    no idempotency table (an idempotent job runs again for a duplicate): test those against the
-    embedded AWS (``jf_config``). ``options`` go to :func:`~jobframework.consumer.consumer`.
+    no idempotency table (an idempotent job runs again for a duplicate); nor are the flow-control
+    items in memory: a job with ``rate=`` or ``concurrency=``, a debounced enqueue or a paused queue
+    needs the state table. Test those against the embedded AWS (``jf_config``). ``options`` go to
+    :func:`~jobframework.consumer.consumer`.
 
     Example:
         >>> handler, records = in_memory_consumer(registry)                      # doctest: +SKIP
@@ -136,7 +138,11 @@ def in_memory_consumer(
     from jobframework.stores.dedup import InMemoryDedupMarkers
 
     def refuse(event_name: str, **_: Any) -> None:
-        raise RuntimeError(f"in_memory_consumer makes no AWS request ({event_name}): test it on jf_config")
+        raise RuntimeError(
+            f"in_memory_consumer makes no AWS request ({event_name}): failures (retries, dead letters), "
+            "idempotency, rate=/concurrency= limits, debounce and pause need the embedded AWS; test "
+            "this job with jf_config"
+        )
 
     region = "us-east-1"
     session = boto3.Session(aws_access_key_id="memory", aws_secret_access_key="memory", region_name=region)

@@ -65,6 +65,23 @@ def test_run_inline_upgrades_an_old_payload_as_the_consumer_does(reg):
         run_inline(greet, {"first": "x", "last": "y"}, payload_version=3)
 
 
+def test_a_test_envelope_carries_the_registered_jobs_version(reg, monkeypatch):
+    """After ``version=2``, ``Envelope.new`` in a test sends what the client sends now (a v2 payload
+    labelled 1 was upgraded as v1 and dead-lettered ``version`` while the test passed)."""
+    import jobframework.jobs
+    from jobframework.envelope import Envelope
+
+    monkeypatch.setattr(jobframework.jobs, "registry", reg)
+
+    @job("people.greet", registry=reg, version=2, upgrade={1: _split})
+    def greet(person: Person) -> str:
+        return person.first
+
+    assert Envelope.new("people.greet", {"first": "A", "last": "L"}).payload_version == 2
+    assert Envelope.new("people.greet", {"name": "A L"}, payload_version=1).payload_version == 1
+    assert Envelope.new("people.unknown", {}).payload_version == 1
+
+
 def test_run_inline_gives_the_context_the_id_key_and_attempt_asked_for(reg):
     @job("orders.pack", registry=reg, key=lambda o: f"pack:{o.order_id}")
     def pack(order: Order, ctx: JobContext) -> tuple[str, str, int, bool]:
