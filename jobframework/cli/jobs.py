@@ -178,6 +178,9 @@ def status(
     if json_output:
         print_json(found.model_dump(mode="json"))
         return
+    started: object = found.started_at
+    if started is not None and found.attempts > 1:
+        started = f"{started} (attempt {found.attempts}, the latest)"
     rows = {
         "id": found.id,
         "type": found.type,
@@ -185,7 +188,7 @@ def status(
         "attempts": found.attempts,
         "key": found.key,
         "enqueued at": found.enqueued_at,
-        "started at": found.started_at,
+        "started at": started,
         "finished at": found.finished_at,
         "updated at": found.updated_at,
         "reason": found.reason,

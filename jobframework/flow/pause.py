@@ -136,9 +136,9 @@ def lanes_of(queues: Iterable[str], name: str) -> list[str]:
         ConfigurationError: no configured lane matches; the message lists them.
     """
     from jobframework.errors import ConfigurationError
-    from jobframework.jobs import lane_priority
+    from jobframework.jobs import lane_priority, lane_sort_key
 
-    known = list(queues)
+    known = sorted(queues, key=lane_sort_key)  # critical first, as jf queue ls lists them
     if "-" in name:
         found = [name] if name in known else []
     else:

@@ -61,6 +61,20 @@ def test_status_shows_a_queued_then_a_succeeded_job(env_config):
     assert info["result"] == {"applied": "cli"} and info["finished_at"]
 
 
+def test_status_says_which_attempt_started_last(env_config, jf_aws):
+    """A job on its second attempt: "started at" is that attempt's start, and says so."""
+    from jobframework.state import StateStore
+
+    config, client, _ = env_config
+    sent = client.enqueue("eo.effect", {"name": "again"})
+    records = StateStore(str(config.state_table), jf_aws.client("dynamodb")).jobs
+    assert records.claim_start(sent.id, attempt=2, runs_until=time.time() + 60, now=time.time())
+    shown = invoke(["status", sent.id], cli_env(config))
+    assert shown.exit_code == 0, shown.output
+    [started] = [line for line in shown.stdout.splitlines() if line.startswith("started at:")]
+    assert started.endswith("(attempt 2, the latest)"), shown.stdout
+
+
 def test_status_of_an_unknown_id_is_one_line_and_exit_1(env_config):
     config, _, _ = env_config
     result = invoke(["status", "0190b8a4-0000-7000-8000-000000000000"], cli_env(config))

@@ -6,6 +6,9 @@ import json
 import time
 from typing import Any
 
+import pytest
+
+from jobframework.errors import ConfigurationError
 from jobframework.flow.pause import PauseWatch, lanes_of, pause, paused, resume
 from jobframework.jobs import Priority
 from jobframework.local.emulator import Emulator, QueuePoller, queue_arn_from_url
@@ -61,6 +64,8 @@ def test_an_unknown_queue_is_a_usage_error(jf_config):
 def test_a_priority_names_its_profile_lanes():
     assert lanes_of(["high", "high-cpu", "low"], "high") == ["high", "high-cpu"]
     assert lanes_of(["high", "high-cpu"], "high-cpu") == ["high-cpu"]
+    with pytest.raises(ConfigurationError, match=r"known: critical, high, high-cpu, low$"):
+        lanes_of(["low", "high-cpu", "critical", "high"], "urgent")  # listed as jf queue ls lists them
 
 
 def test_the_emulator_stops_and_restarts_polling_a_paused_lane(jf_aws, jf_config, sqs):
