@@ -102,12 +102,18 @@ class Batch:
     demands: dict[str, int] = field(default_factory=dict)
 
     def demand(self, job_type: str) -> int:
-        """How many of the records that run together are of ``job_type`` (at least 1), counted once a
-        batch from the bodies (a hint: the limits take that many rate tokens in one update)."""
+        """How many of the records that run together are of ``job_type`` and need a rate token (at
+        least 1), counted once a batch from the bodies (a hint: the limits take that many tokens in
+        one update; a record that carries its reserved turn takes none)."""
         n = self.demands.get(job_type)
         if n is None:
             needle = f'"type":{json.dumps(job_type)}'
-            n = sum(1 for r in self.together if needle in str(r.get("body", "")))
+            n = sum(
+                1
+                for r in self.together
+                if needle in str(r.get("body", ""))
+                and wire.ATTR_RATE_SLOT not in (r.get("messageAttributes") or {})
+            )
             self.demands[job_type] = n = max(1, n)
         return n
 

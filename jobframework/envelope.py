@@ -34,6 +34,8 @@ ATTR_ERROR = "jf-error"
 ATTR_ATTEMPTS = "jf-attempts"
 ATTR_SOURCE = "jf-source"
 ATTR_DEAD_AT = "jf-dead-at"
+ATTR_RATE_SLOT = "jf-rate-slot"
+"""A hand-back copy's reserved rate token (:mod:`jobframework.flow.limits`): ``<slot epoch>:<attempt>``."""
 MAX_ERROR_CHARS = 1000
 
 

@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Any
 
 from jobframework.attempts import deferrals, receive_count
 from jobframework.delivery import Outcome, queue_wait_ms_of, refusal_logged, remaining_seconds_of
-from jobframework.envelope import record_attribute
+from jobframework.envelope import ATTR_RATE_SLOT, record_attribute
 from jobframework.jobs import WhenBacklogged
 from jobframework.scheduling import SCHEDULE_KEY_PREFIX
 from jobframework.state import JobState
@@ -241,7 +241,7 @@ def flow_gate(admitted: Admitted, consumer: Consumer) -> Verdict | None:
     job = admitted.job
     demand, reserved, may_wait = 1, None, 0.0
     if job.flow.rate is not None:
-        from jobframework.flow.limits import ATTR_RATE_SLOT, rate_slot
+        from jobframework.flow.limits import rate_slot
 
         demand = batch.demand(env.type) if batch is not None else 1
         reserved = rate_slot(record_attribute(d.record, ATTR_RATE_SLOT), d.attempt)
@@ -264,8 +264,6 @@ def flow_gate(admitted: Admitted, consumer: Consumer) -> Verdict | None:
         return dropped(d, decided, attempts=d.attempt - 1)  # unrun: this delivery was no attempt
     handed = release(d, decided.delay)
     if decided.rate_slot is not None:
-        from jobframework.flow.limits import ATTR_RATE_SLOT
-
         handed.attributes = {ATTR_RATE_SLOT: f"{decided.rate_slot:.3f}:{d.attempt}"}
     return dataclasses.replace(
         handed, outcome=d.outcome(Outcome.RELEASED, reason=decided.reason, delay=decided.delay)

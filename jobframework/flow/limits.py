@@ -70,8 +70,6 @@ MIN_WAIT_SECONDS = 0.001
 EARLY_SECONDS = 1.0
 """A record whose reserved slot is at most this far off waits for it in the consumer; a later slot is
 handed back to come back at most this long before it (SQS delays are whole seconds)."""
-ATTR_RATE_SLOT = "jf-rate-slot"
-"""The hand-back copy's reserved rate token: ``<slot epoch seconds>:<attempt>``."""
 
 
 def burst_seconds(limit: float, per: float) -> float:
