@@ -43,8 +43,10 @@ FORMAT = "jf-bundle-1"
 ENV_CACHE = "JF_BUNDLE_CACHE"
 IGNORED_DIRS = frozenset({"__pycache__", ".mypy_cache", ".pytest_cache", ".ruff_cache"})
 IGNORED_SUFFIXES = (".pyc", ".pyo")
-FRAMEWORK_EXCLUDED = frozenset({"cdk"})
-"""Subpackages of jobframework left out of the asset (``cdk`` imports aws_cdk, absent in Lambda)."""
+FRAMEWORK_EXCLUDED = frozenset({"cdk", "cli", "local", "ui", "testing.py"})
+"""Parts of jobframework left out of the Lambda asset: ``cdk`` imports aws_cdk, absent in Lambda; the
+``jf`` CLI, the embedded AWS, the web console and the test helpers never run there (about 0.5 MB;
+the container workers' image installs the whole package, ``jf worker`` included)."""
 PLATFORMS: dict[str, tuple[str, ...]] = {
     "x86_64": ("manylinux2014_x86_64", "manylinux_2_28_x86_64"),
     "arm64": ("manylinux2014_aarch64", "manylinux_2_28_aarch64"),

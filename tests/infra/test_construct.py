@@ -121,7 +121,7 @@ def test_the_construct_goes_into_a_stack_of_the_team_and_exposes_what_it_built(t
     assert all(lid.startswith("Jobs") for lid in template.find_resources("AWS::SQS::Queue"))
 
 
-def test_the_bundle_holds_the_team_package_and_jobframework_without_its_cdk_part(tmp_path):
+def test_the_bundle_holds_the_team_package_and_jobframework_without_what_lambda_never_runs(tmp_path):
     package, registry = _project(tmp_path / "src")
     (tmp_path / "src" / "scripts").mkdir()  # not a job module's package: not shipped
     (tmp_path / "src" / "scripts" / "__init__.py").write_text("")
@@ -131,7 +131,8 @@ def test_the_bundle_holds_the_team_package_and_jobframework_without_its_cdk_part
     [asset] = [p for p in (tmp_path / "cdk.out").glob("asset.*") if (p / "jobframework").is_dir()]
     assert sorted(p.name for p in asset.iterdir()) == sorted([package, "jobframework"])
     assert (asset / "jobframework" / "entrypoints" / "worker.py").is_file()
-    assert not (asset / "jobframework" / "cdk").exists()
+    for left_out in ("cdk", "cli", "local", "ui", "testing.py"):  # nothing Lambda runs
+        assert not (asset / "jobframework" / left_out).exists(), left_out
     assert jobs.code is jobs.workers.code
 
 
