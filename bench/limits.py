@@ -36,6 +36,7 @@ from pydantic import BaseModel
 from bench.cost import DYNAMODB_READS, DYNAMODB_WRITES, PRICES_AS_OF, PRICES_USD, Counts
 from jobframework import job
 from jobframework.envelope import Envelope
+from jobframework.flow.outcome import RateInputs
 from jobframework.jobs import JobRegistry
 from jobframework.local.aws import EmbeddedAWS, use_fake_credentials
 
@@ -77,7 +78,7 @@ def measure(gates: Any, job_name: str, jobs: int, demand: int = 1) -> tuple[Coun
     gates.state.client.meta.events.register("before-call.*.*", counts.hook)
     started = time.process_time()
     for env in envs:
-        verdict = gates.check(env, j, payload, 1, time.time(), demand=demand)
+        verdict = gates.check(env, j, payload, 1, time.time(), rate=RateInputs(demand=demand))
         assert verdict is None, verdict
         if gates.limits is not None:
             gates.limits.release(env.id)

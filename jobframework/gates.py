@@ -239,22 +239,18 @@ def flow_gate(admitted: Admitted, consumer: Consumer) -> Verdict | None:
     if flow.nothing_to_check(env, admitted.job):
         return None
     job = admitted.job
-    demand, reserved, may_wait = 1, None, 0.0
+    rate = None
     if job.flow.rate is not None:
         from jobframework.flow.limits import rate_slot
+        from jobframework.flow.outcome import RateInputs
 
-        demand = batch.demand(env.type) if batch is not None else 1
-        reserved = rate_slot(record_attribute(d.record, ATTR_RATE_SLOT), d.attempt)
-        may_wait = remaining_seconds_of(admitted.context) - job.timeout - RELEASE_MARGIN_SECONDS
+        rate = RateInputs(
+            demand=batch.demand(env.type) if batch is not None else 1,
+            reserved=rate_slot(record_attribute(d.record, ATTR_RATE_SLOT), d.attempt),
+            may_wait=remaining_seconds_of(admitted.context) - job.timeout - RELEASE_MARGIN_SECONDS,
+        )
     decided = flow.flow_gates(consumer).check(
-        env,
-        job,
-        admitted.payload,
-        d.attempt,
-        time.time(),
-        demand=demand,
-        reserved=reserved,
-        may_wait=may_wait,
+        env, job, admitted.payload, d.attempt, time.time(), rate=rate or flow.NO_RATE_INPUTS
     )
     if decided is None:
         return None

@@ -13,7 +13,7 @@ import weakref
 from typing import TYPE_CHECKING, Any
 
 from jobframework.flow.expiry import expiry_gate
-from jobframework.flow.outcome import Gate, GateOutcome
+from jobframework.flow.outcome import NO_RATE_INPUTS, Gate, GateOutcome, RateInputs
 
 if TYPE_CHECKING:
     from jobframework.delivery import RecordOutcome
@@ -52,21 +52,14 @@ class FlowGates:
         attempt: int,
         now: float,
         *,
-        demand: int = 1,
-        reserved: float | None = None,
-        may_wait: float = 0.0,
+        rate: RateInputs = NO_RATE_INPUTS,
     ) -> GateOutcome | None:
-        """The first gate's verdict that is not "go on", or ``None`` to run the job.
-
-        ``demand``: how many records of the batch are of this job type (the limits take their rate
-        tokens together); ``reserved``: the rate slot the record carries for this attempt; ``may_wait``:
-        seconds the record may wait in the consumer for its rate slot."""
+        """The first gate's verdict that is not "go on", or ``None`` to run the job (``rate``: what
+        the limits need to know of the record besides its job)."""
         for gate in self.gates:
             verdict: GateOutcome | None
             if gate is self.limits:
-                verdict = self.limits(
-                    env, job, payload, attempt, now, demand=demand, reserved=reserved, may_wait=may_wait
-                )
+                verdict = self.limits(env, job, payload, attempt, now, rate=rate)
             else:
                 verdict = gate(env, job, payload, attempt, now)
             if verdict is not None:

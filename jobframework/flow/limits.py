@@ -48,7 +48,7 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from jobframework.flow.outcome import HandBack
+from jobframework.flow.outcome import NO_RATE_INPUTS, HandBack, RateInputs
 
 if TYPE_CHECKING:
     from jobframework.envelope import Envelope
@@ -281,30 +281,26 @@ class LimitGate:
         attempt: int,
         now: float,
         *,
-        demand: int = 1,
-        reserved: float | None = None,
-        may_wait: float = EARLY_SECONDS,
+        rate: RateInputs = NO_RATE_INPUTS,
     ) -> HandBack | None:
-        """``demand``: how many records of this record's batch are of its job type (its rate tokens are
-        taken together; a job with a ``rate_key`` takes one a record). ``reserved``: the rate slot the
-        record's hand-back copy carries for this attempt (no token is taken again). ``may_wait``: how
-        long the record may wait here for its slot (the invocation's time to spare)."""
+        """``rate``: the record's batch demand for its job type's tokens (taken together; a job with a
+        ``rate_key`` takes one a record), the turn it carries, and how long it may wait here."""
         options = job.flow
         if options.rate is None and options.concurrency is None:
             return None
-        slot = reserved
+        slot = rate.reserved
         try:
             if options.rate is not None:
                 if slot is not None and now - slot > burst_seconds(options.rate.limit, options.rate.per):
                     slot = None  # came back later than a burst allows: it waits its turn afresh
                 if slot is None:
-                    want = 1 if options.rate_key is not None else demand
+                    want = 1 if options.rate_key is not None else rate.demand
                     wait = self.rate.acquire(
                         limit_key(job, payload, "rate"), options.rate.limit, options.rate.per, now, want
                     )
                     slot = now + wait
                 hold = slot - now
-                if hold > min(EARLY_SECONDS, may_wait):
+                if hold > min(EARLY_SECONDS, rate.may_wait):
                     delay = max(1, math.ceil(hold - EARLY_SECONDS))  # back at most a second early
                     log.info("job %s (%s) over its rate; its turn in %.2fs", env.id, env.type, hold)
                     return HandBack(delay, "rate limit", rate_slot=slot)

@@ -40,6 +40,21 @@ class Drop:
     metric: str
 
 
+@dataclass(frozen=True, slots=True)
+class RateInputs:
+    """What the rate gate learns of a record besides its job and payload."""
+
+    demand: int = 1
+    """How many records of its batch are of its job type and need a token (taken together)."""
+    reserved: float | None = None
+    """The turn its hand-back copy carries for this attempt (``jf-rate-slot``): no token again."""
+    may_wait: float = 0.0
+    """Seconds it may wait in the consumer for its turn (the invocation's time to spare)."""
+
+
+NO_RATE_INPUTS = RateInputs()
+"""A record alone, with no turn, that may not wait (the default)."""
+
 GateOutcome = HandBack | Drop
 Gate = Callable[["Envelope", "Job[Any]", Any, int, float], GateOutcome | None]
 """``gate(envelope, job, payload, attempt, now)``: the loaded payload model; ``now`` is epoch seconds."""
