@@ -239,18 +239,20 @@ def flow_gate(admitted: Admitted, consumer: Consumer) -> Verdict | None:
     if flow.nothing_to_check(env, admitted.job):
         return None
     job = admitted.job
+    from jobframework.flow.outcome import NO_RATE_INPUTS, RateInputs  # loaded with the gates above
+
     rate = None
     if job.flow.rate is not None:
         from jobframework.flow.limits import rate_slot
-        from jobframework.flow.outcome import RateInputs
 
         rate = RateInputs(
             demand=batch.demand(env.type) if batch is not None else 1,
             reserved=rate_slot(record_attribute(d.record, ATTR_RATE_SLOT), d.attempt),
             may_wait=remaining_seconds_of(admitted.context) - job.timeout - RELEASE_MARGIN_SECONDS,
+            can_carry=not str(d.record.get("eventSourceARN", "")).endswith(".fifo"),
         )
     decided = flow.flow_gates(consumer).check(
-        env, job, admitted.payload, d.attempt, time.time(), rate=rate or flow.NO_RATE_INPUTS
+        env, job, admitted.payload, d.attempt, time.time(), rate=rate or NO_RATE_INPUTS
     )
     if decided is None:
         return None

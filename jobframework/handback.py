@@ -17,7 +17,7 @@ from jobframework.attempts import ATTR_DEFERRALS, ATTR_EXECUTIONS
 from jobframework.core import SQS_MAX_DELAY_SECONDS
 
 if TYPE_CHECKING:
-    from mypy_boto3_sqs import SQSClient
+    pass
 
 MAX_DELAY_SECONDS = SQS_MAX_DELAY_SECONDS
 """SQS's longest ``DelaySeconds``."""
@@ -71,25 +71,3 @@ def copy_message(
     if isinstance(xray, str) and 0 < len(xray) <= wire.MAX_TRACE_ATTRIBUTE_CHARS:
         message["MessageSystemAttributes"] = {"AWSTraceHeader": wire.string_attribute(xray)}
     return message
-
-
-def hand_back(
-    sqs: SQSClient,
-    queue_url: str,
-    record: Mapping[str, Any],
-    *,
-    delay: int,
-    executions: int,
-    deferred: int = 0,
-) -> None:
-    """Send the copy; the caller then acknowledges the original.
-
-    Raises:
-        Exception: the send failed (the caller hands the record back in place instead).
-    """
-    body = record.get("body")
-    if not isinstance(body, str) or not body:
-        raise ValueError("a record without a text body cannot be copied")
-    sqs.send_message(
-        QueueUrl=queue_url, **copy_message(record, delay=delay, executions=executions, deferred=deferred)
-    )

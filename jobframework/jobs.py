@@ -341,7 +341,8 @@ def job(
             record over it is handed back for 1 to 3 s, not using an attempt.
         rate: at most this many starts per period across every consumer, e.g. ``"100/minute"``
             (``N/second``, ``N/minute``, ``N/hour``; a shared token bucket); per key with
-            ``rate_key``. A record over it is handed back until the bucket has a token.
+            ``rate_key``. A record over it reserves its turn and is handed back until then (see
+            :mod:`jobframework.flow.limits`).
         ordered_by: a function of the payload giving its message group (a non-empty str, e.g.
             ``lambda p: p.account_id``): the job goes to a FIFO lane (``<priority>-fifo``) and the jobs
             of one group run one after another in enqueue order; a failing job holds back only its

@@ -8,8 +8,9 @@ commands call, by service; ``tests/functional/test_operate.py`` runs the command
 records each request they make, and checks that this list holds them all, so the grant follows the
 CLI. Resources are this deployment's own wherever IAM allows it (the queues, the table, the bucket,
 the parameter, the stack's event source mappings); the queue actions cover the schedules' DLQ too,
-whose undelivered firings an operator inspects and redrives (to the job's queue) from the SQS
-console. ``ListEventSourceMappings`` and CloudWatch's metric reads take no resource.
+whose undelivered firings an operator inspects from the SQS console and sends to the job's queue by
+hand (the console's redrive takes only the DLQs of SQS queues). ``ListEventSourceMappings`` and
+CloudWatch's metric reads take no resource.
 """
 
 from __future__ import annotations
@@ -70,7 +71,7 @@ def grant_operate(resources: JobResources, grantee: iam.IGrantable) -> None:
     """Let ``grantee`` run the operator's ``jf`` commands against ``resources`` (see the module)."""
     queues = [q.queue.queue_arn for q in resources.queues.values()]
     dlqs = [q.dead_letter_queue.queue_arn for q in resources.queues.values()]
-    if resources.schedules is not None:  # firings Scheduler could not deliver, redriven from the console
+    if resources.schedules is not None:  # firings Scheduler could not deliver, inspected and resent
         dlqs.append(resources.schedules.dead_letter_queue.queue_arn)
     iam.Grant.add_to_principal(grantee=grantee, actions=_actions("sqs"), resource_arns=queues + dlqs)
     table = resources.tables.state_table

@@ -22,11 +22,15 @@ and all but one being handed back again (a burst of N cost about N squared hand-
 travels on the hand-back copy (``jf-rate-slot``: the slot and the attempt it was taken for); SQS
 delays are whole seconds, so the copy comes back up to :data:`EARLY_SECONDS` before its slot and the
 record waits out the rest in the consumer before it starts. A record that comes back with a slot for
-its attempt takes no token again (also when another gate hands it back before it runs); a record that
-ran and is retried takes a new one. A record that comes back later than one burst after its slot (its
-consumers were busy) takes a new token too, so that late turns do not bunch up with the turns due
-then: any window of ``per`` seconds starts at most ``limit`` plus twice the burst. A reserved token
-whose record never comes back (cancelled, expired, purged) or comes back late is simply not used.
+its attempt takes no token again (also when another gate hands it back before it runs), however late
+it comes back; a record that ran and is retried takes a new one. Late turns (busy consumers, a
+batching window) start when they come back, so a short window can see more starts than the limit
+plus the burst; over the period the count holds (each start is one token). A record that cannot
+carry a turn reserves none and waits for the next token as before (a FIFO lane's hand-back changes
+the visibility in place; so does a copy whose send failed). A reserved token whose record never comes
+back (cancelled, expired, purged) is simply not used. The carried turn is trusted as the message is
+(``jf-sig`` covers the body, not per-delivery attributes): a sender that can write to the queue can
+start a job out of turn.
 
 Tokens are taken for a batch's records together: the first record of a job type to reach the gate
 takes as many tokens as the batch has records of that type (at most the burst) in the one update, and
@@ -67,6 +71,8 @@ POOL_SECONDS = 1.0
 """Tokens taken for a batch's records are theirs for this long (seconds); the rest go back."""
 MIN_WAIT_SECONDS = 0.001
 """A refused take waits at least this long (a wait of 0 means the token was taken)."""
+MAX_TURN_AHEAD_SECONDS = 14 * 24 * 3600.0
+"""A carried turn further off than SQS keeps a message (14 days) is none this consumer gave."""
 EARLY_SECONDS = 1.0
 """A record whose reserved slot is at most this far off waits for it in the consumer; a later slot is
 handed back to come back at most this long before it (SQS delays are whole seconds)."""
@@ -78,13 +84,14 @@ def burst_seconds(limit: float, per: float) -> float:
 
 
 def rate_slot(value: str | None, attempt: int) -> float | None:
-    """The slot ``jf-rate-slot`` reserved for this attempt, or ``None`` (absent, malformed, or taken for
-    an earlier attempt: a retried record takes a new token)."""
+    """The slot ``jf-rate-slot`` reserved for this attempt, or ``None`` (absent, malformed, not a
+    finite time, or taken for an earlier attempt: a retried record takes a new token)."""
     if not value:
         return None
     slot, _, taken_for = value.partition(":")
     try:
-        return float(slot) if int(taken_for) == attempt else None
+        turn = float(slot)
+        return turn if math.isfinite(turn) and int(taken_for) == attempt else None
     except ValueError:
         return None
 
@@ -200,9 +207,12 @@ class RateLimit:
         self._buckets: dict[str, threading.Lock] = {}
         self._lock = threading.Lock()
 
-    def acquire(self, pk: str, limit: float, per: float, now: float, want: int = 1) -> float:
+    def acquire(
+        self, pk: str, limit: float, per: float, now: float, want: int = 1, *, reserve: bool = True
+    ) -> float:
         """Take a token; returns 0 when taken, else the seconds until the token reserved for the caller
-        falls due (its slot; see the module's docstring).
+        falls due (its turn; see the module's docstring). With ``reserve=False`` a refusal reserves
+        nothing (and writes nothing): the seconds until the next token falls due.
 
         ``want`` is how many records of the batch need a token of this bucket: up to that many (and the
         burst) are taken in one update, the surplus kept for the others of the batch.
@@ -214,7 +224,7 @@ class RateLimit:
         with bucket:  # one update a bucket at a time in this process: the batch's others wait for it
             if self._from_pool(pk, now):
                 return 0.0
-            return self._take(pk, limit, per, now, max(1, want))
+            return self._take(pk, limit, per, now, max(1, want), reserve=reserve)
 
     def _from_pool(self, pk: str, now: float) -> bool:
         with self._lock:
@@ -224,7 +234,7 @@ class RateLimit:
             pool.left -= 1
             return True
 
-    def _take(self, pk: str, limit: float, per: float, now: float, want: int) -> float:
+    def _take(self, pk: str, limit: float, per: float, now: float, want: int, *, reserve: bool) -> float:
         interval = per / limit
         tolerance = burst_seconds(limit, per)
         with self._lock:
@@ -235,6 +245,8 @@ class RateLimit:
             base = max(now, (tat or 0.0) - unused * interval)  # unused tokens go back
             # Tokens that fit within the burst (epoch seconds carry ~1e-7 s of float error: the slack).
             room = math.floor((tolerance - (base - now)) / interval + 1e-6)
+            if room < 1 and not reserve:  # tat only grows: what we saw cannot overstate the wait
+                return max(base + interval - now - tolerance, MIN_WAIT_SECONDS)
             taken = max(1, min(want, room))  # none in the burst: reserve the next one
             ok, current = self._write(pk, tat, base + taken * interval)
             if ok:
@@ -291,21 +303,12 @@ class LimitGate:
         slot = rate.reserved
         try:
             if options.rate is not None:
-                if slot is not None and now - slot > burst_seconds(options.rate.limit, options.rate.per):
-                    slot = None  # came back later than a burst allows: it waits its turn afresh
-                if slot is None:
-                    want = 1 if options.rate_key is not None else rate.demand
-                    wait = self.rate.acquire(
-                        limit_key(job, payload, "rate"), options.rate.limit, options.rate.per, now, want
-                    )
-                    slot = now + wait
-                hold = slot - now
-                if hold > min(EARLY_SECONDS, rate.may_wait):
-                    delay = max(1, math.ceil(hold - EARLY_SECONDS))  # back at most a second early
-                    log.info("job %s (%s) over its rate; its turn in %.2fs", env.id, env.type, hold)
-                    return HandBack(delay, "rate limit", rate_slot=slot)
-                if hold > 0:  # its turn is near: wait here (a hand-back is a whole second at least)
-                    time.sleep(hold)
+                turn = self._rate_turn(env, job, payload, now, rate)
+                if isinstance(turn, HandBack):
+                    return turn
+                slot = turn  # kept if the concurrency cap hands it back: no token again
+                if turn > now:  # its turn is near: wait here (a hand-back is a whole second at least)
+                    time.sleep(turn - now)
                     now = time.time()
             if options.concurrency is not None:
                 pk = limit_key(job, payload, "concurrency")
@@ -320,6 +323,35 @@ class LimitGate:
             log.warning("taking a limit for job %s failed; handing it back", env.id, exc_info=True)
             return HandBack(UNAVAILABLE_RETRY_SECONDS, "limits unavailable", rate_slot=slot)
         return None
+
+    def _rate_turn(
+        self, env: Envelope, job: Job[Any], payload: Any, now: float, rate: RateInputs
+    ) -> float | HandBack:
+        """The record's turn (epoch seconds; at most :data:`EARLY_SECONDS` off, within what it may
+        wait), or its hand-back. A record reserves a turn once, and only where its hand-back carries
+        it; a turn it carries is its token, however late it comes back (a busy lane or a batching
+        window delays every return: taking a new token then would waste the reserved one and starve
+        the job type)."""
+        options = job.flow
+        assert options.rate is not None
+        limit, per = options.rate.limit, options.rate.per
+        turn = rate.reserved
+        if turn is not None and turn - now > MAX_TURN_AHEAD_SECONDS:
+            turn = None  # not a turn any consumer gave
+        reserve = rate.can_carry and turn is None
+        if turn is None:
+            want = 1 if options.rate_key is not None else rate.demand
+            wait = self.rate.acquire(limit_key(job, payload, "rate"), limit, per, now, want, reserve=reserve)
+            if wait > 0 and not reserve:
+                log.info("job %s (%s) over its rate; back in %.2fs", env.id, env.type, wait)
+                return HandBack(max(1, math.ceil(wait)), "rate limit", rate_slot=rate.reserved)
+            turn = now + wait
+        hold = turn - now
+        if hold > 0 and hold > min(EARLY_SECONDS, rate.may_wait):
+            delay = max(1, math.ceil(hold - EARLY_SECONDS))  # back at most a second early
+            log.info("job %s (%s) over its rate; its turn in %.2fs", env.id, env.type, hold)
+            return HandBack(delay, "rate limit", rate_slot=turn)
+        return turn
 
     def release(self, job_id: str) -> None:
         """Free the lease ``job_id`` holds in this process, if any (a failure is logged: it expires)."""

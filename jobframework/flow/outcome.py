@@ -50,6 +50,8 @@ class RateInputs:
     """The turn its hand-back copy carries for this attempt (``jf-rate-slot``): no token again."""
     may_wait: float = 0.0
     """Seconds it may wait in the consumer for its turn (the invocation's time to spare)."""
+    can_carry: bool = True
+    """Its hand-back is a copy that carries a reserved turn (not on a FIFO lane, handed back in place)."""
 
 
 NO_RATE_INPUTS = RateInputs()
