@@ -49,7 +49,7 @@ from jobframework.verdict import Kind, Verdict
 if TYPE_CHECKING:
     from jobframework.consumer import Consumer
     from jobframework.delivery import Batch, Delivery
-    from jobframework.flow.outcome import Drop
+    from jobframework.flow.outcome import Drop, RateInputs
     from jobframework.jobs import Job
     from jobframework.retry import Reason
 
@@ -233,27 +233,16 @@ def flow_gate(admitted: Admitted, consumer: Consumer) -> Verdict | None:
     """Flow control (:mod:`jobframework.flow.gates`: expiry, debounce, concurrency and rate limits,
     cancel): a dropped record is acknowledged unrun with its final status (``cancelled``, ``expired``)
     and a count; a record over a limit is handed back unrun, not an attempt."""
-    d, batch = admitted.delivery, admitted.batch
+    d = admitted.delivery
     env = d.require_envelope()
     flow = _flow()
     if flow.nothing_to_check(env, admitted.job):
         return None
     job = admitted.job
-    from jobframework.flow.outcome import NO_RATE_INPUTS, RateInputs  # loaded with the gates above
+    from jobframework.flow.outcome import NO_RATE_INPUTS  # loaded with the gates above
 
-    rate = None
-    if job.flow.rate is not None:
-        from jobframework.flow.limits import rate_slot
-
-        rate = RateInputs(
-            demand=batch.demand(env.type) if batch is not None else 1,
-            reserved=rate_slot(record_attribute(d.record, ATTR_RATE_SLOT), d.attempt),
-            may_wait=remaining_seconds_of(admitted.context) - job.timeout - RELEASE_MARGIN_SECONDS,
-            can_carry=not str(d.record.get("eventSourceARN", "")).endswith(".fifo"),
-        )
-    decided = flow.flow_gates(consumer).check(
-        env, job, admitted.payload, d.attempt, time.time(), rate=rate or NO_RATE_INPUTS
-    )
+    rate = rate_inputs(admitted) if job.flow.rate is not None else NO_RATE_INPUTS
+    decided = flow.flow_gates(consumer).check(env, job, admitted.payload, d.attempt, time.time(), rate=rate)
     if decided is None:
         return None
     from jobframework.flow.outcome import Drop  # a record the gates stopped: the rare path
@@ -265,6 +254,25 @@ def flow_gate(admitted: Admitted, consumer: Consumer) -> Verdict | None:
         handed.attributes = {ATTR_RATE_SLOT: f"{decided.rate_slot:.3f}:{d.attempt}"}
     return dataclasses.replace(
         handed, outcome=d.outcome(Outcome.RELEASED, reason=decided.reason, delay=decided.delay)
+    )
+
+
+def rate_inputs(admitted: Admitted) -> RateInputs:
+    """What the rate gate learns of a record: its batch's demand, the turn it carries, how long it may
+    wait, and whether its hand-back can carry a turn: a copy, so not on a FIFO lane (in place), nor a
+    record already handed back in place (received more than once: its last copy's send failed, and a
+    turn reserved again each time would push its own turn off for good)."""
+    from jobframework.flow.limits import rate_slot
+    from jobframework.flow.outcome import RateInputs
+
+    d, batch, job = admitted.delivery, admitted.batch, admitted.job
+    env = d.require_envelope()
+    fifo = str(d.record.get("eventSourceARN", "")).endswith(".fifo")
+    return RateInputs(
+        demand=batch.demand(env.type) if batch is not None else 1,
+        reserved=rate_slot(record_attribute(d.record, ATTR_RATE_SLOT), d.attempt),
+        may_wait=remaining_seconds_of(admitted.context) - job.timeout - RELEASE_MARGIN_SECONDS,
+        can_carry=not fifo and (receive_count(d.record) or 1) == 1,
     )
 
 
