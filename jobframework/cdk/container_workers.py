@@ -188,6 +188,7 @@ class ContainerWorkers(Construct):
                     "worker",
                     "--queues",
                     spec.lane,
+                    "--exact-lanes",  # this lane only: its priority's other lanes keep their consumers
                     "--stage",
                     stage,
                     "--drain-timeout",

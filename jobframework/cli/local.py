@@ -190,6 +190,14 @@ def worker(  # noqa: PLR0917
             help="Serve each queue's tenants (MessageGroupId) round-robin within N held messages (0: off).",
         ),
     ] = 0,
+    exact_lanes: Annotated[
+        bool,
+        typer.Option(
+            "--exact-lanes",
+            help="--queues names lanes exactly: default is the default lane only, not default-io, "
+            "default-cpu or default-fifo (what a container lane's task runs).",
+        ),
+    ] = False,
 ) -> None:
     """Poll the queues and run jobs as a long-running process (ECS, EC2), with Lambda's semantics.
 
@@ -232,7 +240,7 @@ def worker(  # noqa: PLR0917
     boto3.setup_default_session(botocore_session=pooled_botocore_session())
     sqs = aws.sqs(config, attempts=4)
     topology = Topology.from_registry(registry, TopologySettings(stage=stage))
-    pollers = pollers_for(config, topology, chosen, region=sqs.meta.region_name)
+    pollers = pollers_for(config, topology, chosen, region=sqs.meta.region_name, exact=exact_lanes)
     if not pollers:
         raise typer.BadParameter(f"{queues!r} names no queue of this topology", param_hint="--queues")
     for poller in pollers:

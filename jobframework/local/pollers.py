@@ -79,14 +79,16 @@ def pollers_for(
     *,
     weights: Mapping[Priority, int] | None = None,
     region: str | None = None,
+    exact: bool = False,
 ) -> list[QueuePoller]:
     """The pollers of the topology's queues that ``config`` has URLs for: all, or those named in
-    ``priorities`` (a priority names its plain lane and its profile lanes, e.g. ``high`` and
-    ``high-cpu``; a lane such as ``high-cpu`` names itself)."""
+    ``priorities`` (a priority names its plain lane and its profile and FIFO lanes, e.g. ``high``,
+    ``high-cpu`` and ``high-fifo``; a lane such as ``high-cpu`` names itself; with ``exact`` every
+    name is a lane, so ``high`` is the plain lane only)."""
     names = {str(getattr(p, "value", p)) for p in priorities} if priorities is not None else None
     result = []
     for spec in topology.queues:
-        wanted = names is None or spec.lane in names or spec.priority.value in names
+        wanted = names is None or spec.lane in names or (not exact and spec.priority.value in names)
         if not wanted or spec.lane not in config.queues:
             continue
         url = config.endpoints(spec.lane).url

@@ -47,7 +47,7 @@ def test_worker_runs_jf_worker_on_its_lane_and_drains_within_the_stop_timeout(sy
     [container] = task["Properties"]["ContainerDefinitions"]
     assert container["StopTimeout"] == 120
     command = container["Command"]
-    assert command[:3] == ["worker", "--queues", "low"]
+    assert command[:4] == ["worker", "--queues", "low", "--exact-lanes"]  # low only, not low-fifo/-cpu
     drain = int(command[command.index("--drain-timeout") + 1])
     assert drain < container["StopTimeout"]
     assert container["LogConfiguration"]["LogDriver"] == "awslogs"

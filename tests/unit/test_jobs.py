@@ -308,6 +308,36 @@ def test_a_long_job_gets_a_visibility_covering_it_and_a_worker_context_that_last
     assert poller.timeout >= 3600  # jf worker gives the job its time
 
 
+def test_a_priority_names_all_its_lanes_and_exact_lanes_name_one(reg):
+    """A container lane's task runs ``jf worker --queues default --exact-lanes``: without it the worker
+    also polled default-fifo and default-cpu, whose Lambda consumers kept their triggers."""
+    from jobframework.config import QueueEndpoints, RuntimeConfig
+    from jobframework.local.emulator import pollers_for
+
+    @job("a.plain", registry=reg)
+    def plain(order: Order) -> None: ...
+
+    @job("a.ordered", registry=reg, ordered_by=lambda o: o.order_id)
+    def ordered(order: Order) -> None: ...
+
+    @job("a.heavy", registry=reg, profile="cpu")
+    def heavy(order: Order) -> None: ...
+
+    topology = Topology.from_registry(reg)
+    lanes = ("default", "default-fifo", "default-cpu")
+    config = RuntimeConfig(
+        queues={
+            lane: QueueEndpoints(url=f"http://h/123456789012/{lane}", dlq_url="http://h/1/d")
+            for lane in lanes
+        }
+    )
+    assert sorted(p.url.rsplit("/", 1)[1] for p in pollers_for(config, topology, ["default"])) == sorted(
+        lanes
+    )
+    [only] = pollers_for(config, topology, ["default"], exact=True)
+    assert only.url.endswith("/default")
+
+
 def test_validation_problems_are_one_line_and_its_example_runs():
     import doctest
 
