@@ -130,8 +130,10 @@ def test_records_over_the_rate_reserve_their_turns_and_come_back_once(flow):
     assert set(handed_back) <= set(ids) and max(handed_back.values()) == 1, handed_back
     assert len(handed_back) >= 3  # the turns two seconds off and more went round the queue, once
     starts = sorted(ledger.starts)
-    gaps = [b - a for a, b in pairwise(starts[2:])]
-    assert min(gaps) >= 0.9, gaps  # after the burst, one start a second: each in its own turn
+    # After the burst of three, one turn a second: no start comes before its turn (a late one, its
+    # consumer busy, starts when it comes back), and no two come together.
+    assert all(starts[2 + k] - starts[0] >= k - 0.05 for k in range(1, 6)), starts
+    assert min(b - a for a, b in pairwise(starts[2:])) >= 0.5, starts
     item = flow.dynamodb.get_item(
         TableName=flow.config.state_table,
         Key={"pk": {"S": "limit#f.per_minute"}, "sk": {"S": "rate"}},
