@@ -139,7 +139,7 @@ class JobClient:
         """The state table (job status, dedup markers), when one is configured."""
         if not self.config.state_table:
             return None
-        return StateStore(self.config.state_table, self._client("dynamodb"))
+        return StateStore.of(self.config, self._client("dynamodb"))
 
     def status(self, job_id: str) -> JobStatus | None:
         """What is known of a job: queued, scheduled, running, retrying, succeeded or dead.

@@ -153,7 +153,7 @@ class Consumer:
         config = self._config if self._config is not None else env_config()
         if config is not None:
             if config.state_table and self.state is None:
-                self.state = StateStore(config.state_table, self.aws.lazy("dynamodb"))
+                self.state = StateStore.of(config, self.aws.lazy("dynamodb"))
             if config.idempotency_table:
                 from jobframework.idempotency import IdempotentRunner
 

@@ -167,6 +167,14 @@ def stopped(d: Delivery) -> Verdict:
     return dropped(d, Drop(JobState.CANCELLED, "cancelled while running", "Cancelled"), attempts=d.attempt)
 
 
+def cancelled_unrun(d: Delivery) -> Verdict:
+    """A cancel claimed the job's key before its run could (:mod:`jobframework.stores.key_records`):
+    acknowledged unrun, status ``cancelled``, as the cancel gate's drop."""
+    from jobframework.flow.outcome import Drop
+
+    return dropped(d, Drop(JobState.CANCELLED, "cancelled", "Cancelled"), attempts=d.attempt - 1)
+
+
 def backlog_gate(admitted: Admitted, consumer: Consumer) -> Verdict | None:
     """For a scheduled run whose queue is backlogged: skip it or defer it (``when_backlogged``)."""
     d, job = admitted.delivery, admitted.job

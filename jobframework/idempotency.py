@@ -23,9 +23,10 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
-from jobframework.state import summarize
+from jobframework.status import STATUS_TTL_SECONDS, now_iso, summarize
+from jobframework.stores.key_records import CANCELLED_FIELD, response_fields
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -43,6 +44,8 @@ _current: contextvars.ContextVar[Callable[[], Any]] = contextvars.ContextVar("jf
 _ran: contextvars.ContextVar[list[bool]] = contextvars.ContextVar("jf_idempotent_ran")
 _raised: contextvars.ContextVar[list[BaseException]] = contextvars.ContextVar("jf_idempotent_raised")
 _hold: contextvars.ContextVar[KeyHold | None] = contextvars.ContextVar("jf_idempotent_hold", default=None)
+_status_attempt: contextvars.ContextVar[int | None] = contextvars.ContextVar("jf_key_status", default=None)
+"""The attempt of a run whose record is its job's status too (:mod:`jobframework.stores.key_records`)."""
 
 
 def _retried(what: str, write: Callable[[], None]) -> None:
@@ -89,6 +92,21 @@ class KeyHold:
             if exc.response.get("Error", {}).get("Code") != "ConditionalCheckFailedException":
                 raise
             # Completed (or deleted) meanwhile: nothing to hold.
+
+
+class KeyCancelled(Exception):
+    """The job's key was claimed by a cancel before this run could claim it: the job does not run."""
+
+
+class RunResult(NamedTuple):
+    """What :meth:`IdempotentRunner.run` did."""
+
+    result: str | None
+    """The JSON summary of the job's return value (the saved one for a skipped duplicate)."""
+    ran: bool
+    """``False`` for a skipped duplicate."""
+    recorded: bool = True
+    """``False`` when the job ran but its completion could not be written."""
 
 
 class AlreadyInProgress(Exception):
@@ -153,6 +171,12 @@ class IdempotentRunner:
                     if hold is not None:
                         hold.record_id = data_record.idempotency_key
 
+                def _get_expiry_timestamp(self) -> int:
+                    # A record that is its job's status too lasts as long as the status.
+                    if _status_attempt.get() is None:
+                        return int(super()._get_expiry_timestamp())
+                    return int(time.time()) + STATUS_TTL_SECONDS
+
                 def _update_record(self, data_record: Any) -> None:
                     _retried(
                         "recording the completion",
@@ -180,7 +204,14 @@ class IdempotentRunner:
             def execute(item: dict[str, str]) -> dict[str, Any]:
                 _ran.get().append(True)
                 try:
-                    return {"result": summarize(_current.get()())}
+                    attempt = _status_attempt.get()
+                    started_at = now_iso() if attempt is not None else ""
+                    result = summarize(_current.get()())
+                    return (
+                        {"result": result}
+                        if attempt is None
+                        else response_fields(result, attempt, started_at)
+                    )
                 except BaseException as exc:
                     _raised.get().append(exc)
                     raise
@@ -218,15 +249,23 @@ class IdempotentRunner:
         return max(0.0, expiry_ms / 1000 - time.time())
 
     def run(
-        self, job_type: str, key: str, fn: Callable[[], Any], hold: KeyHold | None = None
-    ) -> tuple[str | None, bool]:
+        self,
+        job_type: str,
+        key: str,
+        fn: Callable[[], Any],
+        hold: KeyHold | None = None,
+        *,
+        status_attempt: int | None = None,
+    ) -> RunResult:
         """Run ``fn`` unless ``(job_type, key)`` already completed.
 
-        Returns ``(result summary, ran)``; ``ran`` is ``False`` for a skipped duplicate. ``hold`` is
-        told the in-progress record's id once it is written (for the heartbeat).
+        ``hold`` is told the in-progress record's id once it is written (for the heartbeat). With
+        ``status_attempt`` the record is the job's status too (:mod:`jobframework.stores.key_records`):
+        it keeps the attempt and the finish time, and lasts as long as a status.
 
         Raises:
             AlreadyInProgress: another delivery holds the key right now.
+            KeyCancelled: a cancel holds the key (the job was cancelled before it started).
             Exception: whatever ``fn`` raised (its record is deleted, with retries; if that still
                 fails, the record lapses with its in-progress expiry and ``fn``'s exception is raised).
         """
@@ -238,6 +277,7 @@ class IdempotentRunner:
         ran: list[bool] = []
         raised: list[BaseException] = []
         tokens = (_current.set(fn), _ran.set(ran), _raised.set(raised), _hold.set(hold))
+        kept = _status_attempt.set(status_attempt)
         response: Any = None
         try:
             response = self._own()[1](item={"key": f"{job_type}:{key}"})
@@ -265,11 +305,14 @@ class IdempotentRunner:
                 WRITE_ATTEMPTS,
                 exc_info=exc,
             )
-            return None, True
+            return RunResult(None, True, recorded=False)
         finally:
+            _status_attempt.reset(kept)
             _current.reset(tokens[0])
             _ran.reset(tokens[1])
             _raised.reset(tokens[2])
             _hold.reset(tokens[3])
+        if not ran and isinstance(response, dict) and response.get(CANCELLED_FIELD):
+            raise KeyCancelled(f"{job_type} {key} was cancelled before it started")
         result = response.get("result") if isinstance(response, dict) else None
-        return result, bool(ran)
+        return RunResult(result, bool(ran))

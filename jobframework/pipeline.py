@@ -49,13 +49,14 @@ from jobframework.gates import (
     RELEASE_MARGIN_SECONDS,
     Admitted,
     Gate,
+    cancelled_unrun,
     dead_letter,
     refuse,
     release,
     stopped,
 )
 from jobframework.heartbeat import Hold, heartbeat
-from jobframework.idempotency import AlreadyInProgress, KeyHold
+from jobframework.idempotency import AlreadyInProgress, KeyCancelled, KeyHold
 from jobframework.retry import Action, Reason, classify, visibility_delay
 from jobframework.running import call
 from jobframework.state import JobState, summarize
@@ -158,6 +159,7 @@ class Pipeline:
         )
         started = time.perf_counter()
         ran = True
+        in_key = False  # the run's idempotency record is its status (jobframework.stores.key_records)
         result: str | None = None
         try:
             with (
@@ -178,8 +180,20 @@ class Pipeline:
                         env.type,
                     )
                 if c.idempotency is not None and key is not None:
+                    in_key = (
+                        env.track is True
+                        and c.state is not None
+                        and c.state.jobs.status_in_key(env.id, env.key, idempotent=True)
+                    )
                     c.idempotency.limit_attempt(context, job.timeout + RELEASE_MARGIN_SECONDS)
-                    result, ran = c.idempotency.run(env.type, env.key, lambda: call(job, payload, ctx), key)
+                    run = c.idempotency.run(
+                        env.type,
+                        env.key,
+                        lambda: call(job, payload, ctx),
+                        key,
+                        status_attempt=d.attempt if in_key else None,
+                    )
+                    result, ran, in_key = run.result, run.ran, in_key and run.recorded
                 else:
                     result = summarize(call(job, payload, ctx))
         except AlreadyInProgress as exc:
@@ -192,6 +206,9 @@ class Pipeline:
         except JobCancelled:
             log.info("job %s (%s) stopped after a cancel", env.id, env.type)
             return stopped(d)
+        except KeyCancelled:
+            log.info("job %s (%s) was cancelled; acknowledged unrun", env.id, env.type)
+            return cancelled_unrun(d)
         except Exception as exc:  # a BaseException of the job arrives as JobAborted: the job's failure
             return self.failed(d, job, exc, (time.perf_counter() - started) * 1000, batch)
         finally:
@@ -203,7 +220,9 @@ class Pipeline:
             log.info(
                 "job %s (%s) key %s already completed; duplicate delivery skipped", env.id, env.type, env.key
             )
-        return self.succeeded(d, result, queue_wait_ms=queue_wait_ms, processing_ms=elapsed_ms, ran=ran)
+        return self.succeeded(
+            d, result, queue_wait_ms=queue_wait_ms, processing_ms=elapsed_ms, ran=ran, status_kept=in_key
+        )
 
     @staticmethod
     def succeeded(
@@ -213,12 +232,14 @@ class Pipeline:
         queue_wait_ms: float | None,
         processing_ms: float,
         ran: bool = True,
+        status_kept: bool = False,
     ) -> Verdict:
+        """``status_kept``: the run's idempotency record already says it succeeded (no status write)."""
         env = d.require_envelope()
         return Verdict(
             d,
             Kind.SUCCEEDED,
-            status=(JobState.SUCCEEDED, {"attempts": d.attempt, "result": result}),
+            status=None if status_kept else (JobState.SUCCEEDED, {"attempts": d.attempt, "result": result}),
             outcome=d.outcome(
                 Outcome.SUCCEEDED,
                 queue_wait_ms=queue_wait_ms,

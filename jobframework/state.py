@@ -35,6 +35,7 @@ from jobframework.stores.job_records_dynamodb import DynamoJobRecords
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
 
+    from jobframework.config import RuntimeConfig
     from jobframework.stores.sagas import SagaRecords
 
 
@@ -44,6 +45,8 @@ class StateStore:
     Args:
         table: the table's name.
         client: a boto3 DynamoDB client.
+        key_table: the idempotency table, where a tracked idempotent job keyed by its id has its run
+            recorded (:mod:`jobframework.stores.key_records`); ``None``: statuses from this table alone.
     """
 
     def __init__(
@@ -54,14 +57,22 @@ class StateStore:
         jobs: JobRecords | None = None,
         dedup: DedupMarkers | None = None,
         sagas: SagaRecords | None = None,
+        key_table: str | None = None,
     ) -> None:
         self.table = table
         self.client = client
-        self.jobs: JobRecords = jobs if jobs is not None else DynamoJobRecords(table, client)
+        self.jobs: JobRecords = jobs if jobs is not None else DynamoJobRecords(table, client, key_table)
         """A job's records: status, start claim, cancel marker (:mod:`jobframework.stores.job_records`)."""
         self.dedup: DedupMarkers = dedup if dedup is not None else DynamoDedupMarkers(table, client)
         """Enqueue dedup markers (:mod:`jobframework.stores.dedup`)."""
         self._sagas = sagas
+
+    @classmethod
+    def of(cls, config: RuntimeConfig, client: DynamoDBClient) -> StateStore:
+        """The state table of a deployment's configuration (its statuses read its idempotency table too)."""
+        if not config.state_table:
+            raise ValueError("the configuration names no state table (JF_STATE_TABLE)")
+        return cls(config.state_table, client, key_table=config.idempotency_table)
 
     @property
     def sagas(self) -> SagaRecords:

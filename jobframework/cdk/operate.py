@@ -2,7 +2,8 @@
 
 The operator's commands (``jf queue ls|pause|resume``, ``jf dlq ls|peek|export|purge|redrive|tasks``,
 ``jf status``, ``jf cancel``, ``jf saga ls|show`` and ``jf ui``) read the topology parameter, the
-queues and their dead letters, the state table, offloaded payloads, the event source mappings (to
+queues and their dead letters, the state table (and the idempotency table's records of tracked jobs,
+for ``jf status`` and ``jf cancel``), offloaded payloads, the event source mappings (to
 pause a queue) and the consumers' metrics. :data:`OPERATOR_ACTIONS` is every API action those
 commands call, by service; ``tests/functional/test_operate.py`` runs the commands on the embedded AWS,
 records each request they make, and checks that this list holds them all, so the grant follows the
@@ -35,13 +36,16 @@ OPERATOR_ACTIONS: dict[str, tuple[str, ...]] = {
         "StartMessageMoveTask",
         "ListMessageMoveTasks",
     ),
-    "dynamodb": ("GetItem", "Query", "Scan", "UpdateItem", "DeleteItem"),
+    "dynamodb": ("GetItem", "Query", "Scan", "PutItem", "UpdateItem", "DeleteItem"),
     "lambda": ("ListEventSourceMappings", "UpdateEventSourceMapping"),
     "ssm": ("GetParameter",),
     "s3": ("GetObject", "PutObject", "ListBucket"),
     "cloudwatch": ("GetMetricStatistics",),
 }
 """Every IAM action the operator's ``jf`` commands need, by service (see :func:`iam_actions`)."""
+KEY_RECORD_ACTIONS: tuple[str, ...] = ("dynamodb:GetItem", "dynamodb:PutItem")
+"""On the idempotency table, for producers and operators: a status read sees a tracked idempotent job's
+run there, and a cancel claims its key (:mod:`jobframework.stores.key_records`)."""
 
 _AUTHORIZED_AS: dict[tuple[str, str], tuple[str, ...]] = {
     ("sqs", "SendMessageBatch"): ("SendMessage",),
@@ -76,6 +80,11 @@ def grant_operate(resources: JobResources, grantee: iam.IGrantable) -> None:
     iam.Grant.add_to_principal(grantee=grantee, actions=_actions("sqs"), resource_arns=queues + dlqs)
     table = resources.tables.state_table
     iam.Grant.add_to_principal(grantee=grantee, actions=_actions("dynamodb"), resource_arns=[table.table_arn])
+    iam.Grant.add_to_principal(
+        grantee=grantee,
+        actions=list(KEY_RECORD_ACTIONS),
+        resource_arns=[resources.tables.idempotency_table.table_arn],
+    )
     resources.topology_parameter.grant_read(grantee)
     resources.payloads.grant_get(grantee)  # GetObject, and ListBucket so that a gone payload is a 404
     resources.payloads.grant_put(grantee)  # a redrive refreshes an offloaded payload by copying it

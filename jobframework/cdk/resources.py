@@ -26,7 +26,7 @@ from jobframework.cdk.defaults import (
 )
 from jobframework.cdk.delays import DelayedJobs
 from jobframework.cdk.monitoring import Monitoring
-from jobframework.cdk.operate import grant_operate
+from jobframework.cdk.operate import KEY_RECORD_ACTIONS, grant_operate
 from jobframework.cdk.payloads import PayloadBucket
 from jobframework.cdk.priority_queue import PriorityQueue, check_fifo_event_source
 from jobframework.cdk.props import prop_error
@@ -374,7 +374,8 @@ class JobResources(Construct):
         """What a producer service needs and nothing more: SendMessage (and the queue attributes and
         URL lookups boto3 makes) on every lane's queue; read of the topology parameter; PutObject on the
         payload bucket's objects; Get/Query/Put/Update/DeleteItem on the ``dedup#``, ``job#``, ``saga#``
-        and ``debounce#`` items of the state table (``dynamodb:LeadingKeys``); CreateSchedule in the delay
+        and ``debounce#`` items of the state table (``dynamodb:LeadingKeys``); Get/PutItem on the
+        idempotency table (a tracked job's run and its cancel); CreateSchedule in the delay
         group and PassRole of the scheduler role; read of the signing keys when signing is on. Every
         consumer has it too (hand-back copies, a saga's next step, jobs that enqueue jobs).
         """
@@ -387,6 +388,12 @@ class JobResources(Construct):
             actions=list(PRODUCER_TABLE_ACTIONS),
             resource_arns=[self.tables.state_table.table_arn],
             conditions={"ForAllValues:StringLike": {"dynamodb:LeadingKeys": list(PRODUCER_LEADING_KEYS)}},
+        )
+        iam.Grant.add_to_principal(
+            grantee=grantee,
+            actions=list(KEY_RECORD_ACTIONS),
+            resource_arns=[self.tables.idempotency_table.table_arn],
+            conditions={"ForAllValues:StringLike": {"dynamodb:LeadingKeys": ["jf#*"]}},
         )
         self.delays.grant_schedule(grantee)
         if self.signing_keys is not None:

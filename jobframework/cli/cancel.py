@@ -47,7 +47,7 @@ def cancel(  # noqa: PLR0917
     config = aws.runtime_config()
     if not config.state_table:
         raise CliError("cancel needs the state table: set JF_STATE_TABLE (or JF_TOPOLOGY_PARAMETER)")
-    store = StateStore(config.state_table, aws.client("dynamodb", config=config))
+    store = StateStore.of(config, aws.client("dynamodb", config=config))
     if job_id is not None:
         if not 0 < len(job_id) <= 128:
             raise typer.BadParameter("a job id has 1 to 128 characters", param_hint="ID")

@@ -36,7 +36,7 @@ def _saga_store(ctx: typer.Context) -> Any:
     config = aws.runtime_config()
     if not config.state_table:
         raise CliError("sagas live in the state table: set JF_STATE_TABLE (or use the stack's topology)")
-    return StateStore(config.state_table, aws.client("dynamodb", config=config))
+    return StateStore.of(config, aws.client("dynamodb", config=config))
 
 
 @saga_app.command("ls")

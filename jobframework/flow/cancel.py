@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 from jobframework.errors import UnknownJobError
 from jobframework.flow.outcome import Drop
 from jobframework.state import JobState, no_status
+from jobframework.stores.key_records import KeyHolder, keyed_by_id
 
 if TYPE_CHECKING:
     from jobframework.envelope import Envelope
@@ -85,6 +86,14 @@ def cancel(store: StateStore, job_id: str) -> CancelResult:
     if runs_until > now and started_attempt > ended and state is not JobState.CANCELLED:
         log.info("job %s is running; it is told to stop (ctx.cancelled)", job_id)
         return CancelResult(job_id, CancelOutcome.SIGNALLED, state)
+    if before.type is not None and keyed_by_id(job_id, before.key):
+        # An idempotent job keyed by its id starts by claiming its key, not its start: claim it first.
+        holder = store.jobs.claim_key_for_cancel(job_id, before.type)
+        if holder is KeyHolder.RUN:
+            log.info("job %s is running; it is told to stop (ctx.cancelled)", job_id)
+            return CancelResult(job_id, CancelOutcome.SIGNALLED, state)
+        if holder is KeyHolder.FINISHED:
+            return CancelResult(job_id, CancelOutcome.FINISHED, state)
     store.jobs.finish_cancelled(job_id, "cancelled before it started")
     return CancelResult(job_id, CancelOutcome.CANCELLED, state)
 
@@ -134,6 +143,11 @@ class CancelGate:
 
     def __call__(self, env: Envelope, job: Job[Any], payload: Any, attempt: int, now: float) -> Drop | None:
         if not env.track:  # only a tracked job can be cancelled (its status is how a cancel finds it)
+            return None
+        if attempt == 1 and self.store.jobs.status_in_key(env.id, env.key, idempotent=job.idempotent):
+            # Its first run claims its key instead, which a cancel claims first (the pipeline drops it);
+            # a later attempt claims its start, so that no attempt starts after a cancel told a run to stop.
+            watch(env.id, self.store)
             return None
         try:
             started = self.store.jobs.claim_start(

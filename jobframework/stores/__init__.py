@@ -11,7 +11,9 @@ A kind of record has here:
 Done: a job's records (:mod:`jobframework.stores.job_records`: status, start claim, cancel marker),
 enqueue dedup markers (:mod:`jobframework.stores.dedup`) and saga records
 (:mod:`jobframework.stores.sagas`), each with a contract test run against both implementations; the
-retry budget's counter (:mod:`jobframework.budget`, its in-memory twin beside it) has one too. The
+retry budget's counter (:mod:`jobframework.budget`, its in-memory twin beside it) has one too. A
+tracked idempotent job's run is read from its idempotency record (:mod:`jobframework.stores.key_records`,
+behind :class:`~jobframework.stores.job_records.JobRecords`). The
 flow-control items (limits, debounce, pause) are still written by their modules through
 :class:`jobframework.state.StateStore`'s client.
 """

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from jobframework.status import FINAL_STATES, STATUS_TTL_SECONDS, JobState, JobStatus, now_iso
+from jobframework.stores.key_records import KeyHolder
 
 STATUS_FIELDS = {
     "type": "job_type",
@@ -97,6 +98,16 @@ class JobRecords(Protocol):
 
     def finish_cancelled(self, job_id: str, reason: str) -> None:
         """Status ``cancelled`` with ``reason``, unless the job already reached another final state."""
+        ...
+
+    def status_in_key(self, job_id: str, key: str | None, *, idempotent: bool) -> bool:
+        """Whether a tracked job's run is recorded by its idempotency record alone (no start claim, no
+        finished status: :mod:`jobframework.stores.key_records`)."""
+        ...
+
+    def claim_key_for_cancel(self, job_id: str, job_type: str) -> KeyHolder:
+        """Hold the key of a job keyed by its id for a cancel (see :mod:`jobframework.stores.key_records`);
+        what holds it afterwards."""
         ...
 
 
@@ -225,6 +236,12 @@ class InMemoryJobRecords:
             flow.setdefault("cancelled_at", now_iso())
             flow["expires_at"] = int(now) + STATUS_TTL_SECONDS
             return StartClaim(float(flow.get("runs_until", 0)), int(flow.get("started_attempt", 0)))
+
+    def status_in_key(self, job_id: str, key: str | None, *, idempotent: bool) -> bool:
+        return False  # no idempotency records in memory: every run claims its start here
+
+    def claim_key_for_cancel(self, job_id: str, job_type: str) -> KeyHolder:
+        return KeyHolder.CANCEL  # no run holds a key in memory (the start claim decides)
 
     def finish_cancelled(self, job_id: str, reason: str) -> None:
         with self._lock:

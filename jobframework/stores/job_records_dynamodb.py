@@ -11,8 +11,10 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from jobframework.status import FINAL_STATES, STATUS_TTL_SECONDS, JobState, JobStatus, now_iso
+from jobframework.stores import key_records
 from jobframework.stores.items import from_item, to_item
 from jobframework.stores.job_records import EARLY_STATES, STATUS_FIELDS, StartClaim, merged_status
+from jobframework.stores.key_records import KeyHolder
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -27,11 +29,13 @@ def _key(job_id: str, sk: str) -> dict[str, Any]:
 
 
 class DynamoJobRecords:
-    """A job's status and flow items in the state table ``table``."""
+    """A job's status and flow items in the state table ``table``; with ``key_table`` (the idempotency
+    table), a tracked idempotent job keyed by its id has its run read from its idempotency record."""
 
-    def __init__(self, table: str, client: DynamoDBClient) -> None:
+    def __init__(self, table: str, client: DynamoDBClient, key_table: str | None = None) -> None:
         self.table = table
         self.client = client
+        self.key_table = key_table
 
     def set_status(
         self,
@@ -127,7 +131,26 @@ class DynamoJobRecords:
             ConsistentRead=True,
         ).get("Items", [])
         by_sk = {item["sk"]["S"]: from_item(item) for item in items}
-        return merged_status(job_id, by_sk.get("status"), by_sk.get(FLOW_SK, {}), time.time())
+        now = time.time()
+        status = merged_status(job_id, by_sk.get("status"), by_sk.get(FLOW_SK, {}), now)
+        if (
+            status is None
+            or self.key_table is None
+            or status.type is None
+            or status.status not in key_records.MOVABLE_STATES
+            or not key_records.keyed_by_id(job_id, status.key)
+        ):
+            return status
+        record = key_records.read(self.client, self.key_table, status.type, job_id)
+        return key_records.merged_with(status, record, now)
+
+    def status_in_key(self, job_id: str, key: str | None, *, idempotent: bool) -> bool:
+        return self.key_table is not None and idempotent and key_records.keyed_by_id(job_id, key)
+
+    def claim_key_for_cancel(self, job_id: str, job_type: str) -> KeyHolder:
+        if self.key_table is None:
+            return KeyHolder.CANCEL
+        return key_records.claim_for_cancel(self.client, self.key_table, job_type, job_id, STATUS_TTL_SECONDS)
 
     def claim_start(self, job_id: str, *, attempt: int, runs_until: float, now: float) -> bool:
         try:

@@ -60,7 +60,7 @@ class Console:
     def store(self) -> StateStore | None:
         if not self.config.state_table or self.dynamodb is None:
             return None
-        return StateStore(self.config.state_table, self.dynamodb)
+        return StateStore.of(self.config, self.dynamodb)
 
     def require_store(self) -> StateStore:
         store = self.store

@@ -89,3 +89,21 @@ def exits(work: Work) -> None:
     """A job whose library calls sys.exit: a failure of this job, not of the batch."""
     calls[work.name] += 1
     raise SystemExit(2)
+
+
+@job(
+    "t.result",
+    registry=registry,
+    track=True,
+    priority="high",
+    retry=RetryPolicy(max_attempts=3, base_delay=1, max_delay=1, jitter="none"),
+)
+def result(work: Work, ctx: JobContext) -> dict[str, Any]:
+    """Tracked and idempotent, keyed by its id: its status is read from its idempotency record."""
+    calls[work.name] += 1
+    if work.name.startswith("refused"):  # dead-lettered at once, fail_times runs
+        if calls[work.name] <= work.fail_times:
+            raise PermanentError("the downstream refused it")
+    elif ctx.attempt <= work.fail_times:
+        raise ConnectionError("downstream reset the connection")
+    return {"name": work.name, "attempt": ctx.attempt}

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 from aws_cdk.assertions import Match
 
 
@@ -48,7 +50,7 @@ def test_api_function_has_enqueue_rights_and_reads_job_status(synth):
         a for s in statements for a in (s["Action"] if isinstance(s["Action"], list) else [s["Action"]])
     }
     assert {"sqs:SendMessage", "s3:PutObject", "scheduler:CreateSchedule", "iam:PassRole"} <= actions
-    [table] = [s for s in statements if "dynamodb:GetItem" in s["Action"]]
+    [table, key_records] = [s for s in statements if "dynamodb:GetItem" in s["Action"]]
     assert table["Condition"]["ForAllValues:StringLike"]["dynamodb:LeadingKeys"] == [
         "dedup#*",
         "job#*",
@@ -56,6 +58,9 @@ def test_api_function_has_enqueue_rights_and_reads_job_status(synth):
         "debounce#*",
     ]
     assert "dynamodb:Query" in table["Action"]  # GET /jobs/{id} reads the job's items with a Query
+    # ... and a tracked idempotent job's run in its idempotency record (which a cancel claims)
+    assert key_records["Action"] == ["dynamodb:GetItem", "dynamodb:PutItem"]
+    assert "IdempotencyTable" in json.dumps(key_records["Resource"])
 
 
 def test_api_gateway_may_invoke_the_api_function(synth):

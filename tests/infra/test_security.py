@@ -115,7 +115,7 @@ def test_enqueue_grant_has_nothing_beyond_what_a_producer_uses(synth):
 def test_enqueue_grant_touches_only_dedup_job_saga_and_debounce_items_of_the_state_table(synth):
     """``JobClient.status`` is a Query of the job's items; a debounced enqueue joins ``debounce#<key>``:
     both were refused (tests on the embedded AWS check no IAM)."""
-    [statement] = _with_action_prefix(_producer_statements(synth), "dynamodb:")
+    [statement, key_records] = _with_action_prefix(_producer_statements(synth), "dynamodb:")
     assert sorted(statement["Action"]) == [
         "dynamodb:DeleteItem",
         "dynamodb:GetItem",
@@ -127,6 +127,10 @@ def test_enqueue_grant_touches_only_dedup_job_saga_and_debounce_items_of_the_sta
     assert statement["Condition"] == {
         "ForAllValues:StringLike": {"dynamodb:LeadingKeys": ["dedup#*", "job#*", "saga#*", "debounce#*"]}
     }
+    # status reads and cancels of a tracked idempotent job keyed by its id: its idempotency record
+    assert key_records["Action"] == ["dynamodb:GetItem", "dynamodb:PutItem"]
+    assert key_records["Resource"]["Fn::GetAtt"][0].startswith("TablesIdempotencyTable")
+    assert key_records["Condition"] == {"ForAllValues:StringLike": {"dynamodb:LeadingKeys": ["jf#*"]}}
 
 
 def _role_statements(template: dict[str, Any], role: str) -> list[dict[str, Any]]:

@@ -1,0 +1,151 @@
+"""A tracked, idempotent job keyed by its id keeps its run in its idempotency record (issue 13: it costs
+its floor, three writes: the status at enqueue, the key's claim and its completion), and its status
+reads as any tracked job's: queued, running, retrying, succeeded with its result, cancelled."""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from typing import Any
+
+from jobframework.dlq import DeadLetters
+from jobframework.flow.cancel import CancelOutcome
+from jobframework.status import STATUS_TTL_SECONDS, JobState
+from jobframework.stores import key_records
+from jobframework.stores.items import from_item
+
+from .jobs_under_test import Work, calls, keyed
+from .jobs_under_test import result as result_job
+
+
+def _consumer_writes(rt: Any) -> Counter[tuple[str, str]]:
+    """The consumer's DynamoDB writes from now on, by (operation, table)."""
+    rt.handler._features()
+    made: Counter[tuple[str, str]] = Counter()
+
+    def note(event_name: str, params: dict[str, Any], **_: Any) -> None:
+        operation = event_name.rsplit(".", 1)[-1]
+        if operation in ("PutItem", "UpdateItem", "DeleteItem"):
+            made[(operation, params["TableName"])] += 1
+        elif operation == "BatchWriteItem":
+            for table, requests in params["RequestItems"].items():
+                made[(operation, table)] += len(requests)
+
+    rt.handler.state.client.meta.events.register("before-parameter-build.dynamodb.*", note)
+    return made
+
+
+def _record(rt: Any, job_type: str, job_id: str) -> dict[str, Any]:
+    rt.handler._features()
+    item = rt.handler.state.client.get_item(
+        TableName=rt.config.idempotency_table, Key={"id": {"S": key_records.record_id(job_type, job_id)}}
+    )["Item"]
+    return from_item(item)
+
+
+def test_its_run_writes_only_the_key_record_and_the_status_reads_succeeded_with_the_result(rt):
+    writes = _consumer_writes(rt)
+    sent = rt.client.enqueue(result_job, Work(name="floor"))
+    rt.consume("high")
+    status = rt.client.status(sent.id)
+    assert status is not None
+    assert (status.status, status.attempts, status.result) == (
+        JobState.SUCCEEDED,
+        1,
+        {"name": "floor", "attempt": 1},
+    )
+    assert status.enqueued_at and status.started_at and status.finished_at
+    assert status.enqueued_at <= status.started_at <= status.finished_at == status.updated_at
+    table = rt.config.idempotency_table
+    assert writes == {("PutItem", table): 1, ("UpdateItem", table): 1}, writes  # nothing in the state table
+    record = _record(rt, "t.result", sent.id)  # Powertools' record, at the id the status reads
+    assert record["status"] == "COMPLETED"
+    assert abs(record["expiration"] - (time.time() + STATUS_TTL_SECONDS)) < 60  # kept as long as the status
+
+
+def test_the_status_says_running_while_the_key_is_held(rt):
+    sent = rt.client.enqueue(result_job, Work(name="held"))
+    seen: list[Any] = []
+
+    def after_claim(model: Any, **_: Any) -> None:
+        if model.name == "PutItem" and not seen:  # the key's claim: the job runs next
+            seen.append(rt.client.status(sent.id))
+
+    rt.handler._features()
+    rt.handler.state.client.meta.events.register("after-call.dynamodb.PutItem", after_claim)
+    rt.consume("high")
+    running = seen[0]
+    assert (running.status, running.attempts) == (JobState.RUNNING, 1)
+    assert running.started_at and running.started_at >= running.enqueued_at[:19]
+    assert rt.client.status(sent.id).status is JobState.SUCCEEDED
+
+
+def test_a_retry_reads_retrying_then_succeeded_with_its_attempts(rt):
+    sent = rt.client.enqueue(result_job, Work(name="again", fail_times=1))
+    rt.consume("high")
+    first = rt.client.status(sent.id)
+    assert (first.status, first.attempts, first.error) == (
+        JobState.RETRYING,
+        1,
+        "ConnectionError: downstream reset the connection",
+    )
+    time.sleep(1.2)
+    rt.consume("high")
+    done = rt.client.status(sent.id)
+    assert (done.status, done.attempts, done.error) == (JobState.SUCCEEDED, 2, None)
+    assert done.result == {"name": "again", "attempt": 2} and calls["again"] == 2
+
+
+def test_a_cancel_claims_the_key_so_the_run_finds_it_and_does_not_start(rt):
+    sent = rt.client.enqueue(result_job, Work(name="cancelled"))
+    assert rt.client.cancel(sent.id).outcome is CancelOutcome.CANCELLED
+    assert _record(rt, "t.result", sent.id)["status"] == "COMPLETED"  # the cancel holds the key
+    records, response = rt.consume("high")
+    assert len(records) == 1 and response == {"batchItemFailures": []}
+    assert calls["cancelled"] == 0
+    status = rt.client.status(sent.id)
+    assert (status.status, status.reason) == (JobState.CANCELLED, "cancelled")
+    assert rt.client.cancel(sent.id).outcome is CancelOutcome.CANCELLED  # again: nothing changes
+
+
+def test_a_finished_job_is_not_cancelled_and_a_job_with_its_own_key_claims_its_start(rt):
+    done = rt.client.enqueue(result_job, Work(name="done"))
+    own_key = rt.client.enqueue(keyed, Work(name="own-key"))
+    writes = _consumer_writes(rt)
+    rt.consume("high")
+    assert rt.client.cancel(done.id).outcome is CancelOutcome.FINISHED
+    assert rt.client.status(done.id).status is JobState.SUCCEEDED
+    # key= names another key than the id: the status table keeps its run (start claim, finished status).
+    status = rt.client.status(own_key.id)
+    assert (status.status, status.attempts) == (JobState.SUCCEEDED, 1)
+    assert writes[("UpdateItem", rt.config.state_table)] == 1  # the start claim of the keyed job only
+    assert writes[("BatchWriteItem", rt.config.state_table)] == 1  # its finished status
+
+
+def test_a_dead_job_redriven_reads_succeeded(rt):
+    sent = rt.client.enqueue(result_job, Work(name="refused-once", fail_times=1))
+    rt.consume("high")
+    dead = rt.client.status(sent.id)
+    assert (dead.status, dead.reason) == (JobState.DEAD, "permanent")
+    letters = DeadLetters(rt.config, rt.sqs, wait_time_seconds=0)
+    assert letters.redrive("high").moved == 1
+    rt.consume("high")
+    status = rt.client.status(sent.id)
+    assert (status.status, status.error, status.reason) == (JobState.SUCCEEDED, None, None)
+    assert status.result == {"name": "refused-once", "attempt": 1} and calls["refused-once"] == 2
+
+
+def test_a_record_that_lapsed_or_holds_garbage_leaves_the_status_item_as_it_is():
+    from jobframework.status import JobStatus
+
+    queued = JobStatus(id="j", type="t", status=JobState.QUEUED, updated_at="2026-01-01T00:00:00.000+00:00")
+    now = time.time()
+    lapsed = {"status": "INPROGRESS", "expiration": now + 100, "in_progress_expiration": (now - 1) * 1000}
+    assert key_records.merged_with(queued, lapsed, now) == queued
+    expired = {"status": "COMPLETED", "expiration": now - 1, "data": "{}"}
+    assert key_records.merged_with(queued, expired, now) == queued
+    garbage = {"status": "COMPLETED", "expiration": now + 100, "data": "not json"}
+    assert key_records.merged_with(queued, garbage, now).status is JobState.SUCCEEDED
+    for final in (JobState.SUCCEEDED, JobState.CANCELLED, JobState.EXPIRED):  # the status item's own
+        done = queued.model_copy(update={"status": final})
+        assert key_records.merged_with(done, {"status": "COMPLETED", "expiration": now + 100}, now) == done
