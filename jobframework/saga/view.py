@@ -91,7 +91,8 @@ def saga_table(record: SagaRecord) -> Any:
         if s.compensation_state is not None:
             undo = f"{s.compensation} {s.compensation_state.value}"
             if s.compensation_attempts:
-                undo += f" ({s.compensation_attempts} attempts)"
+                tries = s.compensation_attempts
+                undo += f" ({tries} attempt{'' if tries == 1 else 's'})"
             if s.compensation_error:
                 undo += f": {s.compensation_error}"
         else:

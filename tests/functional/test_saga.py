@@ -301,7 +301,8 @@ def test_jf_saga_ls_and_show(srt):
     assert record["reason"] == "step s.reserve failed (permanent)"
     assert [s["state"] for s in record["steps"]] == ["succeeded", "failed", "pending"]
     assert table.exit_code == 0, table.output
-    assert "reason: step s.reserve failed (permanent)" in table.stdout and "s.refund" in table.stdout
+    assert "reason: step s.reserve failed (permanent)" in table.stdout
+    assert "s.refund compensated (1 attempt)" in table.stdout  # not "(1 attempts)"
     assert missing.exit_code == 1 and "no saga nope" in missing.output
 
 
