@@ -81,6 +81,14 @@ def dev(  # noqa: PLR0917
     json_logs: Annotated[
         bool, typer.Option("--json", help="Print the logs (and one record per job outcome) as JSON lines.")
     ] = False,
+    run_workers: Annotated[
+        bool,
+        typer.Option(
+            "--workers/--no-workers",
+            help="Run the consumers (--no-workers: the embedded AWS and the schedules only, for `jf worker` "
+            "or a consumer of your own to poll).",
+        ),
+    ] = True,
 ) -> None:
     """Embedded AWS, workers and scheduler for your job modules, until Ctrl-C.
 
@@ -98,7 +106,7 @@ def dev(  # noqa: PLR0917
     from jobframework.jobs import registry
     from jobframework.local.aws import FAKE_CREDENTIALS, EmbeddedAWS, pooled_botocore_session
     from jobframework.local.console import install
-    from jobframework.local.emulator import Emulator, pollers_for
+    from jobframework.local.emulator import Emulator, pollers_for, until_signal
     from jobframework.local.scheduler import LocalScheduler, sqs_sender
     from jobframework.topology import ENV_JOBS, ENV_TOPOLOGY_PARAMETER, Topology, TopologySettings
 
@@ -129,15 +137,17 @@ def dev(  # noqa: PLR0917
         typer.echo("# Point another shell (other jf commands, your services) at it:")
         for name, value in env.items():
             typer.echo(f"export {name}={value}")
-        handler = consumer(registry, config=config, sqs_client=sqs, listeners=[listener])
-        emulator = Emulator(
-            pollers_for(config, topology),
-            handler,
-            sqs,
-            wait_time_seconds=DEV_WAIT_SECONDS,
-            paused=_pause_watch(config, aws.client("dynamodb")),
-            fair_lookahead=fair_lookahead,
-        )
+        emulator = None
+        if run_workers:
+            handler = consumer(registry, config=config, sqs_client=sqs, listeners=[listener])
+            emulator = Emulator(
+                pollers_for(config, topology),
+                handler,
+                sqs,
+                wait_time_seconds=DEV_WAIT_SECONDS,
+                paused=_pause_watch(config, aws.client("dynamodb")),
+                fair_lookahead=fair_lookahead,
+            )
         scheduler_client = aws.client("scheduler")
         scheduler = LocalScheduler(
             topology.schedules,
@@ -148,12 +158,23 @@ def dev(  # noqa: PLR0917
         typer.echo("")
         for entry in scheduler.describe():
             typer.echo(f"# schedule {entry['job']} {entry['expression']}, next {entry['next']}")
-        typer.echo(
-            f"# ready: {'JSON log lines' if json_logs else 'one line per job outcome'} below; Ctrl-C stops"
-        )
+        if emulator is None:
+            typer.echo(
+                "# ready: no workers (--no-workers): the queues wait for `jf worker` or your consumer, "
+                "run in a shell with the exports above; Ctrl-C stops"
+            )
+        else:
+            typer.echo(
+                f"# ready: {'JSON log lines' if json_logs else 'one line per job outcome'} below; "
+                "Ctrl-C stops"
+            )
         typer.echo("")
         sys.stdout.flush()
-        emulator.run_until_signal(drain_timeout=drain_timeout, on_stop=scheduler.stop)
+        if emulator is None:
+            until_signal()
+            scheduler.stop()
+        else:
+            emulator.run_until_signal(drain_timeout=drain_timeout, on_stop=scheduler.stop)
     finally:
         aws.stop()
 

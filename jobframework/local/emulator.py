@@ -79,6 +79,23 @@ class _QueueState:
     idle_until: float = 0.0
 
 
+def until_signal() -> None:
+    """Wait for SIGTERM or SIGINT (in the main thread), then put the previous handlers back."""
+    stop = threading.Event()
+
+    def handle(signum: int, frame: Any) -> None:
+        log.info("signal %d: draining", signum)
+        stop.set()
+
+    previous = {sig: signal.signal(sig, handle) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        while not stop.wait(0.2):
+            pass
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
+
+
 class Emulator:
     """Lambda's SQS event source mapping, in threads.
 
@@ -194,24 +211,12 @@ class Emulator:
         self, drain_timeout: float = 30.0, on_stop: Callable[[], None] | None = None
     ) -> bool:
         """Run until SIGTERM or SIGINT (main thread only), then drain; returns :meth:`stop`'s result."""
-        stop = threading.Event()
-
-        def handle(signum: int, frame: Any) -> None:
-            log.info("signal %d: draining", signum)
-            stop.set()
-
-        previous = {sig: signal.signal(sig, handle) for sig in (signal.SIGTERM, signal.SIGINT)}
-        try:
-            if not self._threads:
-                self.start()
-            while not stop.wait(0.2):
-                pass
-            if on_stop is not None:
-                on_stop()
-            return self.stop(drain_timeout)
-        finally:
-            for sig, old in previous.items():
-                signal.signal(sig, old)
+        if not self._threads:
+            self.start()
+        until_signal()
+        if on_stop is not None:
+            on_stop()
+        return self.stop(drain_timeout)
 
     # -- a worker --------------------------------------------------------------------------------------
 

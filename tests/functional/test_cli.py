@@ -92,6 +92,7 @@ def test_dev_and_worker_without_job_modules_are_bad_arguments(command):
     result = invoke([command], {"JF_JOBS": ""})
     assert result.exit_code == 2, result.output
     assert result.stderr.startswith("jf: error: no job modules named: set JF_JOBS"), result.stderr
+    assert f"jf {command} --jobs mysvc.jobs" in result.stderr  # how to give them to this command
 
 
 def test_an_option_of_jf_itself_after_the_command_says_to_put_it_first():
@@ -267,6 +268,58 @@ def test_dev_prints_its_environment_and_runs_jobs_until_stopped():
             if proc.poll() is None:
                 proc.kill()
     assert proc.returncode == 0
+
+
+def test_dev_without_workers_leaves_the_queues_to_jf_worker():
+    """``jf dev --no-workers``: the embedded AWS and the schedules only, so that ``jf worker`` (what a
+    container lane's task runs) can be tried against it; with workers, jf dev would take the jobs first."""
+    port = free_port()
+    proc, exports = start_jf_dev(port, args=("--no-workers",))
+    worker: subprocess.Popen[str] | None = None
+    try:
+        env = _shell_env(exports)
+        declined = '{"order_id": "o", "amount_cents": 5, "card_token": "declined"}'
+        job_id = _enqueue(env, "payments.capture", declined)
+
+        def lanes() -> dict[str, dict[str, int]]:
+            ls = subprocess.run(
+                [JF, "queue", "ls", "--json"],
+                check=False,
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=30,
+            )
+            assert ls.returncode == 0, ls.stderr
+            return {r["lane"]: r for r in json.loads(ls.stdout)}
+
+        time.sleep(1.5)  # jf dev with its workers dead-letters it well within this
+        assert (lanes()["high"]["depth"], lanes()["high"]["in_flight"]) == (1, 0)
+        worker = subprocess.Popen(
+            [JF, "worker", "--queues", "high", "--exact-lanes"],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            text=True,
+        )
+        deadline, dead = time.monotonic() + 20, []
+        while time.monotonic() < deadline and not dead:
+            peek = subprocess.run(
+                [JF, "dlq", "peek", "high", "--json"], check=False, env=env, capture_output=True, text=True
+            )
+            dead = json.loads(peek.stdout) if peek.returncode == 0 else []
+            time.sleep(0.3)
+        assert [d["id"] for d in dead] == [job_id]  # jf worker ran it (a declined card: dead-lettered)
+    finally:
+        if worker is not None:
+            worker.send_signal(signal.SIGTERM)
+            try:
+                worker.wait(timeout=30)
+            finally:
+                if worker.poll() is None:
+                    worker.kill()
+        out, _ = stop_jf_dev(proc)
+    assert "succeeded" not in out and "dead-lettered" not in out  # no outcome line: it ran no job
 
 
 def _lines_until(proc: subprocess.Popen[str], done, timeout: float = 30.0) -> list[str]:
