@@ -1,7 +1,8 @@
 """What an operator needs to run ``jf`` against a deployment: :func:`grant_operate`.
 
 The operator's commands (``jf queue ls|pause|resume``, ``jf dlq ls|peek|export|purge|redrive|tasks``,
-``jf status``, ``jf cancel``, ``jf saga ls|show`` and ``jf ui``) read the topology parameter, the
+``jf status``, ``jf cancel``, ``jf saga ls|show`` and ``jf ui``; ``jf saga signal`` enqueues the saga's
+next step, which is ``grant_enqueue``'s) read the topology parameter, the
 queues and their dead letters, the state table (and the idempotency table's records of tracked jobs,
 for ``jf status`` and ``jf cancel``), offloaded payloads, the event source mappings (to
 pause a queue) and the consumers' metrics. :data:`OPERATOR_ACTIONS` is every API action those

@@ -88,6 +88,14 @@ class Aws:
     def sqs(self, config: RuntimeConfig, *, attempts: int = 2) -> Any:
         return self.client("sqs", config=config, attempts=attempts)
 
+    def job_client(self, config: RuntimeConfig, registry: Any = None) -> Any:
+        """A :class:`~jobframework.client.JobClient` of ``config`` on this command's clients (and the
+        jobs of ``registry``, the default registry when ``None``)."""
+        from jobframework.client import JobClient
+
+        clients = {name: self.client(name, config=config) for name in ("dynamodb", "ssm", "scheduler", "s3")}
+        return JobClient(config, registry=registry, sqs_client=self.sqs(config), clients=clients)
+
 
 def aws_of(ctx: typer.Context) -> Aws:
     obj = ctx.find_root().obj

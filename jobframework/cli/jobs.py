@@ -105,15 +105,8 @@ def enqueue(  # noqa: PLR0917
     if not isinstance(data, dict):
         raise typer.BadParameter("the payload must be a JSON object", param_hint="JSON")
     optional_jobs(jobs)
-    from jobframework.client import JobClient
-
     aws = aws_of(ctx)
-    config = aws.runtime_config()
-    client = JobClient(
-        config,
-        sqs_client=aws.sqs(config),
-        clients={name: aws.client(name, config=config) for name in ("dynamodb", "ssm", "scheduler", "s3")},
-    )
+    client = aws.job_client(aws.runtime_config())
     client.job(job_type)  # an unknown type fails before anything is sent
     from jobframework.errors import EnqueueOptionError
 

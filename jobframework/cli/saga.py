@@ -1,4 +1,4 @@
-"""``jf saga ...``: list sagas and show one."""
+"""``jf saga ...``: list sagas, show one, and signal a waiting one."""
 
 from __future__ import annotations
 
@@ -9,12 +9,12 @@ import typer
 from typer.core import TyperGroup
 
 from jobframework.cli.aws import aws_of
-from jobframework.cli.base import JsonOption, app, print_json, rich_console
-from jobframework.cli.errors import CliError
+from jobframework.cli.base import JobsOption, JsonOption, app, load_jobs, print_json, rich_console
+from jobframework.cli.errors import EXIT_FAILED, CliError
 
 saga_app = typer.Typer(
     cls=TyperGroup,
-    help="List sagas and show one: steps, states, attempts, outputs, errors, timings.",
+    help="List sagas, show one (steps, states, attempts, outputs, errors, timings), signal a waiting one.",
     no_args_is_help=True,
     rich_markup_mode=None,
 )
@@ -91,3 +91,62 @@ def saga_show(
         print_json(record.model_dump(mode="json"))
         return
     rich_console().print(saga_table(record))
+
+
+@saga_app.command("signal")
+def saga_signal(  # noqa: PLR0917
+    ctx: typer.Context,
+    saga_id: Annotated[str, typer.Argument(metavar="ID", help="The saga id that start() returned.")],
+    name: Annotated[str, typer.Argument(metavar="NAME", help="The wait to signal, e.g. approval.")],
+    data: Annotated[
+        str | None, typer.Argument(metavar="JSON", help="The signal's data (JSON), merged into the saga's.")
+    ] = None,
+    jobs: JobsOption = None,
+    json_output: JsonOption = False,
+) -> None:
+    """Signal a saga's wait (a human approval, a callback): it continues at once, or when it reaches
+    the wait. Exits 1 when the saga did not take it (it ended, or the wait's deadline passed).
+
+    The saga's definition comes from your job modules (--jobs or JF_JOBS).
+
+    Example: jf saga signal 0190a5c4-... approval '{"approved_by": "ops"}'
+    """
+    import json
+
+    from jobframework.errors import ConfigurationError
+    from jobframework.saga import load_saga
+    from jobframework.saga.definition import defined_saga_names, saga_named
+
+    try:
+        value = json.loads(data) if data is not None else None
+    except ValueError as exc:
+        raise typer.BadParameter(
+            f'the data is not JSON ({exc}); quote it for the shell, e.g. \'{{"approved_by": "ops"}}\'',
+            param_hint="JSON",
+        ) from None
+    load_jobs(jobs)
+    record = load_saga(_saga_store(ctx), saga_id)
+    if record is None:
+        raise CliError(f"no saga {saga_id} (never started, or its record expired)")
+    saga = saga_named(record.name)
+    if saga is None:
+        known = ", ".join(defined_saga_names()) or "none"
+        raise CliError(
+            f"saga {saga_id} is a {record.name}, which the job modules loaded here do not define (they "
+            f"define: {known}); pass the module that defines it with --jobs"
+        )
+    aws = aws_of(ctx)
+    try:
+        taken = saga.signal(saga_id, name, value, client=aws.job_client(aws.runtime_config(), saga.registry))
+    except ConfigurationError as exc:  # no such wait: a bad NAME
+        raise typer.BadParameter(str(exc), param_hint="NAME") from None
+    if json_output:
+        print_json({"id": saga_id, "signal": name, "taken": taken})
+    elif taken:
+        typer.echo(f"saga {saga_id} took {name}")
+    if not taken:
+        raise CliError(
+            f"saga {saga_id} did not take {name}: it has ended or the wait's deadline passed "
+            "(jf saga show shows which)",
+            EXIT_FAILED,
+        )

@@ -45,6 +45,20 @@ def find_saga(registry: JobRegistry, name: str) -> Saga | None:
     return _sagas.get(registry, {}).get(name)
 
 
+def saga_named(name: str) -> Saga | None:
+    """The saga called ``name`` on any registry (the default one first): what ``jf`` finds after
+    importing the job modules."""
+    found = find_saga(default_registry, name)
+    if found is None:
+        found = next((d[name] for d in list(_sagas.values()) if name in d), None)
+    return found
+
+
+def defined_saga_names() -> list[str]:
+    """The names of the sagas defined on any registry."""
+    return sorted({name for d in list(_sagas.values()) for name in d})
+
+
 def sagas_of(registry: JobRegistry | None = None) -> list[Saga]:
     """The sagas defined on a registry's jobs (the default registry when ``None``)."""
     reg = registry if registry is not None else default_registry

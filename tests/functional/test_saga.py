@@ -189,6 +189,44 @@ def test_a_signal_before_the_deadline_continues(srt):
     assert srt.client.saga_status(saga_id).version == record.version
 
 
+def test_jf_saga_signal_approves_a_waiting_saga_and_says_when_it_was_not_taken(srt):
+    from tests.functional.conftest_local import cli_env, invoke
+
+    env = {**cli_env(srt.config), "JF_JOBS": "tests.functional.saga_jobs"}
+    saga_id = saga_jobs.approval_saga.start({"order_id": "o-11"}, client=srt.client)
+    drive(srt, saga_id, lambda r: r.steps[1].state.value == "waiting")
+
+    taken = invoke(["saga", "signal", saga_id, "approval", '{"approved_by": "ops"}', "--json"], env)
+    record = drive(srt, saga_id, ended)  # (its wait times out in 2 s: the slower calls come after)
+    wrong = invoke(["saga", "signal", saga_id, "aproval"], env)
+    bad_json = invoke(["saga", "signal", saga_id, "approval", "{approved"], env)
+    late = invoke(["saga", "signal", saga_id, "approval"], env)
+    unknown = invoke(["saga", "signal", "nope", "approval"], env)
+    # A process whose job modules do not define the saga (this one imported saga_jobs already).
+    elsewhere = subprocess.run(
+        [sys.executable, "-m", "jobframework.cli", "saga", "signal", saga_id, "approval"],
+        env={**os.environ, **env, "JF_JOBS": "tests.functional.jobs_under_test"},
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+    assert wrong.exit_code == 2 and "has no wait named 'aproval' (waits: approval)" in wrong.output
+    assert bad_json.exit_code == 2 and "the data is not JSON" in bad_json.output
+    assert taken.exit_code == 0, taken.output
+    assert json.loads(taken.stdout) == {"id": saga_id, "signal": "approval", "taken": True}
+    assert record.status is SagaStatus.SUCCEEDED and record.steps[1].output == {"approved_by": "ops"}
+    assert late.exit_code == 1 and "did not take approval: it has ended" in late.output
+    assert unknown.exit_code == 1 and "no saga nope" in unknown.output
+    assert elsewhere.returncode == 1, elsewhere.stderr
+    assert "saga " + saga_id + " is a t.approval, which the job modules loaded here do not define" in (
+        elsewhere.stderr
+    )
+    assert "pass the module that defines it with --jobs" in elsewhere.stderr
+
+
 def test_no_signal_before_the_deadline_compensates(srt):
     saga_id = saga_jobs.approval_saga.start({"order_id": "o-7"}, client=srt.client)
 
