@@ -199,7 +199,7 @@ def test_read_a_saga_with_its_steps_and_compensation(page: Any, console_url: str
     expect(page.locator("#saga-status")).to_have_text("compensated")
     charge = page.locator('#steps tr[data-step="shop.charge"]')
     expect(charge).to_contain_text("succeeded")
-    expect(charge.locator(".compensation")).to_contain_text("shop.refund compensated")
+    expect(charge.locator(".compensation")).to_contain_text("shop.refund compensated (1 attempt)")
     ship = page.locator('#steps tr[data-step="shop.ship"]')
     expect(ship).to_contain_text("failed")
     expect(ship).to_contain_text("no courier for order o-saga")
