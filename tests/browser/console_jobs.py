@@ -8,7 +8,7 @@ from pydantic import BaseModel
 
 from jobframework import JobContext, PermanentError, RetryPolicy, job
 from jobframework.jobs import JobRegistry
-from jobframework.saga import saga, step
+from jobframework.saga import saga, step, wait
 
 registry = JobRegistry()
 declined: set[str] = set()
@@ -60,3 +60,8 @@ def reconcile(req: Nightly) -> None:
 
 
 order_saga = saga("shop.order", steps=[step(charge, compensate=refund), step(ship)], registry=registry)
+approval_saga = saga(
+    "shop.approval",
+    steps=[step(charge, compensate=refund), wait("approval", timeout=600), step(ship)],
+    registry=registry,
+)

@@ -9,6 +9,7 @@ from playwright.sync_api import expect
 from jobframework.client import JobClient
 from jobframework.flow.pause import paused
 from jobframework.state import JobState, StateStore
+from tests.browser import console_jobs
 from tests.browser.harness import Shop
 
 
@@ -58,3 +59,32 @@ def test_read_only_offers_neither_pause_nor_cancel(page: Any, read_only_url: str
     expect(page.locator("#pause-low")).to_have_count(0)
     page.goto(f"{read_only_url}/jobs/{job_id}")
     expect(page.locator("#cancel")).to_have_count(0)
+
+
+def test_signal_a_waiting_saga_from_its_page(page: Any, console_url: str, clean: Shop):
+    saga_id = console_jobs.approval_saga.start({"order_id": "o-approve"}, client=_client(clean))
+    clean.consume("high")  # the charge runs; the saga waits for its approval
+    page.goto(f"{console_url}/sagas/{saga_id}")
+    expect(page.locator('#steps tr[data-step="approval"]')).to_contain_text("waiting")
+    page.locator("#signal-data").fill("{approved")
+    page.once("dialog", lambda dialog: dialog.accept())
+    page.locator("#signal").click()
+    expect(page.get_by_role("alert")).to_contain_text("the data is not JSON")
+    page.reload()
+    page.locator("#signal-data").fill('{"approved_by": "ops"}')
+    page.once("dialog", lambda dialog: dialog.accept())
+    page.locator("#signal").click()
+    expect(page.locator("#signal-outcome")).to_have_attribute("data-outcome", "taken")
+    clean.consume("high")  # the ship step
+    page.reload()
+    expect(page.locator("#saga-status")).to_have_text("succeeded")
+    expect(page.locator('#steps tr[data-step="approval"]')).to_contain_text("approved_by")
+    expect(page.locator("#signal")).to_have_count(0)  # nothing waits any more
+
+
+def test_read_only_offers_no_signal(page: Any, read_only_url: str, clean: Shop):
+    saga_id = console_jobs.approval_saga.start({"order_id": "o-ro-approve"}, client=_client(clean))
+    clean.consume("high")
+    page.goto(f"{read_only_url}/sagas/{saga_id}")
+    expect(page.locator('#steps tr[data-step="approval"]')).to_contain_text("waiting")
+    expect(page.locator("#signal")).to_have_count(0)
