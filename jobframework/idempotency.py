@@ -44,8 +44,7 @@ _current: contextvars.ContextVar[Callable[[], Any]] = contextvars.ContextVar("jf
 _ran: contextvars.ContextVar[list[bool]] = contextvars.ContextVar("jf_idempotent_ran")
 _raised: contextvars.ContextVar[list[BaseException]] = contextvars.ContextVar("jf_idempotent_raised")
 _hold: contextvars.ContextVar[KeyHold | None] = contextvars.ContextVar("jf_idempotent_hold", default=None)
-_status_attempt: contextvars.ContextVar[int | None] = contextvars.ContextVar("jf_key_status", default=None)
-"""The attempt of a run whose record is its job's status too (:mod:`jobframework.stores.key_records`)."""
+_keyed: contextvars.ContextVar[KeyedStart | None] = contextvars.ContextVar("jf_keyed_start", default=None)
 
 
 def _retried(what: str, write: Callable[[], None]) -> None:
@@ -95,7 +94,15 @@ class KeyHold:
 
 
 class KeyCancelled(Exception):
-    """The job's key was claimed by a cancel before this run could claim it: the job does not run."""
+    """The run found its job cancelled right after claiming its key: the job does not run."""
+
+
+class KeyedStart(NamedTuple):
+    """A run whose key's claim is its job's start (:mod:`jobframework.stores.key_records`)."""
+
+    attempt: int
+    cancelled: Callable[[], bool]
+    """Reads the job's cancel marker (consistently), after the claim and before the job's code."""
 
 
 class RunResult(NamedTuple):
@@ -105,8 +112,14 @@ class RunResult(NamedTuple):
     """The JSON summary of the job's return value (the saved one for a skipped duplicate)."""
     ran: bool
     """``False`` for a skipped duplicate."""
-    recorded: bool = True
-    """``False`` when the job ran but its completion could not be written."""
+
+
+def _cancel_found(keyed: KeyedStart) -> bool:
+    try:
+        return keyed.cancelled()
+    except Exception:
+        log.warning("checking the job for a cancel failed; running it", exc_info=True)
+        return False
 
 
 class AlreadyInProgress(Exception):
@@ -173,7 +186,7 @@ class IdempotentRunner:
 
                 def _get_expiry_timestamp(self) -> int:
                     # A record that is its job's status too lasts as long as the status.
-                    if _status_attempt.get() is None:
+                    if _keyed.get() is None:
                         return int(super()._get_expiry_timestamp())
                     return int(time.time()) + STATUS_TTL_SECONDS
 
@@ -202,16 +215,15 @@ class IdempotentRunner:
                 key_prefix="jf",
             )
             def execute(item: dict[str, str]) -> dict[str, Any]:
+                keyed = _keyed.get()
+                if keyed is not None and _cancel_found(keyed):  # the key is ours: a cancel came first
+                    return {CANCELLED_FIELD: True, "finished_at": now_iso()}
                 _ran.get().append(True)
                 try:
-                    attempt = _status_attempt.get()
-                    started_at = now_iso() if attempt is not None else ""
-                    result = summarize(_current.get()())
-                    return (
-                        {"result": result}
-                        if attempt is None
-                        else response_fields(result, attempt, started_at)
-                    )
+                    if keyed is None:
+                        return {"result": summarize(_current.get()())}
+                    started_at = now_iso()
+                    return response_fields(summarize(_current.get()()), keyed.attempt, started_at)
                 except BaseException as exc:
                     _raised.get().append(exc)
                     raise
@@ -255,17 +267,18 @@ class IdempotentRunner:
         fn: Callable[[], Any],
         hold: KeyHold | None = None,
         *,
-        status_attempt: int | None = None,
+        keyed: KeyedStart | None = None,
     ) -> RunResult:
         """Run ``fn`` unless ``(job_type, key)`` already completed.
 
         ``hold`` is told the in-progress record's id once it is written (for the heartbeat). With
-        ``status_attempt`` the record is the job's status too (:mod:`jobframework.stores.key_records`):
-        it keeps the attempt and the finish time, and lasts as long as a status.
+        ``keyed`` the key's claim is the job's start (:mod:`jobframework.stores.key_records`): the
+        cancel marker is read right after it, and the record keeps the attempt, start and finish times
+        and lasts as long as a status.
 
         Raises:
             AlreadyInProgress: another delivery holds the key right now.
-            KeyCancelled: a cancel holds the key (the job was cancelled before it started).
+            KeyCancelled: the job was cancelled (found after the claim, or by an earlier delivery).
             Exception: whatever ``fn`` raised (its record is deleted, with retries; if that still
                 fails, the record lapses with its in-progress expiry and ``fn``'s exception is raised).
         """
@@ -277,7 +290,7 @@ class IdempotentRunner:
         ran: list[bool] = []
         raised: list[BaseException] = []
         tokens = (_current.set(fn), _ran.set(ran), _raised.set(raised), _hold.set(hold))
-        kept = _status_attempt.set(status_attempt)
+        kept = _keyed.set(keyed)
         response: Any = None
         try:
             response = self._own()[1](item={"key": f"{job_type}:{key}"})
@@ -305,9 +318,9 @@ class IdempotentRunner:
                 WRITE_ATTEMPTS,
                 exc_info=exc,
             )
-            return RunResult(None, True, recorded=False)
+            return RunResult(None, True)
         finally:
-            _status_attempt.reset(kept)
+            _keyed.reset(kept)
             _current.reset(tokens[0])
             _ran.reset(tokens[1])
             _raised.reset(tokens[2])

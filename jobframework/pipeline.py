@@ -56,10 +56,11 @@ from jobframework.gates import (
     stopped,
 )
 from jobframework.heartbeat import Hold, heartbeat
-from jobframework.idempotency import AlreadyInProgress, KeyCancelled, KeyHold
+from jobframework.idempotency import AlreadyInProgress, KeyCancelled, KeyedStart, KeyHold
 from jobframework.retry import Action, Reason, classify, visibility_delay
 from jobframework.running import call
 from jobframework.state import JobState, summarize
+from jobframework.stores.key_records import claims_key
 from jobframework.telemetry import job_logger
 from jobframework.tracing import extract, job_span
 from jobframework.verdict import Kind, Verdict, returned
@@ -159,7 +160,6 @@ class Pipeline:
         )
         started = time.perf_counter()
         ran = True
-        in_key = False  # the run's idempotency record is its status (jobframework.stores.key_records)
         result: str | None = None
         try:
             with (
@@ -180,20 +180,14 @@ class Pipeline:
                         env.type,
                     )
                 if c.idempotency is not None and key is not None:
-                    in_key = (
-                        env.track is True
-                        and c.state is not None
-                        and c.state.jobs.status_in_key(env.id, env.key, idempotent=True)
-                    )
                     c.idempotency.limit_attempt(context, job.timeout + RELEASE_MARGIN_SECONDS)
-                    run = c.idempotency.run(
+                    result, ran = c.idempotency.run(
                         env.type,
                         env.key,
                         lambda: call(job, payload, ctx),
                         key,
-                        status_attempt=d.attempt if in_key else None,
+                        keyed=self._keyed_start(d, job),
                     )
-                    result, ran, in_key = run.result, run.ran, in_key and run.recorded
                 else:
                     result = summarize(call(job, payload, ctx))
         except AlreadyInProgress as exc:
@@ -220,9 +214,7 @@ class Pipeline:
             log.info(
                 "job %s (%s) key %s already completed; duplicate delivery skipped", env.id, env.type, env.key
             )
-        return self.succeeded(
-            d, result, queue_wait_ms=queue_wait_ms, processing_ms=elapsed_ms, ran=ran, status_kept=in_key
-        )
+        return self.succeeded(d, result, queue_wait_ms=queue_wait_ms, processing_ms=elapsed_ms, ran=ran)
 
     @staticmethod
     def succeeded(
@@ -232,14 +224,12 @@ class Pipeline:
         queue_wait_ms: float | None,
         processing_ms: float,
         ran: bool = True,
-        status_kept: bool = False,
     ) -> Verdict:
-        """``status_kept``: the run's idempotency record already says it succeeded (no status write)."""
         env = d.require_envelope()
         return Verdict(
             d,
             Kind.SUCCEEDED,
-            status=None if status_kept else (JobState.SUCCEEDED, {"attempts": d.attempt, "result": result}),
+            status=(JobState.SUCCEEDED, {"attempts": d.attempt, "result": result}),
             outcome=d.outcome(
                 Outcome.SUCCEEDED,
                 queue_wait_ms=queue_wait_ms,
@@ -248,6 +238,15 @@ class Pipeline:
             ),
             saga=("completed", {"result": result}) if env.saga is not None else None,
         )
+
+    def _keyed_start(self, d: Delivery, job: Job[Any]) -> KeyedStart | None:
+        """The key's claim is the job's start (no start claim: the cancel gate skipped it), so the run
+        reads the cancel marker right after it (:mod:`jobframework.stores.key_records`)."""
+        c, env = self.consumer, d.require_envelope()
+        state, runner = c.state, c.idempotency
+        if state is None or not claims_key(runner.table if runner else None, state.key_table, env, job):
+            return None
+        return KeyedStart(d.attempt, lambda: state.jobs.cancel_marked(env.id))
 
     def _held(self, d: Delivery, job: Job[Any], context: Any) -> _Held:
         """Keep the job's key and message held while it runs (see :mod:`jobframework.heartbeat`)."""

@@ -45,7 +45,7 @@ class StateStore:
     Args:
         table: the table's name.
         client: a boto3 DynamoDB client.
-        key_table: the idempotency table, where a tracked idempotent job keyed by its id has its run
+        key_table: the idempotency table, where a tracked idempotent job keyed by its id has its start
             recorded (:mod:`jobframework.stores.key_records`); ``None``: statuses from this table alone.
     """
 
@@ -61,6 +61,8 @@ class StateStore:
     ) -> None:
         self.table = table
         self.client = client
+        self.key_table = key_table
+        """The idempotency table this store's statuses read (``None``: none)."""
         self.jobs: JobRecords = jobs if jobs is not None else DynamoJobRecords(table, client, key_table)
         """A job's records: status, start claim, cancel marker (:mod:`jobframework.stores.job_records`)."""
         self.dedup: DedupMarkers = dedup if dedup is not None else DynamoDedupMarkers(table, client)

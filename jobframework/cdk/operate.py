@@ -4,7 +4,7 @@ The operator's commands (``jf queue ls|pause|resume``, ``jf dlq ls|peek|export|p
 ``jf status``, ``jf cancel``, ``jf saga ls|show`` and ``jf ui``; ``jf saga signal`` enqueues the saga's
 next step, which is ``grant_enqueue``'s) read the topology parameter, the
 queues and their dead letters, the state table (and the idempotency table's records of tracked jobs,
-for ``jf status`` and ``jf cancel``), offloaded payloads, the event source mappings (to
+for ``jf status`` and ``jf cancel`` read), offloaded payloads, the event source mappings (to
 pause a queue) and the consumers' metrics. :data:`OPERATOR_ACTIONS` is every API action those
 commands call, by service; ``tests/functional/test_operate.py`` runs the commands on the embedded AWS,
 records each request they make, and checks that this list holds them all, so the grant follows the
@@ -37,16 +37,16 @@ OPERATOR_ACTIONS: dict[str, tuple[str, ...]] = {
         "StartMessageMoveTask",
         "ListMessageMoveTasks",
     ),
-    "dynamodb": ("GetItem", "Query", "Scan", "PutItem", "UpdateItem", "DeleteItem"),
+    "dynamodb": ("GetItem", "Query", "Scan", "UpdateItem", "DeleteItem"),
     "lambda": ("ListEventSourceMappings", "UpdateEventSourceMapping"),
     "ssm": ("GetParameter",),
     "s3": ("GetObject", "PutObject", "ListBucket"),
     "cloudwatch": ("GetMetricStatistics",),
 }
 """Every IAM action the operator's ``jf`` commands need, by service (see :func:`iam_actions`)."""
-KEY_RECORD_ACTIONS: tuple[str, ...] = ("dynamodb:GetItem", "dynamodb:PutItem")
-"""On the idempotency table, for producers and operators: a status read sees a tracked idempotent job's
-run there, and a cancel claims its key (:mod:`jobframework.stores.key_records`)."""
+KEY_RECORD_ACTIONS: tuple[str, ...] = ("dynamodb:GetItem",)
+"""On the idempotency table, for producers and operators: status and cancel read a tracked idempotent
+job's start there (:mod:`jobframework.stores.key_records`)."""
 
 _AUTHORIZED_AS: dict[tuple[str, str], tuple[str, ...]] = {
     ("sqs", "SendMessageBatch"): ("SendMessage",),

@@ -374,8 +374,8 @@ class JobResources(Construct):
         """What a producer service needs and nothing more: SendMessage (and the queue attributes and
         URL lookups boto3 makes) on every lane's queue; read of the topology parameter; PutObject on the
         payload bucket's objects; Get/Query/Put/Update/DeleteItem on the ``dedup#``, ``job#``, ``saga#``
-        and ``debounce#`` items of the state table (``dynamodb:LeadingKeys``); Get/PutItem on the
-        idempotency table (a tracked job's run and its cancel); CreateSchedule in the delay
+        and ``debounce#`` items of the state table (``dynamodb:LeadingKeys``); GetItem on the
+        idempotency table (a tracked job's start, for status and cancel); CreateSchedule in the delay
         group and PassRole of the scheduler role; read of the signing keys when signing is on. Every
         consumer has it too (hand-back copies, a saga's next step, jobs that enqueue jobs).
         """

@@ -11,6 +11,11 @@ exactly one of these holds, whatever the race:
 - the start came first: the run goes on, and ``ctx.cancelled`` turns true within a second, so that
   the job may stop; no later attempt starts.
 
+A tracked job keyed by its id whose run claims its idempotency key makes no start claim: its run
+reads the marker right after claiming the key, and :func:`cancel` reads the key after setting the
+marker (:mod:`jobframework.stores.key_records`). Again one sees the other: a run that finds the
+marker does not start; a cancel that finds the key held answers ``signalled``.
+
 :func:`cancel` answers which, and is idempotent.
 """
 
@@ -29,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 from jobframework.errors import UnknownJobError
 from jobframework.flow.outcome import Drop
 from jobframework.state import JobState, no_status
-from jobframework.stores.key_records import KeyHolder, keyed_by_id
+from jobframework.stores.key_records import KeyHolder, claims_key, keyed_by_id
 
 if TYPE_CHECKING:
     from jobframework.envelope import Envelope
@@ -49,7 +54,8 @@ class CancelOutcome(StrEnum):
     CANCELLED = "cancelled"
     """No run is in progress and none will start: it is acknowledged unrun when it arrives."""
     SIGNALLED = "signalled"
-    """A run started within its timeout: it sees ``ctx.cancelled``; no further attempt starts."""
+    """A run started within its timeout: it sees ``ctx.cancelled``; no further attempt starts. (A run
+    that had only just claimed its key may see the cancel before the job's code: it ends cancelled.)"""
     FINISHED = "finished"
     """Too late: it already succeeded, died, expired (nothing was changed)."""
 
@@ -87,8 +93,9 @@ def cancel(store: StateStore, job_id: str) -> CancelResult:
         log.info("job %s is running; it is told to stop (ctx.cancelled)", job_id)
         return CancelResult(job_id, CancelOutcome.SIGNALLED, state)
     if before.type is not None and keyed_by_id(job_id, before.key):
-        # An idempotent job keyed by its id starts by claiming its key, not its start: claim it first.
-        holder = store.jobs.claim_key_for_cancel(job_id, before.type)
+        # A job whose run starts with its key's claim (no start claim): the marker is set, so a run that
+        # claims the key from now on sees it; one that holds it already was told (stores/key_records.py).
+        holder = store.jobs.key_holder(job_id, before.type)
         if holder is KeyHolder.RUN:
             log.info("job %s is running; it is told to stop (ctx.cancelled)", job_id)
             return CancelResult(job_id, CancelOutcome.SIGNALLED, state)
@@ -136,18 +143,22 @@ def cancellable(
 
 
 class CancelGate:
-    """The consumer side: claim the start of a run unless the job was cancelled (one conditional write)."""
+    """The consumer side: claim the start of a run unless the job was cancelled (one conditional write).
 
-    def __init__(self, store: StateStore) -> None:
+    ``runner_table`` is the consumer's idempotency table: a job whose run starts with its key's claim
+    there makes no start claim; its run reads the marker after that claim instead
+    (:mod:`jobframework.stores.key_records`).
+    """
+
+    def __init__(self, store: StateStore, runner_table: str | None = None) -> None:
         self.store = store
+        self.runner_table = runner_table
 
     def __call__(self, env: Envelope, job: Job[Any], payload: Any, attempt: int, now: float) -> Drop | None:
         if not env.track:  # only a tracked job can be cancelled (its status is how a cancel finds it)
             return None
-        if attempt == 1 and self.store.jobs.status_in_key(env.id, env.key, idempotent=job.idempotent):
-            # Its first run claims its key instead, which a cancel claims first (the pipeline drops it);
-            # a later attempt claims its start, so that no attempt starts after a cancel told a run to stop.
-            watch(env.id, self.store)
+        if claims_key(self.runner_table, self.store.key_table, env, job):
+            watch(env.id, self.store)  # its run reads the marker after claiming its key (the pipeline)
             return None
         try:
             started = self.store.jobs.claim_start(

@@ -30,9 +30,11 @@ class FlowGates:
 
     Args:
         state: the state table (``None``: only the gates that need no table, i.e. expiry, run).
+        runner_table: the consumer's idempotency table (the cancel gate's, see
+            :class:`~jobframework.flow.cancel.CancelGate`).
     """
 
-    def __init__(self, state: StateStore | None) -> None:
+    def __init__(self, state: StateStore | None, runner_table: str | None = None) -> None:
         self.state = state
         self.gates: list[Gate] = [expiry_gate]
         self.limits: LimitGate | None = None
@@ -42,7 +44,7 @@ class FlowGates:
             from jobframework.flow.limits import LimitGate
 
             self.limits = LimitGate(state)
-            self.gates += [DebounceGate(state), self.limits, CancelGate(state)]
+            self.gates += [DebounceGate(state), self.limits, CancelGate(state, runner_table)]
 
     def check(
         self,
@@ -99,7 +101,8 @@ def flow_gates(consumer: Any) -> FlowGates:
         with _lock:
             gates = _by_consumer.get(consumer)
             if gates is None:
-                gates = FlowGates(consumer.state)
+                runner = consumer.idempotency
+                gates = FlowGates(consumer.state, runner.table if runner is not None else None)
                 consumer.listeners.append(gates.settled)
                 _by_consumer[consumer] = gates
     return gates

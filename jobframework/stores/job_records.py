@@ -100,14 +100,9 @@ class JobRecords(Protocol):
         """Status ``cancelled`` with ``reason``, unless the job already reached another final state."""
         ...
 
-    def status_in_key(self, job_id: str, key: str | None, *, idempotent: bool) -> bool:
-        """Whether a tracked job's run is recorded by its idempotency record alone (no start claim, no
-        finished status: :mod:`jobframework.stores.key_records`)."""
-        ...
-
-    def claim_key_for_cancel(self, job_id: str, job_type: str) -> KeyHolder:
-        """Hold the key of a job keyed by its id for a cancel (see :mod:`jobframework.stores.key_records`);
-        what holds it afterwards."""
+    def key_holder(self, job_id: str, job_type: str) -> KeyHolder | None:
+        """What holds the idempotency key of a job keyed by its id (a consistent read; ``None``: nothing,
+        or no idempotency table): see :mod:`jobframework.stores.key_records`."""
         ...
 
 
@@ -237,11 +232,8 @@ class InMemoryJobRecords:
             flow["expires_at"] = int(now) + STATUS_TTL_SECONDS
             return StartClaim(float(flow.get("runs_until", 0)), int(flow.get("started_attempt", 0)))
 
-    def status_in_key(self, job_id: str, key: str | None, *, idempotent: bool) -> bool:
-        return False  # no idempotency records in memory: every run claims its start here
-
-    def claim_key_for_cancel(self, job_id: str, job_type: str) -> KeyHolder:
-        return KeyHolder.CANCEL  # no run holds a key in memory (the start claim decides)
+    def key_holder(self, job_id: str, job_type: str) -> KeyHolder | None:
+        return None  # no idempotency records in memory: every run claims its start here
 
     def finish_cancelled(self, job_id: str, reason: str) -> None:
         with self._lock:

@@ -30,7 +30,7 @@ def _key(job_id: str, sk: str) -> dict[str, Any]:
 
 class DynamoJobRecords:
     """A job's status and flow items in the state table ``table``; with ``key_table`` (the idempotency
-    table), a tracked idempotent job keyed by its id has its run read from its idempotency record."""
+    table), a tracked idempotent job keyed by its id has its start read from its idempotency record."""
 
     def __init__(self, table: str, client: DynamoDBClient, key_table: str | None = None) -> None:
         self.table = table
@@ -144,13 +144,10 @@ class DynamoJobRecords:
         record = key_records.read(self.client, self.key_table, status.type, job_id)
         return key_records.merged_with(status, record, now)
 
-    def status_in_key(self, job_id: str, key: str | None, *, idempotent: bool) -> bool:
-        return self.key_table is not None and idempotent and key_records.keyed_by_id(job_id, key)
-
-    def claim_key_for_cancel(self, job_id: str, job_type: str) -> KeyHolder:
+    def key_holder(self, job_id: str, job_type: str) -> KeyHolder | None:
         if self.key_table is None:
-            return KeyHolder.CANCEL
-        return key_records.claim_for_cancel(self.client, self.key_table, job_type, job_id, STATUS_TTL_SECONDS)
+            return None
+        return key_records.holder(self.client, self.key_table, job_type, job_id)
 
     def claim_start(self, job_id: str, *, attempt: int, runs_until: float, now: float) -> bool:
         try:

@@ -1,23 +1,25 @@
-"""A tracked, idempotent job's run, kept in its idempotency record and read as its status.
+"""A tracked, idempotent job's start: the claim of its idempotency key, read as ``running``.
 
-A tracked job that is idempotent and keyed by its own id (no ``key=``) has two records that say the
-same thing: its status in the state table and the idempotency record of ``(type, id)``, which
-Powertools claims (``INPROGRESS``) when the run starts and completes (``COMPLETED``, with the result)
-when it ends. For such a job the consumer writes neither the start claim nor the finished status (issue
-13: a tracked, idempotent job costs its floor, three writes: the status at enqueue, the claim and the
-completion). Instead:
+A tracked job keyed by its own id (no ``key=``) that the consumer runs under its idempotency key
+(idempotent, not batched, a consumer with an idempotency table) has two records of its start: the
+cancel check's start claim in the state table and the idempotency record of ``(type, id)``, which
+Powertools claims (``INPROGRESS``) before the run and completes (``COMPLETED``, with the result) after
+it. For such a job the consumer writes no start claim (issue 13: one DynamoDB write less a job).
+Instead:
 
-* the record's response holds what the status needs (``result``, ``finished_at``, ``attempt``) and
-  the record is kept as long as the status (7 days, not the idempotency default of 24 hours);
+* right after its key's claim, before the job's code, the run reads the job's cancel marker (one
+  consistent read); a cancel sets that marker before it looks at the key. Each side writes, then reads
+  what the other writes, so at least one sees the other whatever the race: the run that finds the
+  marker does not start (its record completes as :data:`CANCELLED_FIELD` and it is acknowledged
+  unrun), and a cancel that finds the key held (:func:`holder`) answers that the run was told
+  (``signalled``). Every attempt and every copy of a delivery does this, so none starts after a cancel;
 * a status read (:func:`read`, :func:`merged_with`) sees ``running`` while the record is in progress
-  and ``succeeded`` once it completed; ``retrying``, ``dead`` and the rest are still the status item's
-  (a failed run's record is deleted);
-* a cancel (:func:`claim_for_cancel`) writes a completed record that says ``cancelled``, on the same
-  condition as Powertools' claim, so that one of the two wins: the run's claim then finds the cancel
-  (:data:`CANCELLED_FIELD`) and the job is acknowledged unrun, or the cancel finds the run.
+  (the record is kept as long as a status, 7 days, so that its start time can be read back), and a
+  completion not yet in the status item (the consumer writes the outcome when its batch ends).
 
-The attribute names and the record id are Powertools' (``DynamoDBPersistenceLayer``'s defaults, key
-prefix ``jf``); ``tests/functional/test_key_status.py`` checks them against the records it writes.
+:func:`claims_key` is the one rule the cancel gate and the pipeline share. The attribute names and
+the record id are Powertools' (``DynamoDBPersistenceLayer``'s defaults, key prefix ``jf``);
+``tests/functional/test_key_status.py`` checks them against the records it writes.
 """
 
 from __future__ import annotations
@@ -30,15 +32,18 @@ from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
 from jobframework.status import STATUS_TTL_SECONDS, JobState, JobStatus, now_iso
-from jobframework.stores.items import from_item, to_item
+from jobframework.stores.items import from_item
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
 
+    from jobframework.envelope import Envelope
+    from jobframework.jobs import Job
+
 KEY_PREFIX = "jf"
 """Powertools' ``key_prefix`` of the consumer's idempotent function."""
 CANCELLED_FIELD = "cancelled"
-"""The response field of a record a cancel wrote (the run that finds it does not start)."""
+"""The response field of a run that found its job cancelled and did not start."""
 IN_PROGRESS, COMPLETED = "INPROGRESS", "COMPLETED"
 MOVABLE_STATES = frozenset(
     {JobState.QUEUED, JobState.SCHEDULED, JobState.RETRYING, JobState.RUNNING, JobState.DEAD}
@@ -101,7 +106,7 @@ def merged_with(status: JobStatus, record: dict[str, Any] | None, now: float) ->
         response = {}
     finished_at = response.get("finished_at") or status.updated_at
     if response.get(CANCELLED_FIELD):
-        update: dict[str, Any] = {"status": JobState.CANCELLED, "reason": "cancelled before it started"}
+        update: dict[str, Any] = {"status": JobState.CANCELLED, "reason": "cancelled"}
     else:
         result = response.get("result")
         update = {
@@ -116,56 +121,40 @@ def merged_with(status: JobStatus, record: dict[str, Any] | None, now: float) ->
 
 
 class KeyHolder(StrEnum):
-    """What a cancel found in the job's idempotency record."""
+    """What holds a job's key, as a cancel finds it (:func:`holder`)."""
 
-    CANCEL = "cancel"
-    """The cancel holds the key now (or held it already): no run will start."""
     RUN = "run"
-    """A run holds it (in progress): it goes on and sees ``ctx.cancelled``."""
+    """A run in progress (its lease not lapsed): it goes on and sees ``ctx.cancelled``."""
     FINISHED = "finished"
     """A run completed it: too late."""
+    CANCEL = "cancel"
+    """A run found the job cancelled and did not start."""
 
 
-def claim_for_cancel(
-    client: DynamoDBClient, table: str, job_type: str, job_id: str, keep_seconds: int
-) -> KeyHolder:
-    """Write the cancel's completed record unless a live run holds the key (Powertools' own condition)."""
+def holder(client: DynamoDBClient, table: str, job_type: str, job_id: str) -> KeyHolder | None:
+    """What holds the key of a job keyed by its id (a consistent read), ``None`` when nothing does."""
+    record = read(client, table, job_type, job_id)
     now = time.time()
-    response = json.dumps({CANCELLED_FIELD: True, "finished_at": now_iso()})
+    if record is None or float(record.get("expiration", 0)) < now:
+        return None
+    if record.get("status") == IN_PROGRESS:
+        return KeyHolder.RUN if float(record.get("in_progress_expiration", 0)) / 1000 > now else None
     try:
-        client.put_item(
-            TableName=table,
-            Item=to_item(
-                {
-                    "id": record_id(job_type, job_id),
-                    "status": COMPLETED,
-                    "expiration": int(now) + keep_seconds,
-                    "data": response,
-                }
-            ),
-            ConditionExpression=(
-                "attribute_not_exists(#id) OR #expiry < :now OR "
-                "(#status = :inprogress AND attribute_exists(#lease) AND #lease < :now_ms)"
-            ),
-            ExpressionAttributeNames={
-                "#id": "id",
-                "#expiry": "expiration",
-                "#status": "status",
-                "#lease": "in_progress_expiration",
-            },
-            ExpressionAttributeValues=to_item(
-                {":now": int(now), ":now_ms": int(now * 1000), ":inprogress": IN_PROGRESS}
-            ),
-            ReturnValuesOnConditionCheckFailure="ALL_OLD",
-        )
-    except client.exceptions.ConditionalCheckFailedException as exc:
-        old: Any = exc.response.get("Item") or {}  # ReturnValuesOnConditionCheckFailure's old item
-        held = from_item(old)
-        if held.get("status") == IN_PROGRESS:
-            return KeyHolder.RUN
-        try:
-            cancelled = bool(json.loads(held.get("data") or "{}").get(CANCELLED_FIELD))
-        except (ValueError, AttributeError):
-            cancelled = False
-        return KeyHolder.CANCEL if cancelled else KeyHolder.FINISHED
-    return KeyHolder.CANCEL
+        cancelled = bool(json.loads(record.get("data") or "{}").get(CANCELLED_FIELD))
+    except (ValueError, AttributeError):
+        cancelled = False
+    return KeyHolder.CANCEL if cancelled else KeyHolder.FINISHED
+
+
+def claims_key(runner_table: str | None, key_table: str | None, env: Envelope, job: Job[Any]) -> bool:
+    """Whether the run of ``env`` starts with its key's claim instead of the start claim: a tracked job
+    keyed by its id, idempotent and not batched, on a consumer whose idempotency table
+    (``runner_table``) is the one its status reads (``key_table``)."""
+    return (
+        runner_table is not None
+        and runner_table == key_table
+        and env.track is True
+        and job.idempotent
+        and job.batch is None
+        and keyed_by_id(env.id, env.key)
+    )

@@ -1,6 +1,6 @@
-"""A tracked, idempotent job keyed by its id keeps its run in its idempotency record (issue 13: it costs
-its floor, three writes: the status at enqueue, the key's claim and its completion), and its status
-reads as any tracked job's: queued, running, retrying, succeeded with its result, cancelled."""
+"""A tracked, idempotent job keyed by its id starts with its key's claim, not a start claim (issue 13:
+one DynamoDB write less a job), reads the cancel marker right after that claim, and its status reads
+as any tracked job's: queued, running (from its key record), retrying, succeeded, cancelled."""
 
 from __future__ import annotations
 
@@ -19,13 +19,13 @@ from .jobs_under_test import result as result_job
 
 
 def _consumer_writes(rt: Any) -> Counter[tuple[str, str]]:
-    """The consumer's DynamoDB writes from now on, by (operation, table)."""
+    """The consumer's DynamoDB writes (and reads, ``GetItem``) from now on, by (operation, table)."""
     rt.handler._features()
     made: Counter[tuple[str, str]] = Counter()
 
     def note(event_name: str, params: dict[str, Any], **_: Any) -> None:
         operation = event_name.rsplit(".", 1)[-1]
-        if operation in ("PutItem", "UpdateItem", "DeleteItem"):
+        if operation in ("PutItem", "UpdateItem", "DeleteItem", "GetItem"):
             made[(operation, params["TableName"])] += 1
         elif operation == "BatchWriteItem":
             for table, requests in params["RequestItems"].items():
@@ -43,7 +43,7 @@ def _record(rt: Any, job_type: str, job_id: str) -> dict[str, Any]:
     return from_item(item)
 
 
-def test_its_run_writes_only_the_key_record_and_the_status_reads_succeeded_with_the_result(rt):
+def test_its_run_claims_its_key_not_its_start_and_the_status_reads_succeeded_with_the_result(rt):
     writes = _consumer_writes(rt)
     sent = rt.client.enqueue(result_job, Work(name="floor"))
     rt.consume("high")
@@ -56,8 +56,13 @@ def test_its_run_writes_only_the_key_record_and_the_status_reads_succeeded_with_
     )
     assert status.enqueued_at and status.started_at and status.finished_at
     assert status.enqueued_at <= status.started_at <= status.finished_at == status.updated_at
-    table = rt.config.idempotency_table
-    assert writes == {("PutItem", table): 1, ("UpdateItem", table): 1}, writes  # nothing in the state table
+    keys, state = rt.config.idempotency_table, rt.config.state_table
+    assert writes == {
+        ("PutItem", keys): 1,  # the key's claim: its start
+        ("GetItem", state): 1,  # the cancel marker, read after the claim
+        ("UpdateItem", keys): 1,  # the completion
+        ("BatchWriteItem", state): 1,  # the outcome, with the batch's others
+    }, writes  # no start claim (UpdateItem of the state table)
     record = _record(rt, "t.result", sent.id)  # Powertools' record, at the id the status reads
     assert record["status"] == "COMPLETED"
     assert abs(record["expiration"] - (time.time() + STATUS_TTL_SECONDS)) < 60  # kept as long as the status
@@ -96,15 +101,16 @@ def test_a_retry_reads_retrying_then_succeeded_with_its_attempts(rt):
     assert done.result == {"name": "again", "attempt": 2} and calls["again"] == 2
 
 
-def test_a_cancel_claims_the_key_so_the_run_finds_it_and_does_not_start(rt):
+def test_a_run_that_claims_the_key_after_a_cancel_finds_the_marker_and_does_not_start(rt):
     sent = rt.client.enqueue(result_job, Work(name="cancelled"))
     assert rt.client.cancel(sent.id).outcome is CancelOutcome.CANCELLED
-    assert _record(rt, "t.result", sent.id)["status"] == "COMPLETED"  # the cancel holds the key
     records, response = rt.consume("high")
     assert len(records) == 1 and response == {"batchItemFailures": []}
     assert calls["cancelled"] == 0
     status = rt.client.status(sent.id)
     assert (status.status, status.reason) == (JobState.CANCELLED, "cancelled")
+    record = _record(rt, "t.result", sent.id)  # a later copy of it finds this and does not start either
+    assert record["status"] == "COMPLETED" and '"cancelled": true' in record["data"]
     assert rt.client.cancel(sent.id).outcome is CancelOutcome.CANCELLED  # again: nothing changes
 
 
@@ -119,7 +125,7 @@ def test_a_finished_job_is_not_cancelled_and_a_job_with_its_own_key_claims_its_s
     status = rt.client.status(own_key.id)
     assert (status.status, status.attempts) == (JobState.SUCCEEDED, 1)
     assert writes[("UpdateItem", rt.config.state_table)] == 1  # the start claim of the keyed job only
-    assert writes[("BatchWriteItem", rt.config.state_table)] == 1  # its finished status
+    assert writes[("BatchWriteItem", rt.config.state_table)] == 2  # both outcomes
 
 
 def test_a_dead_job_redriven_reads_succeeded(rt):
@@ -149,3 +155,33 @@ def test_a_record_that_lapsed_or_holds_garbage_leaves_the_status_item_as_it_is()
     for final in (JobState.SUCCEEDED, JobState.CANCELLED, JobState.EXPIRED):  # the status item's own
         done = queued.model_copy(update={"status": final})
         assert key_records.merged_with(done, {"status": "COMPLETED", "expiration": now + 100}, now) == done
+
+
+def test_only_a_tracked_unbatched_idempotent_run_keyed_by_its_id_claims_its_key_instead_of_its_start():
+    from jobframework.envelope import Envelope
+    from jobframework.jobs import BatchOptions, JobRegistry, job
+
+    registry = JobRegistry()
+
+    @job("k.one", registry=registry)
+    def one(work: Work) -> None: ...
+
+    @job("k.lean", registry=registry, idempotent=False)
+    def lean(work: Work) -> None: ...
+
+    @job("k.many", registry=registry, batch=BatchOptions(max_size=10, max_wait=0))
+    def many(works: list[Work]) -> list[None]:
+        return [None for _ in works]
+
+    def env(job_type: str, **options: Any) -> Envelope:
+        return Envelope.new(job_type, {"name": "n"}, track=True, payload_version=1, **options)
+
+    claims = key_records.claims_key
+    assert claims("keys", "keys", env("k.one"), one)
+    assert claims("keys", "keys", env("k.one", key=None, job_id="j-1"), one)
+    assert not claims("keys", "keys", env("k.one", key="order:1"), one)  # shared by the key's jobs
+    assert not claims("keys", "keys", Envelope.new("k.one", {"name": "n"}, payload_version=1), one)
+    assert not claims("keys", "keys", env("k.lean"), lean)  # no key to claim
+    assert not claims("keys", "keys", env("k.many"), many)  # batched jobs are not wrapped
+    assert not claims(None, "keys", env("k.one"), one)  # a consumer without an idempotency table
+    assert not claims("keys", None, env("k.one"), one)  # statuses that do not read the key records

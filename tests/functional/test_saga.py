@@ -326,7 +326,7 @@ def test_jf_saga_ls_and_show(srt):
     listed = invoke(["saga", "ls", "--json"], env)
     compensated = invoke(["saga", "ls", "--status", "compensated", "--json"], env)
     shown = invoke(["saga", "show", done, "--json"], env)
-    table = invoke(["saga", "show", done], env)
+    table = invoke(["saga", "show", done], {**env, "COLUMNS": "200"})  # no cell folded
     missing = invoke(["saga", "show", "nope"], env)
 
     assert listed.exit_code == 0, listed.output

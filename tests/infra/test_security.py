@@ -127,8 +127,8 @@ def test_enqueue_grant_touches_only_dedup_job_saga_and_debounce_items_of_the_sta
     assert statement["Condition"] == {
         "ForAllValues:StringLike": {"dynamodb:LeadingKeys": ["dedup#*", "job#*", "saga#*", "debounce#*"]}
     }
-    # status reads and cancels of a tracked idempotent job keyed by its id: its idempotency record
-    assert key_records["Action"] == ["dynamodb:GetItem", "dynamodb:PutItem"]
+    # status and cancel read a tracked idempotent job's start in its idempotency record
+    assert key_records["Action"] == "dynamodb:GetItem"
     assert key_records["Resource"]["Fn::GetAtt"][0].startswith("TablesIdempotencyTable")
     assert key_records["Condition"] == {"ForAllValues:StringLike": {"dynamodb:LeadingKeys": ["jf#*"]}}
 

@@ -91,8 +91,9 @@ def test_a_retry_of_a_cancelled_job_does_not_start(flow):
 
 
 def test_cancel_racing_the_start_either_stops_it_or_tells_it(flow):
-    """Each job is cancelled while consumers start it: it runs if and only if the cancel says it started
-    (signalled) or finished; a cancelled one never runs, and none is lost."""
+    """Each job is cancelled while consumers start it: a cancelled one never runs; one that ran was
+    signalled (or had finished); a signalled one that did not run stopped at its start, cancelled; none
+    is lost."""
     ids = [flow.client.enqueue("f.ok", Item(name=f"r{n}")).id for n in range(20)]
     go = threading.Barrier(3)
 
@@ -117,8 +118,10 @@ def test_cancel_racing_the_start_either_stops_it_or_tells_it(flow):
         status = flow.client.status(job_id).status
         if outcome is CancelOutcome.CANCELLED:
             assert job_id not in ran and status is JobState.CANCELLED, (job_id, status)
-        else:
-            assert job_id in ran and status is JobState.SUCCEEDED, (job_id, outcome, status)
+        elif job_id in ran:
+            assert status is JobState.SUCCEEDED, (job_id, outcome, status)
+        else:  # signalled at its very start: its run read the marker after claiming its key, and stopped
+            assert (outcome, status) == (CancelOutcome.SIGNALLED, JobState.CANCELLED), (job_id, outcome)
     assert len(flow_jobs.ran) == len(ran)  # each ran at most once
     assert all(flow_jobs.calls[f"r{n}"] <= 1 for n in range(20))
     assert {o.job_id for o in flow.outcomes} == set(ids)  # every record settled
@@ -156,3 +159,29 @@ def test_cancel_arguments_are_checked(flow):
     assert invoke(["cancel", "--type", "f.ok"], env).exit_code == 2  # --older-than is required
     with pytest.raises(ConfigurationError, match="1 to 128 characters"):
         flow.client.cancel("")
+
+
+def test_a_second_copy_of_a_first_attempt_does_not_start_after_a_signalled_cancel(flow):
+    """Two deliveries of one first attempt (SQS delivers at least once): the first runs and stops on its
+    cancel (its key is released), the second claims the key, finds the marker and does not start."""
+    job_id = flow.client.enqueue("f.stoppable", Item(name="twice")).id
+    url = flow.url("default")
+    [message] = flow.sqs.receive_message(QueueUrl=url, MessageAttributeNames=["All"], VisibilityTimeout=0)[
+        "Messages"
+    ]
+    flow.sqs.send_message(  # the duplicate
+        QueueUrl=url, MessageBody=message["Body"], MessageAttributes=message["MessageAttributes"]
+    )
+    consuming = threading.Thread(target=flow.consume, args=("default",), kwargs={"max_messages": 1})
+    consuming.start()
+    try:
+        assert flow_jobs.started.wait(10)
+        assert flow.client.cancel(job_id).outcome is CancelOutcome.SIGNALLED
+    finally:
+        consuming.join(30)
+    flow_jobs.started.clear()
+    records, response = flow.consume("default")  # the other copy, a first attempt too
+    assert len(records) == 1 and response == {"batchItemFailures": []}
+    assert not flow_jobs.started.is_set()  # it did not start
+    assert flow.client.status(job_id).status is JobState.CANCELLED
+    assert [o.outcome for o in flow.outcomes] == ["skipped", "skipped"]
