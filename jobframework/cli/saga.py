@@ -113,7 +113,7 @@ def saga_signal(  # noqa: PLR0917
     """
     import json
 
-    from jobframework.errors import ConfigurationError
+    from jobframework.errors import ConfigurationError, PayloadValidationError
     from jobframework.saga import load_saga
     from jobframework.saga.definition import defined_saga_names, saga_named
 
@@ -138,6 +138,8 @@ def saga_signal(  # noqa: PLR0917
     aws = aws_of(ctx)
     try:
         taken = saga.signal(saga_id, name, value, client=aws.job_client(aws.runtime_config(), saga.registry))
+    except PayloadValidationError as exc:  # the next step could not take the data
+        raise typer.BadParameter(str(exc), param_hint="JSON") from None
     except ConfigurationError as exc:  # no such wait: a bad NAME
         raise typer.BadParameter(str(exc), param_hint="NAME") from None
     if json_output:

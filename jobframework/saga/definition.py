@@ -40,6 +40,11 @@ _SAGA_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_\-]*(\.[A-Za-z0-9_\-]+)*$")
 _sagas: weakref.WeakKeyDictionary[JobRegistry, dict[str, Saga]] = weakref.WeakKeyDictionary()
 
 
+def _problems(exc: ValidationError) -> str:
+    """A validation error's first ten problems, one clause each."""
+    return "; ".join(f"{'.'.join(map(str, e['loc'])) or 'payload'}: {e['msg']}" for e in exc.errors()[:10])
+
+
 def find_saga(registry: JobRegistry, name: str) -> Saga | None:
     """The saga called ``name`` defined on ``registry``'s jobs."""
     return _sagas.get(registry, {}).get(name)
@@ -145,12 +150,9 @@ class Saga:
             try:
                 first.payload(data)
             except ValidationError as exc:
-                problems = "; ".join(
-                    f"{'.'.join(map(str, e['loc'])) or 'payload'}: {e['msg']}" for e in exc.errors()[:10]
-                )
                 raise PayloadValidationError(
                     f"saga {self.name}: the payload does not fit its first step {first.name} "
-                    f"({first.job.payload_model.__name__}): {problems}"
+                    f"({first.job.payload_model.__name__}): {_problems(exc)}"
                 ) from exc
         sid = saga_id or new_job_id()
         record = self.new_record(data, sid)
@@ -174,6 +176,8 @@ class Saga:
 
         Raises:
             ConfigurationError: the saga has no wait called ``name``.
+            PayloadValidationError: with ``data``, the payload of the step after the wait would not
+                validate (nothing is changed: fix the data and signal again).
             SagaNotFoundError: no saga with that id.
         """
         index = self._index.get(name)
@@ -195,6 +199,7 @@ class Saga:
             if current.state is StepState.WAITING:
                 if current.deadline and now > datetime.fromisoformat(current.deadline):
                     return False  # too late: the deadline check compensates
+                self._check_next_step(record, index, name, data)  # before anything changes
                 record.signals[name] = data
                 current.state = StepState.SIGNALLED
                 current.output = data
@@ -210,6 +215,26 @@ class Saga:
 
         engine.apply(saga_id, transition)
         return accepted
+
+    def _check_next_step(self, record: SagaRecord, index: int, name: str, data: Any) -> None:
+        """Refuse signal data that the step after the wait at ``index`` could not take (a typo would
+        otherwise fail that step and roll the saga back)."""
+        following = self.steps[index + 1] if index + 1 < len(self.steps) else None
+        if not isinstance(following, Step):
+            return
+        merged = record.data()
+        if isinstance(data, dict):
+            merged.update(data)
+        elif data is not None:
+            merged[name] = data
+        try:
+            following.payload(merged)
+        except ValidationError as exc:
+            raise PayloadValidationError(
+                f"saga {self.name}: with the data of signal {name!r}, the payload of its next step "
+                f"{following.name} ({following.job.payload_model.__name__}) does not validate: "
+                f"{_problems(exc)}; nothing was changed"
+            ) from exc
 
     def status(self, saga_id: str, *, client: JobClient | None = None) -> SagaRecord | None:
         """The saga's record, ``None`` if unknown."""

@@ -96,6 +96,11 @@ approval_saga = saga(
     steps=[step(charge, compensate=refund), wait("approval", timeout=2), step(notify)],
     registry=registry,
 )
+approval_later_saga = saga(  # a deadline no loaded machine reaches while a test signals it
+    "t.approval_later",
+    steps=[step(charge, compensate=refund), wait("approval", timeout=300), step(notify)],
+    registry=registry,
+)
 slow_saga = saga(
     "t.slow", steps=[step(charge, compensate=refund), step(slow), step(notify)], registry=registry
 )

@@ -193,11 +193,12 @@ def test_jf_saga_signal_approves_a_waiting_saga_and_says_when_it_was_not_taken(s
     from tests.functional.conftest_local import cli_env, invoke
 
     env = {**cli_env(srt.config), "JF_JOBS": "tests.functional.saga_jobs"}
-    saga_id = saga_jobs.approval_saga.start({"order_id": "o-11"}, client=srt.client)
+    saga_id = saga_jobs.approval_later_saga.start({"order_id": "o-11"}, client=srt.client)
     drive(srt, saga_id, lambda r: r.steps[1].state.value == "waiting")
 
+    unfit = invoke(["saga", "signal", saga_id, "approval", '{"amount_cents": "lots"}'], env)
     taken = invoke(["saga", "signal", saga_id, "approval", '{"approved_by": "ops"}', "--json"], env)
-    record = drive(srt, saga_id, ended)  # (its wait times out in 2 s: the slower calls come after)
+    record = drive(srt, saga_id, ended)
     wrong = invoke(["saga", "signal", saga_id, "aproval"], env)
     bad_json = invoke(["saga", "signal", saga_id, "approval", "{approved"], env)
     late = invoke(["saga", "signal", saga_id, "approval"], env)
@@ -215,13 +216,16 @@ def test_jf_saga_signal_approves_a_waiting_saga_and_says_when_it_was_not_taken(s
 
     assert wrong.exit_code == 2 and "has no wait named 'aproval' (waits: approval)" in wrong.output
     assert bad_json.exit_code == 2 and "the data is not JSON" in bad_json.output
+    # data the next step (s.notify) could not take is refused, and the saga still waits for a good one
+    assert unfit.exit_code == 2, unfit.output
+    assert "payload of its next step s.notify (Charged) does not validate: amount_cents" in unfit.output
     assert taken.exit_code == 0, taken.output
     assert json.loads(taken.stdout) == {"id": saga_id, "signal": "approval", "taken": True}
     assert record.status is SagaStatus.SUCCEEDED and record.steps[1].output == {"approved_by": "ops"}
     assert late.exit_code == 1 and "did not take approval: it has ended" in late.output
     assert unknown.exit_code == 1 and "no saga nope" in unknown.output
     assert elsewhere.returncode == 1, elsewhere.stderr
-    assert "saga " + saga_id + " is a t.approval, which the job modules loaded here do not define" in (
+    assert "saga " + saga_id + " is a t.approval_later, which the job modules loaded here do not define" in (
         elsewhere.stderr
     )
     assert "pass the module that defines it with --jobs" in elsewhere.stderr
