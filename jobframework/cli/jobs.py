@@ -99,7 +99,8 @@ def enqueue(  # noqa: PLR0917
         data = json.loads(payload)
     except ValueError as exc:
         raise typer.BadParameter(
-            f'the payload is not JSON ({exc}); quote it for the shell, e.g. \'{{"report_id": "r-1"}}\'',
+            f"the payload is not JSON ({exc}): a JSON object in single quotes for the shell, e.g. "
+            f'jf enqueue {job_type} \'{{"field": "value"}}\'',
             param_hint="JSON",
         ) from None
     if not isinstance(data, dict):

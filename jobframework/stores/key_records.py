@@ -94,6 +94,8 @@ def merged_with(status: JobStatus, record: dict[str, Any] | None, now: float) ->
         # The in-progress record expires a status's lifetime after its run started (idempotency.py).
         started = float(record.get("expiration", 0)) - STATUS_TTL_SECONDS
         started_at = datetime.fromtimestamp(started, UTC).isoformat(timespec="milliseconds")
+        # The expiry is whole seconds: never show a start before the job's last recorded change.
+        started_at = max(started_at, status.updated_at or "", status.enqueued_at or "")
         running = {"status": JobState.RUNNING, "attempts": attempts, "started_at": started_at}
         return status.model_copy(update={**running, "updated_at": max(status.updated_at or "", started_at)})
     if record.get("status") != COMPLETED:

@@ -76,6 +76,13 @@ def test_enqueue_with_a_key_prints_the_first_id_again_and_sends_once(sqs, jf_con
     assert sorted(low) == sorted([first.stdout.strip(), info["id"]])
 
 
+def test_a_payload_that_is_not_json_is_shown_how_to_quote_it_for_this_job(jf_config):
+    result = invoke(["enqueue", "emails.send", "{to: me}"], cli_env(jf_config))
+    assert result.exit_code == 2
+    assert "the payload is not JSON" in result.output
+    assert 'jf enqueue emails.send \'{"field": "value"}\'' in " ".join(result.output.split())
+
+
 def test_enqueue_takes_the_flow_options_the_client_takes(sqs, jf_config):
     """--tenant, --track, --expires-in and --debounce reach the message as enqueue(...) would send them."""
     env = cli_env(jf_config)
