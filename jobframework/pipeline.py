@@ -160,6 +160,7 @@ class Pipeline:
         )
         started = time.perf_counter()
         ran = True
+        keyed: KeyedStart | None = None
         result: str | None = None
         try:
             with (
@@ -186,7 +187,7 @@ class Pipeline:
                         env.key,
                         lambda: call(job, payload, ctx),
                         key,
-                        keyed=self._keyed_start(d, job),
+                        keyed=(keyed := self._keyed_start(d, job)),
                     )
                 else:
                     result = summarize(call(job, payload, ctx))
@@ -214,7 +215,12 @@ class Pipeline:
             log.info(
                 "job %s (%s) key %s already completed; duplicate delivery skipped", env.id, env.type, env.key
             )
-        return self.succeeded(d, result, queue_wait_ms=queue_wait_ms, processing_ms=elapsed_ms, ran=ran)
+        verdict = self.succeeded(d, result, queue_wait_ms=queue_wait_ms, processing_ms=elapsed_ms, ran=ran)
+        if not ran and keyed is not None:
+            # A duplicate of a run whose key's claim was its start: that run's outcome (start, end,
+            # attempt) is its status; this copy's own would overwrite it with less.
+            verdict.status = None
+        return verdict
 
     @staticmethod
     def succeeded(

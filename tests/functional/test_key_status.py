@@ -185,3 +185,27 @@ def test_only_a_tracked_unbatched_idempotent_run_keyed_by_its_id_claims_its_key_
     assert not claims("keys", "keys", env("k.many"), many)  # batched jobs are not wrapped
     assert not claims(None, "keys", env("k.one"), one)  # a consumer without an idempotency table
     assert not claims("keys", None, env("k.one"), one)  # statuses that do not read the key records
+
+
+def test_a_duplicate_delivery_leaves_the_runs_status_as_it_was(rt):
+    sent = rt.client.enqueue(result_job, Work(name="once"))
+    url = rt.url("high")
+    [message] = rt.sqs.receive_message(QueueUrl=url, MessageAttributeNames=["All"], VisibilityTimeout=0)[
+        "Messages"
+    ]
+    rt.sqs.send_message(
+        QueueUrl=url, MessageBody=message["Body"], MessageAttributes=message["MessageAttributes"]
+    )
+    rt.consume("high", max_messages=1)
+    first = rt.client.status(sent.id)
+    assert first.status is JobState.SUCCEEDED and first.started_at and first.finished_at
+    records, _ = rt.consume("high")  # the duplicate: skipped, the job does not run again
+    assert len(records) == 1 and calls["once"] == 1
+    after = rt.client.status(sent.id)
+    # (the copy received to make the duplicate ran as attempt 2: its receive count; the duplicate is 1)
+    assert (after.started_at, after.finished_at, after.attempts, after.result) == (
+        first.started_at,
+        first.finished_at,
+        first.attempts,
+        first.result,
+    )
