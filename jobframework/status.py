@@ -49,6 +49,8 @@ class JobStatus(BaseModel):
     result: Any = None
     trace_id: str | None = None
     """The W3C trace id the job travelled under (from its enqueue), to find its spans and logs."""
+    cancel_requested_at: str | None = None
+    """When a cancel was asked (``client.cancel``); a run it signalled may still have finished."""
 
 
 def now_iso() -> str:

@@ -185,6 +185,7 @@ def status(
         "started at": started,
         "finished at": found.finished_at,
         "updated at": found.updated_at,
+        "cancel asked": found.cancel_requested_at,
         "reason": found.reason,
         "error": found.error,
         "result": None if found.result is None else json.dumps(found.result),

@@ -140,6 +140,7 @@ def merged_status(
         reason=status.get("reason"),
         result=json.loads(result) if isinstance(result, str) else None,
         trace_id=status.get("trace_id"),
+        cancel_requested_at=flow.get("cancelled_at"),
     )
 
 

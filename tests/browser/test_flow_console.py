@@ -47,6 +47,7 @@ def test_cancel_a_queued_job_from_its_page(page: Any, console_url: str, clean: S
     clean.consume("high")  # it arrives and is acknowledged unrun
     page.reload()
     expect(page.locator("#job-status")).to_have_text("cancelled")
+    expect(page.locator("#cancel-asked")).to_be_visible()  # when the cancel was asked
     expect(page.locator("#cancel")).to_have_count(0)  # nothing left to cancel
     status = _client(clean).status(job_id)
     assert status is not None and status.status is JobState.CANCELLED

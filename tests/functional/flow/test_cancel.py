@@ -43,7 +43,8 @@ def test_a_finished_job_is_not_changed(flow):
     flow.consume("high")
     result = flow.client.cancel(job_id)
     assert result.outcome is CancelOutcome.FINISHED
-    assert flow.client.status(job_id).status is JobState.SUCCEEDED
+    status = flow.client.status(job_id)
+    assert status.status is JobState.SUCCEEDED and status.cancel_requested_at is None  # nothing asked
 
 
 def test_a_running_job_sees_ctx_cancelled_and_stops(flow):
@@ -57,7 +58,11 @@ def test_a_running_job_sees_ctx_cancelled_and_stops(flow):
         consuming.join(30)
     assert result.outcome is CancelOutcome.SIGNALLED and result.status is JobState.RUNNING
     assert flow_jobs.ran == [{"name": "long", "id": job_id, "attempt": 1, "stopped": True}]
-    assert flow.client.status(job_id).result == "stopped"
+    status = flow.client.status(job_id)
+    assert status.result == "stopped" and status.status is JobState.SUCCEEDED
+    assert status.cancel_requested_at and status.cancel_requested_at >= status.started_at  # it was asked
+    shown = invoke(["status", job_id], cli_env(flow.config))
+    assert f"cancel asked: {status.cancel_requested_at}" in shown.stdout
 
 
 def test_a_running_job_that_stops_on_its_cancel_ends_cancelled_not_retried(flow):
