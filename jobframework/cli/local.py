@@ -171,8 +171,7 @@ def dev(  # noqa: PLR0917
         typer.echo("")
         sys.stdout.flush()
         if emulator is None:
-            until_signal()
-            scheduler.stop()
+            until_signal(scheduler.stop)
         else:
             emulator.run_until_signal(drain_timeout=drain_timeout, on_stop=scheduler.stop)
     finally:

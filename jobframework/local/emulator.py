@@ -38,7 +38,7 @@ import threading
 import time
 from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from jobframework.envelope import lambda_record
 from jobframework.local.context import LocalLambdaContext as EmulatorContext
@@ -79,8 +79,13 @@ class _QueueState:
     idle_until: float = 0.0
 
 
-def until_signal() -> None:
-    """Wait for SIGTERM or SIGINT (in the main thread), then put the previous handlers back."""
+T = TypeVar("T")
+
+
+def until_signal(then: Callable[[], T], *, first: Callable[[], object] | None = None) -> T:
+    """Call ``first``, wait for SIGTERM or SIGINT (in the main thread), and return ``then()``; the
+    signals are caught from before ``first`` until ``then`` has returned (a second Ctrl-C while draining
+    does not kill the process), then the previous handlers are put back."""
     stop = threading.Event()
 
     def handle(signum: int, frame: Any) -> None:
@@ -89,8 +94,11 @@ def until_signal() -> None:
 
     previous = {sig: signal.signal(sig, handle) for sig in (signal.SIGTERM, signal.SIGINT)}
     try:
+        if first is not None:
+            first()
         while not stop.wait(0.2):
             pass
+        return then()
     finally:
         for sig, old in previous.items():
             signal.signal(sig, old)
@@ -211,12 +219,13 @@ class Emulator:
         self, drain_timeout: float = 30.0, on_stop: Callable[[], None] | None = None
     ) -> bool:
         """Run until SIGTERM or SIGINT (main thread only), then drain; returns :meth:`stop`'s result."""
-        if not self._threads:
-            self.start()
-        until_signal()
-        if on_stop is not None:
-            on_stop()
-        return self.stop(drain_timeout)
+
+        def drain() -> bool:
+            if on_stop is not None:
+                on_stop()
+            return self.stop(drain_timeout)
+
+        return until_signal(drain, first=None if self._threads else self.start)
 
     # -- a worker --------------------------------------------------------------------------------------
 

@@ -43,11 +43,16 @@ def welcome(signup: Signup, ctx: JobContext) -> None:
 
 
 def _uv() -> list[str]:
-    """uv on PATH, else the one tasks.sh installs into the test venv (CI puts no venv on PATH)."""
+    """The uv tasks.sh found (on PATH, else the system python's module), else the one it installs into
+    the test venv (CI puts no venv on PATH)."""
     found = shutil.which("uv")
     beside = Path(sys.executable).with_name("uv")
     if found:
         return [found]
+    system = shutil.which("python3")
+    probe = [system, "-m", "uv", "--version"] if system else None
+    if probe and subprocess.run(probe, check=False, capture_output=True).returncode == 0:
+        return [str(system), "-m", "uv"]
     if beside.exists():
         return [str(beside)]
     return [sys.executable, "-m", "uv"]
