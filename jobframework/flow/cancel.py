@@ -71,10 +71,11 @@ class CancelResult:
 def cancel(store: StateStore, job_id: str) -> CancelResult:
     """Cancel ``job_id``: it does not start, or, if running, is told to stop (``ctx.cancelled``).
 
-    An id the state table does not know yet is marked all the same (its enqueue may still be
-    writing its status), so that it is dropped if it arrives. Calling it again changes nothing.
+    Only a tracked job can be cancelled: an id with no status record (unknown, untracked, expired, or
+    one whose enqueue has not written its status yet) raises. Calling it again changes nothing.
 
     Raises:
+        UnknownJobError: the state table has no status record of ``job_id``.
         botocore.exceptions.ClientError: the state table refused the write.
     """
     before = store.get_status(job_id)
