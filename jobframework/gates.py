@@ -168,8 +168,9 @@ def stopped(d: Delivery) -> Verdict:
 
 
 def cancelled_unrun(d: Delivery) -> Verdict:
-    """A cancel claimed the job's key before its run could (:mod:`jobframework.stores.key_records`):
-    acknowledged unrun, status ``cancelled``, as the cancel gate's drop."""
+    """The run found its job's cancel marker right after claiming its key
+    (:mod:`jobframework.stores.key_records`): acknowledged unrun, status ``cancelled``, as the cancel
+    gate's drop."""
     from jobframework.flow.outcome import Drop
 
     return dropped(d, Drop(JobState.CANCELLED, "cancelled", "Cancelled"), attempts=d.attempt - 1)

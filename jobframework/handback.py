@@ -10,14 +10,11 @@ from __future__ import annotations
 
 import base64
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from jobframework import envelope as wire
 from jobframework.attempts import ATTR_DEFERRALS, ATTR_EXECUTIONS
 from jobframework.core import SQS_MAX_DELAY_SECONDS
-
-if TYPE_CHECKING:
-    pass
 
 MAX_DELAY_SECONDS = SQS_MAX_DELAY_SECONDS
 """SQS's longest ``DelaySeconds``."""

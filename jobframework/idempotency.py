@@ -185,7 +185,7 @@ class IdempotentRunner:
                         hold.record_id = data_record.idempotency_key
 
                 def _get_expiry_timestamp(self) -> int:
-                    # A record that is its job's status too lasts as long as the status.
+                    # A record that is its job's start lasts as long as the status reading it.
                     if _keyed.get() is None:
                         return int(super()._get_expiry_timestamp())
                     return int(time.time()) + STATUS_TTL_SECONDS

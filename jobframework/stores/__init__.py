@@ -12,7 +12,7 @@ Done: a job's records (:mod:`jobframework.stores.job_records`: status, start cla
 enqueue dedup markers (:mod:`jobframework.stores.dedup`) and saga records
 (:mod:`jobframework.stores.sagas`), each with a contract test run against both implementations; the
 retry budget's counter (:mod:`jobframework.budget`, its in-memory twin beside it) has one too. A
-tracked idempotent job's run is read from its idempotency record (:mod:`jobframework.stores.key_records`,
+tracked idempotent job's start is read from its idempotency record (:mod:`jobframework.stores.key_records`,
 behind :class:`~jobframework.stores.job_records.JobRecords`). The
 flow-control items (limits, debounce, pause) are still written by their modules through
 :class:`jobframework.state.StateStore`'s client.

@@ -83,6 +83,15 @@ def read(client: DynamoDBClient, table: str, job_type: str, job_id: str) -> dict
     return from_item(item) if item else None
 
 
+def _response(record: dict[str, Any]) -> dict[str, Any]:
+    """A completed record's saved response (``{}`` when it holds none, or not a JSON object)."""
+    try:
+        response = json.loads(record.get("data") or "{}")
+    except ValueError:
+        return {}
+    return response if isinstance(response, dict) else {}
+
+
 def merged_with(status: JobStatus, record: dict[str, Any] | None, now: float) -> JobStatus:
     """``status`` as the job's idempotency record moves it on (see the module), at ``now``."""
     if record is None or status.status not in MOVABLE_STATES or float(record.get("expiration", 0)) < now:
@@ -100,12 +109,7 @@ def merged_with(status: JobStatus, record: dict[str, Any] | None, now: float) ->
         return status.model_copy(update={**running, "updated_at": max(status.updated_at or "", started_at)})
     if record.get("status") != COMPLETED:
         return status
-    try:
-        response = json.loads(record.get("data") or "{}")
-    except ValueError:
-        response = {}
-    if not isinstance(response, dict):
-        response = {}
+    response = _response(record)
     finished_at = response.get("finished_at") or status.updated_at
     if response.get(CANCELLED_FIELD):
         update: dict[str, Any] = {"status": JobState.CANCELLED, "reason": "cancelled"}
@@ -141,11 +145,7 @@ def holder(client: DynamoDBClient, table: str, job_type: str, job_id: str) -> Ke
         return None
     if record.get("status") == IN_PROGRESS:
         return KeyHolder.RUN if float(record.get("in_progress_expiration", 0)) / 1000 > now else None
-    try:
-        cancelled = bool(json.loads(record.get("data") or "{}").get(CANCELLED_FIELD))
-    except (ValueError, AttributeError):
-        cancelled = False
-    return KeyHolder.CANCEL if cancelled else KeyHolder.FINISHED
+    return KeyHolder.CANCEL if _response(record).get(CANCELLED_FIELD) else KeyHolder.FINISHED
 
 
 def claims_key(runner_table: str | None, key_table: str | None, env: Envelope, job: Job[Any]) -> bool:

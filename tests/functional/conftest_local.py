@@ -47,6 +47,17 @@ def cli_env(config: RuntimeConfig) -> dict[str, str]:
     return env
 
 
+def send_duplicate(sqs: Any, url: str) -> None:
+    """Send a second copy of the queue's only message, as SQS's at-least-once delivery may (the
+    original stays visible, its receive count now 1: its next delivery is attempt 2)."""
+    [message] = sqs.receive_message(QueueUrl=url, MessageAttributeNames=["All"], VisibilityTimeout=0)[
+        "Messages"
+    ]
+    sqs.send_message(
+        QueueUrl=url, MessageBody=message["Body"], MessageAttributes=message["MessageAttributes"]
+    )
+
+
 def invoke(args: list[str], env: dict[str, str] | None = None) -> Any:
     """Run `jf ARGS` through the real typer app (CliRunner), with the example jobs (``JF_JOBS``) unless
     ``env`` says otherwise; returns the click Result."""

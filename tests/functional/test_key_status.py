@@ -14,6 +14,7 @@ from jobframework.status import STATUS_TTL_SECONDS, JobState
 from jobframework.stores import key_records
 from jobframework.stores.items import from_item
 
+from .conftest_local import send_duplicate
 from .jobs_under_test import Work, calls, keyed
 from .jobs_under_test import result as result_job
 
@@ -189,13 +190,7 @@ def test_only_a_tracked_unbatched_idempotent_run_keyed_by_its_id_claims_its_key_
 
 def test_a_duplicate_delivery_leaves_the_runs_status_as_it_was(rt):
     sent = rt.client.enqueue(result_job, Work(name="once"))
-    url = rt.url("high")
-    [message] = rt.sqs.receive_message(QueueUrl=url, MessageAttributeNames=["All"], VisibilityTimeout=0)[
-        "Messages"
-    ]
-    rt.sqs.send_message(
-        QueueUrl=url, MessageBody=message["Body"], MessageAttributes=message["MessageAttributes"]
-    )
+    send_duplicate(rt.sqs, rt.url("high"))
     rt.consume("high", max_messages=1)
     first = rt.client.status(sent.id)
     assert first.status is JobState.SUCCEEDED and first.started_at and first.finished_at

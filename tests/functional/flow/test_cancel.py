@@ -6,16 +6,18 @@ import json
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 import pytest
 
 from jobframework.errors import ConfigurationError
-from jobframework.flow.cancel import CancelOutcome
+from jobframework.flow.cancel import CancelOutcome, CancelResult
 from jobframework.state import JobState
 from jobframework.testing import receive_all
-from tests.functional.conftest_local import cli_env, invoke
+from tests.functional.conftest_local import cli_env, invoke, send_duplicate
 
 from . import flow_jobs
+from .conftest import Flow
 from .flow_jobs import Item
 
 
@@ -47,15 +49,20 @@ def test_a_finished_job_is_not_changed(flow):
     assert status.status is JobState.SUCCEEDED and status.cancel_requested_at is None  # nothing asked
 
 
-def test_a_running_job_sees_ctx_cancelled_and_stops(flow):
-    job_id = flow.client.enqueue("f.long", Item(name="long")).id
-    consuming = threading.Thread(target=flow.consume, args=("default",))
+def _cancel_once_started(flow: Flow, job_id: str, **consume: Any) -> CancelResult:
+    """Consume the default lane in a thread and cancel ``job_id`` once its job has started."""
+    consuming = threading.Thread(target=flow.consume, args=("default",), kwargs=consume)
     consuming.start()
     try:
         assert flow_jobs.started.wait(10)
-        result = flow.client.cancel(job_id)
+        return flow.client.cancel(job_id)
     finally:
         consuming.join(30)
+
+
+def test_a_running_job_sees_ctx_cancelled_and_stops(flow):
+    job_id = flow.client.enqueue("f.long", Item(name="long")).id
+    result = _cancel_once_started(flow, job_id)
     assert result.outcome is CancelOutcome.SIGNALLED and result.status is JobState.RUNNING
     assert flow_jobs.ran == [{"name": "long", "id": job_id, "attempt": 1, "stopped": True}]
     status = flow.client.status(job_id)
@@ -67,13 +74,7 @@ def test_a_running_job_sees_ctx_cancelled_and_stops(flow):
 
 def test_a_running_job_that_stops_on_its_cancel_ends_cancelled_not_retried(flow):
     job_id = flow.client.enqueue("f.stoppable", Item(name="steps")).id
-    consuming = threading.Thread(target=flow.consume, args=("default",))
-    consuming.start()
-    try:
-        assert flow_jobs.started.wait(10)
-        assert flow.client.cancel(job_id).outcome is CancelOutcome.SIGNALLED
-    finally:
-        consuming.join(30)
+    assert _cancel_once_started(flow, job_id).outcome is CancelOutcome.SIGNALLED
     status = flow.client.status(job_id)
     assert (status.status, status.reason, status.attempts) == (
         JobState.CANCELLED,
@@ -170,20 +171,8 @@ def test_a_second_copy_of_a_first_attempt_does_not_start_after_a_signalled_cance
     """Two deliveries of one first attempt (SQS delivers at least once): the first runs and stops on its
     cancel (its key is released), the second claims the key, finds the marker and does not start."""
     job_id = flow.client.enqueue("f.stoppable", Item(name="twice")).id
-    url = flow.url("default")
-    [message] = flow.sqs.receive_message(QueueUrl=url, MessageAttributeNames=["All"], VisibilityTimeout=0)[
-        "Messages"
-    ]
-    flow.sqs.send_message(  # the duplicate
-        QueueUrl=url, MessageBody=message["Body"], MessageAttributes=message["MessageAttributes"]
-    )
-    consuming = threading.Thread(target=flow.consume, args=("default",), kwargs={"max_messages": 1})
-    consuming.start()
-    try:
-        assert flow_jobs.started.wait(10)
-        assert flow.client.cancel(job_id).outcome is CancelOutcome.SIGNALLED
-    finally:
-        consuming.join(30)
+    send_duplicate(flow.sqs, flow.url("default"))
+    assert _cancel_once_started(flow, job_id, max_messages=1).outcome is CancelOutcome.SIGNALLED
     flow_jobs.started.clear()
     records, response = flow.consume("default")  # the other copy, a first attempt too
     assert len(records) == 1 and response == {"batchItemFailures": []}
