@@ -120,6 +120,14 @@ def test_processing_time_includes_executions_that_were_dead_lettered(emf):
     assert values(by_reason, "DeadLettered") == [1.0]
 
 
+def test_times_are_written_to_the_microsecond(emf):
+    metrics = BatchMetrics()
+    metrics.add(outcome(Outcome.SUCCEEDED, queue_wait_ms=12.3456789, processing_ms=0.0004999))
+    metrics.flush()
+    doc = document(emf(), "ProcessingTime", JobType="reports.make", Priority="low")
+    assert values(doc, "QueueWait") == [12.346] and values(doc, "ProcessingTime") == [0.0]
+
+
 def test_one_batch_writes_one_document_per_job_type_and_priority(emf):
     metrics = BatchMetrics()
     for job_type in ("a.one", "b.two"):
