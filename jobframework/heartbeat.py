@@ -38,6 +38,9 @@ log = logging.getLogger(__name__)
 MIN_PERIOD = 0.5
 MAX_PERIOD = 30.0
 MAX_VISIBILITY = SQS_MAX_VISIBILITY_SECONDS
+IDLE_SECONDS = 1.0
+"""How long the thread sleeps when no job is held. A new hold wakes it only when it is due before
+then: quick jobs come and go without waking it (a wake a record was a thread switch each)."""
 THREAD_CHECK_SECONDS = 0.1
 """A hold after an idle spell checks that the beating thread still runs at most this often (a forked
 child checks at its first hold: a fork leaves no thread)."""
@@ -212,7 +215,7 @@ class Heartbeat:
                 now = time.monotonic()
                 due = [h for h in self._holds.values() if h.due() <= now]
                 if not due:
-                    nearest = min((h.due() for h in self._holds.values()), default=now + 60)
+                    nearest = min((h.due() for h in self._holds.values()), default=now + IDLE_SECONDS)
                     wait = max(0.05, min(60.0, nearest - now))
                     self._wakes_at = now + wait
                     self._wake.wait(wait)
