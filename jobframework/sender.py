@@ -15,7 +15,7 @@ from jobframework.dlq.redrive import batches_by_bytes
 from jobframework.errors import EnqueueError
 from jobframework.outgoing import EnqueueResult, Prepared
 from jobframework.retry import compute_backoff
-from jobframework.state import JobState, StateStore
+from jobframework.state import STATUS_TTL_SECONDS, JobState, StateStore
 
 if TYPE_CHECKING:
     from mypy_boto3_sqs import SQSClient
@@ -116,6 +116,7 @@ class Sender:
                 attempts=0,
                 enqueued_at=env.enqueued_at.isoformat(),
                 trace_id=prepared.trace_id,
+                ttl=STATUS_TTL_SECONDS + prepared.delay,  # kept 7 days after its run time
             )
         except Exception:
             log.warning("recording the queued status of job %s failed", env.id, exc_info=True)

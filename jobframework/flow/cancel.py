@@ -84,7 +84,9 @@ def cancel(store: StateStore, job_id: str) -> CancelResult:
     state = before.status
     if state in (JobState.SUCCEEDED, JobState.DEAD, JobState.EXPIRED):
         return CancelResult(job_id, CancelOutcome.FINISHED, state)
-    claim = store.jobs.mark_cancelled(job_id, time.time())
+    # A job scheduled further ahead than 7 days keeps its status until after its run: so does the marker.
+    keep_until = before.expires_at or 0
+    claim = store.jobs.mark_cancelled(job_id, time.time(), keep_until=keep_until)
     runs_until, started_attempt = claim.runs_until, claim.started_attempt
     now = time.time()
     # A job retrying after attempt n (its status says so once that attempt ended) runs only if a later
@@ -102,7 +104,7 @@ def cancel(store: StateStore, job_id: str) -> CancelResult:
             return CancelResult(job_id, CancelOutcome.SIGNALLED, state)
         if holder is KeyHolder.FINISHED:
             return CancelResult(job_id, CancelOutcome.FINISHED, state)
-    store.jobs.finish_cancelled(job_id, "cancelled before it started")
+    store.jobs.finish_cancelled(job_id, "cancelled before it started", keep_until=keep_until)
     return CancelResult(job_id, CancelOutcome.CANCELLED, state)
 
 

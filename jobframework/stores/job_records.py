@@ -92,18 +92,26 @@ class JobRecords(Protocol):
         """Whether the job carries a cancel marker (a consistent read)."""
         ...
 
-    def mark_cancelled(self, job_id: str, now: float) -> StartClaim:
-        """Set the cancel marker (the first one stays) and return the start claim it found."""
+    def mark_cancelled(self, job_id: str, now: float, *, keep_until: float = 0) -> StartClaim:
+        """Set the cancel marker (the first one stays) and return the start claim it found. The marker
+        lasts 7 days, or until ``keep_until`` (epoch seconds) if later: as long as the job's status,
+        which a job scheduled further ahead keeps until 7 days after its run time."""
         ...
 
-    def finish_cancelled(self, job_id: str, reason: str) -> None:
-        """Status ``cancelled`` with ``reason``, unless the job already reached another final state."""
+    def finish_cancelled(self, job_id: str, reason: str, *, keep_until: float = 0) -> None:
+        """Status ``cancelled`` with ``reason``, unless the job already reached another final state
+        (kept 7 days, or until ``keep_until`` if later)."""
         ...
 
     def key_holder(self, job_id: str, job_type: str) -> KeyHolder | None:
         """What holds the idempotency key of a job keyed by its id (a consistent read; ``None``: nothing,
         or no idempotency table): see :mod:`jobframework.stores.key_records`."""
         ...
+
+
+def kept_until(now: float, keep_until: float) -> int:
+    """The ``expires_at`` of a record written at ``now``: 7 days on, or ``keep_until`` if later."""
+    return max(int(now) + STATUS_TTL_SECONDS, int(keep_until))
 
 
 def merged_status(
@@ -141,6 +149,7 @@ def merged_status(
         result=json.loads(result) if isinstance(result, str) else None,
         trace_id=status.get("trace_id"),
         cancel_requested_at=flow.get("cancelled_at"),
+        expires_at=int(status["expires_at"]) if status.get("expires_at") is not None else None,
     )
 
 
@@ -226,17 +235,17 @@ class InMemoryJobRecords:
         with self._lock:
             return "cancelled_at" in self.items.get((job_id, "flow"), {})
 
-    def mark_cancelled(self, job_id: str, now: float) -> StartClaim:
+    def mark_cancelled(self, job_id: str, now: float, *, keep_until: float = 0) -> StartClaim:
         with self._lock:
             flow = self.items.setdefault((job_id, "flow"), {})
             flow.setdefault("cancelled_at", now_iso())
-            flow["expires_at"] = int(now) + STATUS_TTL_SECONDS
+            flow["expires_at"] = kept_until(now, keep_until)
             return StartClaim(float(flow.get("runs_until", 0)), int(flow.get("started_attempt", 0)))
 
     def key_holder(self, job_id: str, job_type: str) -> KeyHolder | None:
         return None  # no idempotency records in memory: every run claims its start here
 
-    def finish_cancelled(self, job_id: str, reason: str) -> None:
+    def finish_cancelled(self, job_id: str, reason: str, *, keep_until: float = 0) -> None:
         with self._lock:
             item = self.items.get((job_id, "status"))
             if item is not None and JobState(item["status"]) in FINAL_STATES - {JobState.CANCELLED}:
@@ -248,5 +257,5 @@ class InMemoryJobRecords:
                 "reason": reason,
                 "updated_at": now,
                 "finished_at": now,
-                "expires_at": int(time.time()) + STATUS_TTL_SECONDS,
+                "expires_at": kept_until(time.time(), keep_until),
             }

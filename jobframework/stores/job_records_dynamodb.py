@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from jobframework.status import FINAL_STATES, STATUS_TTL_SECONDS, JobState, JobStatus, now_iso
 from jobframework.stores import key_records
 from jobframework.stores.items import from_item, to_item
-from jobframework.stores.job_records import EARLY_STATES, STATUS_FIELDS, StartClaim, merged_status
+from jobframework.stores.job_records import EARLY_STATES, STATUS_FIELDS, StartClaim, kept_until, merged_status
 from jobframework.stores.key_records import KeyHolder
 
 if TYPE_CHECKING:
@@ -180,24 +180,24 @@ class DynamoJobRecords:
         ).get("Item", {})
         return "cancelled_at" in item
 
-    def mark_cancelled(self, job_id: str, now: float) -> StartClaim:
+    def mark_cancelled(self, job_id: str, now: float, *, keep_until: float = 0) -> StartClaim:
         item = self.client.update_item(
             TableName=self.table,
             Key=_key(job_id, FLOW_SK),
             UpdateExpression="SET cancelled_at = if_not_exists(cancelled_at, :at), expires_at = :exp",
-            ExpressionAttributeValues=to_item({":at": now_iso(), ":exp": int(now) + STATUS_TTL_SECONDS}),
+            ExpressionAttributeValues=to_item({":at": now_iso(), ":exp": kept_until(now, keep_until)}),
             ReturnValues="ALL_NEW",
         ).get("Attributes", {})
         plain = from_item(item)
         return StartClaim(float(plain.get("runs_until", 0)), int(plain.get("started_attempt", 0)))
 
-    def finish_cancelled(self, job_id: str, reason: str) -> None:
+    def finish_cancelled(self, job_id: str, reason: str, *, keep_until: float = 0) -> None:
         finals = sorted(s.value for s in FINAL_STATES if s is not JobState.CANCELLED)
         plain: dict[str, Any] = {
             ":cancelled": JobState.CANCELLED.value,
             ":reason": reason,
             ":now": now_iso(),
-            ":exp": int(time.time()) + STATUS_TTL_SECONDS,
+            ":exp": kept_until(time.time(), keep_until),
         }
         plain |= {f":f{n}": final for n, final in enumerate(finals)}
         with contextlib.suppress(self.client.exceptions.ConditionalCheckFailedException):  # finished first

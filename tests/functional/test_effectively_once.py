@@ -318,6 +318,32 @@ def test_a_two_hour_delay_is_a_one_time_schedule_that_fire_due_sends_and_deletes
     assert jobs.effects["later"] == 1
 
 
+def test_a_job_scheduled_a_month_ahead_keeps_its_status_and_its_cancel_until_after_its_run(eo, jf_aws):
+    """A status lasts 7 days; one of a job due in 30 days, and the marker of its cancel, last until 7
+    days after its run time, so the cancelled job is still refused when it comes."""
+    scheduler, dynamodb = jf_aws.client("scheduler"), jf_aws.client("dynamodb")
+    sent = eo.client.enqueue("eo.effect", {"name": "next-month"}, delay=timedelta(days=30))
+    kept = time.time() + timedelta(days=37).total_seconds()
+    scheduled = eo.client.status(sent.id)
+    assert scheduled is not None and scheduled.status is JobState.SCHEDULED
+    assert scheduled.expires_at is not None and abs(scheduled.expires_at - kept) < 60
+
+    assert eo.client.cancel(sent.id).outcome.value == "cancelled"
+    cancelled = eo.client.status(sent.id)
+    assert cancelled is not None and cancelled.status is JobState.CANCELLED
+    assert cancelled.expires_at is not None and abs(cancelled.expires_at - kept) < 60
+    marker = dynamodb.get_item(
+        TableName=eo.config.state_table, Key={"pk": {"S": f"job#{sent.id}"}, "sk": {"S": "flow"}}
+    )["Item"]
+    assert "cancelled_at" in marker and abs(int(marker["expires_at"]["N"]) - kept) < 60
+
+    assert fire_due(scheduler, eo.sqs, now=datetime.now(UTC) + timedelta(days=30, minutes=1)) == 1
+    drain(eo, "high")
+    assert jobs.effects["next-month"] == 0
+    after = eo.client.status(sent.id)
+    assert after is not None and after.status is JobState.CANCELLED
+
+
 @pytest.mark.parametrize(
     ("delay", "message"),
     [(-1, r"delay must be >= 0"), (timedelta(days=366), r"over the one-year limit"), ("soon", "seconds")],

@@ -131,3 +131,20 @@ def test_finishing_a_cancel_does_not_undo_another_final_state(records):
         "t.a",
     )
     assert cancelled.finished_at is not None
+
+
+def test_a_status_and_its_cancel_last_as_long_as_asked(records):
+    now = time.time()
+    month = 30 * 24 * 3600
+    records.set_status("j10", JobState.SCHEDULED, job_type="t.a", attempts=0, ttl=7 * 24 * 3600 + month)
+    scheduled = records.get_status("j10")
+    assert scheduled is not None and scheduled.expires_at is not None
+    assert abs(scheduled.expires_at - (now + 7 * 24 * 3600 + month)) < 5
+    records.finish_cancelled("j10", "cancelled before it started", keep_until=scheduled.expires_at)
+    cancelled = records.get_status("j10")
+    assert cancelled is not None and cancelled.expires_at == scheduled.expires_at
+    records.set_status("j11", JobState.QUEUED, job_type="t.a", attempts=0)
+    records.finish_cancelled("j11", "cancelled before it started", keep_until=now)  # earlier: 7 days
+    soon = records.get_status("j11")
+    assert soon is not None and soon.expires_at is not None
+    assert abs(soon.expires_at - (now + 7 * 24 * 3600)) < 5
