@@ -84,12 +84,15 @@ def release(
     deferred: int = 0,
     why: str = "",
     outcome: str = Outcome.RELEASED,
-    state: JobState = JobState.QUEUED,
+    state: JobState | None = None,
 ) -> Verdict:
     """Hand the record back unrun in ``delay`` seconds, as a fresh copy that is not an attempt.
 
     ``outcome`` is what the listeners hear (``released``, or ``retried`` for a wait on another
-    delivery or a deferral); the job's status becomes ``state`` (``queued`` unless said otherwise).
+    delivery or a deferral). The job's status becomes ``state`` if given, else stays as it is: a
+    record that did not run changes nothing a status says (a batch's status writes replace the
+    item, so a ``queued`` written here would hide a ``cancelled``, or a retry's error, until a
+    later copy settled).
     """
     details: dict[str, Any] = {"delay": delay} if outcome != Outcome.RELEASED else {}
     if why:
@@ -101,7 +104,7 @@ def release(
         copy=True,
         executions=d.attempt - 1,
         deferred=deferred,
-        status=(state, {"attempts": d.attempt - 1}),
+        status=(state, {"attempts": d.attempt - 1}) if state is not None else None,
         outcome=d.outcome(outcome, **details),
     )
 

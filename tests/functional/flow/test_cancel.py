@@ -13,7 +13,7 @@ import pytest
 from jobframework.errors import ConfigurationError
 from jobframework.flow.cancel import CancelOutcome, CancelResult
 from jobframework.state import JobState
-from jobframework.testing import receive_all
+from jobframework.testing import FakeLambdaContext, receive_all
 from tests.functional.conftest_local import cli_env, invoke, send_duplicate
 
 from . import flow_jobs
@@ -38,6 +38,21 @@ def test_a_job_cancelled_before_it_starts_is_acknowledged_unrun(flow):
 
     again = flow.client.cancel(job_id)  # idempotent
     assert again.outcome is CancelOutcome.CANCELLED and again.status is JobState.CANCELLED
+
+
+def test_a_cancelled_job_handed_back_unrun_stays_cancelled(flow):
+    """A record released before the cancel check (too little time left in the invocation) writes no
+    status: the job reads cancelled throughout, not queued until a later copy is acknowledged."""
+    job_id = flow.client.enqueue("f.ok", Item(name="handed-back")).id
+    assert flow.client.cancel(job_id).outcome is CancelOutcome.CANCELLED
+    records, _ = flow.consume("high", context=FakeLambdaContext(1.0))
+    assert len(records) == 1 and [o.outcome for o in flow.outcomes] == ["released"]
+    status = flow.client.status(job_id)
+    assert status.status is JobState.CANCELLED and status.reason == "cancelled before it started"
+
+    records, _ = flow.consume("high")  # the copy, with time to run: acknowledged unrun
+    assert len(records) == 1 and flow_jobs.calls["handed-back"] == 0
+    assert flow.client.status(job_id).status is JobState.CANCELLED
 
 
 def test_a_finished_job_is_not_changed(flow):
