@@ -164,7 +164,7 @@ class Pipeline:
         result: str | None = None
         try:
             with (
-                job_span(trace, env.type, env.id, d.attempt, otel=batch.otel) as own,
+                job_span(trace, env.type, env.id, d.attempt, otel=batch.otel, message_id=d.message_id) as own,
                 self._held(d, job, context) as key,
             ):
                 ctx = (

@@ -269,18 +269,26 @@ def recording_api() -> Any:
 
 
 def job_span(
-    parent: TraceContext, job_type: str, job_id: str, attempt: int, *, otel: Any = _LOOK_UP
+    parent: TraceContext,
+    job_type: str,
+    job_id: str,
+    attempt: int,
+    *,
+    otel: Any = _LOOK_UP,
+    message_id: str | None = None,
 ) -> contextlib.AbstractContextManager[TraceContext]:
     """Run a job in a span whose parent is the producer's context; yields the job's own context.
 
     ``otel``: what :func:`recording_api` gave for this batch (looked up here when not given).
+    ``message_id``: the SQS message id (``messaging.message.id``; none for a batched job's run,
+    which has many).
     """
     if otel is _LOOK_UP:
         otel = _otel_recording()
     tracer = _powertools_tracer()
     if otel is None and tracer is None:  # the plain path: no span machinery to enter
         return _Current(parent.child())
-    return _recorded_span(parent, job_type, job_id, attempt, otel=otel, tracer=tracer)
+    return _recorded_span(parent, job_type, job_id, attempt, otel=otel, tracer=tracer, message_id=message_id)
 
 
 class _Current:
@@ -304,7 +312,14 @@ class _Current:
 
 @contextlib.contextmanager
 def _recorded_span(
-    parent: TraceContext, job_type: str, job_id: str, attempt: int, *, otel: Any, tracer: Any
+    parent: TraceContext,
+    job_type: str,
+    job_id: str,
+    attempt: int,
+    *,
+    otel: Any,
+    tracer: Any,
+    message_id: str | None,
 ) -> Iterator[TraceContext]:
     """A job's span (OpenTelemetry's when ``otel``) and X-Ray subsegment (when ``tracer``)."""
     own = parent.child()
@@ -320,7 +335,8 @@ def _recorded_span(
                     attributes={
                         "messaging.system": "aws_sqs",
                         "messaging.operation": "process",
-                        "messaging.message.id": job_id,
+                        **({"messaging.message.id": message_id} if message_id else {}),
+                        "jobframework.job.id": job_id,
                         "jobframework.job.type": job_type,
                         "jobframework.job.attempt": attempt,
                     },

@@ -159,8 +159,8 @@ def test_otel_span_of_the_job_has_the_producers_span_as_parent(rt):
     trace._TRACER_PROVIDER = provider
     try:
         with tracer.start_as_current_span("http POST /orders") as producer_span:
-            rt.client.enqueue("t.ok", {"name": "otel"})
-        rt.consume("high")
+            sent = rt.client.enqueue("t.ok", {"name": "otel"})
+        records, _ = rt.consume("high")
     finally:
         trace._TRACER_PROVIDER = previous
     job_span = next(s for s in exporter.get_finished_spans() if s.name == "job t.ok")
@@ -168,6 +168,8 @@ def test_otel_span_of_the_job_has_the_producers_span_as_parent(rt):
     assert job_span.parent.span_id == producer_span.get_span_context().span_id
     assert job_span.context.trace_id == producer_span.get_span_context().trace_id
     assert job_span.attributes["jobframework.job.type"] == "t.ok"
+    assert job_span.attributes["jobframework.job.id"] == sent.id
+    assert job_span.attributes["messaging.message.id"] == records[0]["messageId"]  # SQS's id, not ours
     assert seen[0]["traceparent"].split("-")[2] == f"{job_span.context.span_id:016x}"
 
 
