@@ -11,6 +11,7 @@ provisioned topology of the registered jobs for each test).
 from __future__ import annotations
 
 import hashlib
+import os
 import time
 import uuid
 from collections.abc import Iterator, Sequence
@@ -223,6 +224,13 @@ def provision_fresh(
     from jobframework.local.aws import provision
 
     return topology, provision(topology, session, endpoint_url)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """The plugin turns the consumer's EMF metrics off for the session, as ``jf dev`` does (each
+    handler call would print a JSON document among the test's output), unless the environment says
+    otherwise: ``POWERTOOLS_METRICS_DISABLED=false pytest`` prints them."""
+    os.environ.setdefault("POWERTOOLS_METRICS_DISABLED", "true")
 
 
 @pytest.fixture(scope="session")

@@ -1,0 +1,71 @@
+"""The pytest plugin a team enables (``pytest_plugins = ["jobframework.testing"]``): their test
+output carries no EMF document per handler call, unless they ask for metrics."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+TEST = """
+pytest_plugins = ["jobframework.testing"]
+
+from pydantic import BaseModel
+from jobframework import job
+from jobframework.envelope import Envelope
+from jobframework.jobs import JobRegistry
+from jobframework.testing import FakeLambdaContext, in_memory_consumer, sqs_event
+
+registry = JobRegistry()
+
+
+class Ping(BaseModel):
+    n: int
+
+
+@job("plugin.ping", registry=registry, idempotent=False)
+def ping(payload: Ping) -> None:
+    pass
+
+
+def test_a_handler_call():
+    handler, _records = in_memory_consumer(registry)
+    event = sqs_event(Envelope.new("plugin.ping", {"n": 1}))
+    assert handler(event, FakeLambdaContext()) == {"batchItemFailures": []}
+"""
+
+
+def _run(tmp_path: Path, **env: str) -> str:
+    (tmp_path / "conftest.py").write_text('pytest_plugins = ["jobframework.testing"]\n')  # as the README says
+    (tmp_path / "test_team.py").write_text(TEST)
+    environ = {k: v for k, v in os.environ.items() if not k.startswith(("POWERTOOLS_", "PYTEST_"))}
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-s",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            str(tmp_path / "test_team.py"),
+        ],
+        check=False,
+        cwd=tmp_path,
+        env={**environ, **env},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "Warning" not in done.stdout, done.stdout
+    return done.stdout
+
+
+@pytest.mark.parametrize(("env", "printed"), [({}, False), ({"POWERTOOLS_METRICS_DISABLED": "false"}, True)])
+def test_metrics_are_off_in_a_teams_tests_unless_asked_for(tmp_path, env, printed):
+    out = _run(tmp_path, **env)
+    assert ('"CloudWatchMetrics"' in out) is printed, out
