@@ -18,6 +18,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from jobframework.errors import ConfigurationError
+from jobframework.local.fifo_receive import install as install_fifo_receive
 from jobframework.topology import QueueEndpoints, RuntimeConfig, Topology
 
 if TYPE_CHECKING:
@@ -97,8 +98,12 @@ class EmbeddedAWS:
         use_fake_credentials()
         _check_free(self.port)  # moto's server thread would wait forever for a port it cannot bind
         if self.separate_process:
+            serve = (
+                "from jobframework.local.fifo_receive import install; install(); "
+                f"from moto.server import main; main(['-H', '127.0.0.1', '-p', '{self.port}'])"
+            )
             self._process = subprocess.Popen(
-                [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(self.port)],
+                [sys.executable, "-c", serve],
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL,
             )
@@ -113,6 +118,7 @@ class EmbeddedAWS:
         server_log.setLevel(logging.ERROR)
         if not any(f is unimplemented_action for f in server_log.filters):
             server_log.addFilter(unimplemented_action)
+        install_fifo_receive()
         self._server = ThreadedMotoServer(ip_address="127.0.0.1", port=self.port, verbose=False)
         self._server.start()
         return self

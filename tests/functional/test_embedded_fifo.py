@@ -1,0 +1,56 @@
+"""The embedded AWS keeps a FIFO group at one receiver at a time, as SQS does (jf dev's workers, two
+jf worker processes and the emulator poll one FIFO queue at once)."""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from typing import Any
+
+from tests.functional.conftest_local import jf_aws  # noqa: F401 (the fixture)
+
+
+def test_a_long_poll_never_takes_a_group_another_receiver_holds(jf_aws):  # noqa: F811
+    """A receiver long-polls before a group's messages are visible (the queue delays them 1 s);
+    another takes the group's first two the moment they show. The long poll, looking again, must
+    not take the other two while those are in flight (moto's own receive looked once, at its start)."""
+    sqs = jf_aws.client("sqs")
+    url = sqs.create_queue(
+        QueueName=f"jf-group-{uuid.uuid4().hex[:8]}.fifo",
+        Attributes={
+            "FifoQueue": "true",
+            "ContentBasedDeduplication": "true",
+            "VisibilityTimeout": "60",
+            "DelaySeconds": "1",
+        },
+    )["QueueUrl"]
+    long_poll: list[Any] = []
+    polling = threading.Thread(
+        target=lambda: long_poll.extend(
+            jf_aws.client("sqs")
+            .receive_message(QueueUrl=url, MaxNumberOfMessages=10, WaitTimeSeconds=3)
+            .get("Messages", [])
+        )
+    )
+    polling.start()
+    time.sleep(0.2)  # the long poll has begun: nothing visible yet
+    entries = [{"Id": str(n), "MessageBody": f"m{n}", "MessageGroupId": "g"} for n in range(4)]
+    sqs.send_message_batch(QueueUrl=url, Entries=entries)
+    first: list[Any] = []
+    deadline = time.monotonic() + 5
+    while not first and not long_poll and time.monotonic() < deadline:  # the moment they show
+        first = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=2, WaitTimeSeconds=0).get(
+            "Messages", []
+        )
+    polling.join()
+    assert [m["Body"] for m in first] == ["m0", "m1"]
+    assert long_poll == []  # m2 and m3 wait until m0 and m1 are done
+
+    client = jf_aws.client("sqs")  # once they are, the rest of the group comes, in order
+    client.delete_message_batch(
+        QueueUrl=url,
+        Entries=[{"Id": str(n), "ReceiptHandle": m["ReceiptHandle"]} for n, m in enumerate(first)],
+    )
+    rest = client.receive_message(QueueUrl=url, MaxNumberOfMessages=10, WaitTimeSeconds=1).get("Messages", [])
+    assert [m["Body"] for m in rest] == ["m2", "m3"]
