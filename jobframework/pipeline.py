@@ -197,7 +197,8 @@ class Pipeline:
             log.info(
                 "job %s (%s) is running in another delivery; checking again in %ds", env.id, env.type, delay
             )
-            return release(d, delay, why=str(exc), outcome=Outcome.RETRIED, state=JobState.RETRYING)
+            # No status: the run that holds the key writes its own (this batch may end after it did).
+            return release(d, delay, why=str(exc), outcome=Outcome.RETRIED)
         except JobCancelled:
             log.info("job %s (%s) stopped after a cancel", env.id, env.type)
             return stopped(d)

@@ -210,6 +210,7 @@ class InMemoryJobRecords:
                 for field, attribute in STATUS_FIELDS.items():
                     if st.get(field) is not None:
                         item[attribute] = st[field]
+                item["updated_at"] = item.get("finished_at") or now  # a finish is the last change
                 self.items[(str(st["id"]), "status")] = item
 
     def get_status(self, job_id: str) -> JobStatus | None:

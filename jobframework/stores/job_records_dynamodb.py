@@ -108,6 +108,7 @@ class DynamoJobRecords:
             plain: dict[str, Any] = {"pk": f"job#{st['id']}", "sk": "status", "updated_at": now}
             plain |= {"status": JobState(st["status"]).value, "expires_at": expires}
             plain |= {attribute: st.get(field) for field, attribute in STATUS_FIELDS.items()}
+            plain["updated_at"] = plain.get("finished_at") or now  # a finish is the last change
             if plain["attempts"] is not None:
                 plain["attempts"] = int(plain["attempts"])
             requests.append({"PutRequest": {"Item": to_item(plain)}})

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections import Counter
 from typing import Any
 
@@ -107,3 +108,16 @@ def result(work: Work, ctx: JobContext) -> dict[str, Any]:
     elif ctx.attempt <= work.fail_times:
         raise ConnectionError("downstream reset the connection")
     return {"name": work.name, "attempt": ctx.attempt}
+
+
+class Nap(BaseModel):
+    name: str
+    seconds: float
+
+
+@job("t.nap", registry=registry, track=True, priority="high")
+def nap(work: Nap) -> str:
+    """Tracked and idempotent: takes its time (a run another delivery of it finds in progress)."""
+    calls[work.name] += 1
+    time.sleep(work.seconds)
+    return work.name

@@ -4,18 +4,20 @@ as any tracked job's: queued, running (from its key record), retrying, succeeded
 
 from __future__ import annotations
 
+import threading
 import time
 from collections import Counter
 from typing import Any
 
 from jobframework.dlq import DeadLetters
+from jobframework.envelope import lambda_record
 from jobframework.flow.cancel import CancelOutcome
 from jobframework.status import STATUS_TTL_SECONDS, JobState
 from jobframework.stores import key_records
 from jobframework.stores.items import from_item
 
 from .conftest_local import send_duplicate
-from .jobs_under_test import Work, calls, keyed
+from .jobs_under_test import Nap, Work, calls, keyed, nap
 from .jobs_under_test import result as result_job
 
 
@@ -204,3 +206,39 @@ def test_a_duplicate_delivery_leaves_the_runs_status_as_it_was(rt):
         first.attempts,
         first.result,
     )
+
+
+def test_a_copy_handed_back_while_its_job_runs_elsewhere_leaves_the_outcome_alone(rt):
+    """A duplicate that finds the job running in another delivery is handed back unrun; its batch ends
+    after that run succeeded, and writes nothing over the outcome (it wrote retrying, attempt 0)."""
+    running = rt.client.enqueue(nap, Nap(name="running", seconds=1.0))
+    rt.client.enqueue(nap, Nap(name="beside", seconds=2.5))
+    url = rt.url("high")
+    arn = rt.sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+    messages = rt.sqs.receive_message(
+        QueueUrl=url,
+        MaxNumberOfMessages=10,
+        VisibilityTimeout=60,
+        AttributeNames=["All"],
+        MessageAttributeNames=["All"],
+    )["Messages"]
+    records = {
+        r["body"].count('"running"') > 0: r for r in (lambda_record(m, queue_arn=arn) for m in messages)
+    }
+    first, beside = records[True], records[False]
+    duplicate = {**first, "messageId": "duplicate-of-" + first["messageId"]}
+    run = threading.Thread(target=rt.handler, args=({"Records": [first]}, None))
+    run.start()
+    time.sleep(0.4)  # the first delivery holds the key: the duplicate finds it in progress
+    response = rt.handler({"Records": [duplicate, beside]}, None)  # ends after the first run's outcome
+    run.join()
+    assert response == {"batchItemFailures": []} and calls["running"] == 1
+    status = rt.client.status(running.id)
+    assert (status.status, status.attempts, status.result) == (JobState.SUCCEEDED, 1, "running")
+    rt.handler._features()
+    item = rt.handler.state.client.get_item(  # what the console's lists and counts filter on
+        TableName=rt.config.state_table, Key={"pk": {"S": f"job#{running.id}"}, "sk": {"S": "status"}}
+    )["Item"]
+    assert from_item(item)["status"] == "succeeded"
+    delayed = rt.sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["ApproximateNumberOfMessagesDelayed"])
+    assert delayed["Attributes"]["ApproximateNumberOfMessagesDelayed"] == "1"  # the duplicate, handed back
