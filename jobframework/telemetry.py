@@ -24,6 +24,9 @@ if TYPE_CHECKING:
 
 NAMESPACE_ENV = "POWERTOOLS_METRICS_NAMESPACE"
 DEFAULT_NAMESPACE = "JobFramework"
+METRICS_DISABLED_ENV = "JF_METRICS_DISABLED"
+"""``true`` turns off the consumer's metrics alone (``POWERTOOLS_METRICS_DISABLED`` turns off every
+Powertools metric of the process, a job's own too); the testing plugin sets it."""
 SERVICE = "jobframework"
 
 _std_logger = logging.getLogger(__name__)
@@ -166,7 +169,7 @@ class BatchMetrics:
     def _flush(self) -> None:
         from aws_lambda_powertools.metrics.functions import is_metrics_disabled
 
-        if is_metrics_disabled():
+        if is_metrics_disabled() or os.environ.get(METRICS_DISABLED_ENV, "").lower() in ("1", "true"):
             return
         namespace = os.environ.get(NAMESPACE_ENV, DEFAULT_NAMESPACE)
         by_reason: dict[tuple[str, str], int] = defaultdict(int)

@@ -227,10 +227,12 @@ def provision_fresh(
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """The plugin turns the consumer's EMF metrics off for the session, as ``jf dev`` does (each
-    handler call would print a JSON document among the test's output), unless the environment says
-    otherwise: ``POWERTOOLS_METRICS_DISABLED=false pytest`` prints them."""
-    os.environ.setdefault("POWERTOOLS_METRICS_DISABLED", "true")
+    """The plugin turns the consumer's EMF metrics off for the session (each handler call would print
+    a JSON document among the test's output), unless the environment says otherwise:
+    ``JF_METRICS_DISABLED=false pytest`` prints them. A job's own Powertools metrics are untouched."""
+    from jobframework.telemetry import METRICS_DISABLED_ENV
+
+    os.environ.setdefault(METRICS_DISABLED_ENV, "true")
 
 
 @pytest.fixture(scope="session")

@@ -11,6 +11,7 @@ import pytest
 @pytest.fixture
 def emf(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> Any:
     monkeypatch.setenv("POWERTOOLS_METRICS_DISABLED", "false")
+    monkeypatch.setenv("JF_METRICS_DISABLED", "false")
     monkeypatch.delenv("POWERTOOLS_DEV", raising=False)
     monkeypatch.delenv("POWERTOOLS_METRICS_NAMESPACE", raising=False)
     capsys.readouterr()

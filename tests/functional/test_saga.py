@@ -155,6 +155,7 @@ def test_duplicate_deliveries_neither_double_advance_nor_double_compensate(srt):
 
 def test_a_compensation_that_keeps_failing_ends_the_saga_failed_with_its_reason(srt, capsys, monkeypatch):
     monkeypatch.setitem(os.environ, "POWERTOOLS_METRICS_DISABLED", "false")
+    monkeypatch.setitem(os.environ, "JF_METRICS_DISABLED", "false")
     saga_id = saga_jobs.order_saga.start(
         {"order_id": "o-5", "fail_at": "notify", "broken_compensation": "release"}, client=srt.client
     )

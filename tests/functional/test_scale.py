@@ -151,6 +151,7 @@ def test_a_deferred_scheduled_run_comes_back_instead_of_running_into_the_backlog
 
 def test_scheduled_runs_emit_a_heartbeat_and_skips_a_metric(monkeypatch):
     monkeypatch.setitem(os.environ, "POWERTOOLS_METRICS_DISABLED", "false")
+    monkeypatch.setitem(os.environ, "JF_METRICS_DISABLED", "false")
     metrics = BatchMetrics()
     metrics.schedule_event("scale.rollup", "Heartbeat")
     metrics.schedule_event("scale.rollup", "ScheduleSkipped")

@@ -17,6 +17,7 @@ from jobframework.telemetry import BatchMetrics
 def emf(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> Any:
     """Metrics on (the suite turns them off); returns a reader of the EMF documents printed since."""
     monkeypatch.setenv("POWERTOOLS_METRICS_DISABLED", "false")
+    monkeypatch.setenv("JF_METRICS_DISABLED", "false")
     monkeypatch.delenv("POWERTOOLS_DEV", raising=False)
     monkeypatch.delenv("POWERTOOLS_METRICS_NAMESPACE", raising=False)
     capsys.readouterr()

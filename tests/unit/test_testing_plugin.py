@@ -1,5 +1,6 @@
 """The pytest plugin a team enables (``pytest_plugins = ["jobframework.testing"]``): their test
-output carries no EMF document per handler call, unless they ask for metrics."""
+output carries no EMF document of the consumer per handler call, unless they ask for it; their jobs'
+own Powertools metrics still print."""
 
 from __future__ import annotations
 
@@ -13,6 +14,8 @@ import pytest
 TEST = """
 pytest_plugins = ["jobframework.testing"]
 
+from aws_lambda_powertools import Metrics
+from aws_lambda_powertools.metrics import MetricUnit
 from pydantic import BaseModel
 from jobframework import job
 from jobframework.envelope import Envelope
@@ -28,7 +31,9 @@ class Ping(BaseModel):
 
 @job("plugin.ping", registry=registry, idempotent=False)
 def ping(payload: Ping) -> None:
-    pass
+    metrics = Metrics(namespace="Team", service="team")  # the team's own metric
+    metrics.add_metric(name="Pinged", unit=MetricUnit.Count, value=1)
+    metrics.flush_metrics()
 
 
 def test_a_handler_call():
@@ -41,7 +46,7 @@ def test_a_handler_call():
 def _run(tmp_path: Path, **env: str) -> str:
     (tmp_path / "conftest.py").write_text('pytest_plugins = ["jobframework.testing"]\n')  # as the README says
     (tmp_path / "test_team.py").write_text(TEST)
-    environ = {k: v for k, v in os.environ.items() if not k.startswith(("POWERTOOLS_", "PYTEST_"))}
+    environ = {k: v for k, v in os.environ.items() if not k.startswith(("POWERTOOLS_", "PYTEST_", "JF_"))}
     done = subprocess.run(
         [
             sys.executable,
@@ -65,7 +70,8 @@ def _run(tmp_path: Path, **env: str) -> str:
     return done.stdout
 
 
-@pytest.mark.parametrize(("env", "printed"), [({}, False), ({"POWERTOOLS_METRICS_DISABLED": "false"}, True)])
+@pytest.mark.parametrize(("env", "printed"), [({}, False), ({"JF_METRICS_DISABLED": "false"}, True)])
 def test_metrics_are_off_in_a_teams_tests_unless_asked_for(tmp_path, env, printed):
     out = _run(tmp_path, **env)
-    assert ('"CloudWatchMetrics"' in out) is printed, out
+    assert ('"Namespace":"JobFramework"' in out) is printed, out
+    assert '"Pinged"' in out  # the job's own metrics print either way

@@ -21,6 +21,7 @@ from .flow_jobs import Item
 
 def test_a_job_not_started_by_its_deadline_is_dropped_expired(flow, capsys, monkeypatch):
     monkeypatch.setenv("POWERTOOLS_METRICS_DISABLED", "false")
+    monkeypatch.setenv("JF_METRICS_DISABLED", "false")
     late = flow.client.enqueue("f.ok", Item(name="late"), expires_in=0.5).id
     on_time = flow.client.enqueue("f.ok", Item(name="on-time"), expires_in=timedelta(minutes=5)).id
     time.sleep(0.7)
