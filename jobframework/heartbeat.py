@@ -131,6 +131,13 @@ class Heartbeat:
         os.register_at_fork(after_in_child=self._forked)
 
     def _forked(self) -> None:
+        # A forked child has no thread, and the parent's holds are of jobs that do not run here (kept,
+        # they stopped its first hold from starting the thread); the lock may have been taken by a
+        # parent's thread that is gone.
+        self._holds = {}
+        self._wake = threading.Condition(threading.Lock())
+        self._thread = None
+        self._wakes_at = -math.inf
         self._thread_seen = -math.inf
 
     @contextmanager

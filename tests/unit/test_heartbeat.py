@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import threading
 import time
 from typing import Any
 
@@ -12,15 +14,14 @@ from jobframework.heartbeat import IDLE_SECONDS, Heartbeat
 
 @pytest.fixture
 def beating() -> Any:
-    """A fresh heartbeat whose thread is running and idle, and the count of its wake-ups by a hold."""
+    """A fresh heartbeat whose thread runs and waits, having seen no hold, and the count of its
+    wake-ups by a hold."""
     hb = Heartbeat()
-    hb.leave(
-        hb.enter(
-            "warm-up", timeout=30, key_lapses_in=31, remaining=900, extend_key=None, extend_visibility=None
-        )
-    )
+    with hb._wake:
+        hb._ensure_thread()  # started with no hold (a warm-up hold could be seen, and waited on)
+        hb._thread_seen = time.monotonic()
     deadline = time.monotonic() + 5
-    while hb._wakes_at == float("-inf") and time.monotonic() < deadline:  # until it waits again
+    while hb._wakes_at == float("-inf") and time.monotonic() < deadline:  # until it waits
         time.sleep(0.01)
     wakes: list[None] = []
     notify = hb._wake.notify
@@ -68,3 +69,31 @@ def test_a_hold_due_before_the_idle_wake_wakes_the_thread_and_gets_its_beat(beat
         assert extended and held.beats >= 1
     finally:
         hb.leave(held)
+
+
+def test_a_child_forked_while_a_job_is_held_beats_its_own_jobs(beating):
+    hb, _wakes = beating
+    parents = hb.enter(
+        "parent's job", timeout=30, key_lapses_in=31, remaining=900, extend_key=None, extend_visibility=None
+    )
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: a job of its own, due at once, must be beaten
+        beaten = threading.Event()
+        hb.enter(
+            "child's job",
+            timeout=0.5,
+            key_lapses_in=0.3,
+            remaining=900,
+            extend_key=lambda _at: beaten.set(),
+            extend_visibility=None,
+        )
+        os.write(write, b"1" if beaten.wait(5) else b"0")
+        os._exit(0)
+    try:
+        os.close(write)
+        assert os.read(read, 1) == b"1"
+    finally:
+        os.waitpid(pid, 0)
+        os.close(read)
+        hb.leave(parents)
