@@ -217,9 +217,9 @@ def _send(sqs: Any, url: str, envelopes: list[Envelope]) -> None:
 def _queue_empty(sqs: Any, url: str) -> bool:
     """No message in the queue: visible, in flight or delayed.
 
-    Read twice: the embedded AWS counts the visible messages, then the delayed, then the in-flight
-    ones, each at its own instant, so a message whose visibility timeout runs out between the first
-    count and the last is in none of them (a killed worker's record, settled but not deleted, does
+    Read twice: the embedded AWS counts the visible, the in-flight and the delayed messages each at
+    its own instant, so a message whose visibility timeout runs out between the visible count and
+    the in-flight one is in none of them (a killed worker's record, settled but not deleted, does
     so once). It cannot do so again in the second read: it is visible then, or received again.
     """
     return _counted_empty(sqs, url) and _counted_empty(sqs, url)
