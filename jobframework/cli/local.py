@@ -254,8 +254,8 @@ def worker(  # noqa: PLR0917
     load_jobs(names)
     aws = aws_of(ctx)
     config = aws.runtime_config()
-    if config.endpoint_url:  # a local endpoint: no CloudWatch reads the EMF lines, so none are written
-        os.environ.setdefault("POWERTOOLS_METRICS_DISABLED", "true")
+    if config.endpoint_url:  # a local endpoint: no CloudWatch reads the consumer's EMF lines
+        os.environ.setdefault("JF_METRICS_DISABLED", "true")  # (a job's own metrics still print)
     # The consumer's own clients (DynamoDB, S3) come from boto3's default session: size its pools.
     boto3.setup_default_session(botocore_session=pooled_botocore_session())
     sqs = aws.sqs(config, attempts=4)

@@ -255,14 +255,15 @@ class _NoRestatements(logging.Filter):
 def install(*, json_logs: bool) -> Listener:
     """Set up the console of ``jf dev``; returns the consumer listener that logs the outcomes.
 
-    EMF metrics are off (``POWERTOOLS_METRICS_DISABLED=true`` unless the environment says otherwise);
+    The consumer's EMF metrics are off (``JF_METRICS_DISABLED=true`` unless the environment says
+    otherwise; a job's own Powertools metrics still print);
     the framework's and the jobs' records go through the Powertools Logger of
     :func:`jobframework.telemetry.job_logger`, as JSON with ``json_logs``, else through
     :class:`ReadableFormatter`.
     """
-    from jobframework.telemetry import job_logger
+    from jobframework.telemetry import METRICS_DISABLED_ENV, job_logger
 
-    os.environ.setdefault("POWERTOOLS_METRICS_DISABLED", "true")
+    os.environ.setdefault(METRICS_DISABLED_ENV, "true")
     handler = job_logger().registered_handler
     if not json_logs:
         handler.setFormatter(ReadableFormatter())

@@ -175,7 +175,7 @@ def run_demo(
     verbose: bool = False,
 ) -> DemoReport:
     """Run the demo; returns its report (``settled`` is False if it did not finish in ``timeout`` s)."""
-    os.environ.setdefault("POWERTOOLS_METRICS_DISABLED", "true")
+    os.environ.setdefault("JF_METRICS_DISABLED", "true")
     os.environ.setdefault("POWERTOOLS_LOG_LEVEL", "WARNING" if not verbose else "INFO")
     from jobframework.telemetry import job_logger
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import logging
+import os
 import re
 from typing import Any
 
@@ -22,7 +23,7 @@ def test_each_dead_letter_line_shows_where_its_own_job_raised(rt: Any, monkeypat
     assert isinstance(handler, logging.StreamHandler)
     saved = (handler.formatter, list(handler.filters), handler.stream)
     out = io.StringIO()
-    monkeypatch.delenv("POWERTOOLS_METRICS_DISABLED", raising=False)  # restored after: install() sets it
+    monkeypatch.delenv("JF_METRICS_DISABLED", raising=False)  # restored after: install() sets it
     try:
         listener = install(json_logs=False)
         handler.setStream(out)
@@ -39,3 +40,20 @@ def test_each_dead_letter_line_shows_where_its_own_job_raised(rt: Any, monkeypat
         (at,) = [i for i, line in enumerate(lines) if result.id in line and "dead-lettered" in line]
         where = lines[at + 1]
         assert re.match(r"    at tests/functional/jobs_under_test\.py:\d+ in declined: raise", where), lines
+
+
+def test_jf_dev_turns_off_the_consumers_metrics_not_the_jobs_own(monkeypatch: Any) -> None:
+    """A team's job that emits a Powertools metric still prints it under jf dev and jf worker."""
+    from aws_lambda_powertools.metrics.functions import is_metrics_disabled
+
+    handler = job_logger().registered_handler
+    saved = (handler.formatter, list(handler.filters))
+    monkeypatch.delenv("JF_METRICS_DISABLED", raising=False)
+    monkeypatch.delenv("POWERTOOLS_METRICS_DISABLED", raising=False)
+    monkeypatch.delenv("POWERTOOLS_DEV", raising=False)
+    try:
+        install(json_logs=False)
+    finally:
+        handler.setFormatter(saved[0])
+        handler.filters[:] = saved[1]
+    assert os.environ["JF_METRICS_DISABLED"] == "true" and not is_metrics_disabled()
