@@ -87,7 +87,7 @@ def _run_chunk(
     """One call of a batched job; then each item's verdict (into ``verdicts``, as each is decided)."""
     first = items[0].delivery
     env = first.require_envelope()
-    trace = extract(first.record)
+    trace = extract(first.record, env.traceparent)
     logger = job_logger()
     logger.thread_safe_append_keys(job_type=env.type, batch_size=len(items), trace_id=trace.trace_id)
     started = time.perf_counter()

@@ -182,7 +182,7 @@ def refusal_logged(d: Delivery, reason: Reason, error: str, logger_: logging.Log
         job_type=env.type if env else None,
         job_key=env.key if env else None,
         attempt=d.attempt,
-        trace_id=extract(d.record).trace_id,
+        trace_id=extract(d.record, env.traceparent if env else None).trace_id,
     )
     try:
         logger_.warning(

@@ -106,6 +106,9 @@ class Envelope(BaseModel):
     track: bool | None = None
     """``True`` when the job keeps a status record (``@job(track=True)`` or ``enqueue(track=True)``);
     absent otherwise, and then the consumer writes no status for it."""
+    traceparent: str | None = Field(default=None, max_length=MAX_TRACE_ATTRIBUTE_CHARS)
+    """The producer's W3C trace context, for messages sent by EventBridge Scheduler (which cannot set
+    the ``traceparent`` attribute); the consumer continues it when the record carries none."""
 
     @classmethod
     def new(

@@ -151,7 +151,7 @@ class Pipeline:
         d, job, payload, context = admitted.delivery, admitted.job, admitted.payload, admitted.context
         c = self.consumer
         env = d.require_envelope()
-        trace = extract(d.record)
+        trace = extract(d.record, env.traceparent)
         logger = job_logger()
         keys = batch.log_keys or logger
         queue_wait_ms = queue_wait_ms_of(d.record, env) if d.attempt == 1 else None

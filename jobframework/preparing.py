@@ -124,6 +124,8 @@ class Preparer:
         if track:
             env = env.model_copy(update={"track": True})
         trace = current_trace()
+        if delay > MAX_DELAY_SECONDS:  # EventBridge Scheduler sends it: no attributes, so in the body
+            env = env.model_copy(update={"traceparent": trace.traceparent})
         unsigned = wire.send_attributes(env, trace.as_attributes())
         signed, attributes = self._sign(env, unsigned, delay)
         size = wire.message_size(signed.to_body(), attributes)

@@ -247,7 +247,7 @@ class Settler:
         if v.status is not None and self.consumer.state is not None and env is not None and env.track:
             state, fields = v.status
             started = _ran(v).get("started_at")  # a run's start (a job keyed by its id has no start claim)
-            fields = {**fields, "trace_id": record_trace_id(d.record), "started_at": started}
+            fields = {**fields, "trace_id": record_trace_id(d.record, env.traceparent), "started_at": started}
             note_status(batch, env, state, fields)
         if v.outcome is not None:
             self.emit(batch, v.outcome)

@@ -103,9 +103,12 @@ def valid_traceparent(value: str | None) -> bool:
     )
 
 
-def record_trace_id(record: dict[str, Any]) -> str | None:
-    """The W3C trace id a record carries in its ``traceparent`` attribute, or ``None``."""
+def record_trace_id(record: dict[str, Any], fallback: str | None = None) -> str | None:
+    """The W3C trace id a record carries in its ``traceparent`` attribute, else in ``fallback`` (the
+    envelope's ``traceparent``, for a message EventBridge Scheduler sent), or ``None``."""
     parent = record_attribute(record, ATTR_TRACEPARENT)
+    if parent is None or not valid_traceparent(parent):
+        parent = fallback
     return parent[3:35] if parent is not None and valid_traceparent(parent) else None
 
 
@@ -215,9 +218,12 @@ def current() -> TraceContext:
     return active
 
 
-def extract(record: dict[str, Any]) -> TraceContext:
-    """The producer's trace context from a Lambda SQS record (fresh if none or invalid)."""
+def extract(record: dict[str, Any], fallback: str | None = None) -> TraceContext:
+    """The producer's trace context from a Lambda SQS record, else from ``fallback`` (the envelope's
+    ``traceparent``, for a message EventBridge Scheduler sent), else a fresh one."""
     parent = record_attribute(record, ATTR_TRACEPARENT)
+    if not valid_traceparent(parent) and valid_traceparent(fallback):
+        parent = fallback
     attributes = record.get("attributes")
     xray = attributes.get("AWSTraceHeader") if isinstance(attributes, dict) else None
     xray = xray if isinstance(xray, str) and len(xray) <= MAX_TRACE_ATTRIBUTE_CHARS else None

@@ -24,7 +24,8 @@ from jobframework.envelope import Envelope, message_attribute, string_attribute
 from jobframework.errors import ConfigurationError, EnqueueError
 from jobframework.scheduling import scheduled_envelope
 from jobframework.state import JobState
-from jobframework.testing import provision_fresh, receive_all
+from jobframework.testing import consume_once, provision_fresh, receive_all
+from jobframework.tracing import continue_trace, new_trace
 
 from . import jobs_effectively_once as jobs
 from .conftest import Runtime
@@ -316,6 +317,28 @@ def test_a_two_hour_delay_is_a_one_time_schedule_that_fire_due_sends_and_deletes
         scheduler.get_schedule(Name=schedule_name(sent.id), GroupName="default")
     drain(eo, "high")
     assert jobs.effects["later"] == 1
+
+
+def test_a_job_scheduled_past_15_minutes_runs_in_its_producers_trace(eo, jf_aws):
+    """EventBridge Scheduler sends the body alone (no traceparent attribute): the trace travels in the
+    envelope, so the job's run and its status keep the producer's trace id."""
+    parent = new_trace()
+    with continue_trace(parent):
+        sent = eo.client.enqueue("eo.effect", {"name": "traced"}, delay=timedelta(hours=2))
+    before = eo.client.status(sent.id)
+    assert before is not None and before.trace_id == parent.trace_id
+    heard: list[RecordOutcome] = []
+    handler = consumer(jobs.registry, config=eo.config, sqs_client=eo.sqs, listeners=[heard.append])
+    scheduler = jf_aws.client("scheduler")
+    schedule = scheduler.get_schedule(Name=schedule_name(sent.id), GroupName="default")
+    assert Envelope.model_validate_json(schedule["Target"]["Input"]).traceparent == parent.traceparent
+    due = datetime.now(UTC) + timedelta(hours=2, minutes=1)
+    assert fire_due(scheduler, eo.sqs, now=due) == 1
+    records, _ = consume_once(handler, eo.sqs, eo.url("high"))
+    assert len(records) == 1 and "traceparent" not in records[0]["messageAttributes"]  # as it comes
+    assert [o.outcome for o in heard] == ["succeeded"]
+    after = eo.client.status(sent.id)
+    assert after is not None and after.status is JobState.SUCCEEDED and after.trace_id == parent.trace_id
 
 
 def test_a_job_scheduled_a_month_ahead_keeps_its_status_and_its_cancel_until_after_its_run(eo, jf_aws):
