@@ -77,6 +77,7 @@ def summarize(result: Any) -> str | None:
 def no_status(job_id: str) -> str:
     """What to tell someone who asked for a job that has no status record."""
     return (
-        f"no job {job_id} in the state table: an unknown id, an expired status (7 days), or a job that "
+        f"no job {job_id} in the state table: an unknown id, an expired status (kept 7 days after its last "
+        "change, or after its run time for a delayed job), or a job that "
         "is not tracked (@job(..., track=True) or enqueue(..., track=True) keeps a status)"
     )
