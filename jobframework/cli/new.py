@@ -143,6 +143,9 @@ CDK_JSON = """\
 CONFTEST = '''\
 """jobframework's fixtures: ``jf_aws`` (the embedded AWS) and ``jf_config`` (a provisioned topology)."""
 
+# The jobs are registered for every test, run alone or not (a job no test imported is dead-lettered).
+import $package.jobs  # noqa: F401
+
 pytest_plugins = ["jobframework.testing"]
 '''
 

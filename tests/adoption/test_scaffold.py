@@ -36,8 +36,14 @@ def test_jf_new_writes_a_project_named_after_its_directory(tmp_path):
     pyproject = (root / "pyproject.toml").read_text()
     assert f'"{framework_requirement()}",' in pyproject  # this jobframework, from where it was installed
     assert f'"{framework_requirement("[cdk,local]")}", "pytest>=8"' in pyproject
+    conftest = (root / "tests" / "conftest.py").read_text()
+    # The tests see the jobs whichever test module runs alone (an unimported job is dead-lettered).
+    assert (
+        "import billing_service.jobs" in conftest and 'pytest_plugins = ["jobframework.testing"]' in conftest
+    )
     compile(jobs, "jobs.py", "exec")
     compile(app_py, "app.py", "exec")
+    compile(conftest, "conftest.py", "exec")
 
 
 def test_jf_new_refuses_a_non_empty_directory_and_writes_nothing(tmp_path):
