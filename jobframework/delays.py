@@ -86,7 +86,12 @@ def fire_due(scheduler: Any, sqs: Any, group: str = "default", now: datetime | N
     """Do what Scheduler does for one-time delay schedules that are due: send, then delete.
 
     Returns how many were fired. A schedule whose send fails is kept and fired on a later call.
+    ``now``: the time to fire as of, an aware ``datetime`` (a test's way to move time on).
     """
+    if now is not None and (not isinstance(now, datetime) or now.tzinfo is None):
+        raise TypeError(
+            f"now must be an aware datetime, e.g. datetime.now(UTC) + timedelta(days=30); got {now!r}"
+        )
     now = now or datetime.now(UTC)
     fired = 0
     pages = scheduler.get_paginator("list_schedules").paginate(GroupName=group, NamePrefix=SCHEDULE_PREFIX)

@@ -319,6 +319,11 @@ def test_a_two_hour_delay_is_a_one_time_schedule_that_fire_due_sends_and_deletes
     assert jobs.effects["later"] == 1
 
 
+def test_fire_due_takes_an_aware_datetime_and_says_so(eo, jf_aws):
+    with pytest.raises(TypeError, match=r"now must be an aware datetime, e.g. datetime.now\(UTC\)"):
+        fire_due(jf_aws.client("scheduler"), eo.sqs, now=time.time() + 3600)  # type: ignore[arg-type]
+
+
 def test_a_job_scheduled_past_15_minutes_runs_in_its_producers_trace(eo, jf_aws):
     """EventBridge Scheduler sends the body alone (no traceparent attribute): the trace travels in the
     envelope, so the job's run and its status keep the producer's trace id."""
