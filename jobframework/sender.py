@@ -8,6 +8,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Iterable, Sequence
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from jobframework import envelope as wire
@@ -116,6 +117,9 @@ class Sender:
                 attempts=0,
                 enqueued_at=env.enqueued_at.isoformat(),
                 trace_id=prepared.trace_id,
+                run_at=(env.enqueued_at + timedelta(seconds=prepared.delay)).isoformat()
+                if prepared.delay
+                else None,
                 ttl=STATUS_TTL_SECONDS + prepared.delay,  # kept 7 days after its run time
             )
         except Exception:

@@ -51,6 +51,8 @@ class JobStatus(BaseModel):
     """The W3C trace id the job travelled under (from its enqueue), to find its spans and logs."""
     cancel_requested_at: str | None = None
     """When a cancel was asked (``client.cancel``); a run it signalled may still have finished."""
+    run_at: str | None = None
+    """When a job enqueued with a ``delay`` is due (until it has run)."""
     expires_at: int | None = None
     """Epoch seconds when the state table drops this status: 7 days after its last change, or after
     the job's run time for a job enqueued with a longer ``delay``."""

@@ -182,6 +182,7 @@ def status(
         "attempts": found.attempts,
         "key": found.key,
         "enqueued at": found.enqueued_at,
+        "runs at": found.run_at if found.status.value in ("queued", "scheduled") else None,
         "started at": started,
         "finished at": found.finished_at,
         "updated at": found.updated_at,

@@ -69,6 +69,7 @@ class JobRecords(Protocol):
         reason: str | None = None,
         result: str | None = None,
         trace_id: str | None = None,
+        run_at: str | None = None,
         ttl: int = STATUS_TTL_SECONDS,
     ) -> None:
         """Record a state; given fields overwrite, ``started_at`` is set once, ``finished_at`` on a
@@ -148,6 +149,7 @@ def merged_status(
         reason=status.get("reason"),
         result=json.loads(result) if isinstance(result, str) else None,
         trace_id=status.get("trace_id"),
+        run_at=status.get("run_at"),
         cancel_requested_at=flow.get("cancelled_at"),
         expires_at=int(status["expires_at"]) if status.get("expires_at") is not None else None,
     )
@@ -174,6 +176,7 @@ class InMemoryJobRecords:
         reason: str | None = None,
         result: str | None = None,
         trace_id: str | None = None,
+        run_at: str | None = None,
         ttl: int = STATUS_TTL_SECONDS,
     ) -> None:
         now = now_iso()
@@ -186,6 +189,7 @@ class InMemoryJobRecords:
             "reason": reason,
             "job_result": result,
             "trace_id": trace_id,
+            "run_at": run_at,
         }
         with self._lock:
             item = self.items.get((job_id, "status"))

@@ -50,6 +50,7 @@ class DynamoJobRecords:
         reason: str | None = None,
         result: str | None = None,
         trace_id: str | None = None,
+        run_at: str | None = None,
         ttl: int = STATUS_TTL_SECONDS,
     ) -> None:
         now = now_iso()
@@ -64,6 +65,7 @@ class DynamoJobRecords:
             "reason": reason,
             "job_result": result,
             "trace_id": trace_id,
+            "run_at": run_at,
         }
         plain: dict[str, Any] = {":status": state.value, ":now": now, ":exp": int(time.time()) + ttl}
         # Every attribute by placeholder: several (status, error, ...) are DynamoDB reserved words.

@@ -6,6 +6,7 @@ import json
 import signal
 import subprocess
 import time
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -59,6 +60,19 @@ def test_status_shows_a_queued_then_a_succeeded_job(env_config):
     info = json.loads(done.stdout)
     assert (info["status"], info["attempts"], info["type"]) == ("succeeded", 1, "eo.effect")
     assert info["result"] == {"applied": "cli"} and info["finished_at"]
+
+
+def test_status_of_a_scheduled_job_says_when_it_runs(env_config):
+    config, client, _sqs = env_config
+    sent = client.enqueue("eo.effect", {"name": "later"}, delay=timedelta(days=3))
+    shown = invoke(["status", sent.id], cli_env(config))
+    assert shown.exit_code == 0, shown.output
+    assert "status:       scheduled" in shown.stdout
+    [line] = [line for line in shown.stdout.splitlines() if line.startswith("runs at:")]
+    due = datetime.fromisoformat(line.split(None, 2)[2])
+    assert abs((due - (datetime.now(UTC) + timedelta(days=3))).total_seconds()) < 60
+    info = json.loads(invoke(["status", sent.id, "--json"], cli_env(config)).stdout)
+    assert datetime.fromisoformat(info["run_at"]) == due
 
 
 def test_status_says_which_attempt_started_last(env_config, jf_aws):

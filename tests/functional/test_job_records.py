@@ -136,9 +136,12 @@ def test_finishing_a_cancel_does_not_undo_another_final_state(records):
 def test_a_status_and_its_cancel_last_as_long_as_asked(records):
     now = time.time()
     month = 30 * 24 * 3600
-    records.set_status("j10", JobState.SCHEDULED, job_type="t.a", attempts=0, ttl=7 * 24 * 3600 + month)
+    due = "2027-01-03T00:00:00+00:00"
+    records.set_status(
+        "j10", JobState.SCHEDULED, job_type="t.a", attempts=0, run_at=due, ttl=7 * 24 * 3600 + month
+    )
     scheduled = records.get_status("j10")
-    assert scheduled is not None and scheduled.expires_at is not None
+    assert scheduled is not None and scheduled.expires_at is not None and scheduled.run_at == due
     assert abs(scheduled.expires_at - (now + 7 * 24 * 3600 + month)) < 5
     records.finish_cancelled("j10", "cancelled before it started", keep_until=scheduled.expires_at)
     cancelled = records.get_status("j10")
