@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import uuid
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from playwright.sync_api import expect
@@ -165,6 +166,15 @@ def test_find_a_job_by_id(page: Any, console_url: str, clean: Shop):
     expect(page.locator("#job-status")).to_have_text("succeeded")
     expect(page.locator("#job-attempts")).to_have_text("1 of 2")
     expect(page.locator("#job-result")).to_contain_text('"charge_id": "ch-o-find"')
+
+
+def test_a_delayed_job_says_when_it_runs(page: Any, console_url: str, clean: Shop):
+    sent = _client(clean).enqueue("shop.charge", {"order_id": "o-later"}, delay=600)
+    due = datetime.now(UTC) + timedelta(seconds=600)
+    page.goto(f"{console_url}/jobs/{sent.id}")
+    expect(page.locator("#job-status")).to_have_text("queued")
+    shown = datetime.strptime(page.locator("#runs-at").inner_text(), "%Y-%m-%d %H:%M:%S UTC")
+    assert abs((shown.replace(tzinfo=UTC) - due).total_seconds()) < 60
 
 
 def test_find_a_job_by_key(page: Any, console_url: str, clean: Shop):
