@@ -62,7 +62,7 @@ def test_status_shows_a_queued_then_a_succeeded_job(env_config):
     assert info["result"] == {"applied": "cli"} and info["finished_at"]
 
 
-def test_status_of_a_scheduled_job_says_when_it_runs(env_config):
+def test_status_of_a_scheduled_job_says_when_it_runs(env_config, jf_aws):
     config, client, _sqs = env_config
     sent = client.enqueue("eo.effect", {"name": "later"}, delay=timedelta(days=3))
     shown = invoke(["status", sent.id], cli_env(config))
@@ -73,6 +73,8 @@ def test_status_of_a_scheduled_job_says_when_it_runs(env_config):
     assert abs((due - (datetime.now(UTC) + timedelta(days=3))).total_seconds()) < 60
     info = json.loads(invoke(["status", sent.id, "--json"], cli_env(config)).stdout)
     assert datetime.fromisoformat(info["run_at"]) == due
+    # The session's Scheduler group is shared: leave no schedule for another test's fire_due.
+    jf_aws.client("scheduler").delete_schedule(Name=schedule_name(sent.id), GroupName="default")
 
 
 def test_status_says_which_attempt_started_last(env_config, jf_aws):
