@@ -93,7 +93,7 @@ def _run_chunk(
     started = time.perf_counter()
     outcomes: Any
     try:
-        with job_span(trace, env.type, env.id, first.attempt, otel=batch.otel) as own:
+        with job_span(trace, env.type, env.id, first.attempt, otel=batch.otel, queue=first.source) as own:
             ctx = job_context_of(first, job, own=own, parent=trace, context=context, logger=logger)
             outcomes = call(job, [a.payload for a in items], ctx)
         if outcomes is None:

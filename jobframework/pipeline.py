@@ -164,7 +164,15 @@ class Pipeline:
         result: str | None = None
         try:
             with (
-                job_span(trace, env.type, env.id, d.attempt, otel=batch.otel, message_id=d.message_id) as own,
+                job_span(
+                    trace,
+                    env.type,
+                    env.id,
+                    d.attempt,
+                    otel=batch.otel,
+                    message_id=d.message_id,
+                    queue=d.source,
+                ) as own,
                 self._held(d, job, context) as key,
             ):
                 ctx = (

@@ -282,19 +282,22 @@ def job_span(
     *,
     otel: Any = _LOOK_UP,
     message_id: str | None = None,
+    queue: str | None = None,
 ) -> contextlib.AbstractContextManager[TraceContext]:
     """Run a job in a span whose parent is the producer's context; yields the job's own context.
 
     ``otel``: what :func:`recording_api` gave for this batch (looked up here when not given).
     ``message_id``: the SQS message id (``messaging.message.id``; none for a batched job's run,
-    which has many).
+    which has many). ``queue``: the source queue's name (``messaging.destination.name``).
     """
     if otel is _LOOK_UP:
         otel = _otel_recording()
     tracer = _powertools_tracer()
     if otel is None and tracer is None:  # the plain path: no span machinery to enter
         return _Current(parent.child())
-    return _recorded_span(parent, job_type, job_id, attempt, otel=otel, tracer=tracer, message_id=message_id)
+    return _recorded_span(
+        parent, job_type, job_id, attempt, otel=otel, tracer=tracer, message_id=message_id, queue=queue
+    )
 
 
 class _Current:
@@ -326,6 +329,7 @@ def _recorded_span(
     otel: Any,
     tracer: Any,
     message_id: str | None,
+    queue: str | None,
 ) -> Iterator[TraceContext]:
     """A job's span (OpenTelemetry's when ``otel``) and X-Ray subsegment (when ``tracer``)."""
     own = parent.child()
@@ -340,8 +344,10 @@ def _recorded_span(
                     kind=trace.SpanKind.CONSUMER,
                     attributes={
                         "messaging.system": "aws_sqs",
-                        "messaging.operation": "process",
+                        "messaging.operation.type": "process",
+                        "messaging.operation": "process",  # the name before semantic conventions 1.26
                         **({"messaging.message.id": message_id} if message_id else {}),
+                        **({"messaging.destination.name": queue} if queue else {}),
                         "jobframework.job.id": job_id,
                         "jobframework.job.type": job_type,
                         "jobframework.job.attempt": attempt,

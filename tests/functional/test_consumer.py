@@ -170,6 +170,8 @@ def test_otel_span_of_the_job_has_the_producers_span_as_parent(rt):
     assert job_span.attributes["jobframework.job.type"] == "t.ok"
     assert job_span.attributes["jobframework.job.id"] == sent.id
     assert job_span.attributes["messaging.message.id"] == records[0]["messageId"]  # SQS's id, not ours
+    assert job_span.attributes["messaging.operation.type"] == "process"
+    assert job_span.attributes["messaging.destination.name"] == records[0]["eventSourceARN"].split(":")[-1]
     assert seen[0]["traceparent"].split("-")[2] == f"{job_span.context.span_id:016x}"
 
 
