@@ -41,6 +41,7 @@ from typing import TYPE_CHECKING, Any
 from jobframework.attempts import deferrals, receive_count
 from jobframework.delivery import Outcome, queue_wait_ms_of, refusal_logged, remaining_seconds_of
 from jobframework.envelope import ATTR_RATE_SLOT, record_attribute
+from jobframework.flow.options import nothing_to_check
 from jobframework.jobs import WhenBacklogged
 from jobframework.scheduling import SCHEDULE_KEY_PREFIX
 from jobframework.state import JobState
@@ -247,9 +248,9 @@ def flow_gate(admitted: Admitted, consumer: Consumer) -> Verdict | None:
     and a count; a record over a limit is handed back unrun, not an attempt."""
     d = admitted.delivery
     env = d.require_envelope()
-    flow = _flow()
-    if flow.nothing_to_check(env, admitted.job):
+    if nothing_to_check(env, admitted.job):
         return None
+    flow = _flow()
     job = admitted.job
     from jobframework.flow.outcome import NO_RATE_INPUTS  # loaded with the gates above
 

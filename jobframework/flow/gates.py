@@ -74,21 +74,6 @@ class FlowGates:
             self.limits.release(outcome.job_id)
 
 
-def nothing_to_check(env: Envelope, job: Job[Any]) -> bool:
-    """No gate here would act on this job (the consumer's path for most records: no lookup, no call).
-
-    Keep it in step with the gates: expiry reads ``env.deadline``, debounce ``env.debounce``, the
-    limits ``job.flow.rate`` and ``.concurrency``, the cancel check ``env.track``."""
-    flow = job.flow
-    return (
-        env.deadline is None
-        and env.debounce is None
-        and not env.track
-        and flow.rate is None
-        and flow.concurrency is None
-    )
-
-
 _by_consumer: weakref.WeakKeyDictionary[Any, FlowGates] = weakref.WeakKeyDictionary()
 _lock = threading.Lock()
 

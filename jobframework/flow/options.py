@@ -12,9 +12,13 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from jobframework.errors import ConfigurationError, EnqueueOptionError
+
+if TYPE_CHECKING:
+    from jobframework.envelope import Envelope
+    from jobframework.jobs import Job
 
 MAX_EXPIRY_SECONDS = 14 * 24 * 3600
 """SQS keeps a message 14 days at most: a longer expiry could never apply."""
@@ -152,4 +156,20 @@ def flow_options(
         rate=_rate(name, rate),
         rate_key=rate_key,
         ordered_by=ordered_by,
+    )
+
+
+def nothing_to_check(env: Envelope, job: Job[Any]) -> bool:
+    """No flow gate (:mod:`jobframework.flow.gates`) would act on this job: the consumer's path for most
+    records, which then never imports the gates (no lookup, no call).
+
+    Keep it in step with the gates: expiry reads ``env.deadline``, debounce ``env.debounce``, the
+    limits ``job.flow.rate`` and ``.concurrency``, the cancel check ``env.track``."""
+    flow = job.flow
+    return (
+        env.deadline is None
+        and env.debounce is None
+        and not env.track
+        and flow.rate is None
+        and flow.concurrency is None
     )
