@@ -84,6 +84,12 @@ def run_redrive() -> dict[str, Any]:
     }
 
 
+def run_cli_latency() -> dict[str, Any]:
+    from bench import cli_latency
+
+    return dict(cli_latency.measure(samples=9))
+
+
 def run_throughput() -> dict[str, Any]:
     from bench import throughput
 
@@ -187,6 +193,9 @@ BENCHES = [
     ),
     Bench("throughput", "End-to-end throughput", f"{PY} bench/throughput.py", 420, run_throughput),
     Bench("redrive", "Redrive rate", f"{PY} bench/redrive.py", 300, run_redrive),
+    Bench(
+        "cli_latency", "`jf enqueue` latency", f"{PY} bench/cli_latency.py --samples 9", 180, run_cli_latency
+    ),
     Bench("cost", "Cost per million jobs", f"{PY} bench/cost.py --jobs 200", 300, run_cost),
     Bench("limits", "The cost of flow control", f"{PY} bench/limits.py --jobs 200", 300, run_limits),
     Bench("outage", "Outage simulation", f"{PY} bench/outage.py", 300, run_outage),
@@ -394,6 +403,13 @@ def summary_rows(results: dict[str, dict[str, Any]]) -> list[tuple[str, str, str
         lambda r: f"{r['redrive_msg_s']:.0f} vs {r['loop_msg_s']:.0f} msg/s",
         ">= 0.8x",
     )
+    add(
+        "cli_latency",
+        "`jf enqueue` (a fresh process) vs a minimal boto3 script sending the same message",
+        lambda r: f"{r['ratio']:.2f}x",
+        lambda r: f"{r['cli_ms']:.0f} vs {r['boto3_ms']:.0f} ms",
+        "lower is better",
+    )
     cost = results.get("cost", {"failed": "not run"})
     if _failed(cost):
         rows.append(("Cost per million jobs vs the mode's floor", f"failed: {_failed(cost)}", "", ""))
@@ -595,6 +611,19 @@ def render(
             "receive/send/delete loop, alternately, on the embedded AWS.",
             "",
             *_code(r["output"]),
+        ],
+    )
+    section(
+        "cli_latency",
+        lambda r: [
+            "Fresh interpreters, as a shell runs commands: `jf enqueue` of a lean job (one `SendMessage`)",
+            "with the topology's `JF_*` variables and `JF_JOBS`, against `python -c` importing boto3 and",
+            "sending the same envelope to the same queue of one embedded AWS; 9 alternating samples, ratio",
+            "of the medians. What the ratio shows is the CLI around the request: its imports, its",
+            "configuration, its clients.",
+            "",
+            f"boto3 script **{r['boto3_ms']:.0f} ms**, `jf enqueue` **{r['cli_ms']:.0f} ms**: "
+            f"**{r['ratio']:.2f}x**.",
         ],
     )
     section(
