@@ -229,17 +229,30 @@ class JobFrameworkStack(Stack):
 
 
 def _check_names_free(scope: Construct, topology: Topology) -> None:
-    """Refuse a second framework of the same app and stage in one stack: every resource name and the
-    topology parameter's export would be taken twice, which only the deploy would find out."""
-    for other in Stack.of(scope).node.find_all():
-        if isinstance(other, JobResources) and (other.topology.app, other.topology.stage) == (
+    """Refuse a second framework of the same app and stage in one stack, or in another stack of the
+    same CDK app bound for the same account and region (both environment-agnostic counts as the same:
+    they deploy where the CLI points): every resource name and the topology parameter's export would be
+    taken twice, which only the deploy would find out."""
+    stack = Stack.of(scope)
+    for other in stack.node.root.node.find_all():
+        if not isinstance(other, JobResources) or (other.topology.app, other.topology.stage) != (
             topology.app,
             topology.stage,
         ):
+            continue
+        other_stack = Stack.of(other)
+        if other_stack is stack:
             raise ConfigurationError(
                 f"JobFramework: {other.node.path} in this stack has app_name={topology.app!r} and stage="
                 f"{topology.stage!r} already, and so the same queue, table and export names: give each "
                 "framework its own app_name"
+            )
+        if (other_stack.account, other_stack.region) == (stack.account, stack.region):
+            raise ConfigurationError(
+                f"JobFramework: {other.node.path} in stack {other_stack.stack_name} has app_name="
+                f"{topology.app!r} and stage={topology.stage!r} already, in the same account and region "
+                f"as {stack.stack_name}, and so the same queue, table and parameter names: give each its "
+                "own app_name or stage, or give the stacks different environments (env=)"
             )
 
 

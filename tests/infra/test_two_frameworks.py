@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from typing import Any
 
 import pytest
-from aws_cdk import App, Stack, Validations
+from aws_cdk import App, Environment, Stack, Validations
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk.assertions import Template
 from cdk_nag import AwsSolutionsChecks
@@ -80,3 +80,23 @@ def test_a_second_framework_of_the_same_app_and_stage_is_refused_naming_the_firs
     _framework(stack, "Billing", "billing")
     with pytest.raises(ConfigurationError, match=r"Twice/Billing in this stack has app_name='billing'"):
         _framework(stack, "Billing2", "billing")
+
+
+def test_the_same_app_and_stage_in_two_stacks_of_one_environment_is_refused():
+    app = App()
+    _framework(Stack(app, "BillingApi"), "Billing", "billing")
+    with pytest.raises(
+        ConfigurationError, match=r"BillingApi/Billing in stack BillingApi .* same account and region"
+    ):
+        _framework(Stack(app, "BillingWorkers"), "Billing", "billing")
+
+
+def test_the_same_app_and_stage_in_two_regions_is_allowed():
+    app = App()
+    east = _framework(
+        Stack(app, "East", env=Environment(account="123456789012", region="us-east-1")), "B", "billing"
+    )
+    west = _framework(
+        Stack(app, "West", env=Environment(account="123456789012", region="eu-west-1")), "B", "billing"
+    )
+    assert east.topology.state_table == west.topology.state_table == "billing-dev-state"
