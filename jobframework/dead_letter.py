@@ -17,6 +17,8 @@ if TYPE_CHECKING:
 
 KEPT_ATTRIBUTES = (wire.ATTR_TRACEPARENT, wire.ATTR_TRACESTATE, wire.ATTR_TYPE, "jf-sig", "jf-kid")
 """Message attributes a dead letter keeps from its original (SQS allows 10 in all)."""
+MAX_MESSAGE_ID_CHARS = 100
+"""SQS message ids are 36 characters; a longer one (not from SQS) is cut to this."""
 FITTED_ERROR_CHARS = 100
 """``jf-error`` is cut to this many characters when the dead letter would be over 1 MiB."""
 _LONGEST_VALUE_BYTES = {
@@ -56,6 +58,11 @@ def dead_letter_message(
     attributes[wire.ATTR_DEAD_AT] = wire.string_attribute(
         datetime.now(UTC).isoformat(timespec="milliseconds")
     )
+    message_id = record.get("messageId")
+    if isinstance(message_id, str) and message_id and len(attributes) < wire.SQS_MAX_ATTRIBUTES:
+        # The id the consumer's log names (a malformed body has no job id): `jf dlq --id` takes it. Only
+        # where SQS's ten attributes leave room (a signed job with a tracestate fills them).
+        attributes[wire.ATTR_MESSAGE_ID] = wire.string_attribute(message_id[:MAX_MESSAGE_ID_CHARS])
     kwargs: dict[str, Any] = {}
     sys_attrs = record.get("attributes")
     xray = sys_attrs.get("AWSTraceHeader") if isinstance(sys_attrs, dict) else None
@@ -72,9 +79,13 @@ def dead_letter_message(
 
 
 def fit_dead_letter(body: str, attributes: dict[str, Any]) -> None:
-    """Keep a dead letter within SQS's 1 MiB: shorten ``jf-error``, then (only for a message that did not
-    come from :class:`~jobframework.client.JobClient`, which keeps :data:`REASON_ATTRIBUTES_BYTES` free)
-    drop the trace and signature attributes (the body, kept byte for byte, always wins)."""
+    """Keep a dead letter within SQS's 1 MiB: drop ``jf-message-id``, shorten ``jf-error``, then (only for
+    a message that did not come from :class:`~jobframework.client.JobClient`, which keeps
+    :data:`REASON_ATTRIBUTES_BYTES` free) drop the trace and signature attributes (the body, kept byte
+    for byte, always wins)."""
+    if wire.message_size(body, attributes) <= wire.SQS_MAX_MESSAGE_BYTES:
+        return
+    attributes.pop(wire.ATTR_MESSAGE_ID, None)  # not in REASON_ATTRIBUTES_BYTES: the first to go
     if wire.message_size(body, attributes) <= wire.SQS_MAX_MESSAGE_BYTES:
         return
     attributes[wire.ATTR_ERROR] = wire.string_attribute(

@@ -34,6 +34,10 @@ ATTR_ERROR = "jf-error"
 ATTR_ATTEMPTS = "jf-attempts"
 ATTR_SOURCE = "jf-source"
 ATTR_DEAD_AT = "jf-dead-at"
+ATTR_MESSAGE_ID = "jf-message-id"
+"""A dead letter's: the SQS message id of the record that died (what the consumer's log names)."""
+SQS_MAX_ATTRIBUTES = 10
+"""Message attributes SQS allows a message."""
 ATTR_RATE_SLOT = "jf-rate-slot"
 """A hand-back copy's reserved rate token (:mod:`jobframework.flow.limits`): ``<slot epoch>:<attempt>``."""
 MAX_ERROR_CHARS = 1000

@@ -187,7 +187,8 @@ def dlq_peek(
         s = d.summary()
         row = [
             s["type"] or UNTYPED,
-            s["id"] or f"message {d.message_id}",  # a malformed body has no job id: --id takes this
+            # A malformed body has no job id: the id the consumer's log named (--id takes either).
+            s["id"] or f"message {d.dead_message_id or d.message_id}",
             s["reason"] or "-",
             s["error"] or "-",
             str(s["attempts"] or "-"),

@@ -48,6 +48,9 @@ class DeadLetter:
     system_attributes: dict[str, str]
     payload_ref: dict[str, Any] | None = None
     """The body's ``payload_ref`` (bucket, key, size, sha256) when the payload was offloaded to S3."""
+    dead_message_id: str | None = None
+    """The SQS message id of the record that died (``jf-message-id``), which the consumer's log names;
+    ``message_id`` is the letter's own in the DLQ."""
 
     @classmethod
     def of(cls, message: dict[str, Any]) -> DeadLetter:
@@ -89,6 +92,7 @@ class DeadLetter:
             attributes=attrs,
             system_attributes=system,
             payload_ref=ref,
+            dead_message_id=attrs.get(wire.ATTR_MESSAGE_ID),
         )
 
     @property
@@ -115,6 +119,7 @@ class DeadLetter:
             "dead_at": self.died_at.isoformat() if self.died_at else None,
             "source": self.source,
             "message_id": self.message_id,
+            "dead_message_id": self.dead_message_id,
         }
 
     def export_record(self) -> dict[str, Any]:
@@ -146,7 +151,8 @@ class Selection:
     older_than: float | None = None
     """Seconds since the letter was dead-lettered, at least."""
     ids: frozenset[str] | None = None
-    """Job ids or SQS message ids (a letter matches by either)."""
+    """Job ids or SQS message ids: the letter's own in the DLQ, or the id of the record that died (a
+    letter matches by any)."""
 
     def matches(self, letter: DeadLetter, now: datetime | None = None) -> bool:
         if self.job_type is not None and (letter.job_type or UNTYPED) != self.job_type:
@@ -155,7 +161,12 @@ class Selection:
             return False
         if self.older_than is not None and (letter.age(now) or 0.0) < self.older_than:
             return False
-        return self.ids is None or letter.message_id in self.ids or letter.job_id in self.ids
+        return (
+            self.ids is None
+            or letter.message_id in self.ids
+            or letter.job_id in self.ids
+            or letter.dead_message_id in self.ids
+        )
 
 
 @dataclass(frozen=True, slots=True)

@@ -71,6 +71,7 @@ def test_a_permanent_failure_goes_to_the_dlq_at_once_with_its_reason_and_body_in
     assert a["jf-type"] == "t.declined"
     assert a["traceparent"] == sent["messageAttributes"]["traceparent"]["stringValue"]
     assert a["jf-dead-at"].endswith("+00:00")
+    assert a["jf-message-id"] == sent["messageId"]  # the id the consumer's log names
     assert receive_all(rt.sqs, rt.url("high")) == []
     assert calls["card"] == 1
 

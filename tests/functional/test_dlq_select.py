@@ -123,3 +123,57 @@ def _visible(sqs: Any, url: str) -> Sequence[dict[str, Any]]:
     for m in messages:
         sqs.change_message_visibility(QueueUrl=url, ReceiptHandle=m["ReceiptHandle"], VisibilityTimeout=0)
     return messages
+
+
+def test_a_malformed_message_is_found_in_the_dlq_by_the_id_the_consumers_log_named(sqs, jf_config):
+    """A body that is no envelope has no job id: the consumer's log (and `jf dev`'s line) names its SQS
+    message id, and its dead letter is a new message with an id of its own. `jf dlq peek` shows the
+    logged id and `--id` takes it."""
+    from jobframework import consumer
+    from jobframework.testing import consume_once
+
+    env, ep = cli_env(jf_config), jf_config.endpoints("default")
+    sent = sqs.send_message(QueueUrl=ep.url, MessageBody='{"type": "crm.sync", "payload": oops')["MessageId"]
+    outcomes: list[Any] = []
+    consume_once(consumer(config=jf_config, sqs_client=sqs, listeners=[outcomes.append]), sqs, ep.url)
+    assert [(o.outcome, o.message_id) for o in outcomes] == [("dead_lettered", sent)]
+
+    peek = invoke(["dlq", "peek", "default", "--json"], env)
+    [letter] = json.loads(peek.stdout)
+    assert letter["dead_message_id"] == sent and letter["message_id"] != sent and letter["id"] is None
+    table = invoke(["dlq", "peek", "default"], {**env, "COLUMNS": "250"})
+    assert f"message {sent}" in table.stdout
+
+    purged = invoke(["dlq", "purge", "default", "--id", sent, "--yes", "--json"], env)
+    assert json.loads(purged.stdout)["deleted"] == 1
+    assert receive_all(sqs, ep.dlq_url) == []
+
+
+def test_the_dead_records_id_is_left_out_where_sqs_has_no_room_for_an_eleventh_attribute():
+    from jobframework.dead_letter import dead_letter_message
+    from jobframework.retry import Reason
+
+    kept = {
+        name: {"stringValue": "v", "dataType": "String"} for name in ("traceparent", "tracestate", "jf-type")
+    }
+    signed = {
+        **kept,
+        "jf-sig": {"stringValue": "s", "dataType": "String"},
+        "jf-kid": {"stringValue": "k", "dataType": "String"},
+    }
+    roomy = dead_letter_message(
+        {"messageId": "m-1", "body": "{}", "messageAttributes": kept},
+        Reason.MALFORMED,
+        "bad",
+        attempt=1,
+        source="q",
+    )
+    full = dead_letter_message(
+        {"messageId": "m-1", "body": "{}", "messageAttributes": signed},
+        Reason.MALFORMED,
+        "bad",
+        attempt=1,
+        source="q",
+    )
+    assert roomy["MessageAttributes"]["jf-message-id"]["StringValue"] == "m-1"
+    assert "jf-message-id" not in full["MessageAttributes"] and len(full["MessageAttributes"]) == 10
