@@ -224,7 +224,7 @@ FILES: dict[str, str] = {
     "tests/conftest.py": CONFTEST,
     "tests/test_jobs.py": TESTS,
     "README.md": README,
-    ".gitignore": ".venv/\ncdk.out/\n__pycache__/\n*.egg-info/\n",
+    ".gitignore": ".venv/\ncdk.out/\nnode_modules/\n__pycache__/\n*.egg-info/\n",
 }
 """The files of a new project, by path; both are ``string.Template`` texts."""
 
@@ -292,23 +292,34 @@ def project_names(path: Path, package: str | None = None) -> dict[str, str]:
     }
 
 
+ALLOWED_BEFORE = frozenset({".venv", "venv", ".git", ".gitignore", ".python-version", ".idea", ".vscode"})
+"""What a directory may hold already for ``jf new`` to write into it: a virtualenv made to install
+jobframework (``jf new .`` from it), a fresh repository, editor settings. ``.gitignore`` is kept as it
+is (the scaffold's is not written over it)."""
+
+
 def scaffold(path: Path, package: str | None = None) -> list[Path]:
-    """Write a new project into ``path`` (created; it may exist only if empty); returns the files.
+    """Write a new project into ``path`` (created; it may exist only if empty, or hold only
+    :data:`ALLOWED_BEFORE`); returns the files.
 
     Raises:
         CliError: ``path`` is a file or a non-empty directory (nothing is written), or the names are
             not valid (see :func:`project_names`).
     """
     path = path.expanduser().resolve()
-    if path.exists() and (not path.is_dir() or any(path.iterdir())):
+    present = {p.name for p in path.iterdir()} if path.is_dir() else set()
+    if path.exists() and (not path.is_dir() or present - ALLOWED_BEFORE):
         raise CliError(
-            f"{path} already exists and is not an empty directory: choose a new path (nothing was written)",
+            f"{path} already exists and holds files of its own: choose a new path, or an empty directory "
+            f"(one holding only {', '.join(sorted(ALLOWED_BEFORE))} will do; nothing was written)",
             EXIT_USAGE,
         )
     names = project_names(path, package)
     written = []
     for relative, text in FILES.items():
         target = path / string.Template(relative).substitute(names)
+        if target.exists():  # only what ALLOWED_BEFORE lets through: the team's .gitignore
+            continue
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(string.Template(text).substitute(names), encoding="utf-8")
         written.append(target)
@@ -317,7 +328,13 @@ def scaffold(path: Path, package: str | None = None) -> list[Path]:
 
 @app.command()
 def new(
-    path: Annotated[Path, typer.Argument(help="Directory of the new project (created; must be empty).")],
+    path: Annotated[
+        Path,
+        typer.Argument(
+            help="Directory of the new project (created; an existing one must be empty or hold only a "
+            "virtualenv, .git or editor settings: `jf new .` from the venv you installed jf into)."
+        ),
+    ],
     package: Annotated[
         str | None, typer.Option(help="Its Python package (default: the directory's name, as an identifier).")
     ] = None,

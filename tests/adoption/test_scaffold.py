@@ -51,8 +51,21 @@ def test_jf_new_refuses_a_non_empty_directory_and_writes_nothing(tmp_path):
     (tmp_path / "svc" / "notes.txt").write_text("mine")
     result = CliRunner().invoke(app, ["new", str(tmp_path / "svc")])
     assert result.exit_code == EXIT_USAGE
-    assert "already exists and is not an empty directory" in result.output
+    assert "already exists and holds files of its own" in result.output
     assert [p.name for p in (tmp_path / "svc").iterdir()] == ["notes.txt"]
+
+
+def test_jf_new_writes_into_a_directory_holding_only_its_venv_and_git_keeping_their_files(tmp_path):
+    """`jf new .` from the virtualenv jobframework was installed into, in a fresh repository."""
+    project = tmp_path / "invoices"
+    (project / ".venv" / "bin").mkdir(parents=True)
+    (project / ".git").mkdir()
+    (project / ".gitignore").write_text("secrets/\n")
+    result = CliRunner().invoke(app, ["new", str(project)])
+    assert result.exit_code == 0, result.output
+    assert (project / "invoices" / "jobs.py").is_file() and (project / "app.py").is_file()
+    assert (project / ".gitignore").read_text() == "secrets/\n"  # the team's own, not written over
+    assert (project / ".venv" / "bin").is_dir()
 
 
 def test_jf_new_asks_for_a_package_when_the_directory_name_is_not_one(tmp_path):
