@@ -1,5 +1,9 @@
 """Logs and metrics: Powertools Logger with the job as correlation context, and EMF metrics.
 
+The framework's own records come from loggers named ``jobframework.<module>`` (children of the
+Powertools Logger of the default service ``jobframework``): they share its handler, JSON shape and
+correlation keys, and ``JF_LOG_LEVEL`` sets their level apart from the jobs' (``ctx.logger``).
+
 Metrics are aggregated per batch and written once per (job type, priority) group,
 so a batch of ten records costs a handful of EMF lines, not thirty. A telemetry
 failure is logged and never fails a job.
@@ -27,20 +31,104 @@ DEFAULT_NAMESPACE = "JobFramework"
 METRICS_DISABLED_ENV = "JF_METRICS_DISABLED"
 """``true`` turns off the consumer's metrics alone (``POWERTOOLS_METRICS_DISABLED`` turns off every
 Powertools metric of the process, a job's own too); the testing plugin sets it."""
+LOG_LEVEL_ENV = "JF_LOG_LEVEL"
+"""The level of the framework's own log records (``WARNING``, ``INFO``, ``DEBUG``...): the records of
+the loggers named ``jobframework.<module>`` that set no level of their own. Unset, they follow the
+Powertools Logger (``POWERTOOLS_LOG_LEVEL``), below which it cannot show them. The jobs' own records
+(``ctx.logger``) and other loggers are not affected; the testing plugin sets ``WARNING``."""
 SERVICE = "jobframework"
+JOB_LOGGER_NAME = "jobframework.job"
+"""``ctx.logger`` of a job run inline (a std logger): the job's records, not the framework's."""
 
+_FRAMEWORK_PREFIX = SERVICE + "."
 _std_logger = logging.getLogger(__name__)
 _logger: Logger | None = None
 
 
 def job_logger() -> Logger:
-    """The Powertools Logger that jobs and the consumer log through (one per process)."""
+    """The Powertools Logger that jobs and the consumer log through (one per process).
+
+    Its handler carries :class:`FrameworkLevel`, which applies ``JF_LOG_LEVEL`` to the framework's
+    records that reach it.
+    """
     global _logger
     if _logger is None:
         from aws_lambda_powertools import Logger
 
-        _logger = Logger(service=os.environ.get("POWERTOOLS_SERVICE_NAME", SERVICE))
+        logger = Logger(service=os.environ.get("POWERTOOLS_SERVICE_NAME", SERVICE))
+        handler = logger.registered_handler
+        if not any(isinstance(f, FrameworkLevel) for f in handler.filters):
+            handler.addFilter(FrameworkLevel())
+        _logger = logger
     return _logger
+
+
+def framework_log_level() -> int:
+    """``JF_LOG_LEVEL`` as a level number (:func:`log_level_of`); a value that is no level is said once
+    at WARNING, and ignored."""
+    text = os.environ.get(LOG_LEVEL_ENV) or ""
+    level = _levels.get(text)
+    if level is None:
+        level = _levels[text] = log_level_of(text)
+        if level == logging.NOTSET and text.strip():
+            _std_logger.warning(
+                "%s=%r is not a log level (DEBUG, INFO, WARNING, ERROR, CRITICAL); ignored",
+                LOG_LEVEL_ENV,
+                text,
+            )
+    return level
+
+
+def log_level_of(text: str) -> int:
+    """A level's number from its name, in any case, or its number; ``logging.NOTSET`` (0) for an empty
+    text or one that is no level.
+
+    Example:
+        >>> log_level_of("warning") == logging.WARNING, log_level_of("10"), log_level_of("loud")
+        (True, 10, 0)
+    """
+    text = text.strip()
+    if text.isdigit():
+        return int(text)
+    level = logging.getLevelName(text.upper()) if text else logging.NOTSET
+    return level if isinstance(level, int) else logging.NOTSET
+
+
+_levels: dict[str, int] = {}
+"""Each ``JF_LOG_LEVEL`` text read so far, to its level (a filter reads it for each framework record)."""
+
+
+class FrameworkLevel(logging.Filter):
+    """Drops the framework's records below ``JF_LOG_LEVEL``, keeping every other record.
+
+    The framework's records are those of the loggers named ``jobframework.<module>`` (the consumer's,
+    the client's, ``jf worker``'s...), except ``jobframework.job`` (a job's own, run inline). A logger
+    of them given a level of its own (``jf dev`` sets ``jobframework.outcomes`` to ``INFO``) keeps it:
+    ``JF_LOG_LEVEL`` is the level of those that have none, as a parent logger's would be.
+
+    On the Powertools Logger's handler, it sees only the records that their logger let through (the
+    framework's loggers inherit the Powertools Logger's level), and only those: the consumer calls it
+    for no record it does not log.
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        name = record.name
+        if not name.startswith(_FRAMEWORK_PREFIX) or name == JOB_LOGGER_NAME:
+            return True
+        level = framework_log_level()
+        if record.levelno >= level:
+            return True
+        return _own_level(name)
+
+
+def _own_level(name: str) -> bool:
+    """Whether the logger ``name`` or a parent of it below ``jobframework`` has a level set."""
+    logger: logging.Logger | logging.PlaceHolder | None = logging.Logger.manager.loggerDict.get(name)
+    while isinstance(logger, logging.Logger) and logger.name.startswith(_FRAMEWORK_PREFIX):
+        if logger.level != logging.NOTSET:
+            return True
+        logger = logger.parent
+    return False
 
 
 @dataclass(slots=True)

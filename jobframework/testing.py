@@ -229,10 +229,16 @@ def provision_fresh(
 def pytest_configure(config: pytest.Config) -> None:
     """The plugin turns the consumer's EMF metrics off for the session (each handler call would print
     a JSON document among the test's output), unless the environment says otherwise:
-    ``JF_METRICS_DISABLED=false pytest`` prints them. A job's own Powertools metrics are untouched."""
-    from jobframework.telemetry import METRICS_DISABLED_ENV
+    ``JF_METRICS_DISABLED=false pytest`` prints them. A job's own Powertools metrics are untouched.
+
+    It shows the framework's own log records from ``WARNING`` up (``JF_LOG_LEVEL=WARNING``, not its
+    ``INFO`` lines such as ``job ... was cancelled; acknowledged unrun``), unless the environment says
+    otherwise: ``JF_LOG_LEVEL=INFO pytest`` shows them. A job's own ``ctx.logger`` lines are untouched.
+    """
+    from jobframework.telemetry import LOG_LEVEL_ENV, METRICS_DISABLED_ENV
 
     os.environ.setdefault(METRICS_DISABLED_ENV, "true")
+    os.environ.setdefault(LOG_LEVEL_ENV, "WARNING")
 
 
 @pytest.fixture(scope="session")

@@ -232,7 +232,7 @@ def worker(  # noqa: PLR0917
     from jobframework.errors import ConfigurationError
     from jobframework.jobs import lane_priority, registry
     from jobframework.local.aws import pooled_botocore_session
-    from jobframework.local.console import outcome_listener
+    from jobframework.local.console import outcome_listener, worker_log
     from jobframework.local.emulator import Emulator, pollers_for, worker_processes
     from jobframework.topology import Topology, TopologySettings
 
@@ -278,20 +278,29 @@ def worker(  # noqa: PLR0917
         paused=_pause_watch(config, aws.client("dynamodb", config=config)),
         fair_lookahead=fair_lookahead,
     )
-    typer.echo(
-        f"jf worker: polling {', '.join(p.name for p in pollers)} in {len(children) + 1} process(es); "
-        "SIGTERM or Ctrl-C drains and stops"
+    # Log lines as the jobs' and the outcomes' (JSON), not text among them.
+    log = worker_log()
+    log.info(
+        "jf worker: polling %s in %d process(es); SIGTERM or Ctrl-C drains and stops",
+        ", ".join(p.name for p in pollers),
+        len(children) + 1,
+        extra={"queues": [p.name for p in pollers], "processes": len(children) + 1},
     )
-    sys.stdout.flush()
     try:
         drained = emulator.run_until_signal(drain_timeout=drain_timeout)
     finally:
         drained_children = _stop_worker_processes(children, drain_timeout)
     drained = drained and drained_children
     stats = emulator.stats
-    typer.echo(
-        f"jf worker: stopped ({'drained' if drained else 'drain time ran out'}); "
-        f"{stats.records} records in {stats.batches} batches, {stats.deleted} done, {stats.failed} to retry"
+    log.log(
+        logging.INFO if drained else logging.WARNING,
+        "jf worker: stopped (%s); %d records in %d batches, %d done, %d to retry",
+        "drained" if drained else "drain time ran out",
+        stats.records,
+        stats.batches,
+        stats.deleted,
+        stats.failed,
+        extra={"drained": drained, "records": stats.records, "done": stats.deleted, "to_retry": stats.failed},
     )
     if not drained:
         raise CliError("drain time ran out; the unfinished records reappear after their visibility timeout")

@@ -40,6 +40,8 @@ if TYPE_CHECKING:
     from jobframework.delivery import Listener
 
 OUTCOMES_LOGGER = "jobframework.outcomes"
+WORKER_LOGGER = "jobframework.worker"
+"""The logger of ``jf worker``'s own lines (polling, stopped)."""
 OUTCOME_KEYS = (
     "outcome",
     "job_type",
@@ -87,6 +89,28 @@ def outcome_listener(*, always: bool = True) -> Listener:
         log.log(level, "job %s (%s) %s", ident, outcome.job_type or "-", _what(keys), extra=keys)
 
     return emit
+
+
+def worker_log() -> logging.Logger:
+    """The logger of ``jf worker``'s start and stop lines, at INFO whatever the levels say (as the
+    outcome lines of ``jf dev``): a child of the Powertools Logger, so that they are log lines of the
+    same shape as the rest (JSON, with ``level``, ``message``, ``timestamp`` and ``service``).
+
+    With ``POWERTOOLS_SERVICE_NAME`` naming another service (as the stack sets it for a container
+    lane's task), that Logger is no parent of this one: its handler is this one's, as for a child.
+    """
+    from jobframework.telemetry import job_logger
+
+    handler = job_logger().registered_handler  # made now: it adds a filter to the root's handlers
+    log = logging.getLogger(WORKER_LOGGER)
+    log.setLevel(logging.INFO)
+    parent = log.parent
+    while parent is not None and handler not in parent.handlers:
+        parent = parent.parent
+    if parent is None:
+        log.addHandler(handler)
+        log.propagate = False
+    return log
 
 
 def outcome_keys(outcome: RecordOutcome) -> dict[str, Any]:

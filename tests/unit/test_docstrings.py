@@ -7,7 +7,13 @@ import importlib
 
 import pytest
 
-MODULES = ["jobframework.retry", "jobframework.errors", "jobframework.envelope", "jobframework.scheduling"]
+MODULES = [
+    "jobframework.retry",
+    "jobframework.errors",
+    "jobframework.envelope",
+    "jobframework.scheduling",
+    "jobframework.telemetry",
+]
 
 
 @pytest.mark.parametrize("name", MODULES)

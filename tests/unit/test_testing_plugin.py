@@ -1,13 +1,15 @@
 """The pytest plugin a team enables (``pytest_plugins = ["jobframework.testing"]``): their test
-output carries no EMF document of the consumer per handler call, unless they ask for it; their jobs'
-own Powertools metrics still print."""
+output carries no EMF document of the consumer per handler call and none of the framework's INFO log
+lines, unless they ask for them; their jobs' own Powertools metrics and log lines still print."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -43,9 +45,39 @@ def test_a_handler_call():
 """
 
 
-def _run(tmp_path: Path, **env: str) -> str:
+LOGS_TEST = """
+from pydantic import BaseModel
+from jobframework import JobContext, job
+from jobframework.envelope import Envelope
+from jobframework.jobs import JobRegistry
+from jobframework.status import JobState
+from jobframework.testing import FakeLambdaContext, in_memory_consumer, sqs_event
+
+registry = JobRegistry()
+
+
+class Greeting(BaseModel):
+    name: str
+
+
+@job("plugin.greet", registry=registry, idempotent=False, track=True)
+def greet(greeting: Greeting, ctx: JobContext) -> None:
+    ctx.logger.info("greeting %s", greeting.name)  # the team's own INFO line
+
+
+def test_a_cancelled_job_and_one_that_runs():
+    handler, records = in_memory_consumer(registry)
+    cancelled = Envelope.new("plugin.greet", {"name": "nobody"}, track=True)
+    records.mark_cancelled(cancelled.id, 0.0)  # the consumer says so at INFO, and acknowledges it
+    event = sqs_event(cancelled, Envelope.new("plugin.greet", {"name": "ada"}, track=True))
+    assert handler(event, FakeLambdaContext()) == {"batchItemFailures": []}
+    assert records.get_status(cancelled.id).status is JobState.CANCELLED
+"""
+
+
+def _run(tmp_path: Path, test: str = TEST, **env: str) -> str:
     (tmp_path / "conftest.py").write_text('pytest_plugins = ["jobframework.testing"]\n')  # as the README says
-    (tmp_path / "test_team.py").write_text(TEST)
+    (tmp_path / "test_team.py").write_text(test)
     environ = {k: v for k, v in os.environ.items() if not k.startswith(("POWERTOOLS_", "PYTEST_", "JF_"))}
     done = subprocess.run(
         [
@@ -75,3 +107,25 @@ def test_metrics_are_off_in_a_teams_tests_unless_asked_for(tmp_path, env, printe
     out = _run(tmp_path, **env)
     assert ('"Namespace":"JobFramework"' in out) is printed, out
     assert '"Pinged"' in out  # the job's own metrics print either way
+
+
+def _log_lines(out: str) -> dict[str, dict[str, Any]]:
+    lines = [json.loads(line) for line in out.splitlines() if line.startswith('{"level"')]
+    return {line["message"]: line for line in lines}
+
+
+def test_the_framework_info_lines_are_off_in_a_teams_tests_but_the_jobs_own_lines_print(tmp_path):
+    lines = _log_lines(_run(tmp_path, LOGS_TEST))
+    assert "greeting ada" in lines  # the job's ctx.logger, at INFO
+    assert not [m for m in lines if "cancelled" in m], lines  # the consumer's INFO line about the cancel
+
+
+def test_jf_log_level_info_shows_the_framework_info_lines_again_with_the_same_keys(tmp_path):
+    lines = _log_lines(_run(tmp_path, LOGS_TEST, JF_LOG_LEVEL="INFO"))
+    own = lines["greeting ada"]
+    framework = [line for m, line in lines.items() if m.endswith("was cancelled; acknowledged unrun")]
+    assert len(framework) == 1, lines
+    assert framework[0]["service"] == own["service"] == "jobframework"
+    assert framework[0]["level"] == "INFO"
+    # the same JSON shape as the job's own line, and the job as correlation keys (job_id, trace_id)
+    assert set(own) - {"job_id", "job_type", "job_key", "attempt", "trace_id"} <= set(framework[0]), own

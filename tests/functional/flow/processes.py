@@ -3,6 +3,7 @@ run some (the multi-process flow tests: ordered groups and the concurrency cap).
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -43,7 +44,9 @@ def two_workers(config: RuntimeConfig, ledger: Path, lane: str, jobs: str) -> It
     readers: list[threading.Thread] = []
     try:
         for w, kept in zip(workers, stderr, strict=True):  # each polls once it has printed its first line
-            assert w.stdout is not None and w.stdout.readline().startswith(b"jf worker: polling")
+            assert w.stdout is not None
+            first = w.stdout.readline()
+            assert json.loads(first)["message"].startswith("jf worker: polling"), first  # a log line
             # Both pipes read to the end (a line per job outcome would fill one left unread).
             readers += [_drain(w.stdout, None), _drain(w.stderr, kept)]
         yield errors

@@ -51,3 +51,11 @@ def test_a_local_worker_with_many_threads_prints_no_metric_json_nor_pool_warning
     records = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
     done = [r["job_id"] for r in records if r.get("outcome") == "succeeded" and not r.get("duplicate")]
     assert sorted(done) == sorted(r.id for r in sent), out
+    # Its own start and stop lines are log lines of the same shape as the outcomes' (not text among them)
+    assert not [line for line in out.splitlines() if line.startswith("jf worker")], out
+    own = [r for r in records if r["message"].startswith("jf worker: ")]
+    assert [r["message"].split(" ")[2] for r in own] == ["polling", "stopped"], own
+    assert own[1]["drained"] is True and own[1]["done"] == int(summary.group(2))
+    outcome = next(r for r in records if r.get("outcome"))
+    shape = {"level", "location", "message", "timestamp", "service"} & set(outcome)
+    assert len(shape) == 5 and all(shape <= set(r) and r["service"] == outcome["service"] for r in own), own

@@ -1,0 +1,34 @@
+"""``jf worker``'s start and stop lines: JSON log lines on the Powertools Logger's handler (stdout), of
+the service that the jobs' lines name, whatever ``POWERTOOLS_SERVICE_NAME`` and the levels say."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+SCRIPT = """
+import logging
+logging.basicConfig(level=logging.INFO)  # as jf worker: other libraries' records to stderr
+from jobframework.local.console import worker_log
+worker_log().info("jf worker: polling %s", "default", extra={"queues": ["default"]})
+"""
+
+
+@pytest.mark.parametrize("service", [None, "orders"])
+def test_the_worker_lines_are_json_log_lines_of_the_jobs_service(service):
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("POWERTOOLS_", "JF_"))}
+    env |= {"POWERTOOLS_LOG_LEVEL": "ERROR", "JF_LOG_LEVEL": "ERROR"}  # the lines print regardless
+    if service:
+        env["POWERTOOLS_SERVICE_NAME"] = service
+    done = subprocess.run(
+        [sys.executable, "-c", SCRIPT], env=env, capture_output=True, text=True, timeout=60, check=True
+    )
+    (line,) = done.stdout.splitlines()
+    record = json.loads(line)
+    assert record["message"] == "jf worker: polling default" and record["queues"] == ["default"]
+    assert record["service"] == (service or "jobframework") and record["level"] == "INFO"
+    assert "polling" not in done.stderr, done.stderr  # not a second, plain copy through the root logger
