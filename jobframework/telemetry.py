@@ -59,8 +59,31 @@ def job_logger() -> Logger:
         handler = logger.registered_handler
         if not any(isinstance(f, FrameworkLevel) for f in handler.filters):
             handler.addFilter(FrameworkLevel())
+        if logger.name != SERVICE:
+            _route_framework_records(handler, logger.log_level)
         _logger = logger
     return _logger
+
+
+def _route_framework_records(handler: logging.Handler, level: int) -> None:
+    """With ``POWERTOOLS_SERVICE_NAME`` naming the app (as the stack sets it for every consumer), the
+    Powertools Logger is that service's, no parent of the framework's ``jobframework.<module>`` loggers:
+    their records went to the root logger as plain text, without the job's keys, and below WARNING not
+    at all. The ``jobframework`` logger gets the Logger's handler (its JSON, keys and service) and level,
+    and the root's handlers a filter against the same records coming through twice, as Powertools does
+    for its own logger (pytest's capture handler keeps them)."""
+    from aws_lambda_powertools.logging.filters import SuppressFilter
+
+    framework = logging.getLogger(SERVICE)
+    if handler not in framework.handlers:
+        framework.addHandler(handler)
+    if framework.level == logging.NOTSET:
+        framework.setLevel(level)
+    for root_handler in logging.root.handlers:
+        if type(root_handler).__name__ == "LogCaptureHandler":
+            continue
+        if not any(isinstance(f, SuppressFilter) and f.logger == SERVICE for f in root_handler.filters):
+            root_handler.addFilter(SuppressFilter(SERVICE))
 
 
 def framework_log_level() -> int:

@@ -1,0 +1,51 @@
+"""The consumer's own log lines where the stack deploys it: ``POWERTOOLS_SERVICE_NAME`` is the app's
+name, and the Lambda runtime has put a plain-text handler on the root logger. The framework's lines are
+JSON of the app's service with the job's keys, once (not a second, plain copy through the root), and its
+INFO lines are not lost."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+SCRIPT = """
+import logging, sys
+logging.basicConfig(stream=sys.stderr, level=logging.WARNING)  # the Lambda runtime's root handler
+from pydantic import BaseModel
+from jobframework.envelope import Envelope
+from jobframework.jobs import JobRegistry, job
+from jobframework.testing import FakeLambdaContext, in_memory_consumer, sqs_event
+
+
+class Order(BaseModel):
+    order_id: str
+
+
+registry = JobRegistry()
+
+
+@job("orders.charge", registry=registry, idempotent=False)
+def charge(order: Order) -> None:
+    raise RuntimeError("card service down")
+
+
+handler, _ = in_memory_consumer(registry)
+handler(sqs_event(Envelope.new("orders.charge", {"order_id": "o-1"})), FakeLambdaContext())
+print("info on:", logging.getLogger("jobframework.consumer").isEnabledFor(logging.INFO))
+"""
+
+
+def test_the_framework_lines_are_json_of_the_apps_service_with_the_jobs_keys_once():
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("POWERTOOLS_", "JF_"))}
+    env |= {"POWERTOOLS_SERVICE_NAME": "orders", "JF_METRICS_DISABLED": "true"}
+    done = subprocess.run(
+        [sys.executable, "-c", SCRIPT], env=env, capture_output=True, text=True, timeout=60, check=True
+    )
+    lines = done.stdout.splitlines()
+    assert lines[-1] == "info on: True"  # the level of the Logger (INFO), not the root's (WARNING)
+    retry = next(json.loads(line) for line in lines if "attempt 1/3 failed" in line)
+    assert retry["service"] == "orders" and retry["level"] == "ERROR"
+    assert retry["job_type"] == "orders.charge" and retry["job_id"]
+    assert "attempt 1/3 failed" not in done.stderr, done.stderr  # no plain copy through the root
