@@ -106,8 +106,9 @@ def dev(  # noqa: PLR0917
     from jobframework.jobs import registry
     from jobframework.local.aws import FAKE_CREDENTIALS, EmbeddedAWS, pooled_botocore_session
     from jobframework.local.console import install
-    from jobframework.local.emulator import Emulator, pollers_for, until_signal
+    from jobframework.local.emulator import Emulator, pollers_for
     from jobframework.local.scheduler import LocalScheduler, sqs_sender
+    from jobframework.local.signals import until_signal
     from jobframework.topology import ENV_JOBS, ENV_TOPOLOGY_PARAMETER, Topology, TopologySettings
 
     names = job_module_names(jobs)  # none named: said before the logging and the console are set up

@@ -33,12 +33,11 @@ Example:
 from __future__ import annotations
 
 import logging
-import signal
 import threading
 import time
 from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 from jobframework.envelope import lambda_record
 from jobframework.local.context import LocalLambdaContext as EmulatorContext
@@ -51,6 +50,7 @@ from jobframework.local.pollers import (
     queue_arn_from_url,
     worker_processes,
 )
+from jobframework.local.signals import until_signal
 
 if TYPE_CHECKING:
     from mypy_boto3_sqs import SQSClient
@@ -77,31 +77,6 @@ class _QueueState:
     poller: QueuePoller
     in_flight: int = 0
     idle_until: float = 0.0
-
-
-T = TypeVar("T")
-
-
-def until_signal(then: Callable[[], T], *, first: Callable[[], object] | None = None) -> T:
-    """Call ``first``, wait for SIGTERM or SIGINT (in the main thread), and return ``then()``; the
-    signals are caught from before ``first`` until ``then`` has returned (a second Ctrl-C while draining
-    does not kill the process), then the previous handlers are put back."""
-    stop = threading.Event()
-
-    def handle(signum: int, frame: Any) -> None:
-        log.info("signal %d: draining", signum)
-        stop.set()
-
-    previous = {sig: signal.signal(sig, handle) for sig in (signal.SIGTERM, signal.SIGINT)}
-    try:
-        if first is not None:
-            first()
-        while not stop.wait(0.2):
-            pass
-        return then()
-    finally:
-        for sig, old in previous.items():
-            signal.signal(sig, old)
 
 
 class Emulator:
