@@ -28,6 +28,8 @@ METRICS_DISABLED_ENV = "JF_METRICS_DISABLED"
 """``true`` turns off the consumer's metrics alone (``POWERTOOLS_METRICS_DISABLED`` turns off every
 Powertools metric of the process, a job's own too); the testing plugin sets it."""
 SERVICE = "jobframework"
+"""The service of every metric, and of the jobs' log lines unless ``POWERTOOLS_SERVICE_NAME`` names one."""
+SERVICE_ENV = "POWERTOOLS_SERVICE_NAME"
 
 _std_logger = logging.getLogger(__name__)
 _logger: Logger | None = None
@@ -39,7 +41,7 @@ def job_logger() -> Logger:
     if _logger is None:
         from aws_lambda_powertools import Logger
 
-        _logger = Logger(service=os.environ.get("POWERTOOLS_SERVICE_NAME", SERVICE))
+        _logger = Logger(service=os.environ.get(SERVICE_ENV, SERVICE))
     return _logger
 
 

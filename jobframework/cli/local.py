@@ -108,7 +108,7 @@ def dev(  # noqa: PLR0917
     from jobframework.delays import fire_due
     from jobframework.jobs import registry
     from jobframework.local.aws import FAKE_CREDENTIALS, EmbeddedAWS, pooled_botocore_session
-    from jobframework.local.console import install
+    from jobframework.local.console import install, log_as_app
     from jobframework.local.emulator import Emulator, pollers_for
     from jobframework.local.scheduler import LocalScheduler, sqs_sender
     from jobframework.local.signals import until_signal
@@ -118,6 +118,8 @@ def dev(  # noqa: PLR0917
     names = job_module_names(jobs)  # none named: said before the logging and the console are set up
     # Other libraries' warnings go to stderr; the framework's and the jobs' records to stdout.
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    settings = TopologySettings(stage=stage)
+    log_as_app(settings.app)  # the service of the log lines, as the stack names it
     listener = install(json_logs=json_logs)
     modules = load_jobs(names)
     try:
@@ -128,7 +130,7 @@ def dev(  # noqa: PLR0917
     try:
         # The consumer's own clients (DynamoDB, S3) come from boto3's default session: size it too.
         boto3.setup_default_session(botocore_session=pooled_botocore_session())
-        topology = Topology.from_registry(registry, TopologySettings(stage=stage))
+        topology = Topology.from_registry(registry, settings)
         config = aws.provision(topology)
         sqs = aws.client("sqs")
         env = {
@@ -250,10 +252,10 @@ def worker(  # noqa: PLR0917
     from jobframework.errors import ConfigurationError
     from jobframework.jobs import lane_priority, registry
     from jobframework.local.aws import pooled_botocore_session
-    from jobframework.local.console import outcome_listener
+    from jobframework.local.console import log_as_app, outcome_listener
     from jobframework.local.emulator import Emulator, pollers_for, worker_processes
     from jobframework.local.tally import OutcomeTally, stop_summary
-    from jobframework.topology import Topology, TopologySettings
+    from jobframework.topology import Topology, TopologySettings, app_of_parameter
 
     chosen = [q.strip() for q in queues.split(",") if q.strip()]
     try:
@@ -273,6 +275,7 @@ def worker(  # noqa: PLR0917
     load_jobs(names)
     aws = aws_of(ctx)
     config = aws.runtime_config()
+    log_as_app(app_of_parameter(config.topology_parameter))  # the service of the log lines, as deployed
     if config.endpoint_url:  # a local endpoint: no CloudWatch reads the consumer's EMF lines
         os.environ.setdefault("JF_METRICS_DISABLED", "true")  # (a job's own metrics still print)
     # The consumer's own clients (DynamoDB, S3) come from boto3's default session: size its pools.

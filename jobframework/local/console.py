@@ -252,6 +252,27 @@ class _NoRestatements(logging.Filter):
         return False
 
 
+def log_as_app(app: str | None) -> None:
+    """Name the ``service`` of the log lines after ``app``, as the stack does (it sets
+    ``POWERTOOLS_SERVICE_NAME`` to its app name), unless ``POWERTOOLS_SERVICE_NAME`` is set already;
+    before :func:`jobframework.telemetry.job_logger` is first called (``jf dev``, ``jf worker``).
+
+    Powertools logs as the stdlib logger named after the service: when that is not ``jobframework``,
+    the framework's own records (``jobframework.*``: outcomes, consumer, emulator) are given the same
+    handler, so that they print as before.
+    """
+    from jobframework.telemetry import SERVICE, SERVICE_ENV, job_logger
+
+    if app:
+        os.environ.setdefault(SERVICE_ENV, app)
+    logger = job_logger()
+    if logger.service != SERVICE:
+        framework = logging.getLogger(SERVICE)
+        framework.handlers = [logger.registered_handler]
+        framework.setLevel(logger.log_level)
+        framework.propagate = False
+
+
 def install(*, json_logs: bool) -> Listener:
     """Set up the console of ``jf dev``; returns the consumer listener that logs the outcomes.
 

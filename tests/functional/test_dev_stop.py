@@ -135,7 +135,7 @@ def test_ctrl_c_lets_the_job_being_run_finish_then_prints_what_ran(tmp_path):
     assert done < len(dev.lines) - 1
 
 
-def test_ctrl_c_of_jf_dev_json_ends_with_a_json_summary(tmp_path):
+def test_jf_dev_json_lines_name_the_app_and_ctrl_c_ends_them_with_a_json_summary(tmp_path):
     dev = _Dev(tmp_path, "--json")
     try:
         dev.enqueue("stop.quick", "a")
@@ -144,6 +144,8 @@ def test_ctrl_c_of_jf_dev_json_ends_with_a_json_summary(tmp_path):
     finally:
         code = dev.stop()
     assert code == 0, dev.lines
+    [outcome] = [json.loads(x) for x in dev.lines if '"outcome"' in x]
+    assert outcome["service"] == "jf"  # its topology's app, what the stack sets (not "jobframework")
     summary = json.loads(dev.lines[-1])
     assert summary["stopped"] == "jf dev" and summary["drained"] is True
     assert (summary["records"], summary["succeeded"], summary["dead_lettered"]) == (1, 1, 0)
