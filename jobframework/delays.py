@@ -112,3 +112,27 @@ def fire_due(scheduler: Any, sqs: Any, group: str = "default", now: datetime | N
             scheduler.delete_schedule(Name=summary["Name"], GroupName=group)
             fired += 1
     return fired
+
+
+def held_by_queue(scheduler: Any, group: str = "default") -> dict[str, int]:
+    """How many delay schedules of ``group`` wait to send a job to each queue, by queue name.
+
+    One ``ListSchedules`` call a page (of up to 100): each summary's ``Target.Arn`` names the queue,
+    so no schedule is read on its own.
+
+    Raises:
+        botocore.exceptions.ClientError: the group cannot be listed (missing, or not allowed).
+
+    Example:
+        >>> held_by_queue(scheduler, "jf-dev-delays")  # doctest: +SKIP
+        {'jf-dev-high': 2}
+    """
+    held: dict[str, int] = {}
+    pages = scheduler.get_paginator("list_schedules").paginate(GroupName=group, NamePrefix=SCHEDULE_PREFIX)
+    for page in pages:
+        for summary in page.get("Schedules", []):
+            arn = summary.get("Target", {}).get("Arn", "")
+            if arn.startswith("arn:aws:sqs:"):
+                name = arn.rsplit(":", 1)[-1]
+                held[name] = held.get(name, 0) + 1
+    return held

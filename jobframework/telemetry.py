@@ -37,6 +37,8 @@ the loggers named ``jobframework.<module>`` that set no level of their own. Unse
 Powertools Logger (``POWERTOOLS_LOG_LEVEL``), below which it cannot show them. The jobs' own records
 (``ctx.logger``) and other loggers are not affected; the testing plugin sets ``WARNING``."""
 SERVICE = "jobframework"
+"""The service of every metric, and of the jobs' log lines unless ``POWERTOOLS_SERVICE_NAME`` names one."""
+SERVICE_ENV = "POWERTOOLS_SERVICE_NAME"
 JOB_LOGGER_NAME = "jobframework.job"
 """``ctx.logger`` of a job run inline (a std logger): the job's records, not the framework's."""
 
@@ -55,7 +57,7 @@ def job_logger() -> Logger:
     if _logger is None:
         from aws_lambda_powertools import Logger
 
-        logger = Logger(service=os.environ.get("POWERTOOLS_SERVICE_NAME", SERVICE))
+        logger = Logger(service=os.environ.get(SERVICE_ENV, SERVICE))
         handler = logger.registered_handler
         if not any(isinstance(f, FrameworkLevel) for f in handler.filters):
             handler.addFilter(FrameworkLevel())

@@ -9,6 +9,7 @@ variables or an SSM parameter. Durations are seconds.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from typing import Any
 
@@ -362,3 +363,18 @@ __all__ = [  # the settings and their constants live in jobframework.topology_se
     "Topology",
     "TopologySettings",
 ]
+
+
+_PARAMETER = re.compile(r"^/(?P<app>[a-z][a-z0-9-]{0,20})/[a-z][a-z0-9-]{0,15}/topology$")
+
+
+def app_of_parameter(name: str | None) -> str | None:
+    """The app whose topology parameter ``name`` is (:attr:`Topology.topology_parameter`,
+    ``/<app>/<stage>/topology``); ``None`` for a name of another shape.
+
+    Example:
+        >>> app_of_parameter("/billing/prod/topology"), app_of_parameter("/custom/name")
+        ('billing', None)
+    """
+    match = _PARAMETER.match(name or "")
+    return match["app"] if match else None

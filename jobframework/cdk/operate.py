@@ -5,14 +5,15 @@ The operator's commands (``jf queue ls|pause|resume``, ``jf dlq ls|peek|export|p
 next step, which is ``grant_enqueue``'s) read the topology parameter, the
 queues and their dead letters, the state table (and the idempotency table's records of tracked jobs,
 for ``jf status`` and ``jf cancel`` read), offloaded payloads, the event source mappings (to
-pause a queue) and the consumers' metrics. :data:`OPERATOR_ACTIONS` is every API action those
+pause a queue), the consumers' metrics and the delay group's schedules (``jf queue ls`` counts the jobs
+they hold). :data:`OPERATOR_ACTIONS` is every API action those
 commands call, by service; ``tests/functional/test_operate.py`` runs the commands on the embedded AWS,
 records each request they make, and checks that this list holds them all, so the grant follows the
 CLI. Resources are this deployment's own wherever IAM allows it (the queues, the table, the bucket,
 the parameter, the stack's event source mappings); the queue actions cover the schedules' DLQ too,
 whose undelivered firings an operator inspects from the SQS console and sends to the job's queue by
-hand (the console's redrive takes only the DLQs of SQS queues). ``ListEventSourceMappings`` and
-CloudWatch's metric reads take no resource.
+hand (the console's redrive takes only the DLQs of SQS queues). ``ListEventSourceMappings``,
+CloudWatch's metric reads and Scheduler's ``ListSchedules`` take no resource.
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ OPERATOR_ACTIONS: dict[str, tuple[str, ...]] = {
     "ssm": ("GetParameter",),
     "s3": ("GetObject", "PutObject", "ListBucket"),
     "cloudwatch": ("GetMetricStatistics",),
+    "scheduler": ("ListSchedules",),
 }
 """Every IAM action the operator's ``jf`` commands need, by service (see :func:`iam_actions`)."""
 KEY_RECORD_ACTIONS: tuple[str, ...] = ("dynamodb:GetItem",)
@@ -102,9 +104,14 @@ def grant_operate(resources: JobResources, grantee: iam.IGrantable) -> None:
         actions=_actions("cloudwatch"),
         resource_arns=["*"],  # CloudWatch's metric reads take no resource (the console's charts)
     )
+    iam.Grant.add_to_principal(
+        grantee=grantee,
+        actions=_actions("scheduler"),
+        resource_arns=["*"],  # jf queue ls counts the delayed jobs of the delay group; takes no resource
+    )
     acknowledge_wildcard(
         grantee,
         "Resource::*",
-        "lambda:ListEventSourceMappings and cloudwatch:GetMetricStatistics do not support resource-level "
-        "permissions; updating a mapping is granted on this stack's mappings only",
+        "lambda:ListEventSourceMappings, cloudwatch:GetMetricStatistics and scheduler:ListSchedules do not "
+        "support resource-level permissions; updating a mapping is granted on this stack's mappings only",
     )

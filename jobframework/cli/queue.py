@@ -100,9 +100,28 @@ def queue_resume(ctx: typer.Context, name: QueueArg, json_output: JsonOption = F
     _switch(ctx, name, pause=False, json_output=json_output)
 
 
+def _held_by_scheduler(aws: Aws, config: RuntimeConfig) -> dict[str, int] | None:
+    """Jobs delayed over 15 minutes, held by EventBridge Scheduler, by queue name; ``None`` when no
+    schedule group is configured (no Scheduler role, default group) or it cannot be listed (said)."""
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    from jobframework.delays import held_by_queue
+
+    if config.scheduler_role_arn is None and config.schedule_group == "default":
+        return None
+    try:
+        return held_by_queue(aws.client("scheduler", config=config), config.schedule_group)
+    except (ClientError, BotoCoreError) as exc:
+        typer.echo(f"jf: warning: cannot list schedule group {config.schedule_group}: {exc}", err=True)
+        return None
+
+
 @queue_app.command("ls")
 def queue_ls(ctx: typer.Context, json_output: JsonOption = False) -> None:
-    """Each queue's depth, messages in flight, delayed, and whether it is paused.
+    """Each queue's depth, messages in flight, delayed, held by Scheduler, and whether it is paused.
+
+    ``scheduled`` counts the jobs delayed over 15 minutes, which wait in the schedule group
+    (``JF_SCHEDULE_GROUP``) until they are due; it is left out when no group is configured.
 
     Example: jf queue ls
     """
@@ -113,8 +132,9 @@ def queue_ls(ctx: typer.Context, json_output: JsonOption = False) -> None:
     config = aws.runtime_config()
     store = _store(aws, config)
     stopped = paused(store) if store is not None else {}
+    held = _held_by_scheduler(aws, config)
     sqs = aws.sqs(config)
-    rows = []
+    rows: list[dict[str, Any]] = []
     for lane, ep in sorted(config.queues.items(), key=lambda kv: lane_sort_key(kv[0])):
         attrs = sqs.get_queue_attributes(
             QueueUrl=ep.url,
@@ -124,28 +144,26 @@ def queue_ls(ctx: typer.Context, json_output: JsonOption = False) -> None:
                 "ApproximateNumberOfMessagesDelayed",
             ],
         )["Attributes"]
-        rows.append(
-            {
-                "lane": lane,
-                "queue": ep.name,
-                "depth": int(attrs.get("ApproximateNumberOfMessages", 0)),
-                "in_flight": int(attrs.get("ApproximateNumberOfMessagesNotVisible", 0)),
-                "delayed": int(attrs.get("ApproximateNumberOfMessagesDelayed", 0)),
-                "paused": lane in stopped,
-                "paused_at": stopped.get(lane),
-            }
-        )
+        row: dict[str, Any] = {
+            "lane": lane,
+            "queue": ep.name,
+            "depth": int(attrs.get("ApproximateNumberOfMessages", 0)),
+            "in_flight": int(attrs.get("ApproximateNumberOfMessagesNotVisible", 0)),
+            "delayed": int(attrs.get("ApproximateNumberOfMessagesDelayed", 0)),
+        }
+        if held is not None:
+            row["scheduled"] = held.get(ep.name, 0)
+        rows.append({**row, "paused": lane in stopped, "paused_at": stopped.get(lane)})
     if json_output:
         print_json(rows)
         return
     from rich.table import Table
 
+    counts = ("depth", "in_flight", "delayed") + (("scheduled",) if held is not None else ())
     table = Table()
-    for name in ("lane", "queue", "depth", "in flight", "delayed", "state"):
-        table.add_column(name, justify="right" if name in ("depth", "in flight", "delayed") else "left")
+    for name in ("lane", "queue", *counts, "state"):
+        table.add_column(name.replace("_", " "), justify="right" if name in counts else "left")
     for r in rows:
         state = f"paused since {r['paused_at']}" if r["paused"] else "consuming"
-        table.add_row(
-            str(r["lane"]), str(r["queue"]), str(r["depth"]), str(r["in_flight"]), str(r["delayed"]), state
-        )
+        table.add_row(str(r["lane"]), str(r["queue"]), *(str(r[c]) for c in counts), state)
     rich_console().print(table)

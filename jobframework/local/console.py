@@ -276,6 +276,20 @@ class _NoRestatements(logging.Filter):
         return False
 
 
+def log_as_app(app: str | None) -> None:
+    """Name the ``service`` of the log lines after ``app``, as the stack does (it sets
+    ``POWERTOOLS_SERVICE_NAME`` to its app name), unless ``POWERTOOLS_SERVICE_NAME`` is set already;
+    before :func:`jobframework.telemetry.job_logger` is first called (``jf dev``, ``jf worker``), which
+    gives the framework's own records (``jobframework.*``: outcomes, consumer, emulator) the Logger's
+    handler when it is named after another service, so that they print as before.
+    """
+    from jobframework.telemetry import SERVICE_ENV, job_logger
+
+    if app:
+        os.environ.setdefault(SERVICE_ENV, app)
+    job_logger()
+
+
 def install(*, json_logs: bool) -> Listener:
     """Set up the console of ``jf dev``; returns the consumer listener that logs the outcomes.
 

@@ -33,14 +33,14 @@ Example:
 from __future__ import annotations
 
 import logging
-import signal
 import threading
 import time
-from collections.abc import Callable, Collection, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 from jobframework.envelope import lambda_record
+from jobframework.local.batch_response import failed_ids
 from jobframework.local.context import LocalLambdaContext as EmulatorContext
 from jobframework.local.fair import FairBuffer
 from jobframework.local.pollers import (
@@ -51,6 +51,7 @@ from jobframework.local.pollers import (
     queue_arn_from_url,
     worker_processes,
 )
+from jobframework.local.signals import until_signal
 
 if TYPE_CHECKING:
     from mypy_boto3_sqs import SQSClient
@@ -77,31 +78,6 @@ class _QueueState:
     poller: QueuePoller
     in_flight: int = 0
     idle_until: float = 0.0
-
-
-T = TypeVar("T")
-
-
-def until_signal(then: Callable[[], T], *, first: Callable[[], object] | None = None) -> T:
-    """Call ``first``, wait for SIGTERM or SIGINT (in the main thread), and return ``then()``; the
-    signals are caught from before ``first`` until ``then`` has returned (a second Ctrl-C while draining
-    does not kill the process), then the previous handlers are put back."""
-    stop = threading.Event()
-
-    def handle(signum: int, frame: Any) -> None:
-        log.info("signal %d: draining", signum)
-        stop.set()
-
-    previous = {sig: signal.signal(sig, handle) for sig in (signal.SIGTERM, signal.SIGINT)}
-    try:
-        if first is not None:
-            first()
-        while not stop.wait(0.2):
-            pass
-        return then()
-    finally:
-        for sig, old in previous.items():
-            signal.signal(sig, old)
 
 
 class Emulator:
@@ -165,6 +141,8 @@ class Emulator:
         self._picker = WeightedPicker({p.name: p.weight for p in self.pollers})
         self._lock = threading.Condition()
         self._stopping = threading.Event()
+        self._batches = 0  # received and being run (what a stop waits for)
+        self._stopped = False  # stop() returned: a batch received from now on is handed back
         self._threads: list[threading.Thread] = []
         # Empty polls in a row, per queue; a queue starts as idle (one poller) until it has work.
         self._idle_streak: dict[str, int] = dict.fromkeys(self._states, 1)
@@ -191,8 +169,13 @@ class Emulator:
         with self._lock:
             return sum(s.in_flight for s in self._states.values())
 
-    def stop(self, drain_timeout: float = 30.0) -> bool:
+    def stop(self, drain_timeout: float = 30.0, *, wait_for_receives: bool = True) -> bool:
         """Stop polling and wait up to ``drain_timeout`` seconds for the batches in flight.
+
+        ``wait_for_receives=False`` waits for the batches being run only, not for the receives still
+        waiting for messages (a long poll lasts up to ``wait_time_seconds``): for queues that go with
+        the process (``jf dev``'s embedded AWS). What such a receive returns later is handed back
+        (visible again at once), not run.
 
         Returns:
             True when every batch finished; False when the drain time ran out (those batches'
@@ -202,9 +185,15 @@ class Emulator:
         with self._lock:
             self._lock.notify_all()
         deadline = time.monotonic() + max(0.0, drain_timeout)
-        for thread in self._threads:
-            thread.join(max(0.0, deadline - time.monotonic()))
-        drained = not self.running
+        if wait_for_receives:
+            for thread in self._threads:
+                thread.join(max(0.0, deadline - time.monotonic()))
+            drained = not self.running
+        else:
+            with self._lock:
+                left = max(0.0, deadline - time.monotonic())
+                drained = self._lock.wait_for(lambda: not self._batches, left)
+                self._stopped = True
         self._return_held()
         if not drained:
             log.warning(
@@ -216,14 +205,18 @@ class Emulator:
         return drained
 
     def run_until_signal(
-        self, drain_timeout: float = 30.0, on_stop: Callable[[], None] | None = None
+        self,
+        drain_timeout: float = 30.0,
+        on_stop: Callable[[], None] | None = None,
+        *,
+        wait_for_receives: bool = True,
     ) -> bool:
         """Run until SIGTERM or SIGINT (main thread only), then drain; returns :meth:`stop`'s result."""
 
         def drain() -> bool:
             if on_stop is not None:
                 on_stop()
-            return self.stop(drain_timeout)
+            return self.stop(drain_timeout, wait_for_receives=wait_for_receives)
 
         return until_signal(drain, first=None if self._threads else self.start)
 
@@ -304,20 +297,22 @@ class Emulator:
     def _return_held(self) -> None:
         """Make the messages the look-ahead still holds visible again (after a stop)."""
         for name, buffer in self._fair.items():
-            held = buffer.drain()
-            url = self._states[name].poller.url
-            for start in range(0, len(held), SQS_MAX_RECEIVE):
-                chunk = held[start : start + SQS_MAX_RECEIVE]
-                try:
-                    self.sqs.change_message_visibility_batch(
-                        QueueUrl=url,
-                        Entries=[
-                            {"Id": str(i), "ReceiptHandle": m["ReceiptHandle"], "VisibilityTimeout": 0}
-                            for i, m in enumerate(chunk)
-                        ],
-                    )
-                except Exception:
-                    log.warning("returning %d held messages to %s failed", len(chunk), url, exc_info=True)
+            self._hand_back(self._states[name].poller.url, buffer.drain())
+
+    def _hand_back(self, url: str, messages: list[dict[str, Any]]) -> None:
+        """Make received messages that did not run visible again at once."""
+        for start in range(0, len(messages), SQS_MAX_RECEIVE):
+            chunk = messages[start : start + SQS_MAX_RECEIVE]
+            try:
+                self.sqs.change_message_visibility_batch(
+                    QueueUrl=url,
+                    Entries=[
+                        {"Id": str(i), "ReceiptHandle": m["ReceiptHandle"], "VisibilityTimeout": 0}
+                        for i, m in enumerate(chunk)
+                    ],
+                )
+            except Exception:
+                log.warning("returning %d held messages to %s failed", len(chunk), url, exc_info=True)
 
     def _collect(self, poller: QueuePoller) -> list[dict[str, Any]]:
         """One batch: up to ``batch_size`` messages, waiting at most the batching window to fill it."""
@@ -341,11 +336,22 @@ class Emulator:
 
     def _poll_once(self, poller: QueuePoller) -> int:
         messages = self._collect(poller)
-        if messages:
-            with self._lock:  # it has work: let the other workers take it too while this batch runs
-                self._idle_streak[poller.name] = 0
-                self._lock.notify_all()
+        if not messages:
+            return 0
+        with self._lock:  # it has work: let the other workers take it too while this batch runs
+            late = self._stopped
+            self._batches += 0 if late else 1
+            self._idle_streak[poller.name] = 0
+            self._lock.notify_all()
+        if late:  # received after stop() returned (it did not wait for this receive): not run
+            self._hand_back(poller.url, messages)
+            return 0
+        try:
             self.invoke(poller, messages)
+        finally:
+            with self._lock:
+                self._batches -= 1
+                self._lock.notify_all()
         return len(messages)
 
     def invoke(self, poller: QueuePoller, messages: list[dict[str, Any]]) -> list[str]:
@@ -359,7 +365,7 @@ class Emulator:
         by_id = {m["MessageId"]: m for m in messages}
         try:
             response = self.handler(event, context)
-            failed = _failed_ids(response, set(by_id))
+            failed = failed_ids(response, set(by_id))
         except BaseException:
             log.error(
                 "%s invocation failed; the whole batch of %d returns after its visibility timeout",
@@ -408,29 +414,3 @@ class Emulator:
             for bad in response.get("Failed", []):
                 log.warning("deleting %s failed: %s", chunk[int(bad["Id"])]["MessageId"], bad.get("Message"))
         return deleted
-
-
-def _failed_ids(response: Any, ids: set[str]) -> set[str]:
-    """The record ids a partial batch response reports as failed, as Lambda reads it.
-
-    ``None`` or an empty list means all succeeded; a response naming an unknown or empty
-    identifier, or of the wrong shape, fails the whole batch.
-    """
-    if response is None:
-        return set()
-    if not isinstance(response, Mapping):
-        return set()
-    failures = response.get("batchItemFailures")
-    if failures is None:
-        return set()
-    if not isinstance(failures, list):
-        log.error("batchItemFailures is not a list: the whole batch failed")
-        return set(ids)
-    failed: set[str] = set()
-    for item in failures:
-        ident = item.get("itemIdentifier") if isinstance(item, Mapping) else None
-        if not isinstance(ident, str) or ident not in ids:
-            log.error("batchItemFailures names %r, not a record of the batch: the whole batch failed", ident)
-            return set(ids)
-        failed.add(ident)
-    return failed

@@ -299,3 +299,24 @@ def test_worker_reads_sqs_like_lambda_and_runs_real_jobs(sqs, jf_config):
     assert {o.outcome for o in outcomes} == {"succeeded"}
     assert {o.priority for o in outcomes} == {"high", "critical"}
     assert json.dumps(emulator.stats.by_priority)
+
+
+def test_a_stop_without_waiting_for_receives_hands_back_what_a_waiting_receive_returns(sqs, jf_config):
+    """``stop(wait_for_receives=False)`` (``jf dev``'s Ctrl-C) returns while a long poll still waits;
+    a message that receive returns afterwards is made visible again, not run."""
+    url = jf_config.endpoints("default").url
+    ran: list[str] = []
+    emulator = Emulator(
+        [_poller(jf_config, max_concurrency=1)],
+        lambda event, context: ran.extend(r["body"] for r in event["Records"]),
+        sqs,
+        workers=1,
+        wait_time_seconds=20,
+    ).start()
+    assert _wait(lambda: emulator.in_flight() == 1)  # its one worker is in its (20 s) receive
+    assert emulator.stop(drain_timeout=5, wait_for_receives=False)  # no batch was being run
+    assert emulator.running  # the receive still waits
+    _send(sqs, url, ["late"])
+    assert _wait(lambda: not emulator.running)  # the receive got it, and the worker is gone
+    assert ran == []
+    assert queue_counts(sqs, url) == (1, 0)  # visible again at once

@@ -51,6 +51,13 @@ def test_pausing_a_queue_may_update_this_stacks_event_source_mappings_only(tmp_p
     assert _granting(statements, "lambda:ListEventSourceMappings") == ["*"]  # takes no resource
 
 
+def test_queue_ls_may_list_the_delay_schedules(tmp_path):
+    _stack, _jobs, statements = _operator_statements(tmp_path)
+    # jf queue ls counts the jobs the delay group holds; ListSchedules takes no resource
+    assert _granting(statements, "scheduler:ListSchedules") == ["*"]
+    assert not _granting(statements, "scheduler:GetSchedule")  # the list says each one's queue
+
+
 def test_dead_letters_may_be_read_redriven_and_deleted_on_this_stacks_queues(tmp_path):
     stack, jobs, statements = _operator_statements(tmp_path)
     ids = {
@@ -89,6 +96,7 @@ def test_the_wildcards_aws_requires_are_acknowledged_for_cdk_nag_with_a_reason(t
         for rule, reason in entry.data.items()
     }
     assert "ListEventSourceMappings" in acknowledged["AwsSolutions::AwsSolutions-IAM5[Resource::*]"]
+    assert "ListSchedules" in acknowledged["AwsSolutions::AwsSolutions-IAM5[Resource::*]"]
     assert acknowledged["AwsSolutions::AwsSolutions-IAM5[Resource::<PayloadBucket.Arn>/*]"]
 
 

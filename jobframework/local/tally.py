@@ -1,0 +1,85 @@
+"""What ``jf dev`` and ``jf worker`` say when they stop: the records they ran and how the jobs ended."""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from typing import TYPE_CHECKING, Any
+
+from jobframework.delivery import Outcome
+
+if TYPE_CHECKING:
+    from jobframework.delivery import RecordOutcome
+    from jobframework.local.pollers import BatchStats
+
+_SHOWN = (Outcome.SUCCEEDED, Outcome.RETRIED, Outcome.DEAD_LETTERED)
+"""Always in the summary; the other outcomes (released, skipped) when they happened."""
+
+
+class OutcomeTally:
+    """A consumer listener that counts the records' outcomes (the consumer's threads share it).
+
+    Example:
+        >>> from jobframework.delivery import RecordOutcome
+        >>> tally = OutcomeTally()
+        >>> tally(RecordOutcome("m-1", Outcome.SUCCEEDED, "a.job", "j-1", "high", 1))
+        >>> tally(RecordOutcome("m-2", Outcome.RETRIED, "a.job", "j-2", "high", 1))
+        >>> tally.text()
+        '1 succeeded, 1 retried, 0 dead-lettered'
+    """
+
+    def __init__(self) -> None:
+        self._counts: Counter[str] = Counter()
+        self._lock = threading.Lock()
+
+    def __call__(self, outcome: RecordOutcome) -> None:
+        with self._lock:
+            self._counts[outcome.outcome] += 1
+
+    def counts(self) -> dict[str, int]:
+        """Records by outcome (``succeeded``, ``retried``, ``dead_lettered``, ...) so far."""
+        with self._lock:
+            return dict(self._counts)
+
+    def text(self) -> str:
+        """``12 succeeded, 2 retried, 1 dead-lettered`` (and released or skipped, when any were)."""
+        counts = self.counts()
+        others = sorted(o for o in counts if o not in _SHOWN)
+        return ", ".join(f"{counts.get(o, 0)} {o.replace('_', '-')}" for o in (*_SHOWN, *others))
+
+
+def stop_counts(stats: BatchStats, tally: OutcomeTally, *, drained: bool) -> dict[str, Any]:
+    """What a stopped ``jf dev --json`` prints (one JSON line): ``drained``, ``records``, ``batches``,
+    ``done`` (deleted), ``to_retry`` (left for their visibility timeout), and the records by outcome.
+
+    Example:
+        >>> from jobframework.local.pollers import BatchStats
+        >>> stop_counts(BatchStats(batches=1, records=1, deleted=1), OutcomeTally(), drained=True)
+        {'drained': True, 'records': 1, 'batches': 1, 'done': 1, 'to_retry': 0, 'succeeded': 0, 'retried': 0, 'dead_lettered': 0}
+    """  # noqa: E501
+    counts = tally.counts()
+    return {
+        "drained": drained,
+        "records": stats.records,
+        "batches": stats.batches,
+        "done": stats.deleted,
+        "to_retry": stats.failed,
+        **{o: counts.get(o, 0) for o in _SHOWN},
+        **{o: n for o, n in sorted(counts.items()) if o not in _SHOWN},
+    }
+
+
+def stop_summary(command: str, stats: BatchStats, tally: OutcomeTally, *, drained: bool) -> str:
+    """The line ``jf dev`` and ``jf worker`` print when they stop.
+
+    Example:
+        >>> from jobframework.local.pollers import BatchStats
+        >>> stop_summary("jf dev", BatchStats(batches=2, records=3, deleted=2, failed=1), OutcomeTally(),
+        ...              drained=True)
+        'jf dev: stopped (drained); 3 records in 2 batches, 2 done, 1 to retry; jobs: 0 succeeded, 0 retried, 0 dead-lettered'
+    """  # noqa: E501
+    return (
+        f"{command}: stopped ({'drained' if drained else 'drain time ran out'}); "
+        f"{stats.records} records in {stats.batches} batches, {stats.deleted} done, {stats.failed} to retry; "
+        f"jobs: {tally.text()}"
+    )

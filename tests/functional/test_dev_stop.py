@@ -1,0 +1,151 @@
+"""Ctrl-C stops `jf dev`: the job being run finishes first, then one summary line (as `jf worker`'s)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from jobframework.local.aws import free_port
+
+JF = str(Path(sys.executable).with_name("jf"))
+
+JOB_MODULE = '''
+import time
+from pathlib import Path
+
+from pydantic import BaseModel
+
+from jobframework import PermanentError, Priority, job
+
+HERE = Path(__file__).parent
+
+
+class Step(BaseModel):
+    name: str
+
+
+@job("stop.quick", priority=Priority.HIGH)
+def quick(step: Step) -> str:
+    return step.name
+
+
+@job("stop.declined", priority=Priority.HIGH)
+def declined(step: Step) -> None:
+    raise PermanentError(f"{step.name} is declined")
+
+
+@job("stop.slow", priority=Priority.DEFAULT, timeout=120)
+def slow(step: Step) -> str:
+    """Runs until the test creates the file ``release`` (a minute at most)."""
+    (HERE / "started").write_text(step.name)
+    give_up = time.monotonic() + 60
+    while not (HERE / "release").exists() and time.monotonic() < give_up:
+        time.sleep(0.05)
+    return step.name
+'''
+
+
+class _Dev:
+    """`jf dev` on the job module above, in ``root``; its stdout read into ``lines`` by a thread."""
+
+    def __init__(self, root: Path, *args: str) -> None:
+        (root / "stopjobs.py").write_text(JOB_MODULE)
+        self.env = {k: v for k, v in os.environ.items() if not k.startswith(("JF_", "AWS_", "POWERTOOLS_"))}
+        self.env["POWERTOOLS_METRICS_DISABLED"] = "true"
+        self.root = root
+        self.proc = subprocess.Popen(
+            [JF, "dev", "--port", str(free_port()), "--jobs", "stopjobs", *args],
+            cwd=root,
+            env=self.env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        self.lines: list[str] = []
+        threading.Thread(target=self._read, daemon=True).start()
+        self.wait_for(lambda: any(x.startswith("# ready") for x in self.lines))
+        for line in self.lines:
+            if line.startswith("export "):
+                name, _, value = line[len("export ") :].partition("=")
+                self.env[name] = value
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self.lines.append(line.rstrip("\n"))
+
+    def wait_for(self, done: Callable[[], bool], what: str = "") -> None:
+        deadline = time.monotonic() + 60
+        while not done():
+            assert self.proc.poll() is None, (what, self.lines, self.proc.stderr and self.proc.stderr.read())
+            assert time.monotonic() < deadline, (what, self.lines)
+            time.sleep(0.05)
+
+    def enqueue(self, job_type: str, name: str) -> str:
+        sent = subprocess.run(
+            [JF, "enqueue", job_type, json.dumps({"name": name})],
+            cwd=self.root,
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        assert sent.returncode == 0, sent.stderr
+        return sent.stdout.strip()
+
+    def stop(self) -> int:
+        """Wait for the exit (after a signal); its exit code."""
+        try:
+            return self.proc.wait(timeout=60)
+        finally:
+            if self.proc.poll() is None:
+                self.proc.kill()
+
+
+def test_ctrl_c_lets_the_job_being_run_finish_then_prints_what_ran(tmp_path):
+    dev = _Dev(tmp_path)
+    try:
+        dev.enqueue("stop.quick", "a")
+        dev.enqueue("stop.declined", "b")
+        dev.wait_for(lambda: sum(" stop." in x for x in dev.lines) >= 2, "two outcome lines")
+        slow = dev.enqueue("stop.slow", "c")
+        dev.wait_for((tmp_path / "started").exists, "the slow job started")
+        dev.proc.send_signal(signal.SIGINT)
+        dev.wait_for(lambda: any("draining" in x for x in dev.lines), "the Ctrl-C taken")
+        (tmp_path / "release").write_text("")  # only now can the job in flight end
+    finally:
+        code = dev.stop()
+    assert code == 0, dev.lines
+    [done] = [i for i, x in enumerate(dev.lines) if slow in x]
+    assert "succeeded" in dev.lines[done]  # it was not cut off by the stop
+    assert re.fullmatch(
+        r"jf dev: stopped \(drained\); 3 records in \d batches, 3 done, 0 to retry; "
+        r"jobs: 2 succeeded, 0 retried, 1 dead-lettered",
+        dev.lines[-1],
+    ), dev.lines[-1]
+    assert done < len(dev.lines) - 1
+
+
+def test_jf_dev_json_lines_name_the_app_and_ctrl_c_ends_them_with_a_json_summary(tmp_path):
+    dev = _Dev(tmp_path, "--json")
+    try:
+        dev.enqueue("stop.quick", "a")
+        dev.wait_for(lambda: any('"outcome"' in x for x in dev.lines), "an outcome record")
+        dev.proc.send_signal(signal.SIGINT)
+    finally:
+        code = dev.stop()
+    assert code == 0, dev.lines
+    [outcome] = [json.loads(x) for x in dev.lines if '"outcome"' in x]
+    assert outcome["service"] == "jf"  # its topology's app, what the stack sets (not "jobframework")
+    summary = json.loads(dev.lines[-1])
+    assert summary["stopped"] == "jf dev" and summary["drained"] is True
+    assert (summary["records"], summary["succeeded"], summary["dead_lettered"]) == (1, 1, 0)
