@@ -298,5 +298,26 @@ def _flow() -> ModuleType:
     return jobframework.flow.gates
 
 
-DEFAULT_GATES: tuple[Gate, ...] = (backlog_gate, time_left_gate, flow_gate)
+def saga_gate(admitted: Admitted, consumer: Consumer) -> Verdict | None:
+    """A step of a saga that has moved past it (a dead letter redriven after its saga compensated) is
+    acknowledged unrun, status ``cancelled`` (:func:`jobframework.saga.hooks.passed_step`)."""
+    d = admitted.delivery
+    env = d.require_envelope()
+    if env.saga is None:
+        return None
+    from jobframework.flow.outcome import Drop
+    from jobframework.saga.hooks import passed_step
+
+    try:
+        why = passed_step(consumer, env)
+    except Exception:
+        log.warning("reading the saga of job %s (%s) failed; running it", env.id, env.type, exc_info=True)
+        return None
+    if why is None:
+        return None
+    log.warning("job %s (%s) is not run: %s", env.id, env.type, why)
+    return dropped(d, Drop(JobState.CANCELLED, "saga moved on", "SagaStepSkipped"), attempts=d.attempt - 1)
+
+
+DEFAULT_GATES: tuple[Gate, ...] = (backlog_gate, time_left_gate, flow_gate, saga_gate)
 """The consumer's gates unless it is given others, in the order they run."""

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 from jobframework.errors import ConfigurationError
 from jobframework.saga.definition import find_saga
 from jobframework.saga.engine import SagaEngine
-from jobframework.saga.record import SagaNotFoundError, UnknownSagaError, load_saga
+from jobframework.saga.record import SagaNotFoundError, SagaStatus, StepState, UnknownSagaError, load_saga
 from jobframework.saga.transitions import StepEvent, advance, parse_step
 
 if TYPE_CHECKING:
@@ -89,3 +89,30 @@ def on_step_event(consumer: Any, envelope: Envelope, event: str, **details: Any)
     )
     engine = SagaEngine(defn, _consumer_client(consumer), store)
     engine.apply(ref.id, lambda record, now: advance(defn, record, step_event, now))
+
+
+def passed_step(consumer: Any, envelope: Envelope) -> str | None:
+    """Why a forward step of the saga of ``envelope`` must not run, ``None`` when it may: its saga has
+    moved past it (compensating, compensated, failed, or the step is no longer the queued one). That is
+    a dead letter of the step redriven after its saga was told of its failure: running it would act
+    after what it builds on was undone, and its saga would never hear of it (``advance`` takes a step's
+    outcome only while the saga runs and the step is queued). One read of the saga record; a missing
+    record or definition is said by the hook after the run, as before."""
+    ref = envelope.saga
+    store = consumer.state
+    if ref is None or store is None:
+        return None
+    kind, name = parse_step(ref.step)
+    if kind != "step":
+        return None
+    record = load_saga(store, ref.id)
+    defn = find_saga(consumer.registry, record.name) if record is not None else None
+    if record is None or defn is None:
+        return None
+    current = record.steps[defn.index(name)]
+    if record.status is SagaStatus.RUNNING and current.state is StepState.QUEUED:
+        return None
+    return (
+        f"its saga {record.name} {record.id} is {record.status.value} and its step {name} is "
+        f"{current.state.value}: a step runs only while its saga waits for it"
+    )

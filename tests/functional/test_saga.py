@@ -21,6 +21,7 @@ from jobframework.errors import ConfigurationError, PayloadValidationError
 from jobframework.jobs import JobRegistry, job
 from jobframework.local.aws import FAKE_CREDENTIALS
 from jobframework.saga import SagaRecord, SagaStatus, on_step_event, saga, step, wait
+from jobframework.state import JobState
 from jobframework.testing import FakeLambdaContext, provision_fresh, receive_all
 
 from . import saga_jobs
@@ -93,6 +94,25 @@ def test_a_failure_at_step_2_compensates_step_1_only(srt):
     assert reserve_.compensation_state is None and notify_.state.value == "pending"
     dead = receive_all(srt.sqs, srt.dlq("high"))
     assert [parse_body(m["Body"]).type for m in dead] == ["s.reserve"]
+
+
+def test_a_step_redriven_after_its_saga_compensated_does_not_run(srt):
+    """The failed step's dead letter, redriven once its saga has compensated (what `jf dlq redrive`
+    of the lane does): running it would act after the step before it was undone, unknown to the saga."""
+    saga_id = saga_jobs.order_saga.start({"order_id": "o-9", "fail_at": "reserve"}, client=srt.client)
+    before = drive(srt, saga_id, ended)
+    assert before.status is SagaStatus.COMPENSATED
+    [letter] = receive_all(srt.sqs, srt.dlq("high"))
+    srt.sqs.send_message(QueueUrl=srt.url("high"), MessageBody=letter["Body"])  # as a redrive sends it
+    outcomes: list[Any] = []
+    srt.handler.listeners.append(outcomes.append)
+    records, response = srt.consume("high")
+    assert len(records) == 1 and response == {"batchItemFailures": []}
+    assert [(o.outcome, o.reason) for o in outcomes] == [("skipped", "saga moved on")]
+    assert saga_jobs.events == ["charge:o-9", "reserve:o-9", "refund ch-o-9:o-9"]  # not run again
+    assert srt.client.saga_status(saga_id) == before
+    status = srt.client.status(parse_body(letter["Body"]).id)
+    assert (status.status, status.reason) == (JobState.CANCELLED, "saga moved on")
 
 
 def test_a_failure_at_step_3_compensates_2_then_1(srt):
