@@ -233,11 +233,13 @@ def time_left_gate(admitted: Admitted, consumer: Consumer) -> Verdict | None:
         return None
     env = d.require_envelope()
     log.warning(
-        "job %s (%s) released unstarted: %.1fs left in the invocation, the job may take %gs",
+        "job %s (%s) released unstarted: %.1fs left in the invocation, the job may take %gs (its timeout "
+        "and %gs more must fit in the time left: a longer function timeout, or a shorter job timeout)",
         env.id,
         env.type,
         remaining,
         job.timeout,
+        RELEASE_MARGIN_SECONDS,
     )
     return release(d, 0)
 

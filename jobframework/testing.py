@@ -37,8 +37,13 @@ NOWHERE = "http://127.0.0.1:9"
 """Where :func:`in_memory_consumer`'s clients point (the discard port; a hook refuses every request)."""
 
 
-FakeLambdaContext = LocalLambdaContext
-"""A Lambda context whose remaining time counts down from ``timeout`` seconds (default 120)."""
+class FakeLambdaContext(LocalLambdaContext):
+    """A Lambda context whose remaining time counts down from ``timeout`` seconds (default 900, Lambda's
+    longest: the consumer releases unstarted a record whose job's ``timeout`` plus a few seconds is more
+    than the time left, so give a shorter one to test that)."""
+
+    def __init__(self, timeout: float = 900.0, function_name: str = "jf-local-consumer") -> None:
+        super().__init__(timeout, function_name)
 
 
 def sqs_record(
@@ -293,7 +298,7 @@ def consume_once(
             (``consumer(sqs_client=...)``, else one from ``JF_*``) for retries and dead letters.
         queue_url: the queue to poll.
         max_messages: at most this many records (1-10).
-        context: the Lambda context (a :data:`FakeLambdaContext` of 120 s when ``None``).
+        context: the Lambda context (a :class:`FakeLambdaContext` of 900 s when ``None``).
         wait_seconds: ``WaitTimeSeconds`` of the receive (0: return at once).
 
     Returns the records passed to the handler and its response (empty when no message was visible).
