@@ -156,6 +156,14 @@ def _own_level(name: str) -> bool:
     return False
 
 
+def metrics_disabled() -> bool:
+    """Whether the framework's own metrics are off: ``JF_METRICS_DISABLED`` (``true`` or ``1``), or
+    ``POWERTOOLS_METRICS_DISABLED`` (every Powertools metric)."""
+    from aws_lambda_powertools.metrics.functions import is_metrics_disabled
+
+    return bool(is_metrics_disabled()) or os.environ.get(METRICS_DISABLED_ENV, "").lower() in ("1", "true")
+
+
 @dataclass(slots=True)
 class _Group:
     succeeded: int = 0
@@ -280,9 +288,7 @@ class BatchMetrics:
             self._schedule_events.clear()
 
     def _flush(self) -> None:
-        from aws_lambda_powertools.metrics.functions import is_metrics_disabled
-
-        if is_metrics_disabled() or os.environ.get(METRICS_DISABLED_ENV, "").lower() in ("1", "true"):
+        if metrics_disabled():
             return
         namespace = os.environ.get(NAMESPACE_ENV, DEFAULT_NAMESPACE)
         by_reason: dict[tuple[str, str], int] = defaultdict(int)

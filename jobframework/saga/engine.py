@@ -31,13 +31,15 @@ log = logging.getLogger("jobframework.saga")  # the package's one logger, named 
 MAX_WRITE_ATTEMPTS = 20
 
 
-def _emit_metric(metric: str, saga_name: str) -> None:
+def emit_metric(metric: str, saga_name: str) -> None:
     """One EMF line (``SagaSucceeded``, ``SagaCompensated`` or ``SagaFailed``, dimension ``Saga``)."""
     try:
         from aws_lambda_powertools.metrics import EphemeralMetrics, MetricUnit
 
-        from jobframework.telemetry import DEFAULT_NAMESPACE, NAMESPACE_ENV, SERVICE
+        from jobframework.telemetry import DEFAULT_NAMESPACE, NAMESPACE_ENV, SERVICE, metrics_disabled
 
+        if metrics_disabled():  # JF_METRICS_DISABLED: the consumer's metrics, the sagas' too
+            return
         metrics = EphemeralMetrics(
             namespace=os.environ.get(NAMESPACE_ENV, DEFAULT_NAMESPACE), service=SERVICE
         )
@@ -109,7 +111,7 @@ class SagaEngine:
                         updated.status.value,
                         f": {updated.reason}" if updated.reason else "",
                     )
-                    _emit_metric(_TERMINAL_METRIC[updated.status], updated.name)
+                    emit_metric(_TERMINAL_METRIC[updated.status], updated.name)
                 self.flush(updated)
                 return updated
             log.debug("saga %s changed under us (version %d); re-reading", saga_id, record.version)

@@ -147,3 +147,16 @@ def test_nothing_is_written_when_metrics_are_disabled(emf, monkeypatch):
     metrics.flush()
     assert emf() == []
     assert metrics.pending() == 0  # the batch's counts are dropped, not carried into the next batch
+
+
+def test_jf_metrics_disabled_turns_off_the_sagas_metrics_too(monkeypatch, capsys):
+    """The testing plugin and `jf dev` set it: an ended saga printed its EMF line among a test's output."""
+    from jobframework.saga.engine import emit_metric
+
+    monkeypatch.setenv("POWERTOOLS_METRICS_DISABLED", "false")
+    monkeypatch.setenv("JF_METRICS_DISABLED", "true")
+    emit_metric("SagaCompensated", "orders.checkout")
+    assert capsys.readouterr().out == ""
+    monkeypatch.setenv("JF_METRICS_DISABLED", "false")
+    emit_metric("SagaCompensated", "orders.checkout")
+    assert '"SagaCompensated"' in capsys.readouterr().out
