@@ -218,6 +218,9 @@ hides it.
 add a third-party package your jobs import there.
 """
 
+IGNORED = (".venv/", "venv/", "cdk.out/", "node_modules/", "__pycache__/", "*.egg-info/")
+"""What the project's ``.gitignore`` lists (added to one that is there already)."""
+
 FILES: dict[str, str] = {
     "pyproject.toml": PYPROJECT,
     "$package/__init__.py": '"""$project: background jobs on jobframework."""\n',
@@ -228,7 +231,7 @@ FILES: dict[str, str] = {
     "tests/conftest.py": CONFTEST,
     "tests/test_jobs.py": TESTS,
     "README.md": README,
-    ".gitignore": ".venv/\ncdk.out/\nnode_modules/\n__pycache__/\n*.egg-info/\n",
+    ".gitignore": "\n".join(IGNORED) + "\n",
 }
 """The files of a new project, by path; both are ``string.Template`` texts."""
 
@@ -296,15 +299,18 @@ def project_names(path: Path, package: str | None = None) -> dict[str, str]:
     }
 
 
-ALLOWED_BEFORE = frozenset({".venv", "venv", ".git", ".gitignore", ".python-version", ".idea", ".vscode"})
+ALLOWED_BEFORE = frozenset(
+    {".venv", "venv", ".git", ".gitignore", ".python-version", ".idea", ".vscode", ".DS_Store"}
+    | {"README.md", "LICENSE", "LICENSE.md", "LICENSE.txt"}
+)
 """What a directory may hold already for ``jf new`` to write into it: a virtualenv made to install
-jobframework (``jf new .`` from it), a fresh repository, editor settings. ``.gitignore`` is kept as it
-is (the scaffold's is not written over it)."""
+jobframework (``jf new .`` from it), a fresh repository (with the README and licence a host may create),
+editor settings. A README there is kept; a ``.gitignore`` gets the lines of :data:`IGNORED` it lacks."""
 
 
 def scaffold(path: Path, package: str | None = None) -> list[Path]:
     """Write a new project into ``path`` (created; it may exist only if empty, or hold only
-    :data:`ALLOWED_BEFORE`); returns the files.
+    :data:`ALLOWED_BEFORE`); returns the files written or added to.
 
     Raises:
         CliError: ``path`` is a file or a non-empty directory (nothing is written), or the names are
@@ -322,12 +328,43 @@ def scaffold(path: Path, package: str | None = None) -> list[Path]:
     written = []
     for relative, text in FILES.items():
         target = path / string.Template(relative).substitute(names)
-        if target.exists():  # only what ALLOWED_BEFORE lets through: the team's .gitignore
+        if target.name == ".gitignore" and target.exists():
+            if _add_ignored(target):
+                written.append(target)
+            continue
+        if target.exists():  # only what ALLOWED_BEFORE lets through: the team's README
             continue
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(string.Template(text).substitute(names), encoding="utf-8")
         written.append(target)
     return written
+
+
+def _add_ignored(gitignore: Path) -> bool:
+    """Append the lines of :data:`IGNORED` that ``gitignore`` lacks; whether it did."""
+    text = gitignore.read_text(encoding="utf-8")
+    have = {line.strip() for line in text.splitlines()}
+    missing = [line for line in IGNORED if line not in have and line.rstrip("/") not in have]
+    if missing:
+        gitignore.write_text(
+            text + ("" if text.endswith("\n") or not text else "\n") + "\n".join(missing) + "\n"
+        )
+    return bool(missing)
+
+
+def _next_steps(path: Path, package: str) -> list[str]:
+    """What to run after ``jf new``: into the directory unless it is this one, into its venv if it has one."""
+    resolved = path.expanduser().resolve()
+    steps = [] if resolved == Path.cwd().resolve() else [f"cd {path}"]
+    venv = next((name for name in (".venv", "venv") if (resolved / name / "bin" / "python").exists()), None)
+    if venv is None:
+        venv = ".venv"
+        steps.append('python3 -m venv .venv && .venv/bin/pip install -e ".[dev]"')
+    else:
+        steps.append(f'{venv}/bin/pip install -e ".[dev]"   # into the venv that is there')
+    steps.append(f"{venv}/bin/python -m pytest; {venv}/bin/jf dev --jobs {package}.jobs")
+    steps.append(f"source {venv}/bin/activate && cdk deploy")
+    return steps
 
 
 @app.command()
@@ -336,7 +373,8 @@ def new(
         Path,
         typer.Argument(
             help="Directory of the new project (created; an existing one must be empty or hold only a "
-            "virtualenv, .git or editor settings: `jf new .` from the venv you installed jf into)."
+            "virtualenv, .git, a README, a licence or editor settings: `jf new .` from the venv you "
+            "installed jf into)."
         ),
     ],
     package: Annotated[
@@ -347,10 +385,8 @@ def new(
     written = scaffold(path, package)
     names = project_names(path.expanduser().resolve(), package)
     typer.echo(f"created {path} ({len(written)} files): the jobs are in {names['package']}/jobs.py")
-    typer.echo(f"next:  cd {path}")
-    typer.echo('       python3 -m venv .venv && .venv/bin/pip install -e ".[dev]"')
-    typer.echo(f"       .venv/bin/python -m pytest; .venv/bin/jf dev --jobs {names['package']}.jobs")
-    typer.echo("       source .venv/bin/activate && cdk deploy")
+    for n, step in enumerate(_next_steps(path, names["package"])):
+        typer.echo(f"{'next:' if n == 0 else '':6} {step}")
     if "file://" in names["framework"]:
         typer.echo(
             f"note:  pyproject.toml depends on {names['framework']} (where this jf came from): a "

@@ -55,17 +55,28 @@ def test_jf_new_refuses_a_non_empty_directory_and_writes_nothing(tmp_path):
     assert [p.name for p in (tmp_path / "svc").iterdir()] == ["notes.txt"]
 
 
-def test_jf_new_writes_into_a_directory_holding_only_its_venv_and_git_keeping_their_files(tmp_path):
-    """`jf new .` from the virtualenv jobframework was installed into, in a fresh repository."""
+def test_jf_new_writes_into_a_directory_holding_only_its_venv_and_git_keeping_their_files(
+    tmp_path, monkeypatch
+):
+    """`jf new .` from the virtualenv jobframework was installed into, in a fresh repository with the
+    README and .gitignore its host made: theirs are kept, the .gitignore gets what it lacks, and the
+    next steps use the venv that is there."""
     project = tmp_path / "invoices"
-    (project / ".venv" / "bin").mkdir(parents=True)
+    (project / "venv" / "bin").mkdir(parents=True)
+    (project / "venv" / "bin" / "python").write_text("")
     (project / ".git").mkdir()
-    (project / ".gitignore").write_text("secrets/\n")
-    result = CliRunner().invoke(app, ["new", str(project)])
+    (project / ".gitignore").write_text("secrets/\n__pycache__\n")
+    (project / "README.md").write_text("# invoices\n")
+    monkeypatch.chdir(project)
+    result = CliRunner().invoke(app, ["new", "."])
     assert result.exit_code == 0, result.output
     assert (project / "invoices" / "jobs.py").is_file() and (project / "app.py").is_file()
-    assert (project / ".gitignore").read_text() == "secrets/\n"  # the team's own, not written over
-    assert (project / ".venv" / "bin").is_dir()
+    assert (project / "README.md").read_text() == "# invoices\n"  # the team's own, not written over
+    ignored = (project / ".gitignore").read_text().splitlines()
+    assert ignored[:2] == ["secrets/", "__pycache__"] and ignored.count("__pycache__/") == 0
+    assert {".venv/", "venv/", "cdk.out/", "node_modules/"} <= set(ignored)  # nothing of theirs committed
+    assert "cd " not in result.output and "python3 -m venv" not in result.output
+    assert 'venv/bin/pip install -e ".[dev]"' in result.output
 
 
 def test_jf_new_asks_for_a_package_when_the_directory_name_is_not_one(tmp_path):
