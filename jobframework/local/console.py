@@ -77,10 +77,15 @@ def outcome_listener(*, always: bool = True) -> Listener:
     """A consumer listener that logs each record's outcome (see the module's docstring for its keys).
 
     ``always``: at INFO whatever ``POWERTOOLS_LOG_LEVEL`` says for the rest (``jf dev``); else the
-    level says (``jf worker``: at ``WARNING``, only retries and dead letters)."""
+    Powertools Logger's level (``jf worker``: at ``WARNING``, only retries and dead letters), set on
+    the logger itself, so that ``JF_LOG_LEVEL`` (the framework's own lines) does not hide outcomes."""
     log = logging.getLogger(OUTCOMES_LOGGER)
     if always:
         log.setLevel(logging.INFO)
+    else:
+        from jobframework.telemetry import job_logger
+
+        log.setLevel(job_logger().log_level)
 
     def emit(outcome: RecordOutcome) -> None:
         keys = outcome_keys(outcome)
