@@ -27,6 +27,7 @@ _DROPPED = frozenset(
         wire.ATTR_ATTEMPTS,
         wire.ATTR_SOURCE,
         wire.ATTR_DEAD_AT,
+        wire.ATTR_MESSAGE_ID,
     }
 )
 """Attributes a copy does not take over: the counters (set afresh) and a natively redriven letter's
