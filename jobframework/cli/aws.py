@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
-from jobframework.cli.errors import EXIT_UNREACHABLE, CliError, connection_error, one_line
+from jobframework.cli.errors import EXIT_UNREACHABLE, CliError, connection_error, one_line, unreachable_hint
 
 if TYPE_CHECKING:
     import boto3
@@ -91,7 +91,8 @@ class Aws:
             conn = connection_error(exc)
             if conn is not None:
                 raise CliError(
-                    f"cannot reach the AWS endpoint: {one_line(str(conn))}", EXIT_UNREACHABLE
+                    f"cannot reach the AWS endpoint: {one_line(str(conn))}{unreachable_hint(conn)}",
+                    EXIT_UNREACHABLE,
                 ) from exc
             raise CliError(
                 f"{one_line(str(exc))} (set JF_QUEUE_URL_<PRIORITY>/JF_DLQ_URL_<PRIORITY>, or "

@@ -101,6 +101,19 @@ class JfGroup(TyperGroup):
         sys.exit(code if isinstance(code, int) else 0)
 
 
+def unreachable_hint(conn: BaseException) -> str:
+    """What to do about an endpoint that does not answer: the local `jf dev` is the usual one."""
+    endpoint = os.environ.get("JF_ENDPOINT_URL")
+    if not endpoint and ".amazonaws.com" in str(conn):
+        return " (for the local `jf dev`, paste the export lines it printed into this shell first)"
+    if endpoint and endpoint in str(conn):
+        return (
+            f" (JF_ENDPOINT_URL={endpoint}: is `jf dev` running? Each start picks a new port unless "
+            "given --port: paste the export lines it printed this time)"
+        )
+    return ""
+
+
 def describe_failure(exc: Exception) -> tuple[str, int]:
     from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError, NoRegionError
 
@@ -108,10 +121,10 @@ def describe_failure(exc: Exception) -> tuple[str, int]:
 
     conn = connection_error(exc)
     if conn is not None:
-        hint = ""
-        if not os.environ.get("JF_ENDPOINT_URL") and ".amazonaws.com" in str(conn):
-            hint = " (for the local `jf dev`, paste the export lines it printed into this shell first)"
-        return f"cannot reach the AWS endpoint: {one_line(str(conn))}{hint}", EXIT_UNREACHABLE
+        return (
+            f"cannot reach the AWS endpoint: {one_line(str(conn))}{unreachable_hint(conn)}",
+            EXIT_UNREACHABLE,
+        )
     if isinstance(exc, EndpointNotSupportedError):
         return one_line(str(exc)), EXIT_NOT_SUPPORTED
     if isinstance(exc, NoCredentialsError):

@@ -114,7 +114,9 @@ def test_status_with_an_unreachable_endpoint_exits_3(env_config):
     started = time.monotonic()
     result = invoke(["status", "some-id"], env)
     assert result.exit_code == 3, result.output
-    assert "cannot reach the AWS endpoint" in _one_error_line(result)
+    line = _one_error_line(result)
+    assert "cannot reach the AWS endpoint" in line
+    assert "is `jf dev` running?" in line and env["JF_ENDPOINT_URL"] in line  # what to do about it
     assert time.monotonic() - started < 15
 
 
