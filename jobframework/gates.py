@@ -148,9 +148,10 @@ def skip(d: Delivery, result: str, *, reason: str) -> Verdict:
     )
 
 
-def dropped(d: Delivery, drop: Drop, *, attempts: int) -> Verdict:
+def dropped(d: Delivery, drop: Drop, *, attempts: int, processing_ms: float | None = None) -> Verdict:
     """Acknowledge the record with the final status ``drop`` says (``cancelled``, ``expired``) and its
-    per-job-type count; ``attempts`` is how many runs the job had."""
+    per-job-type count; ``attempts`` is how many runs the job had; ``processing_ms``, how long this one
+    ran, when it did (its start goes into the status)."""
     from jobframework.status import now_iso
 
     fields = {"attempts": attempts, "reason": drop.reason, "finished_at": now_iso()}
@@ -158,17 +159,18 @@ def dropped(d: Delivery, drop: Drop, *, attempts: int) -> Verdict:
         d,
         Kind.SKIPPED,
         status=(drop.state, fields),
-        outcome=d.outcome(Outcome.SKIPPED, reason=drop.reason),
+        outcome=d.outcome(Outcome.SKIPPED, reason=drop.reason, processing_ms=processing_ms),
         events=[drop.metric],
     )
 
 
-def stopped(d: Delivery) -> Verdict:
-    """The job stopped itself after a cancel (it raised ``JobCancelled``): acknowledged, no further
-    attempt; its status says ``cancelled``."""
+def stopped(d: Delivery, processing_ms: float) -> Verdict:
+    """The job stopped itself after a cancel (it raised ``JobCancelled``) after ``processing_ms``:
+    acknowledged, no further attempt; its status says ``cancelled``, with the run's start."""
     from jobframework.flow.outcome import Drop
 
-    return dropped(d, Drop(JobState.CANCELLED, "cancelled while running", "Cancelled"), attempts=d.attempt)
+    drop = Drop(JobState.CANCELLED, "cancelled while running", "Cancelled")
+    return dropped(d, drop, attempts=d.attempt, processing_ms=processing_ms)
 
 
 def cancelled_unrun(d: Delivery) -> Verdict:

@@ -209,7 +209,7 @@ class Pipeline:
             return release(d, delay, why=str(exc), outcome=Outcome.RETRIED)
         except JobCancelled:
             log.info("job %s (%s) stopped after a cancel", env.id, env.type)
-            return stopped(d)
+            return stopped(d, (time.perf_counter() - started) * 1000)
         except KeyCancelled:
             log.info("job %s (%s) was cancelled; acknowledged unrun", env.id, env.type)
             return cancelled_unrun(d)

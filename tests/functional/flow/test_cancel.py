@@ -96,6 +96,7 @@ def test_a_running_job_that_stops_on_its_cancel_ends_cancelled_not_retried(flow)
         "cancelled while running",
         1,
     )
+    assert status.started_at and status.started_at <= status.finished_at  # it did run, until the cancel
     assert flow_jobs.ran == []  # it stopped before its last step
     assert [o.outcome for o in flow.outcomes] == ["skipped"]
     assert receive_all(flow.sqs, flow.url("default"), attempts=1) == []  # acknowledged: no retry
