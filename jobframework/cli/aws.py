@@ -64,7 +64,7 @@ class Aws:
 
     def client(self, service: str, *, config: RuntimeConfig | None = None, attempts: int = 2) -> Any:
         session = self.session(config.region if config else None)
-        with self._lock:  # a boto3 session is not thread-safe (`jf worker` makes clients from threads)
+        with self._lock:  # a boto3 session is not thread-safe: one client made at a time from this one
             return session.client(  # type: ignore[call-overload]
                 service,
                 endpoint_url=self._endpoint(config),

@@ -209,9 +209,9 @@ Lambda consumers, retries with backoff, dead letters, schedules. The jobs are in
     cdk bootstrap                 # once per account and region
     cdk deploy -c stage=dev       # or -c stage=prod
 
-The CDK needs Node.js 20 or later (22 recommended). On Node 20, which is past its end of life, jsii
-prints an end-of-life banner at every synth; `export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION=20`
-hides it.
+The CDK needs Node.js: 22 or 24, which jsii supports. Node 20 still works, but it is past its end of
+life and jsii prints a banner saying so at every synth; `export
+JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION=20` hides it.
 
 `app.py` puts the `JobFramework` construct in a stack. It bundles `$package/` and the runtime
 `dependencies` of `pyproject.toml` into the Lambda code with `pip install --platform ...` (no Docker):
