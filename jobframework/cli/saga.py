@@ -61,7 +61,7 @@ def saga_ls(
         return
     from rich.table import Table
 
-    table = Table(title=f"{len(rows)} sagas", title_justify="left")
+    table = Table(title=f"{len(rows)} saga{'' if len(rows) == 1 else 's'}", title_justify="left")
     for column in ("id", "name", "status", "step", "started", "reason"):
         table.add_column(column, overflow="fold")
     for row in rows:
