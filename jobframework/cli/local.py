@@ -74,6 +74,14 @@ def dev(  # noqa: PLR0917
         int, typer.Option(help="Port of the embedded AWS (0: a free one).", min=0, max=65535)
     ] = 0,
     stage: Annotated[str, typer.Option(help="Stage name of the local topology.")] = "dev",
+    app_name: Annotated[
+        str,
+        typer.Option(
+            "--app",
+            help="App name of the local topology, as the construct's app_name (names its queues, tables "
+            "and the service of its log lines: <app>-<stage>-high, ...).",
+        ),
+    ] = "jf",
     drain_timeout: Annotated[float, typer.Option(help="Seconds to finish in-flight batches on stop.")] = 10.0,
     fair_lookahead: Annotated[
         int,
@@ -98,7 +106,7 @@ def dev(  # noqa: PLR0917
     Prints the variables that point a shell at the embedded AWS once, then one line per job
     outcome (succeeded, retry in N s, dead-lettered with its reason) and the jobs' logs.
 
-    Example: jf dev --jobs myapp.jobs --port 4566
+    Example: jf dev --jobs myapp.jobs --app myapp --port 4566
     """
     import logging
 
@@ -118,7 +126,14 @@ def dev(  # noqa: PLR0917
     names = job_module_names(jobs)  # none named: said before the logging and the console are set up
     # Other libraries' warnings go to stderr; the framework's and the jobs' records to stdout.
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    settings = TopologySettings(stage=stage)
+    try:
+        settings = TopologySettings(stage=stage, app=app_name)
+    except ValueError:  # pydantic's: the names AWS resources take
+        raise typer.BadParameter(
+            f"--app {app_name!r} --stage {stage!r}: each is lowercase letters, digits and '-', starting "
+            "with a letter (app at most 21 characters, stage 16), as the construct's app_name and stage",
+            param_hint="--app/--stage",
+        ) from None
     log_as_app(settings.app)  # the service of the log lines, as the stack names it
     listener = install(json_logs=json_logs)
     modules = load_jobs(names)

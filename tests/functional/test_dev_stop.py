@@ -149,3 +149,30 @@ def test_jf_dev_json_lines_name_the_app_and_ctrl_c_ends_them_with_a_json_summary
     summary = json.loads(dev.lines[-1])
     assert summary["stopped"] == "jf dev" and summary["drained"] is True
     assert (summary["records"], summary["succeeded"], summary["dead_lettered"]) == (1, 1, 0)
+
+
+def test_jf_dev_app_names_the_local_topology_as_the_construct_would(tmp_path):
+    """`jf dev --app billing` provisions billing-dev-* queues and tables and logs as service billing, as
+    the stack deployed with app_name="billing" does; a name AWS would refuse is a usage error."""
+    dev = _Dev(tmp_path, "--app", "billing", "--json")
+    try:
+        assert dev.env["JF_QUEUE_URL_HIGH"].endswith("/billing-dev-high")
+        assert dev.env["JF_STATE_TABLE"] == "billing-dev-state"
+        assert dev.env["JF_TOPOLOGY_PARAMETER"] == "/billing/dev/topology"
+        dev.enqueue("stop.quick", "a")
+        dev.wait_for(lambda: any('"outcome"' in x for x in dev.lines), "an outcome line")
+        outcome = json.loads(next(x for x in dev.lines if '"outcome"' in x))
+        assert outcome["service"] == "billing"
+        dev.proc.send_signal(signal.SIGINT)
+    finally:
+        assert dev.stop() == 0, dev.lines
+    bad = subprocess.run(
+        [JF, "dev", "--app", "Billing", "--jobs", "stopjobs"],
+        cwd=tmp_path,
+        env=dev.env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert bad.returncode == 2 and "--app 'Billing'" in bad.stderr, bad.stderr
