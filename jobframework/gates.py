@@ -53,6 +53,7 @@ if TYPE_CHECKING:
     from jobframework.flow.outcome import Drop, RateInputs
     from jobframework.jobs import Job
     from jobframework.retry import Reason
+    from jobframework.tracing import TraceContext
 
 log = logging.getLogger("jobframework.consumer")
 
@@ -73,6 +74,8 @@ class Admitted:
     """The Lambda context (``get_remaining_time_in_millis``), or ``None``."""
     batch: Batch | None = None
     """What the records of the invocation share (``demand(job_type)``: how many of them run together)."""
+    trace: TraceContext | None = None
+    """The producer's trace context, as the record carries it (the job's span continues it)."""
 
 
 Gate = Callable[[Admitted, "Consumer"], Verdict | None]

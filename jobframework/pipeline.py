@@ -136,13 +136,25 @@ class Pipeline:
         except (ValidationError, ValueError) as exc:
             error = f"payload does not match {job.payload_model.__name__}: {describe(exc)}"
             return refuse(d, Reason.INVALID_PAYLOAD, error)
-        admitted = Admitted(d, job, payload, context, batch)
-        for gate in self.gates:
-            verdict = gate(admitted, c)
-            if verdict is not None:
-                return verdict
-        if batch.budget is not None and is_first_attempt(d.record):
-            batch.budget.first_attempt(d.source)
+        trace = extract(d.record, env.traceparent)
+        admitted = Admitted(d, job, payload, context, batch, trace)
+        # The job's keys on every log line from here, the gates' too (a cancel, a debounce, a limit);
+        # removed by execute() once it ran, or now when a gate stops the record.
+        keys = batch.log_keys or job_logger()
+        keys.thread_safe_append_keys(
+            job_id=env.id, job_type=env.type, job_key=env.key, attempt=d.attempt, trace_id=trace.trace_id
+        )
+        try:
+            for gate in self.gates:
+                verdict = gate(admitted, c)
+                if verdict is not None:
+                    keys.thread_safe_remove_keys(LOG_KEYS)
+                    return verdict
+            if batch.budget is not None and is_first_attempt(d.record):
+                batch.budget.first_attempt(d.source)
+        except BaseException:
+            keys.thread_safe_remove_keys(LOG_KEYS)
+            raise
         return admitted
 
     # -- execute -----------------------------------------------------------------------------------------
@@ -151,13 +163,10 @@ class Pipeline:
         d, job, payload, context = admitted.delivery, admitted.job, admitted.payload, admitted.context
         c = self.consumer
         env = d.require_envelope()
-        trace = extract(d.record, env.traceparent)
+        trace = admitted.trace or extract(d.record, env.traceparent)
         logger = job_logger()
-        keys = batch.log_keys or logger
+        keys = batch.log_keys or logger  # (appended by admit())
         queue_wait_ms = queue_wait_ms_of(d.record, env) if d.attempt == 1 else None
-        keys.thread_safe_append_keys(
-            job_id=env.id, job_type=env.type, job_key=env.key, attempt=d.attempt, trace_id=trace.trace_id
-        )
         started = time.perf_counter()
         ran = True
         keyed: KeyedStart | None = None

@@ -49,3 +49,46 @@ def test_the_framework_lines_are_json_of_the_apps_service_with_the_jobs_keys_onc
     assert retry["service"] == "orders" and retry["level"] == "ERROR"
     assert retry["job_type"] == "orders.charge" and retry["job_id"]
     assert "attempt 1/3 failed" not in done.stderr, done.stderr  # no plain copy through the root
+
+
+GATE_SCRIPT = """
+import time
+from pydantic import BaseModel
+from jobframework.envelope import Envelope
+from jobframework.jobs import JobRegistry, job
+from jobframework.testing import FakeLambdaContext, in_memory_consumer, sqs_event
+
+
+class Order(BaseModel):
+    order_id: str
+
+
+registry = JobRegistry()
+
+
+@job("orders.ship", registry=registry, idempotent=False, track=True)
+def ship(order: Order) -> None:
+    raise AssertionError("a cancelled job ran")
+
+
+handler, records = in_memory_consumer(registry)
+env = Envelope.new("orders.ship", {"order_id": "o-1"}, track=True)
+records.mark_cancelled(env.id, time.time())
+handler(sqs_event(env), FakeLambdaContext())
+print("job id:", env.id)
+"""
+
+
+def test_a_line_a_gate_logs_carries_the_jobs_keys():
+    """A record stopped before its job runs (here by its cancel) is logged with the job's keys, as the
+    job's own lines are: an operator filtering the logs by job id finds why it did not run."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("POWERTOOLS_", "JF_"))}
+    env |= {"JF_METRICS_DISABLED": "true"}
+    done = subprocess.run(
+        [sys.executable, "-c", GATE_SCRIPT], env=env, capture_output=True, text=True, timeout=60, check=True
+    )
+    lines = done.stdout.splitlines()
+    job_id = lines[-1].removeprefix("job id: ")
+    cancelled = next(json.loads(line) for line in lines if "acknowledged unrun" in line)
+    assert cancelled["job_id"] == job_id and cancelled["job_type"] == "orders.ship"
+    assert cancelled["trace_id"] and cancelled["attempt"] == 1
