@@ -146,8 +146,9 @@ def in_memory_consumer(
     def refuse(event_name: str, **_: Any) -> None:
         raise RuntimeError(
             f"in_memory_consumer makes no AWS request ({event_name}): failures (retries, dead letters), "
-            "idempotency, rate=/concurrency= limits, debounce and pause need the embedded AWS; test "
-            "this job with jf_config"
+            "hand-backs (a record released for lack of time: give the handler a FakeLambdaContext with "
+            "more than the job's timeout left), idempotency, rate=/concurrency= limits, debounce and "
+            "pause need the embedded AWS; test this job with jf_config"
         )
 
     region = "us-east-1"

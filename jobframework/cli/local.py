@@ -193,6 +193,7 @@ def dev(  # noqa: PLR0917
             )
         typer.echo("")
         sys.stdout.flush()
+        drained = True
         if emulator is None:
             until_signal(scheduler.stop)
             summary = "jf dev: stopped (no workers)"
@@ -211,6 +212,11 @@ def dev(  # noqa: PLR0917
     typer.echo(summary)
     # The interpreter's last collection would walk the embedded AWS's objects (about 0.6 s here).
     gc.freeze()
+    if not drained:  # as jf worker's: a script running jf dev learns that jobs were cut off
+        raise CliError(
+            f"drain time ran out (--drain-timeout {drain_timeout:g}): the jobs still running were cut off, "
+            "and the embedded AWS's queues are gone with it"
+        )
 
 
 @app.command()

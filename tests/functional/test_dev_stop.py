@@ -176,3 +176,16 @@ def test_jf_dev_app_names_the_local_topology_as_the_construct_would(tmp_path):
         check=False,
     )
     assert bad.returncode == 2 and "--app 'Billing'" in bad.stderr, bad.stderr
+
+
+def test_jf_dev_exits_1_when_its_drain_time_runs_out_with_a_job_still_running(tmp_path):
+    dev = _Dev(tmp_path, "--drain-timeout", "1")
+    try:
+        dev.enqueue("stop.slow", "c")
+        dev.wait_for((tmp_path / "started").exists, "the slow job started")
+        dev.proc.send_signal(signal.SIGINT)
+        dev.wait_for(lambda: any("stopped (drain time ran out)" in x for x in dev.lines), "the stop line")
+    finally:
+        (tmp_path / "release").write_text("")  # (the job's thread may still be waiting for it)
+        code = dev.stop()
+    assert code == 1, dev.lines  # as jf worker: a script running jf dev learns that jobs were cut off
