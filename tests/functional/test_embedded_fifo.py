@@ -44,8 +44,11 @@ def test_a_long_poll_never_takes_a_group_another_receiver_holds(jf_aws):  # noqa
             "Messages", []
         )
     polling.join()
-    assert [m["Body"] for m in first] == ["m0", "m1"]
-    assert long_poll == []  # m2 and m3 wait until m0 and m1 are done
+    # (the batch's messages show a moment apart, each delayed from its own send: the receive may have
+    # come when only m0 showed, and then holds the group with m0 alone)
+    taken = [m["Body"] for m in first]
+    assert taken in (["m0"], ["m0", "m1"]), taken
+    assert long_poll == []  # the rest of the group waits until what is in flight is done
 
     client = jf_aws.client("sqs")  # once they are, the rest of the group comes, in order
     client.delete_message_batch(
@@ -53,4 +56,4 @@ def test_a_long_poll_never_takes_a_group_another_receiver_holds(jf_aws):  # noqa
         Entries=[{"Id": str(n), "ReceiptHandle": m["ReceiptHandle"]} for n, m in enumerate(first)],
     )
     rest = client.receive_message(QueueUrl=url, MaxNumberOfMessages=10, WaitTimeSeconds=1).get("Messages", [])
-    assert [m["Body"] for m in rest] == ["m2", "m3"]
+    assert [m["Body"] for m in rest] == [f"m{n}" for n in range(len(taken), 4)]
