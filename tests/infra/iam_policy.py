@@ -34,6 +34,10 @@ MOTO_RESOURCE_LEVEL = ("sqs", "s3")
 """The services whose requests moto 5.2 authorizes against the resource's ARN (others: ``"*"``)."""
 BATCH_OPERATIONS = {"sqs": ("SendMessageBatch", "DeleteMessageBatch", "ChangeMessageVisibilityBatch")}
 """Operations that AWS authorizes as other actions (:func:`iam_actions`) but moto as their own name."""
+MOTO_TARGET_OPERATIONS = {"s3:PutObject": ("s3:CopyObject",)}
+"""Operations moto (5.2.6 on) authorizes as their own name on the target alone, where AWS takes the
+key's action there (``s3:PutObject`` of the copy; ``s3:GetObject`` of its source, which
+:class:`Evaluator` checks): allowed to moto wherever that action is."""
 SCHEDULER_PRINCIPAL = "scheduler.amazonaws.com"
 
 Statement = dict[str, Any]
@@ -137,6 +141,7 @@ def for_moto(statements: Sequence[Statement]) -> dict[str, Any]:
                 for op in BATCH_OPERATIONS.get(service, ())
                 if set(iam_actions(service, op)) <= named
             ]
+            extra += [op for action in actions for op in MOTO_TARGET_OPERATIONS.get(action, ())]
             resources = statement["Resource"] if service in MOTO_RESOURCE_LEVEL else ["*"]
             out.append({"Effect": statement["Effect"], "Action": actions + extra, "Resource": resources})
     return {"Version": "2012-10-17", "Statement": out}
