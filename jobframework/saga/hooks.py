@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING, Any
 from jobframework.errors import ConfigurationError
 from jobframework.saga.definition import find_saga
 from jobframework.saga.engine import SagaEngine
-from jobframework.saga.record import SagaNotFoundError, SagaStatus, StepState, UnknownSagaError, load_saga
-from jobframework.saga.transitions import StepEvent, advance, parse_step
+from jobframework.saga.record import SagaNotFoundError, UnknownSagaError, load_saga
+from jobframework.saga.transitions import StepEvent, advance, awaits_step, parse_step
 
 if TYPE_CHECKING:
     from jobframework.client import JobClient
@@ -96,7 +96,7 @@ def passed_step(consumer: Any, envelope: Envelope) -> str | None:
     moved past it (compensating, compensated, failed, or the step is no longer the queued one). That is
     a dead letter of the step redriven after its saga was told of its failure: running it would act
     after what it builds on was undone, and its saga would never hear of it (``advance`` takes a step's
-    outcome only while the saga runs and the step is queued). One read of the saga record; a missing
+    outcome only while the saga waits for it: ``awaits_step``). One read of the saga record; a missing
     record or definition is said by the hook after the run, as before."""
     ref = envelope.saga
     store = consumer.state
@@ -109,10 +109,10 @@ def passed_step(consumer: Any, envelope: Envelope) -> str | None:
     defn = find_saga(consumer.registry, record.name) if record is not None else None
     if record is None or defn is None:
         return None
-    current = record.steps[defn.index(name)]
-    if record.status is SagaStatus.RUNNING and current.state is StepState.QUEUED:
+    index = defn.index(name)
+    if awaits_step(record, index):
         return None
     return (
         f"its saga {record.name} {record.id} is {record.status.value} and its step {name} is "
-        f"{current.state.value}: a step runs only while its saga waits for it"
+        f"{record.steps[index].state.value}: a step runs only while its saga waits for it"
     )

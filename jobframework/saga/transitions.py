@@ -154,6 +154,12 @@ def parse_step(ref: str) -> tuple[str, str]:
     return "step", ref
 
 
+def awaits_step(record: SagaRecord, index: int) -> bool:
+    """Whether the saga waits for its step ``index``'s job: it runs and the step is queued (a step's
+    outcome counts only then, and the consumer runs a step's job only then)."""
+    return record.status is SagaStatus.RUNNING and record.steps[index].state is StepState.QUEUED
+
+
 def advance(defn: Saga, record: SagaRecord, event: StepEvent, now: datetime) -> bool:
     """Apply one event to the record; returns whether it changed (``False``: a duplicate or stale event).
 
@@ -164,7 +170,7 @@ def advance(defn: Saga, record: SagaRecord, event: StepEvent, now: datetime) -> 
     current = record.steps[index]
     failure = f"{event.reason}: {event.error}" if event.reason else (event.error or "failed")
     if event.kind == "step":
-        if record.status is not SagaStatus.RUNNING or current.state is not StepState.QUEUED:
+        if not awaits_step(record, index):
             return False
         current.attempts = event.attempts or current.attempts
         current.started_at = event.started_at or current.started_at
