@@ -98,23 +98,15 @@ def outcome_listener(*, always: bool = True) -> Listener:
 
 def worker_log() -> logging.Logger:
     """The logger of ``jf worker``'s start and stop lines, at INFO whatever the levels say (as the
-    outcome lines of ``jf dev``): a child of the Powertools Logger, so that they are log lines of the
-    same shape as the rest (JSON, with ``level``, ``message``, ``timestamp`` and ``service``).
-
-    With ``POWERTOOLS_SERVICE_NAME`` naming another service (as the stack sets it for a container
-    lane's task), that Logger is no parent of this one: its handler is this one's, as for a child.
-    """
+    outcome lines of ``jf dev``): a ``jobframework.`` logger, whose records reach the Powertools
+    Logger's handler whatever ``POWERTOOLS_SERVICE_NAME`` says (:func:`jobframework.telemetry.job_logger`
+    sees to it), so that they are log lines of the same shape as the rest (JSON, with ``level``,
+    ``message``, ``timestamp`` and ``service``)."""
     from jobframework.telemetry import job_logger
 
-    handler = job_logger().registered_handler  # made now: it adds a filter to the root's handlers
+    job_logger()  # made now: its handler, and the framework's records routed to it
     log = logging.getLogger(WORKER_LOGGER)
     log.setLevel(logging.INFO)
-    parent = log.parent
-    while parent is not None and handler not in parent.handlers:
-        parent = parent.parent
-    if parent is None:
-        log.addHandler(handler)
-        log.propagate = False
     return log
 
 
