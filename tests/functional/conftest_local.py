@@ -67,6 +67,21 @@ def invoke(args: list[str], env: dict[str, str] | None = None) -> Any:
     return CliRunner().invoke(app, args, env=environ, catch_exceptions=False)
 
 
+@pytest.fixture(name="jf_config")
+def example_jobs_config(jf_aws: Any) -> RuntimeConfig:
+    """``jf_config`` for a module that imports this: the example jobs' topology (``handlers.jobs``),
+    freshly provisioned (they are re-registered if a suite cleared them)."""
+    import importlib
+
+    import handlers.jobs
+    from jobframework.jobs import registry
+    from jobframework.testing import provision_fresh
+
+    if "emails.send" not in registry:
+        importlib.reload(handlers.jobs)
+    return provision_fresh(jf_aws.endpoint_url, registry)[1]
+
+
 @pytest.fixture
 def sqs(jf_aws: Any) -> Any:
     return jf_aws.client("sqs")

@@ -161,19 +161,13 @@ def test_the_dead_records_id_is_left_out_where_sqs_has_no_room_for_an_eleventh_a
         "jf-sig": {"stringValue": "s", "dataType": "String"},
         "jf-kid": {"stringValue": "k", "dataType": "String"},
     }
-    roomy = dead_letter_message(
-        {"messageId": "m-1", "body": "{}", "messageAttributes": kept},
-        Reason.MALFORMED,
-        "bad",
-        attempt=1,
-        source="q",
-    )
-    full = dead_letter_message(
-        {"messageId": "m-1", "body": "{}", "messageAttributes": signed},
-        Reason.MALFORMED,
-        "bad",
-        attempt=1,
-        source="q",
-    )
-    assert roomy["MessageAttributes"]["jf-message-id"]["StringValue"] == "m-1"
-    assert "jf-message-id" not in full["MessageAttributes"] and len(full["MessageAttributes"]) == 10
+
+    def letter_of(attributes: dict[str, Any]) -> Any:
+        record = {"messageId": "m-1", "body": "{}", "messageAttributes": attributes}
+        return dead_letter_message(record, Reason.MALFORMED, "bad", attempt=1, source="q")[
+            "MessageAttributes"
+        ]
+
+    roomy, full = letter_of(kept), letter_of(signed)
+    assert roomy["jf-message-id"]["StringValue"] == "m-1"
+    assert "jf-message-id" not in full and len(full) == 10

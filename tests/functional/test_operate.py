@@ -11,25 +11,20 @@ import pytest
 
 from jobframework.client import JobClient
 from jobframework.envelope import string_attribute
-from jobframework.jobs import registry
 from jobframework.local.pollers import queue_arn_from_url
-from jobframework.testing import provision_fresh, receive_all
+from jobframework.testing import receive_all
 from jobframework.topology import RuntimeConfig
-from tests.functional.conftest_local import cli_env, dead_letter, event_source_mapping, invoke, jf_aws, sqs
+from tests.functional.conftest_local import (
+    cli_env,
+    dead_letter,
+    event_source_mapping,
+    example_jobs_config,
+    invoke,
+    jf_aws,
+    sqs,
+)
 
-__all__ = ["jf_aws", "sqs"]
-
-
-@pytest.fixture
-def jf_config(jf_aws: Any) -> RuntimeConfig:
-    """The example jobs' topology, freshly provisioned (they are re-registered if a suite cleared them)."""
-    import handlers.jobs
-
-    if "emails.send" not in registry:
-        import importlib
-
-        importlib.reload(handlers.jobs)
-    return provision_fresh(jf_aws.endpoint_url, registry)[1]
+__all__ = ["example_jobs_config", "jf_aws", "sqs"]
 
 
 @pytest.fixture

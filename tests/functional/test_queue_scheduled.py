@@ -6,28 +6,11 @@ import json
 from datetime import timedelta
 from typing import Any
 
-import pytest
-
 from jobframework.client import JobClient
 from jobframework.delays import schedule_name
-from jobframework.jobs import registry
-from jobframework.testing import provision_fresh
-from jobframework.topology import RuntimeConfig
-from tests.functional.conftest_local import cli_env, invoke, jf_aws, sqs
+from tests.functional.conftest_local import cli_env, example_jobs_config, invoke, jf_aws, sqs
 
-__all__ = ["jf_aws", "sqs"]
-
-
-@pytest.fixture
-def jf_config(jf_aws: Any) -> RuntimeConfig:
-    """The example jobs' topology, freshly provisioned (they are re-registered if a suite cleared them)."""
-    import handlers.jobs
-
-    if "emails.send" not in registry:
-        import importlib
-
-        importlib.reload(handlers.jobs)
-    return provision_fresh(jf_aws.endpoint_url, registry)[1]
+__all__ = ["example_jobs_config", "jf_aws", "sqs"]
 
 
 def _rows(env: dict[str, str]) -> dict[str, dict[str, Any]]:
