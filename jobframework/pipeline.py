@@ -234,9 +234,10 @@ class Pipeline:
                 "job %s (%s) key %s already completed; duplicate delivery skipped", env.id, env.type, env.key
             )
         verdict = self.succeeded(d, result, queue_wait_ms=queue_wait_ms, processing_ms=elapsed_ms, ran=ran)
-        if not ran and keyed is not None:
-            # A duplicate of a run whose key's claim was its start: that run's outcome (start, end,
-            # attempt) is its status; this copy's own would overwrite it with less.
+        if keyed is not None:
+            # The key's claim was the job's start, and its completion holds the outcome (start, end,
+            # attempt, result), which every status read merges (stores/key_records.py): no outcome
+            # write (issue 13). A duplicate's own would overwrite the first run's with less.
             verdict.status = None
         return verdict
 

@@ -2,11 +2,11 @@
 
 The operator's commands (``jf queue ls|pause|resume``, ``jf dlq ls|peek|export|purge|redrive|tasks``,
 ``jf status``, ``jf cancel``, ``jf saga ls|show`` and ``jf ui``; ``jf saga signal`` enqueues the saga's
-next step, which is ``grant_enqueue``'s) read the topology parameter, the
-queues and their dead letters, the state table (and the idempotency table's records of tracked jobs,
-for ``jf status`` and ``jf cancel`` read), offloaded payloads, the event source mappings (to
-pause a queue), the consumers' metrics and the delay group's schedules (``jf queue ls`` counts the jobs
-they hold). :data:`OPERATOR_ACTIONS` is every API action those
+next step, which is ``grant_enqueue``'s) read the topology parameter, the queues and their dead
+letters, the state table (and the idempotency table's records of tracked jobs, which ``jf status``,
+``jf cancel`` and the console's lists read), offloaded payloads, the event source mappings (to pause a
+queue), the consumers' metrics and the delay group's schedules (``jf queue ls`` counts the jobs they
+hold). :data:`OPERATOR_ACTIONS` is every API action those
 commands call, by service; ``tests/functional/test_operate.py`` runs the commands on the embedded AWS,
 records each request they make, and checks that this list holds them all, so the grant follows the
 CLI. Resources are this deployment's own wherever IAM allows it (the queues, the table, the bucket,
@@ -38,7 +38,7 @@ OPERATOR_ACTIONS: dict[str, tuple[str, ...]] = {
         "StartMessageMoveTask",
         "ListMessageMoveTasks",
     ),
-    "dynamodb": ("GetItem", "Query", "Scan", "UpdateItem", "DeleteItem"),
+    "dynamodb": ("GetItem", "BatchGetItem", "Query", "Scan", "UpdateItem", "DeleteItem"),
     "lambda": ("ListEventSourceMappings", "UpdateEventSourceMapping"),
     "ssm": ("GetParameter",),
     "s3": ("GetObject", "PutObject", "ListBucket"),
@@ -85,7 +85,8 @@ def grant_operate(resources: JobResources, grantee: iam.IGrantable) -> None:
     iam.Grant.add_to_principal(grantee=grantee, actions=_actions("dynamodb"), resource_arns=[table.table_arn])
     iam.Grant.add_to_principal(
         grantee=grantee,
-        actions=list(KEY_RECORD_ACTIONS),
+        # and the console's lists and bulk cancel merge a page's records (key_records.merged_all)
+        actions=[*KEY_RECORD_ACTIONS, "dynamodb:BatchGetItem"],
         resource_arns=[resources.tables.idempotency_table.table_arn],
     )
     resources.topology_parameter.grant_read(grantee)

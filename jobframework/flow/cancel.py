@@ -33,7 +33,8 @@ from typing import TYPE_CHECKING, Any
 
 from jobframework.errors import UnknownJobError
 from jobframework.flow.outcome import Drop
-from jobframework.state import JobState, no_status
+from jobframework.state import JobState, JobStatus, no_status
+from jobframework.stores import key_records
 from jobframework.stores.key_records import KeyHolder, claims_key, keyed_by_id
 
 if TYPE_CHECKING:
@@ -134,12 +135,21 @@ def cancellable(
     }
     while True:
         response = store.client.scan(**kwargs)
-        for item in sorted(response.get("Items", []), key=lambda i: i.get("enqueued_at", {}).get("S", "")):
-            yield (
-                item["pk"]["S"].removeprefix("job#"),
-                JobState(item["status"]["S"]),
-                item.get("enqueued_at", {}).get("S", ""),
+        found = [
+            JobStatus(
+                id=item["pk"]["S"].removeprefix("job#"),
+                type=job_type,
+                status=JobState(item["status"]["S"]),
+                key=item.get("job_key", {}).get("S"),
+                enqueued_at=item.get("enqueued_at", {}).get("S", ""),
             )
+            for item in response.get("Items", [])
+        ]
+        if store.key_table is not None:  # a run that finished in its key's record (stores/key_records.py)
+            found = key_records.merged_all(store.client, store.key_table, found, time.time())
+        for job in sorted(found, key=lambda j: j.enqueued_at or ""):
+            if job.status in CANCELLABLE:
+                yield job.id, job.status, job.enqueued_at or ""
         if "LastEvaluatedKey" not in response:
             return
         kwargs["ExclusiveStartKey"] = response["LastEvaluatedKey"]

@@ -14,8 +14,12 @@ Instead:
   unrun), and a cancel that finds the key held (:func:`holder`) answers that the run was told
   (``signalled``). Every attempt and every copy of a delivery does this, so none starts after a cancel;
 * a status read (:func:`read`, :func:`merged_with`) sees ``running`` while the record is in progress
-  (the record is kept as long as a status, 7 days, so that its start time can be read back), and a
-  completion not yet in the status item (the consumer writes the outcome when its batch ends).
+  (the record is kept as long as a status, 7 days, so that its start time can be read back), and the
+  completion, which holds the outcome (start, end, attempt, result): the consumer writes no outcome
+  for such a run that succeeded (issue 13: another write less), so its status item says what it said
+  before (``queued``, or ``retrying`` after a failed attempt). The console's lists and counts and a
+  bulk cancel, which find status items by a Scan, merge a page's records with :func:`merged_all`
+  (one ``BatchGetItem`` per 100).
 
 :func:`claims_key` is the one rule the cancel gate and the pipeline share. The attribute names and
 the record id are Powertools' (``DynamoDBPersistenceLayer``'s defaults, key prefix ``jf``);
@@ -27,6 +31,7 @@ from __future__ import annotations
 import hashlib
 import json
 import time
+from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
@@ -45,6 +50,9 @@ KEY_PREFIX = "jf"
 CANCELLED_FIELD = "cancelled"
 """The response field of a run that found its job cancelled and did not start."""
 IN_PROGRESS, COMPLETED = "INPROGRESS", "COMPLETED"
+BATCH_GET_KEYS = 100
+"""``BatchGetItem``'s most keys a request."""
+BATCH_GET_ATTEMPTS = 5
 MOVABLE_STATES = frozenset(
     {JobState.QUEUED, JobState.SCHEDULED, JobState.RETRYING, JobState.RUNNING, JobState.DEAD}
 )
@@ -81,6 +89,45 @@ def read(client: DynamoDBClient, table: str, job_type: str, job_id: str) -> dict
         ConsistentRead=True,
     ).get("Item")
     return from_item(item) if item else None
+
+
+def read_many(
+    client: DynamoDBClient, table: str, jobs: Iterable[tuple[str, str]], *, consistent: bool = False
+) -> dict[str, dict[str, Any]]:
+    """The records of jobs keyed by their ids, ``(job_type, job_id)`` each, by job id (one
+    ``BatchGetItem`` per 100; for lists, where an eventually consistent read will do)."""
+    by_record = {record_id(job_type, job_id): job_id for job_type, job_id in jobs}
+    ids = list(by_record)
+    found: dict[str, dict[str, Any]] = {}
+    for start in range(0, len(ids), BATCH_GET_KEYS):
+        request: dict[str, Any] = {
+            table: {
+                "Keys": [{"id": {"S": rid}} for rid in ids[start : start + BATCH_GET_KEYS]],
+                "ConsistentRead": consistent,
+            }
+        }
+        for attempt in range(BATCH_GET_ATTEMPTS):
+            response = client.batch_get_item(RequestItems=request)
+            for item in response.get("Responses", {}).get(table, []):
+                record = from_item(item)
+                found[by_record[str(record["id"])]] = record
+            request = response.get("UnprocessedKeys") or {}
+            if not request:
+                break
+            time.sleep(0.05 * 2**attempt)  # throttled: what is left, again (as BatchWriteItem's)
+        else:
+            raise RuntimeError(f"{len(request[table]['Keys'])} idempotency records were not read")
+    return found
+
+
+def merged_all(
+    client: DynamoDBClient, table: str, statuses: Sequence[JobStatus], now: float
+) -> list[JobStatus]:
+    """``statuses`` (a list's, as a scan found them) each as its job's idempotency record moves it on:
+    a succeeded run whose key's claim was its start leaves its status item as it was (issue 13)."""
+    movable = [s for s in statuses if s.type and s.status in MOVABLE_STATES and keyed_by_id(s.id, s.key)]
+    records = read_many(client, table, ((str(s.type), s.id) for s in movable))
+    return [merged_with(s, records.get(s.id), now) for s in statuses]
 
 
 def _response(record: dict[str, Any]) -> dict[str, Any]:

@@ -8,6 +8,7 @@ operator's page, not for a hot path (like :func:`jobframework.saga.list_sagas`).
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -15,6 +16,8 @@ from typing import Any
 from boto3.dynamodb.types import TypeDeserializer
 
 from jobframework.state import FINAL_STATES, JobState, JobStatus, StateStore
+from jobframework.stores import key_records
+from jobframework.stores.key_records import MOVABLE_STATES
 
 MAX_PAGES = 20
 _ATTRIBUTES = {
@@ -74,10 +77,19 @@ def find_jobs(
         limit: at most this many (``None``: all found).
         max_pages: stop after this many scan pages (``Found.complete`` is then false).
     """
+    # A tracked, idempotent job keyed by its id keeps its outcome in its idempotency record, not its
+    # status item (stores/key_records.py): with that table, the items that record can move on are
+    # scanned whatever their status and time, merged, then filtered here.
+    merging = store.key_table is not None
     names: dict[str, str] = {}
     values: dict[str, Any] = {":prefix": {"S": "job#"}}
     filters = ["begins_with(pk, :prefix)", "sk = :sk"]
     values[":sk"] = {"S": "status"}
+    movable = ""
+    if merging and (status is not None or updated_since is not None):
+        names["#status"] = "status"  # a reserved word
+        values |= {f":m{n}": {"S": state.value} for n, state in enumerate(sorted(MOVABLE_STATES))}
+        movable = f"#status IN ({', '.join(f':m{n}' for n in range(len(MOVABLE_STATES)))})"
     if key is not None:
         values[":key"] = {"S": key}
         filters.append("job_key = :key")
@@ -87,13 +99,15 @@ def find_jobs(
     if job_type is not None:
         values[":type"] = {"S": job_type}
         filters.append("job_type = :type")
-    if status is not None:
-        names["#status"] = "status"  # a reserved word
-        values[":status"] = {"S": JobState(status).value}
-        filters.append("#status = :status")
-    if updated_since is not None:
-        values[":since"] = {"S": updated_since.astimezone(UTC).isoformat(timespec="milliseconds")}
-        filters.append("updated_at >= :since")
+    wanted = JobState(status) if status is not None else None
+    if wanted is not None:
+        names["#status"] = "status"
+        values[":status"] = {"S": wanted.value}
+        filters.append(f"(#status = :status OR {movable})" if movable else "#status = :status")
+    since = updated_since.astimezone(UTC).isoformat(timespec="milliseconds") if updated_since else None
+    if since is not None:
+        values[":since"] = {"S": since}
+        filters.append(f"(updated_at >= :since OR {movable})" if movable else "updated_at >= :since")
     kwargs: dict[str, Any] = {
         "TableName": store.table,
         "FilterExpression": " AND ".join(filters),
@@ -105,7 +119,15 @@ def find_jobs(
     for _ in range(max_pages):
         page = store.client.scan(**kwargs)
         found.scanned += int(page.get("ScannedCount", 0))
-        found.jobs.extend(job_status(item) for item in page.get("Items", []))
+        jobs = [job_status(item) for item in page.get("Items", [])]
+        if merging:
+            assert store.key_table is not None
+            jobs = key_records.merged_all(store.client, store.key_table, jobs, time.time())
+        found.jobs.extend(
+            j
+            for j in jobs
+            if (wanted is None or j.status is wanted) and (since is None or (j.updated_at or "") >= since)
+        )
         start = page.get("LastEvaluatedKey")
         if not start:
             break

@@ -7,14 +7,16 @@ from __future__ import annotations
 import threading
 import time
 from collections import Counter
+from datetime import UTC, datetime
 from typing import Any
 
 from jobframework.dlq import DeadLetters
 from jobframework.envelope import lambda_record
-from jobframework.flow.cancel import CancelOutcome
+from jobframework.flow.cancel import CancelOutcome, cancellable
 from jobframework.status import STATUS_TTL_SECONDS, JobState
 from jobframework.stores import key_records
 from jobframework.stores.items import from_item
+from jobframework.ui.records import activity, find_jobs
 
 from .conftest_local import send_duplicate
 from .jobs_under_test import Nap, Work, calls, keyed, nap
@@ -46,7 +48,7 @@ def _record(rt: Any, job_type: str, job_id: str) -> dict[str, Any]:
     return from_item(item)
 
 
-def test_its_run_claims_its_key_not_its_start_and_the_status_reads_succeeded_with_the_result(rt):
+def test_its_run_claims_its_key_not_its_start_writes_no_outcome_and_the_status_reads_succeeded(rt):
     writes = _consumer_writes(rt)
     sent = rt.client.enqueue(result_job, Work(name="floor"))
     rt.consume("high")
@@ -63,9 +65,12 @@ def test_its_run_claims_its_key_not_its_start_and_the_status_reads_succeeded_wit
     assert writes == {
         ("PutItem", keys): 1,  # the key's claim: its start
         ("GetItem", state): 1,  # the cancel marker, read after the claim
-        ("UpdateItem", keys): 1,  # the completion
-        ("BatchWriteItem", state): 1,  # the outcome, with the batch's others
-    }, writes  # no start claim (UpdateItem of the state table)
+        ("UpdateItem", keys): 1,  # the completion, which holds the outcome
+    }, writes  # no start claim (UpdateItem of the state table), no outcome (BatchWriteItem)
+    item = rt.handler.state.client.get_item(
+        TableName=state, Key={"pk": {"S": f"job#{sent.id}"}, "sk": {"S": "status"}}
+    )["Item"]
+    assert item["status"]["S"] == "queued"  # as the enqueue wrote it: every read merges the record
     record = _record(rt, "t.result", sent.id)  # Powertools' record, at the id the status reads
     assert record["status"] == "COMPLETED"
     assert abs(record["expiration"] - (time.time() + STATUS_TTL_SECONDS)) < 60  # kept as long as the status
@@ -128,7 +133,7 @@ def test_a_finished_job_is_not_cancelled_and_a_job_with_its_own_key_claims_its_s
     status = rt.client.status(own_key.id)
     assert (status.status, status.attempts) == (JobState.SUCCEEDED, 1)
     assert writes[("UpdateItem", rt.config.state_table)] == 1  # the start claim of the keyed job only
-    assert writes[("BatchWriteItem", rt.config.state_table)] == 2  # both outcomes
+    assert writes[("BatchWriteItem", rt.config.state_table)] == 1  # the keyed job's outcome only
 
 
 def test_a_dead_job_redriven_reads_succeeded(rt):
@@ -235,10 +240,31 @@ def test_a_copy_handed_back_while_its_job_runs_elsewhere_leaves_the_outcome_alon
     assert response == {"batchItemFailures": []} and calls["running"] == 1
     status = rt.client.status(running.id)
     assert (status.status, status.attempts, status.result) == (JobState.SUCCEEDED, 1, "running")
-    rt.handler._features()
-    item = rt.handler.state.client.get_item(  # what the console's lists and counts filter on
-        TableName=rt.config.state_table, Key={"pk": {"S": f"job#{running.id}"}, "sk": {"S": "status"}}
-    )["Item"]
-    assert from_item(item)["status"] == "succeeded"
+    listed = find_jobs(rt.client.state, status=JobState.SUCCEEDED)  # what the console's lists show
+    assert [(j.id, j.attempts) for j in listed.jobs if j.id == running.id] == [(running.id, 1)]
     delayed = rt.sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["ApproximateNumberOfMessagesDelayed"])
     assert delayed["Attributes"]["ApproximateNumberOfMessagesDelayed"] == "1"  # the duplicate, handed back
+
+
+def test_the_consoles_lists_and_counts_and_a_bulk_cancel_read_the_outcome_in_the_key_record(rt):
+    """A succeeded run keyed by its id leaves its status item as it was (queued, or retrying): the
+    console's filtered lists, its last-hour counts and ``jf cancel --type`` merge the key records."""
+    done = rt.client.enqueue(result_job, Work(name="listed"))
+    again = rt.client.enqueue(result_job, Work(name="listed-again", fail_times=1))
+    rt.consume("high")
+    time.sleep(1.2)
+    between = datetime.now(UTC)  # after the first run's end and the second's failure, before its end
+    rt.consume("high")
+    waiting = rt.client.enqueue(result_job, Work(name="waiting"), delay=60)
+    state = rt.client.state
+
+    succeeded = find_jobs(state, status=JobState.SUCCEEDED)
+    assert sorted((j.id, j.attempts) for j in succeeded.jobs) == sorted([(done.id, 1), (again.id, 2)])
+    assert [j.id for j in find_jobs(state, status=JobState.QUEUED).jobs] == [waiting.id]
+    assert find_jobs(state, status=JobState.RETRYING).jobs == []
+    recent = find_jobs(state, updated_since=between)  # the retried run's end is in its key record
+    assert [j.id for j in recent.jobs] == [waiting.id, again.id]  # newest first
+
+    (row,), _ = activity(state)
+    assert (row.job_type, row.succeeded, row.retried, row.in_progress) == ("t.result", 2, 1, 1)
+    assert [job_id for job_id, _, _ in cancellable(state, "t.result", 0)] == [waiting.id]
