@@ -63,7 +63,8 @@ def invoke(args: list[str], env: dict[str, str] | None = None) -> Any:
     ``env`` says otherwise; returns the click Result."""
     from jobframework.cli import app
 
-    environ = {"JF_JOBS": "handlers.jobs", **(env or {})}
+    # Tables as wide as a pipe's (cli/base.PIPED_WIDTH): pytest-xdist sets COLUMNS=80 in its workers.
+    environ = {"JF_JOBS": "handlers.jobs", "COLUMNS": "200", **(env or {})}
     return CliRunner().invoke(app, args, env=environ, catch_exceptions=False)
 
 

@@ -370,7 +370,7 @@ def test_dev_is_quiet_when_idle_and_prints_one_readable_line_per_outcome():
     assert "WARNING" not in stderr and "Connection pool" not in stderr, stderr
     assert not [x for x in lines if x.startswith("{") or "_aws" in x], lines  # no JSON, no EMF blob
     (done,) = [x for x in lines if ok in x]
-    assert re.search(rf"succeeded +emails\.send +{ok} +high +attempt 1 +\d+ ms$", done), done
+    assert re.search(rf"succeeded +emails\.send +{ok} +high +attempt 1 +[\d,]+ ms$", done), done
     (dead,) = [x for x in lines if declined in x]
     assert re.search(rf"dead-lettered +payments\.capture +{declined} .*permanent: PermanentError", dead)
     (malformed,) = [x for x in lines if "malformed" in x]

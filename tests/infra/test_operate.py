@@ -74,8 +74,9 @@ def test_statuses_and_cancels_are_on_the_state_table(tmp_path):
     table = stack.get_logical_id(jobs.state_table.node.default_child)
     keys = stack.get_logical_id(jobs.idempotency_table.node.default_child)
     for action in OPERATOR_ACTIONS["dynamodb"]:
-        # status and cancel also read a tracked idempotent job's start (stores/key_records.py)
-        also = [keys] if action == "GetItem" else []
+        # status and cancel also read a tracked idempotent job's start and end, the console's lists
+        # and bulk cancel a page's (stores/key_records.py)
+        also = [keys] if action in ("GetItem", "BatchGetItem") else []
         assert [r["Fn::GetAtt"][0] for r in _granting(statements, f"dynamodb:{action}")] == [table, *also]
     assert _granting(statements, "ssm:GetParameter")  # the topology parameter
     assert _granting(statements, "s3:GetObject")  # offloaded payloads in dead letters
