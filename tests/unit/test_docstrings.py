@@ -13,6 +13,7 @@ MODULES = [
     "jobframework.envelope",
     "jobframework.scheduling",
     "jobframework.telemetry",
+    "jobframework.flow.cancel",
 ]
 
 
