@@ -71,11 +71,13 @@ class _Dev:
         )
         self.lines: list[str] = []
         threading.Thread(target=self._read, daemon=True).start()
-        self.wait_for(lambda: any(x.startswith("# ready") for x in self.lines))
+        self.wait_for(lambda: any(x.startswith(("# ready", '{"event": "ready"')) for x in self.lines))
         for line in self.lines:
             if line.startswith("export "):
                 name, _, value = line[len("export ") :].partition("=")
                 self.env[name] = value
+            elif line.startswith('{"event": "ready"'):  # jf dev --json
+                self.env.update(json.loads(line)["env"])
 
     def _read(self) -> None:
         assert self.proc.stdout is not None
@@ -144,10 +146,15 @@ def test_jf_dev_json_lines_name_the_app_and_ctrl_c_ends_them_with_a_json_summary
     finally:
         code = dev.stop()
     assert code == 0, dev.lines
-    [outcome] = [json.loads(x) for x in dev.lines if '"outcome"' in x]
+    every = [json.loads(x) for x in dev.lines]  # every stdout line is a JSON object: no banner, no exports
+    assert all(isinstance(x, dict) for x in every), dev.lines
+    ready = every[0]
+    assert ready["event"] == "ready" and ready["env"]["JF_ENDPOINT_URL"] == ready["endpoint_url"]
+    assert ready["jobs"] == ["stopjobs"] and ready["workers"] is True
+    [outcome] = [x for x in every if "outcome" in x]
     assert outcome["service"] == "jf"  # its topology's app, what the stack sets (not "jobframework")
-    summary = json.loads(dev.lines[-1])
-    assert summary["stopped"] == "jf dev" and summary["drained"] is True
+    summary = every[-1]
+    assert summary["event"] == "stopped" and summary["stopped"] == "jf dev" and summary["drained"] is True
     assert (summary["records"], summary["succeeded"], summary["dead_lettered"]) == (1, 1, 0)
 
 
