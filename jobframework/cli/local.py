@@ -97,6 +97,15 @@ def dev(  # noqa: PLR0917
             "record per job outcome, a 'stopped' line.",
         ),
     ] = False,
+    verbose: Annotated[
+        bool,
+        typer.Option(
+            "--verbose",
+            "-v",
+            help="Print every hand-back (a record over a limit, held back or waiting for its debounce "
+            "window, handed back unrun), not the first of each job type and one line per 30 s.",
+        ),
+    ] = False,
     run_workers: Annotated[
         bool,
         typer.Option(
@@ -141,7 +150,7 @@ def dev(  # noqa: PLR0917
             param_hint="--app/--stage",
         ) from None
     log_as_app(settings.app)  # the service of the log lines, as the stack names it
-    listener = install(json_logs=json_logs)
+    listener = install(json_logs=json_logs, every_handback=verbose)
     modules = load_jobs(names)
     try:
         aws = EmbeddedAWS(port).start()

@@ -414,7 +414,13 @@ def test_dev_json_prints_json_lines_with_each_outcome():
 
 
 @pytest.mark.parametrize(
-    "name", ["jobframework.local.console", "jobframework.local.demo_summary", "jobframework.local.banner"]
+    "name",
+    [
+        "jobframework.local.console",
+        "jobframework.local.demo_summary",
+        "jobframework.local.banner",
+        "jobframework.local.handbacks",
+    ],
 )
 def test_console_docstring_examples(name):
     import doctest
