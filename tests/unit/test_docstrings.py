@@ -14,6 +14,7 @@ MODULES = [
     "jobframework.scheduling",
     "jobframework.telemetry",
     "jobframework.flow.cancel",
+    "jobframework.cli.feature_flags",
 ]
 
 
