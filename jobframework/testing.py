@@ -25,12 +25,15 @@ from jobframework.envelope import Envelope, lambda_record, string_attribute
 from jobframework.jobs import Job, JobContext, JobRegistry
 from jobframework.local.context import LocalLambdaContext
 from jobframework.running import call
+from jobframework.settler import Settler
 from jobframework.stores.job_records import InMemoryJobRecords
 from jobframework.topology import RuntimeConfig, Topology, TopologySettings
 from jobframework.tracing import new_trace
+from jobframework.verdict import Kind, Verdict
 
 if TYPE_CHECKING:
     from jobframework.consumer import Consumer
+    from jobframework.delivery import Batch
 
 DEFAULT_QUEUE_ARN = "arn:aws:sqs:us-east-1:123456789012:jf-dev-default"
 NOWHERE = "http://127.0.0.1:9"
@@ -143,12 +146,17 @@ def in_memory_consumer(
     from jobframework.state import StateStore
     from jobframework.stores.dedup import InMemoryDedupMarkers
 
+    settler: _InMemorySettler | None = None
+
     def refuse(event_name: str, **_: Any) -> None:
+        settling = settler.settling if settler is not None and ".sqs." in event_name else ""
         raise RuntimeError(
-            f"in_memory_consumer makes no AWS request ({event_name}): failures (retries, dead letters), "
-            "hand-backs (a record released for lack of time: give the handler a FakeLambdaContext with "
-            "more than the job's timeout left), idempotency, rate=/concurrency= limits, debounce and "
-            "pause need the embedded AWS; test this job with jf_config"
+            f"in_memory_consumer makes no AWS request ({event_name}): "
+            + (
+                settling
+                or "retries, dead letters, hand-backs, idempotency, rate=/concurrency= limits, debounce "
+                "and pause need the embedded AWS; test this job with jf_config"
+            )
         )
 
     region = "us-east-1"
@@ -162,7 +170,59 @@ def in_memory_consumer(
     config = RuntimeConfig(queues=queues, state_table="jf-memory", retry_budget=None)
     records = InMemoryJobRecords()
     state = StateStore("jf-memory", dynamodb, jobs=records, dedup=InMemoryDedupMarkers(records))
-    return consumer(registry, config=config, sqs_client=sqs, state=state, **options), records
+    handler = consumer(registry, config=config, sqs_client=sqs, state=state, **options)
+    handler.settler = settler = _InMemorySettler(handler)
+    return handler, records
+
+
+class _InMemorySettler(Settler):
+    """The settler of :func:`in_memory_consumer`: says, while it settles, why a record needs SQS (the
+    refusal's message), so that a record handed back for lack of time is not taken for a failure."""
+
+    settling = ""
+
+    def settle(self, verdicts: list[Verdict], batch: Batch) -> list[str]:
+        self.settling = "; ".join(_needs_sqs(v, self.consumer) for v in verdicts if v.kind in _SQS_KINDS)
+        try:
+            return super().settle(verdicts, batch)
+        finally:
+            self.settling = ""
+
+
+_SQS_KINDS = (Kind.RELEASE, Kind.RETRY, Kind.DEAD_LETTER)
+
+
+def _needs_sqs(v: Verdict, handler: Consumer) -> str:
+    """Why settling ``v`` takes an SQS request, and what a test does about it."""
+    from jobframework.gates import RELEASE_MARGIN_SECONDS
+
+    d = v.delivery
+    env = d.envelope
+    what = f"record {d.message_id}" + (f" (job {env.type} {env.id})" if env is not None else "")
+    reason = v.outcome.reason if v.outcome is not None else None
+    error = v.error or (v.outcome.error if v.outcome is not None else None) or "-"
+    if v.kind is Kind.RELEASE and reason is None:  # the time-left gate's: the only release without one
+        job = handler.registry.find(env.type) if env is not None else None
+        needs = f"FakeLambdaContext({job.timeout + RELEASE_MARGIN_SECONDS + 1:g})" if job else "a longer one"
+        return (
+            f"{what} was released unstarted, not run and not failed: the Lambda context had less time left "
+            f"than the job's timeout plus {RELEASE_MARGIN_SECONDS:g} s, and handing it back needs SQS; "
+            f"give the handler {needs} or more (FakeLambdaContext() has 900 s, enough for any job)"
+        )
+    if v.kind is Kind.RELEASE:
+        return (
+            f"{what} was handed back unrun ({reason}), not failed, and handing it back needs SQS; limits, "
+            "debounce, FIFO order and pause need the embedded AWS: test this job with jf_config"
+        )
+    if v.kind is Kind.RETRY:
+        return (
+            f"{what} failed ({error}) and is retried in {v.delay} s through SQS; test "
+            "retries with jf_config, or run_inline(job, payload) to see the exception"
+        )
+    return (
+        f"{what} is dead-lettered ({reason or '-'}: {error}) through SQS; test dead letters with "
+        "jf_config, or run_inline(job, payload) to see the exception"
+    )
 
 
 def run_inline(

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from jobframework.cli.aws import aws_of
 from jobframework.cli.base import JsonOption, app, parse_duration, print_json
 from jobframework.cli.errors import CliError
+
+if TYPE_CHECKING:
+    from jobframework.state import JobState
 
 
 @app.command("cancel")
@@ -52,38 +55,48 @@ def cancel(  # noqa: PLR0917
         if not 0 < len(job_id) <= 128:
             raise typer.BadParameter("a job id has 1 to 128 characters", param_hint="ID")
         result = cancel_job(store, job_id)
+        after = _value(result.status_after)
+        before = _value(result.status)
         if json_output:
             print_json(
-                {
-                    "id": job_id,
-                    "outcome": result.outcome.value,
-                    "status": result.status.value if result.status else None,
-                }
+                {"id": job_id, "outcome": result.outcome.value, "status": after, "status_before": before}
             )
         else:
-            typer.echo(f"{job_id}: {result.outcome.value}")
+            typer.echo(f"{job_id}: {result.outcome.value} (status {after}, was {before})")
         return
     assert job_type is not None and older_than is not None
     seconds = parse_duration(older_than, option="--older-than")
     found = list(cancellable(store, job_type, seconds))
     jobs = []
     for found_id, state, enqueued_at in found:
-        entry = {"id": found_id, "status": state.value, "enqueued_at": enqueued_at}
+        entry: dict[str, str | None] = {"id": found_id, "status": state.value, "enqueued_at": enqueued_at}
         if not dry_run:
-            entry["outcome"] = cancel_job(store, found_id).outcome.value
+            result = cancel_job(store, found_id)
+            entry.update(
+                outcome=result.outcome.value,
+                status=_value(result.status_after),
+                status_before=_value(result.status),
+            )
         jobs.append(entry)
     if json_output:
         print_json({"type": job_type, "older_than_seconds": seconds, "dry_run": dry_run, "jobs": jobs})
         return
     for entry in jobs:
-        typer.echo(
-            f"{entry['id']}  {entry['status']:<9} enqueued {entry['enqueued_at']}  {entry.get('outcome', '')}"
-        )
+        if dry_run:
+            typer.echo(f"{entry['id']}  {entry['status']:<9} enqueued {entry['enqueued_at']}")
+        else:
+            was = f"(status {entry['status']}, was {entry['status_before']})"
+            typer.echo(f"{entry['id']}  {entry['outcome']:<9} {was}  enqueued {entry['enqueued_at']}")
     if dry_run:
         typer.echo(f"{len(jobs)} job(s) of {job_type} would be cancelled (dry run: nothing changed)")
     else:
         counts: dict[str, int] = {}
         for entry in jobs:
-            counts[entry["outcome"]] = counts.get(entry["outcome"], 0) + 1
+            outcome = str(entry["outcome"])
+            counts[outcome] = counts.get(outcome, 0) + 1
         summary = ", ".join(f"{n} {outcome}" for outcome, n in sorted(counts.items())) or "none"
         typer.echo(f"{len(jobs)} job(s) of {job_type}: {summary}")
+
+
+def _value(state: JobState | None) -> str | None:
+    return state.value if state is not None else None

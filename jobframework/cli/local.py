@@ -90,7 +90,21 @@ def dev(  # noqa: PLR0917
         ),
     ] = 100,
     json_logs: Annotated[
-        bool, typer.Option("--json", help="Print the logs (and one record per job outcome) as JSON lines.")
+        bool,
+        typer.Option(
+            "--json",
+            help="Every stdout line a JSON object: a 'ready' line (the exports under 'env'), the logs, one "
+            "record per job outcome, a 'stopped' line.",
+        ),
+    ] = False,
+    verbose: Annotated[
+        bool,
+        typer.Option(
+            "--verbose",
+            "-v",
+            help="Print every hand-back (a record over a limit, held back or waiting for its debounce "
+            "window, handed back unrun), not the first of each job type and one line per 30 s.",
+        ),
     ] = False,
     run_workers: Annotated[
         bool,
@@ -116,6 +130,7 @@ def dev(  # noqa: PLR0917
     from jobframework.delays import fire_due
     from jobframework.jobs import registry
     from jobframework.local.aws import FAKE_CREDENTIALS, EmbeddedAWS, pooled_botocore_session
+    from jobframework.local.banner import ready_lines
     from jobframework.local.console import install, log_as_app
     from jobframework.local.emulator import Emulator, pollers_for
     from jobframework.local.scheduler import LocalScheduler, sqs_sender
@@ -135,7 +150,7 @@ def dev(  # noqa: PLR0917
             param_hint="--app/--stage",
         ) from None
     log_as_app(settings.app)  # the service of the log lines, as the stack names it
-    listener = install(json_logs=json_logs)
+    listener = install(json_logs=json_logs, every_handback=verbose)
     modules = load_jobs(names)
     try:
         aws = EmbeddedAWS(port).start()
@@ -154,11 +169,6 @@ def dev(  # noqa: PLR0917
             ENV_TOPOLOGY_PARAMETER: topology.topology_parameter,
             ENV_JOBS: ",".join(modules),
         }
-        typer.echo(f"jf dev: embedded AWS at {aws.endpoint_url}, jobs from {', '.join(modules)}")
-        typer.echo("")
-        typer.echo("# Point another shell (other jf commands, your services) at it:")
-        for name, value in env.items():
-            typer.echo(f"export {name}={value}")
         emulator = None
         tally = OutcomeTally()
         if run_workers:
@@ -178,25 +188,22 @@ def dev(  # noqa: PLR0917
             # Delays over 15 minutes are Scheduler one-time schedules; the embedded one never fires them.
             tasks=[lambda: fire_due(scheduler_client, sqs, config.schedule_group)],
         ).start()
-        typer.echo("")
-        for entry in scheduler.describe():
-            typer.echo(f"# schedule {entry['job']} {entry['expression']}, next {entry['next']}")
-        if emulator is None:
-            typer.echo(
-                "# ready: no workers (--no-workers): the queues wait for `jf worker` or your consumer, "
-                "run in a shell with the exports above; Ctrl-C stops"
-            )
-        else:
-            typer.echo(
-                f"# ready: {'JSON log lines' if json_logs else 'one line per job outcome'} below; "
-                "Ctrl-C stops"
-            )
-        typer.echo("")
+        for line in ready_lines(
+            endpoint_url=aws.endpoint_url,
+            modules=modules,
+            env=env,
+            schedules=scheduler.describe(),
+            workers=emulator is not None,
+            json_lines=json_logs,
+        ):
+            typer.echo(line)
         sys.stdout.flush()
         drained = True
         if emulator is None:
             until_signal(scheduler.stop)
             summary = "jf dev: stopped (no workers)"
+            if json_logs:
+                summary = json.dumps({"event": "stopped", "stopped": "jf dev", "workers": False})
         else:
             # Its queues go with it: Ctrl-C waits for the batches being run, not for idle long polls.
             drained = emulator.run_until_signal(
@@ -205,7 +212,11 @@ def dev(  # noqa: PLR0917
             summary = stop_summary("jf dev", emulator.stats, tally, drained=drained)
             if json_logs:  # the console's lines are JSON: so is this one
                 summary = json.dumps(
-                    {"stopped": "jf dev", **stop_counts(emulator.stats, tally, drained=drained)}
+                    {
+                        "event": "stopped",
+                        "stopped": "jf dev",
+                        **stop_counts(emulator.stats, tally, drained=drained),
+                    }
                 )
     finally:
         aws.stop()

@@ -136,9 +136,10 @@ CDK_JSON = """\
 {
   "app": "python3 app.py",
   "watch": {"include": ["app.py", "$package/**"]},
-  "context": {}
+  "context": $context
 }
 """
+"""``$context``: aws-cdk-lib's recommended feature flags (:mod:`jobframework.cli.feature_flags`)."""
 
 CONFTEST = '''\
 """jobframework's fixtures: ``jf_aws`` (the embedded AWS) and ``jf_config`` (a provisioned topology)."""
@@ -324,7 +325,9 @@ def scaffold(path: Path, package: str | None = None) -> list[Path]:
             f"(one holding only {', '.join(sorted(ALLOWED_BEFORE))} will do; nothing was written)",
             EXIT_USAGE,
         )
-    names = project_names(path, package)
+    from jobframework.cli.feature_flags import context_json, recommended_feature_flags
+
+    names = {**project_names(path, package), "context": context_json(recommended_feature_flags()[0])}
     written = []
     for relative, text in FILES.items():
         target = path / string.Template(relative).substitute(names)

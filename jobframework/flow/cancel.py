@@ -68,6 +68,20 @@ class CancelResult:
     status: JobState | None
     """The job's status before the cancel (``None``: the state table does not know the id yet)."""
 
+    @property
+    def status_after(self) -> JobState | None:
+        """The job's status as the cancel left it: ``cancelled`` when the outcome is ``cancelled``;
+        otherwise unchanged (``signalled``: the run goes on and writes its own status when it ends;
+        ``finished``: nothing changed).
+
+        Example:
+            >>> CancelResult("j-1", CancelOutcome.CANCELLED, JobState.QUEUED).status_after
+            <JobState.CANCELLED: 'cancelled'>
+            >>> CancelResult("j-2", CancelOutcome.SIGNALLED, JobState.RUNNING).status_after
+            <JobState.RUNNING: 'running'>
+        """
+        return JobState.CANCELLED if self.outcome is CancelOutcome.CANCELLED else self.status
+
 
 def cancel(store: StateStore, job_id: str) -> CancelResult:
     """Cancel ``job_id``: it does not start, or, if running, is told to stop (``ctx.cancelled``).

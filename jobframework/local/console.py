@@ -65,12 +65,18 @@ _LEVELS = {
     Outcome.DEAD_LETTERED: logging.ERROR,
 }
 
-_CONSUMER_LOGGER = "jobframework.consumer"
-_RESTATES = re.compile(
-    r"dead-lettered|retry in|retrying in|released unstarted|skipped|deferred %ds|already completed"
-    r"|running in another delivery|retry budget"
-)
-"""The consumer's messages that an outcome line says again (matched against the message template)."""
+_RESTATES = {
+    "jobframework.consumer": re.compile(
+        r"dead-lettered|retry in|retrying in|released unstarted|skipped|deferred %ds|already completed"
+        r"|running in another delivery|retry budget"
+    ),
+    "jobframework.flow.limits": re.compile(r"over its concurrency cap|over its rate"),
+    "jobframework.flow.debounce": re.compile(r"debounced: superseded"),
+    "jobframework.flow.cancel": re.compile(r"was cancelled; acknowledged unrun"),
+    "jobframework.fifo": re.compile(r"held back"),
+}
+"""The framework's messages that an outcome line says again, by logger (matched against the message
+template): a hand-back over a limit, a superseded debounce or a cancel is one line, its outcome's."""
 
 
 def outcome_listener(*, always: bool = True) -> Listener:
@@ -156,6 +162,8 @@ def outcome_text(keys: dict[str, Any]) -> str:
     detail = [str(d) for d in (keys.get("reason"), keys.get("error")) if d]
     if detail:
         parts.append(": ".join(detail))
+    if keys.get("note"):  # what the console adds (local/handbacks.py), not a key of the outcome
+        parts.append(f"({keys['note']})")
     return "  ".join(parts)
 
 
@@ -207,7 +215,8 @@ class ReadableFormatter(LambdaPowertoolsFormatter):
 
 
 def _restates_outcome(record: logging.LogRecord) -> bool:
-    return record.name == _CONSUMER_LOGGER and bool(_RESTATES.search(str(record.msg)))
+    restates = _RESTATES.get(record.name)
+    return restates is not None and bool(restates.search(str(record.msg)))
 
 
 _FRAMEWORK_DIR = str(Path(__file__).resolve().parent.parent)
@@ -287,15 +296,18 @@ def log_as_app(app: str | None) -> None:
     job_logger()
 
 
-def install(*, json_logs: bool) -> Listener:
+def install(*, json_logs: bool, every_handback: bool = False) -> Listener:
     """Set up the console of ``jf dev``; returns the consumer listener that logs the outcomes.
 
     The consumer's EMF metrics are off (``JF_METRICS_DISABLED=true`` unless the environment says
     otherwise; a job's own Powertools metrics still print);
     the framework's and the jobs' records go through the Powertools Logger of
     :func:`jobframework.telemetry.job_logger`, as JSON with ``json_logs``, else through
-    :class:`ReadableFormatter`.
+    :class:`ReadableFormatter`, without the routine hand-backs but the first of each job type and
+    reason and one line per 30 s (:class:`~jobframework.local.handbacks.QuietHandBacks`) unless
+    ``every_handback``.
     """
+    from jobframework.local.handbacks import QuietHandBacks
     from jobframework.telemetry import METRICS_DISABLED_ENV, job_logger
 
     os.environ.setdefault(METRICS_DISABLED_ENV, "true")
@@ -303,4 +315,6 @@ def install(*, json_logs: bool) -> Listener:
     if not json_logs:
         handler.setFormatter(ReadableFormatter())
         handler.addFilter(_NoRestatements())
+        if not every_handback:
+            handler.addFilter(QuietHandBacks())
     return outcome_listener()

@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import importlib.util
+import json
+import tarfile
+from pathlib import Path
+
 from typer.testing import CliRunner
 
 from jobframework.cli import app
@@ -44,6 +49,44 @@ def test_jf_new_writes_a_project_named_after_its_directory(tmp_path):
     compile(jobs, "jobs.py", "exec")
     compile(app_py, "app.py", "exec")
     compile(conftest, "conftest.py", "exec")
+
+
+def _shipped_flags() -> dict[str, object]:
+    """The recommended flags in the installed aws-cdk-lib's jsii assembly, read here on their own."""
+    spec = importlib.util.find_spec("aws_cdk")  # where it is (importing it would start the jsii runtime)
+    assert spec is not None and spec.origin is not None
+    [tarball] = (Path(spec.origin).parent / "_jsii").glob("aws-cdk-lib@*.jsii.tgz")
+    with tarfile.open(tarball) as archive:
+        member = archive.extractfile("package/recommended-feature-flags.json")
+        assert member is not None
+        return dict(json.load(member))
+
+
+def test_jf_new_writes_aws_cdk_libs_recommended_feature_flags_into_cdk_json(tmp_path):
+    """As `cdk init` does: with the flags set, `cdk synth` does not list each unset one."""
+    result = CliRunner().invoke(app, ["new", str(tmp_path / "svc")])
+    assert result.exit_code == 0, result.output
+    cdk_json = json.loads((tmp_path / "svc" / "cdk.json").read_text())
+    assert cdk_json["app"] == "python3 app.py" and cdk_json["watch"] == {"include": ["app.py", "svc/**"]}
+    shipped = _shipped_flags()
+    assert len(shipped) > 50 and cdk_json["context"] == shipped
+    assert cdk_json["context"]["@aws-cdk/core:checkSecretUsage"] is True
+
+
+def test_jf_new_without_aws_cdk_lib_writes_the_flags_jobframework_ships(tmp_path, monkeypatch):
+    """`jf new` from a jf installed without the cdk extra: its copy of the flags (aws-cdk-lib 2.275.0)."""
+    from jobframework.cli import feature_flags
+
+    find_spec = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == "aws_cdk" else find_spec(name, *a)
+    )
+    assert feature_flags.recommended_feature_flags()[1] == "jobframework's copy (aws-cdk-lib 2.275.0)"
+    result = CliRunner().invoke(app, ["new", str(tmp_path / "svc")])
+    assert result.exit_code == 0, result.output
+    context = json.loads((tmp_path / "svc" / "cdk.json").read_text())["context"]
+    assert context == json.loads(feature_flags.FALLBACK.read_text())
+    assert context["@aws-cdk/core:target-partitions"] == ["aws", "aws-cn"] and len(context) == 89
 
 
 def test_jf_new_refuses_a_non_empty_directory_and_writes_nothing(tmp_path):

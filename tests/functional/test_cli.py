@@ -50,6 +50,9 @@ def start_jf_dev(
             exports[name] = value
         if line.startswith("# ready"):
             break
+        if line.startswith('{"event": "ready"'):  # jf dev --json: the exports are its env
+            exports.update(json.loads(line)["env"])
+            break
     return proc, exports
 
 
@@ -410,7 +413,15 @@ def test_dev_json_prints_json_lines_with_each_outcome():
     assert not [r for r in records if "_aws" in r]  # EMF stays off the console
 
 
-@pytest.mark.parametrize("name", ["jobframework.local.console", "jobframework.local.demo_summary"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "jobframework.local.console",
+        "jobframework.local.demo_summary",
+        "jobframework.local.banner",
+        "jobframework.local.handbacks",
+    ],
+)
 def test_console_docstring_examples(name):
     import doctest
     import importlib

@@ -42,6 +42,16 @@ def declined(step: Step) -> None:
     raise PermanentError(f"{step.name} is declined")
 
 
+@job("stop.capped", priority=Priority.HIGH, timeout=120, concurrency=1)
+def capped(step: Step) -> str:
+    """One at a time; each runs until the test creates the file ``release``."""
+    (HERE / "capped").write_text(step.name)
+    give_up = time.monotonic() + 60
+    while not (HERE / "release").exists() and time.monotonic() < give_up:
+        time.sleep(0.05)
+    return step.name
+
+
 @job("stop.slow", priority=Priority.DEFAULT, timeout=120)
 def slow(step: Step) -> str:
     """Runs until the test creates the file ``release`` (a minute at most)."""
@@ -71,11 +81,13 @@ class _Dev:
         )
         self.lines: list[str] = []
         threading.Thread(target=self._read, daemon=True).start()
-        self.wait_for(lambda: any(x.startswith("# ready") for x in self.lines))
+        self.wait_for(lambda: any(x.startswith(("# ready", '{"event": "ready"')) for x in self.lines))
         for line in self.lines:
             if line.startswith("export "):
                 name, _, value = line[len("export ") :].partition("=")
                 self.env[name] = value
+            elif line.startswith('{"event": "ready"'):  # jf dev --json
+                self.env.update(json.loads(line)["env"])
 
     def _read(self) -> None:
         assert self.proc.stdout is not None
@@ -89,9 +101,9 @@ class _Dev:
             assert time.monotonic() < deadline, (what, self.lines)
             time.sleep(0.05)
 
-    def enqueue(self, job_type: str, name: str) -> str:
+    def enqueue(self, job_type: str, name: str, *options: str) -> str:
         sent = subprocess.run(
-            [JF, "enqueue", job_type, json.dumps({"name": name})],
+            [JF, "enqueue", job_type, json.dumps({"name": name}), *options],
             cwd=self.root,
             env=self.env,
             capture_output=True,
@@ -144,10 +156,15 @@ def test_jf_dev_json_lines_name_the_app_and_ctrl_c_ends_them_with_a_json_summary
     finally:
         code = dev.stop()
     assert code == 0, dev.lines
-    [outcome] = [json.loads(x) for x in dev.lines if '"outcome"' in x]
+    every = [json.loads(x) for x in dev.lines]  # every stdout line is a JSON object: no banner, no exports
+    assert all(isinstance(x, dict) for x in every), dev.lines
+    ready = every[0]
+    assert ready["event"] == "ready" and ready["env"]["JF_ENDPOINT_URL"] == ready["endpoint_url"]
+    assert ready["jobs"] == ["stopjobs"] and ready["workers"] is True
+    [outcome] = [x for x in every if "outcome" in x]
     assert outcome["service"] == "jf"  # its topology's app, what the stack sets (not "jobframework")
-    summary = json.loads(dev.lines[-1])
-    assert summary["stopped"] == "jf dev" and summary["drained"] is True
+    summary = every[-1]
+    assert summary["event"] == "stopped" and summary["stopped"] == "jf dev" and summary["drained"] is True
     assert (summary["records"], summary["succeeded"], summary["dead_lettered"]) == (1, 1, 0)
 
 
@@ -189,3 +206,43 @@ def test_jf_dev_exits_1_when_its_drain_time_runs_out_with_a_job_still_running(tm
         (tmp_path / "release").write_text("")  # (the job's thread may still be waiting for it)
         code = dev.stop()
     assert code == 1, dev.lines  # as jf worker: a script running jf dev learns that jobs were cut off
+
+
+def test_jf_dev_prints_the_first_hand_back_over_a_limit_then_counts_them(tmp_path):
+    """Records over a concurrency limit come back by themselves: one `released` line says so (the
+    stop line counts them all), not one line per hand-back plus a log line restating each."""
+    dev = _Dev(tmp_path)
+    try:
+        dev.enqueue("stop.capped", "first")
+        dev.wait_for((tmp_path / "capped").exists, "the first capped job started")
+        waiting = [dev.enqueue("stop.capped", f"w{n}") for n in range(4)]
+        time.sleep(4)  # each comes back over the cap every 1 to 3 s while the first runs
+        (tmp_path / "release").write_text("")
+        dev.wait_for(lambda: sum("succeeded" in x and "stop.capped" in x for x in dev.lines) == 5, "all ran")
+        dev.proc.send_signal(signal.SIGINT)
+    finally:
+        (tmp_path / "release").write_text("")
+        code = dev.stop()
+    assert code == 0, dev.lines
+    released = [x for x in dev.lines if " released " in x]
+    assert len(released) == 1, released  # the first, well under 30 s
+    assert "more hand-backs of stop.capped for its concurrency limit" in released[0]
+    assert any(w in released[0] for w in waiting)
+    assert not [x for x in dev.lines if "over its concurrency cap" in x]  # said by the released line
+    counted = re.search(r"(\d+) released", dev.lines[-1])
+    assert counted and int(counted.group(1)) >= 4, dev.lines[-1]  # each waiting one at least once
+
+
+def test_jf_dev_says_a_superseded_debounce_in_one_line(tmp_path):
+    dev = _Dev(tmp_path)
+    try:
+        first = dev.enqueue("stop.quick", "a", "--key", "k", "--debounce", "5")
+        last = dev.enqueue("stop.quick", "b", "--key", "k", "--debounce", "5")
+        dev.wait_for(lambda: any(last in x and "succeeded" in x for x in dev.lines), "the last ran")
+        dev.wait_for(lambda: any(first in x for x in dev.lines), "the first's line")
+        dev.proc.send_signal(signal.SIGINT)
+    finally:
+        code = dev.stop()
+    assert code == 0, dev.lines
+    [superseded] = [x for x in dev.lines if first in x]  # its outcome line, no log line saying it again
+    assert "skipped" in superseded and f"debounced: superseded by {last}" in superseded

@@ -13,6 +13,8 @@ MODULES = [
     "jobframework.envelope",
     "jobframework.scheduling",
     "jobframework.telemetry",
+    "jobframework.flow.cancel",
+    "jobframework.cli.feature_flags",
 ]
 
 

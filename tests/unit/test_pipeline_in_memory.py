@@ -109,6 +109,42 @@ def test_a_retry_needs_sqs_so_the_in_memory_handler_leaves_its_record_to_come_ba
     assert status.error is not None and "downstream reset" in status.error
 
 
+def test_the_refusal_of_a_retry_says_the_job_failed_and_is_retried(world, caplog):
+    handler, _ = world
+    handler(sqs_event(Envelope.new("u.flaky", {"id": "f2"}, track=True)), FakeLambdaContext())
+    refused = _refusals(caplog)
+    assert refused and all("(job u.flaky " in m and "failed (" in m for m in refused), refused
+    assert all("and is retried in" in m and "downstream reset" in m for m in refused), refused
+
+
+def _refusals(caplog: pytest.LogCaptureFixture) -> list[str]:
+    """The refusals the consumer logged, in a message or as the exception of a failed request."""
+    said = [r.getMessage() + (f" {r.exc_info[1]}" if r.exc_info else "") for r in caplog.records]
+    return [m for m in said if "in_memory_consumer makes no AWS" in m]
+
+
+@job("u.long", registry=registry, track=True, timeout=60)
+def long_running(order: Order) -> None:
+    seen["long"] = order.id
+
+
+def test_a_record_released_for_lack_of_time_is_refused_as_such_not_as_a_failure(world, caplog):
+    """Too little time left in the fake Lambda context: the record is handed back unrun, which needs
+    SQS; the refusal says so and what context to give, not that the job failed."""
+    handler, records = world
+    env = Envelope.new("u.long", {"id": "l1"}, track=True)
+    response = handler(sqs_event(env), FakeLambdaContext(10))
+    assert len(response["batchItemFailures"]) == 1 and "long" not in seen  # it did not run
+    refused = _refusals(caplog)
+    assert refused, [r.getMessage() for r in caplog.records]
+    for message in refused:
+        assert "was released unstarted, not run and not failed" in message, message
+        assert "FakeLambdaContext(62) or more" in message  # its timeout, 60 s, and the 1 s margin fit
+        assert "retries" not in message and "dead letters" not in message
+    assert handler(sqs_event(env), FakeLambdaContext(62)) == {"batchItemFailures": []}  # as it says
+    assert seen["long"] == "l1" and records.get_status(env.id).status is JobState.SUCCEEDED
+
+
 @job("u.note", registry=registry)  # idempotent: the default
 def note(order: Order) -> None:
     seen.setdefault("noted", []).append(order.id)

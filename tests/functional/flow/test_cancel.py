@@ -169,7 +169,35 @@ def test_bulk_cancel_by_type_and_age_with_a_dry_run(flow):
     assert flow.client.status(other).status is JobState.QUEUED
 
     one = invoke(["cancel", ids[0], "--json"], env)
-    assert json.loads(one.output) == {"id": ids[0], "outcome": "cancelled", "status": "cancelled"}
+    again = {"id": ids[0], "outcome": "cancelled", "status": "cancelled", "status_before": "cancelled"}
+    assert json.loads(one.output) == again
+
+
+def test_cancel_json_says_the_status_after_the_cancel_and_the_one_before(flow):
+    """`status` is what `jf status` says now, as for every other command; `status_before` what it was."""
+    queued, finished, bulk = (flow.client.enqueue("f.ok", Item(name=n)).id for n in ("q", "f", "b"))
+    env = cli_env(flow.config)
+    one = invoke(["cancel", queued, "--json"], env)
+    assert json.loads(one.output) == {
+        "id": queued,
+        "outcome": "cancelled",
+        "status": "cancelled",
+        "status_before": "queued",
+    }
+    assert flow.client.status(queued).status is JobState.CANCELLED
+
+    flow.consume("high")  # runs the other two
+    done = invoke(["cancel", finished, "--json"], env)
+    assert json.loads(done.output)["outcome"] == "finished"
+    assert (json.loads(done.output)["status"], json.loads(done.output)["status_before"]) == ("succeeded",) * 2
+    text = invoke(["cancel", finished], env)
+    assert text.output.strip() == f"{finished}: finished (status succeeded, was succeeded)"
+
+    later = flow.client.enqueue("f.ok", Item(name="later")).id
+    many = invoke(["cancel", "--type", "f.ok", "--older-than", "0s", "--json"], env)
+    [entry] = json.loads(many.output)["jobs"]  # not the two that ran (nor the one cancelled)
+    assert entry["id"] == later and flow.client.status(bulk).status is JobState.SUCCEEDED
+    assert (entry["outcome"], entry["status"], entry["status_before"]) == ("cancelled", "cancelled", "queued")
 
 
 def test_cancel_arguments_are_checked(flow):

@@ -1,0 +1,57 @@
+"""What ``jf dev`` prints once it is ready: where the embedded AWS is, the exports, the schedules.
+
+As text, lines a person reads and pastes (``export NAME=value``); with ``--json``, one JSON object on
+one line (``"event": "ready"``), so that every line ``jf dev --json`` prints to stdout is a JSON object.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+
+def ready_lines(
+    *,
+    endpoint_url: str,
+    modules: Sequence[str],
+    env: Mapping[str, str],
+    schedules: Sequence[Mapping[str, Any]],
+    workers: bool,
+    json_lines: bool,
+) -> list[str]:
+    """The lines of ``jf dev``'s banner, as text, or as one JSON line with ``json_lines``.
+
+    Example:
+        >>> ready_lines(endpoint_url="http://127.0.0.1:4566", modules=["app.jobs"],
+        ...             env={"JF_ENDPOINT_URL": "http://127.0.0.1:4566"}, schedules=[], workers=True,
+        ...             json_lines=True)
+        ['{"event": "ready", "endpoint_url": "http://127.0.0.1:4566", "jobs": ["app.jobs"], "env": {"JF_ENDPOINT_URL": "http://127.0.0.1:4566"}, "schedules": [], "workers": true}']
+    """  # noqa: E501
+    if json_lines:
+        ready = {
+            "event": "ready",
+            "endpoint_url": endpoint_url,
+            "jobs": list(modules),
+            "env": dict(env),
+            "schedules": [dict(s) for s in schedules],
+            "workers": workers,
+        }
+        return [json.dumps(ready)]
+    lines = [
+        f"jf dev: embedded AWS at {endpoint_url}, jobs from {', '.join(modules)}",
+        "",
+        "# Point another shell (other jf commands, your services) at it:",
+        *(f"export {name}={value}" for name, value in env.items()),
+        "",
+        *(f"# schedule {s['job']} {s['expression']}, next {s['next']}" for s in schedules),
+    ]
+    if workers:
+        lines.append("# ready: one line per job outcome below; Ctrl-C stops")
+    else:
+        lines.append(
+            "# ready: no workers (--no-workers): the queues wait for `jf worker` or your consumer, "
+            "run in a shell with the exports above; Ctrl-C stops"
+        )
+    lines.append("")
+    return lines

@@ -1,0 +1,85 @@
+"""``jf dev``'s console without the flood of routine hand-backs.
+
+A record over a concurrency or rate limit, held back behind its FIFO group, or waiting for its
+debounce window is handed back unrun, not as an attempt, and comes back by itself: 20 jobs held by
+``concurrency=1`` make dozens of such ``released`` lines. :class:`QuietHandBacks` lets the first of
+each job type and reason through, with a note, then one line per :data:`SUMMARY_SECONDS` at most
+that counts them; ``jf dev -v`` (and ``--json``) print every one. Any other outcome, a hand-back for
+lack of time or because the limits could not be read included, is always printed.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from jobframework.delivery import Outcome
+from jobframework.fifo import HELD_BACK
+
+ROUTINE_REASONS = frozenset({"concurrency limit", "rate limit", "debounce window still open", HELD_BACK})
+"""The reasons of the hand-backs that are the limits doing their work (``jobframework.flow.limits``,
+``jobframework.flow.debounce``, ``jobframework.fifo``)."""
+SUMMARY_SECONDS = 30.0
+"""At most one line per job type and reason in this many seconds, after the first."""
+
+
+@dataclass(slots=True)
+class _Count:
+    since: float
+    count: int = 0
+
+
+class QuietHandBacks(logging.Filter):
+    """Drops the outcome records of routine hand-backs but the first and one per ``every`` seconds
+    (per job type and reason), which get a ``note`` key that the console prints at the line's end.
+
+    Example:
+        >>> now = [0.0]
+        >>> quiet = QuietHandBacks(every=30, clock=lambda: now[0])
+        >>> def released():
+        ...     return logging.makeLogRecord({"outcome": "released", "job_type": "crm.sync",
+        ...                                   "reason": "concurrency limit"})
+        >>> first = released(); quiet.filter(first)
+        True
+        >>> first.note
+        'more hand-backs of crm.sync for its concurrency limit: one line per 30 s; jf dev -v shows each'
+        >>> quiet.filter(released())
+        False
+        >>> now[0] = 31.0
+        >>> later = released(); quiet.filter(later), later.note
+        (True, '2 hand-backs of crm.sync for its concurrency limit in the last 31 s')
+    """
+
+    def __init__(self, every: float = SUMMARY_SECONDS, clock: Callable[[], float] = time.monotonic) -> None:
+        super().__init__()
+        self.every = every
+        self._clock = clock
+        self._counts: dict[tuple[str, str], _Count] = {}
+        self._lock = threading.Lock()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        reason = getattr(record, "reason", None)
+        if getattr(record, "outcome", None) != Outcome.RELEASED or reason not in ROUTINE_REASONS:
+            return True
+        job_type = str(getattr(record, "job_type", None) or "(no job type)")
+        now = self._clock()
+        with self._lock:
+            seen = self._counts.get((job_type, reason))
+            if seen is None:
+                self._counts[(job_type, reason)] = _Count(now)
+                record.note = (
+                    f"more hand-backs of {job_type} for its {reason}: one line per {self.every:g} s; "
+                    "jf dev -v shows each"
+                )
+                return True
+            seen.count += 1
+            if now - seen.since < self.every:
+                return False
+            record.note = (
+                f"{seen.count} hand-backs of {job_type} for its {reason} in the last {now - seen.since:.0f} s"
+            )
+            seen.since, seen.count = now, 0
+            return True
