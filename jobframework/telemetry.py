@@ -62,30 +62,55 @@ def job_logger() -> Logger:
         if not any(isinstance(f, FrameworkLevel) for f in handler.filters):
             handler.addFilter(FrameworkLevel())
         if logger.name != SERVICE:
-            _route_framework_records(handler, logger.log_level)
+            _route_framework_records(handler, logger.log_level, logger.name)
+        _keep_framework_records_off_root()
         _logger = logger
     return _logger
 
 
-def _route_framework_records(handler: logging.Handler, level: int) -> None:
+def _route_framework_records(handler: logging.Handler, level: int, service: str) -> None:
     """With ``POWERTOOLS_SERVICE_NAME`` naming the app (as the stack sets it for every consumer), the
     Powertools Logger is that service's, no parent of the framework's ``jobframework.<module>`` loggers:
     their records went to the root logger as plain text, without the job's keys, and below WARNING not
     at all. The ``jobframework`` logger gets the Logger's handler (its JSON, keys and service) and level,
     and the root's handlers a filter against the same records coming through twice, as Powertools does
-    for its own logger (pytest's capture handler keeps them)."""
-    from aws_lambda_powertools.logging.filters import SuppressFilter
-
+    for its own logger (pytest's capture handler keeps them). A service named under ``jobframework.``
+    makes the Logger a child of that logger: it stops propagating, or its lines would print twice."""
     framework = logging.getLogger(SERVICE)
     if handler not in framework.handlers:
         framework.addHandler(handler)
     if framework.level == logging.NOTSET:
         framework.setLevel(level)
+    if FrameworkRecords.ours(service):
+        logging.getLogger(service).propagate = False
+
+
+def _keep_framework_records_off_root() -> None:
+    """Each root handler gets :class:`FrameworkRecords` in place of the ``SuppressFilter`` Powertools
+    puts there for a Logger of the default service (``jobframework``)."""
+    from aws_lambda_powertools.logging.filters import SuppressFilter
+
     for root_handler in logging.root.handlers:
         if type(root_handler).__name__ == "LogCaptureHandler":
             continue
-        if not any(isinstance(f, SuppressFilter) and f.logger == SERVICE for f in root_handler.filters):
-            root_handler.addFilter(SuppressFilter(SERVICE))
+        for f in list(root_handler.filters):
+            if isinstance(f, SuppressFilter) and f.logger == SERVICE:
+                root_handler.removeFilter(f)
+        if not any(isinstance(f, FrameworkRecords) for f in root_handler.filters):
+            root_handler.addFilter(FrameworkRecords())
+
+
+class FrameworkRecords(logging.Filter):
+    """Keeps the framework's records (the ``jobframework`` logger's and its children's) out of a root
+    handler. Powertools' ``SuppressFilter`` drops any logger whose name merely contains the text, a
+    team's ``acme.jobframework_glue`` too."""
+
+    @staticmethod
+    def ours(name: str) -> bool:
+        return name == SERVICE or name.startswith(SERVICE + ".")
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not self.ours(record.name)
 
 
 def framework_log_level() -> int:

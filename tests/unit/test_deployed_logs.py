@@ -10,6 +10,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 SCRIPT = """
 import logging, sys
 logging.basicConfig(stream=sys.stderr, level=logging.WARNING)  # the Lambda runtime's root handler
@@ -92,3 +94,32 @@ def test_a_line_a_gate_logs_carries_the_jobs_keys():
     cancelled = next(json.loads(line) for line in lines if "acknowledged unrun" in line)
     assert cancelled["job_id"] == job_id and cancelled["job_type"] == "orders.ship"
     assert cancelled["trace_id"] and cancelled["attempt"] == 1
+
+
+SERVICE_SCRIPT = """
+import logging, sys
+logging.basicConfig(stream=sys.stderr, level=logging.WARNING, format="root %(name)s: %(message)s")
+from jobframework.telemetry import job_logger
+
+job_logger().warning("the job's own line")
+logging.getLogger("jobframework.consumer").warning("the framework's line")
+logging.getLogger("acme.jobframework_glue").warning("the team's glue line")
+"""
+
+
+@pytest.mark.parametrize("service", ["billing", "jobframework.billing", "jobframework"])
+def test_each_line_prints_once_and_a_teams_logger_named_like_the_framework_keeps_the_root(service):
+    """A dotted service under ``jobframework.`` printed every job line twice, and a team's logger whose
+    name only contains ``jobframework`` lost its lines on the root's handlers (a substring filter)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("POWERTOOLS_", "JF_"))}
+    done = subprocess.run(
+        [sys.executable, "-c", SERVICE_SCRIPT],
+        env=env | {"POWERTOOLS_SERVICE_NAME": service},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    printed = [json.loads(line)["message"] for line in done.stdout.splitlines()]
+    assert printed == ["the job's own line", "the framework's line"]
+    assert done.stderr.splitlines() == ["root acme.jobframework_glue: the team's glue line"]
