@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from jobframework import envelope as wire
 from jobframework import errortext
-from jobframework.attempts import attempt_of
+from jobframework.attempts import attempt_of, receive_count
 from jobframework.errors import RetryableError
 from jobframework.jobs import JobContext
 
@@ -202,19 +202,37 @@ def identified_records(records: list[Any]) -> list[dict[str, Any]]:
     """The records of an event that Lambda can be told about (objects with a ``messageId``).
 
     Any other entry cannot be acknowledged, retried or reported (a partial batch response names records
-    by ``messageId``): it is logged at ERROR with what it holds, and the rest of the batch goes on.
+    by ``messageId``): it is logged at ERROR with what it holds, and the rest of the batch goes on. A
+    message in the batch twice is kept once, its later receipt in the earlier one's place.
     """
-    kept: list[dict[str, Any]] = []
+    kept: dict[str, dict[str, Any]] = {}
     for n, record in enumerate(records):
         if isinstance(record, dict) and isinstance(record.get("messageId"), str) and record["messageId"]:
-            kept.append(record)
+            kept[record["messageId"]] = _later(kept.get(record["messageId"]), record)
             continue
         log.error(
             "record %d of the batch is not an SQS record with a messageId, so it cannot be settled: %s",
             n,
             safe_text(errortext.safe_str(repr_of(record)), limit=500),
         )
-    return kept
+    return list(kept.values())
+
+
+def _later(seen: dict[str, Any] | None, record: dict[str, Any]) -> dict[str, Any]:
+    """Of two receipts of one message in a batch, the later (the higher receive count; SQS honours the
+    latest receipt handle). A message received again while the batch filled (its visibility lapsed
+    in the batching window) is one record to Lambda, whose partial batch response names records by
+    ``messageId``: run both and each would settle, retry or dead-letter the other's job."""
+    if seen is None:
+        return record
+    later = record if (receive_count(record) or 0) >= (receive_count(seen) or 0) else seen
+    log.warning(
+        "message %s is in the batch twice (receive counts %s and %s): the later receipt runs, once",
+        record["messageId"],
+        receive_count(seen),
+        receive_count(record),
+    )
+    return later
 
 
 def repr_of(value: object) -> str:

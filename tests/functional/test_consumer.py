@@ -8,7 +8,7 @@ import time
 import pytest
 
 from jobframework.consumer import consumer
-from jobframework.envelope import Envelope, message_attribute
+from jobframework.envelope import Envelope, lambda_record, message_attribute
 from jobframework.testing import FakeLambdaContext, consume_once, receive_all, sqs_event
 
 from .jobs_under_test import calls, child_client, registry, seen
@@ -281,3 +281,25 @@ def test_a_job_that_calls_sys_exit_is_retried_alone(rt):
     assert [by_id[f["itemIdentifier"]] for f in response["batchItemFailures"]] == ["t.exits"]
     assert calls["before-exit"] == 1
     assert calls["exiter"] == 1
+
+
+def test_a_message_in_the_batch_twice_runs_once_under_its_later_receipt(rt):
+    """Received again while a batch filled (its visibility lapsed in the batching window): Lambda's
+    partial batch response names records by messageId, so the two receipts are one record. Both ran,
+    and each settled the other's job (a trial in jf dev saw two dead letters for one job)."""
+    heard = []
+    handler = consumer(registry, config=rt.config, sqs_client=rt.sqs, listeners=[heard.append])
+    sent = rt.client.enqueue("t.ok", {"name": "twice"})
+    url = rt.url("high")
+    arn = rt.sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+    receipts = [
+        lambda_record(m, queue_arn=arn)
+        for _ in range(2)
+        for m in rt.sqs.receive_message(
+            QueueUrl=url, VisibilityTimeout=0, AttributeNames=["All"], MessageAttributeNames=["All"]
+        )["Messages"]
+    ]
+    assert [r["attributes"]["ApproximateReceiveCount"] for r in receipts] == ["1", "2"]
+    assert handler(sqs_event(*receipts), FakeLambdaContext()) == {"batchItemFailures": []}
+    assert calls["twice"] == 1
+    assert [(o.job_id, o.outcome, o.attempt) for o in heard] == [(sent.id, "succeeded", 2)]
