@@ -304,7 +304,11 @@ class Pipeline:
                 error,
                 exc_info=exc,
             )
-            return dead_letter(d, Reason.BUDGET, error, processing_ms=elapsed_ms)
+            spent = (
+                f"{error} (not retried: the retry budget of {d.source} is spent; redrive once the "
+                "downstream is back, or set JF_RETRY_BUDGET)"
+            )
+            return dead_letter(d, Reason.BUDGET, spent, processing_ms=elapsed_ms)
         if decision.action is Action.RETRY:
             delay = visibility_delay(decision.delay)
             if decision.transient:

@@ -240,6 +240,9 @@ def test_the_budget_dead_letters_during_an_outage_and_keeps_retries_within_the_f
     assert retries >= budget.floor  # it did allow some
     assert len(dead) == jobs_sent  # nothing lost
     assert reasons.count("budget") >= jobs_sent - retries
+    spent = next(m for m in dead if message_attribute(m, "jf-reason") == "budget")
+    assert "the retry budget of " in message_attribute(spent, "jf-error")  # what to do, in the letter
+    assert "redrive once the downstream is back" in message_attribute(spent, "jf-error")
     assert sum(jobs.effects.values()) == first_attempts + retries  # every attempt hit the downstream once
 
 
