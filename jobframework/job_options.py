@@ -204,10 +204,13 @@ def checked_options(
         raise ConfigurationError(f"job {name}: batch= takes BatchOptions(max_size=..., max_wait=...)")
     try:
         prof = Profile(profile) if profile is not None else None
+    except ValueError:
+        raise ConfigurationError(f"job {name}: profile must be 'io' or 'cpu', got {profile!r}") from None
+    try:
         backlogged = WhenBacklogged(when_backlogged)
     except ValueError:
         raise ConfigurationError(
-            f"job {name}: profile must be 'io' or 'cpu' and when_backlogged 'run', 'skip' or 'defer'"
+            f"job {name}: when_backlogged must be 'run', 'skip' or 'defer', got {when_backlogged!r}"
         ) from None
     if backlogged is not WhenBacklogged.RUN and schedule is None:
         raise ConfigurationError(f"job {name}: when_backlogged= applies to scheduled jobs: add schedule=")

@@ -192,7 +192,13 @@ class Job(Generic[P]):
         """The deterministic key the job's ``key=`` function gives, or ``None``."""
         if self.key_fn is None:
             return None
-        key = self.key_fn(payload)
+        try:
+            key = self.key_fn(payload)
+        except Exception as exc:  # the team's function: say whose, and with what
+            raise ConfigurationError(
+                f"job {self.name}: its key= function raised {type(exc).__name__}: {exc} "
+                f"(for a {type(payload).__name__} payload)"
+            ) from exc
         if not isinstance(key, str) or not key:
             raise ConfigurationError(f"job {self.name}: key= must return a non-empty str, got {key!r}")
         return key

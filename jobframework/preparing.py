@@ -58,9 +58,12 @@ def payload_data(
     try:
         model = job.validate(payload)
     except ValidationError as exc:
-        raise PayloadValidationError(
-            f"payload for {job.name} does not match {job.payload_model.__name__}: {validation_problems(exc)}"
-        ) from exc
+        wanted, problems = job.payload_model.__name__, validation_problems(exc)
+        if isinstance(payload, BaseModel):  # another model (another job's, most likely): say so first
+            message = f"payload for {job.name} is a {type(payload).__name__}; it takes {wanted}: {problems}"
+        else:
+            message = f"payload for {job.name} does not match {wanted}: {problems}"
+        raise PayloadValidationError(message) from exc
     return model.model_dump(mode="json"), job.key_for(model)
 
 

@@ -6,6 +6,7 @@ import json
 import time
 
 import pytest
+from pydantic import BaseModel
 
 from jobframework.client import EnqueueRequest, set_default_client
 from jobframework.errors import (
@@ -38,12 +39,20 @@ def test_priority_can_be_overridden_per_enqueue(rt):
     assert bodies(rt, "high") == []
 
 
+class Receipt(BaseModel):
+    email: str
+
+
 def test_a_bad_payload_is_a_clear_value_error_and_nothing_is_sent(rt):
     with pytest.raises(
         PayloadValidationError, match=r"t\.ok does not match Work: name: Field required"
     ) as info:
         rt.client.enqueue("t.ok", {"nam": "typo"})
     assert isinstance(info.value, ValueError)
+    with pytest.raises(
+        PayloadValidationError, match=r"t\.ok is a Receipt; it takes Work: name: Field required"
+    ):
+        rt.client.enqueue("t.ok", Receipt(email="a@example.com"))  # another job's model
     with pytest.raises(PayloadValidationError, match="fail_times"):
         rt.client.enqueue_many(
             [

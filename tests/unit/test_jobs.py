@@ -129,6 +129,8 @@ def test_a_job_without_context_is_called_with_the_payload_only(reg):
         ({"schedule": "every day"}, "EventBridge Scheduler expression"),
         ({"schedule": "cron(0 3 * * MON *)"}, r"job orders\.bad: schedule 'cron\(0 3 \* \* MON \*\)'"),
         ({"version": 3, "upgrade": {1: dict}}, "no step from version 2 to 3"),  # 1 -> 2, then stuck
+        ({"profile": "gpu"}, r"profile must be 'io' or 'cpu', got 'gpu'"),
+        ({"when_backlogged": "drop"}, r"when_backlogged must be 'run', 'skip' or 'defer', got 'drop'"),
     ],
 )
 def test_bad_options_fail_when_the_decorator_is_applied(reg, options, message):
@@ -368,3 +370,14 @@ def test_a_bare_decorator_says_to_give_the_name():
 
         @job  # type: ignore[arg-type]
         def k(p: BaseModel) -> None: ...
+
+
+def test_a_key_function_that_raises_names_the_job_and_the_payload(reg):
+    @job("orders.keyed", registry=reg, key=lambda o: o.customer.id)
+    def keyed(order: Order) -> None:
+        """(its key reads an attribute the model lacks)"""
+
+    with pytest.raises(
+        ConfigurationError, match=r"job orders\.keyed: its key= function raised AttributeError"
+    ):
+        keyed.key_for(Order(order_id="1", amount=3))
