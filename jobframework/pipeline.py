@@ -251,10 +251,13 @@ class Pipeline:
         ran: bool = True,
     ) -> Verdict:
         env = d.require_envelope()
+        fields: dict[str, Any] = {"attempts": d.attempt, "result": result}
+        if not ran:  # its key's run succeeded before: say so beside the result, which is that run's
+            fields["reason"] = f"duplicate: key {env.key} had already completed, so this job did not run"
         return Verdict(
             d,
             Kind.SUCCEEDED,
-            status=(JobState.SUCCEEDED, {"attempts": d.attempt, "result": result}),
+            status=(JobState.SUCCEEDED, fields),
             outcome=d.outcome(
                 Outcome.SUCCEEDED,
                 queue_wait_ms=queue_wait_ms,

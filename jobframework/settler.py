@@ -271,7 +271,8 @@ def note_status(batch: Batch, env: Any, state: JobState, fields: dict[str, Any])
         status["finished_at"] = datetime.now(UTC).isoformat(timespec="milliseconds")
     if state is JobState.SUCCEEDED:
         status.pop("error", None)
-        status.pop("reason", None)
+        if fields.get("reason") is None:  # (a duplicate's says it did not run)
+            status.pop("reason", None)
 
 
 def _message_bytes(item: tuple[Verdict, dict[str, Any]]) -> int:

@@ -268,3 +268,17 @@ def test_the_consoles_lists_and_counts_and_a_bulk_cancel_read_the_outcome_in_the
     (row,), _ = activity(state)
     assert (row.job_type, row.succeeded, row.retried, row.in_progress) == ("t.result", 2, 1, 1)
     assert [job_id for job_id, _, _ in cancellable(state, "t.result", 0)] == [waiting.id]
+
+
+def test_a_job_whose_key_had_completed_reads_succeeded_and_says_it_did_not_run(rt):
+    first = rt.client.enqueue(keyed, Work(name="same-key"))
+    rt.consume("high")
+    second = rt.client.enqueue(keyed, Work(name="same-key"))  # key= keys it: no enqueue dedup
+    rt.consume("high")
+    assert calls["same-key"] == 1
+    assert rt.client.status(first.id).reason is None
+    status = rt.client.status(second.id)
+    assert (status.status, status.reason) == (
+        JobState.SUCCEEDED,
+        "duplicate: key work:same-key had already completed, so this job did not run",
+    )
