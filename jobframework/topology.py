@@ -365,7 +365,7 @@ __all__ = [  # the settings and their constants live in jobframework.topology_se
 ]
 
 
-_PARAMETER = re.compile(r"^/(?P<app>[a-z][a-z0-9-]{0,20})/[a-z][a-z0-9-]{0,15}/topology$")
+_PARAMETER = re.compile(r"^/(?P<app>[a-z][a-z0-9-]{0,20})/(?P<stage>[a-z][a-z0-9-]{0,15})/topology$")
 
 
 def app_of_parameter(name: str | None) -> str | None:
@@ -378,3 +378,17 @@ def app_of_parameter(name: str | None) -> str | None:
     """
     match = _PARAMETER.match(name or "")
     return match["app"] if match else None
+
+
+def settings_of_parameter(name: str | None, stage: str) -> TopologySettings:
+    """The app and stage a topology parameter names (``stage`` for a name of another shape), as the
+    settings that derive the same resource names (schedules: ``<app>-<stage>-<job>``).
+
+    Example:
+        >>> s = settings_of_parameter("/payments/dev/topology", "prod"); s.app, s.stage
+        ('payments', 'dev')
+    """
+    match = _PARAMETER.match(name or "")
+    if match is None:
+        return TopologySettings(stage=stage)
+    return TopologySettings(app=match["app"], stage=match["stage"])

@@ -54,7 +54,13 @@ def ui(  # noqa: PLR0917
         ),
     ] = None,
     jobs: JobsOption = None,
-    stage: Annotated[str, typer.Option(help="Stage whose topology settings apply.")] = "dev",
+    stage: Annotated[
+        str,
+        typer.Option(
+            help="Stage whose schedule names apply when the topology parameter does not say it "
+            "(jf dev's and the stack's do: /<app>/<stage>/topology)."
+        ),
+    ] = "dev",
 ) -> None:
     """A web console on this machine: queues, dead letters (redrive, purge, export), jobs, schedules,
     sagas and retry plans, against `jf dev` or an AWS account (the same resolution as every jf command).

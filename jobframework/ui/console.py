@@ -15,7 +15,7 @@ from jobframework.dlq import DeadLetters
 from jobframework.errors import ConfigurationError
 from jobframework.jobs import JobRegistry, Priority, lane_sort_key
 from jobframework.state import StateStore
-from jobframework.topology import RuntimeConfig, ScheduleSpec, Topology, TopologySettings
+from jobframework.topology import RuntimeConfig, ScheduleSpec, Topology, settings_of_parameter
 
 if TYPE_CHECKING:
     from jobframework.client import JobClient
@@ -103,7 +103,9 @@ class Console:
         """The loaded jobs' schedules (``@job(schedule=...)``), as the topology derives them."""
         if not self.jobs_loaded:
             return ()
-        topology = Topology.from_registry(self.registry, TopologySettings(stage=self.stage))
+        # The app and stage of the topology parameter jf dev or the stack wrote, when the config has it.
+        settings = settings_of_parameter(self.config.topology_parameter, self.stage)
+        topology = Topology.from_registry(self.registry, settings)
         return topology.schedules
 
     def max_attempts(self, job_type: str | None) -> int | None:
