@@ -337,7 +337,12 @@ def dlq_redrive(  # noqa: PLR0917
                 + (f"; {result.payload_missing} left: payload gone" if result.payload_missing else "")
                 + (f"; {result.later} dead-lettered since it started, left" if result.later else "")
             )
-    if not result.matched and (job_type or reason or ids or older_than):
+    if not result.matched and ids:  # named letters that are not there: a script must hear it
+        raise CliError(
+            f"no dead letter of the {priority} DLQ has the id {', '.join(ids)}; `jf dlq peek {priority}` "
+            "shows their job ids and message ids"
+        )
+    if not result.matched and (job_type or reason or older_than):
         _none_selected(priority)
     if result.payload_missing:
         typer.echo(

@@ -101,6 +101,9 @@ def test_the_cli_selects_letters_by_reason_by_id_and_the_untyped_ones(sqs, jf_co
     assert mistyped.exit_code == 0, mistyped.output
     assert "redrove 0" in mistyped.stdout and "`jf dlq peek default` shows" in mistyped.stderr
 
+    gone = invoke(["dlq", "redrive", "default", "--id", "no-such-job"], env)  # named, not there: exit 1
+    assert gone.exit_code == 1 and "no dead letter of the default DLQ has the id no-such-job" in gone.stderr
+
     untyped = invoke(["dlq", "purge", "default", "--type", "?", "--yes", "--json"], env)
     assert untyped.exit_code == 0, untyped.output
     assert json.loads(untyped.stdout)["deleted"] == 1
