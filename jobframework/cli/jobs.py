@@ -239,15 +239,30 @@ def retry_plan(
         return
     from rich.table import Table
 
-    table = Table(title=f"{job.name}: {job.retry.max_attempts} attempts, then the DLQ", title_justify="left")
+    table = Table(
+        title=f"{job.name}: {job.retry.max_attempts} attempts, then the DLQ",
+        title_justify="left",
+        caption="as SQS applies them: the policy's delay and jitter rounded up to whole seconds",
+        caption_justify="left",
+    )
     for name in ("failed attempt", "next attempt after", "cumulative"):
         table.add_column(name, justify="right")
     for row in rows:
         table.add_row(
             str(row["attempt"]),
-            f"{age_text(row['delay_min'])} - {age_text(row['delay_max'])}",
-            f"{age_text(row['cumulative_min'])} - {age_text(row['cumulative_max'])}",
+            f"{_whole(row['delay_min'])} - {_whole(row['delay_max'])}",
+            f"{_whole(row['cumulative_min'])} - {_whole(row['cumulative_max'])}",
         )
     if not rows:
         table.add_row("1", "no retry", "-")
     rich_console().print(table)
+
+
+def _whole(seconds: float) -> str:
+    """Whole seconds as SQS hides a message for them (``45 s``), minutes and up as :func:`age_text` says.
+
+    Example:
+        >>> _whole(1), _whole(11), _whole(90)
+        ('1 s', '11 s', '1.5m')
+    """
+    return f"{seconds:.0f} s" if seconds < 60 else age_text(seconds)

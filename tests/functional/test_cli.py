@@ -207,6 +207,7 @@ def test_retry_plan_as_json_and_table():
     assert plan["retries"][-1]["cumulative_max"] >= plan["retries"][-1]["cumulative_min"]
     table = invoke(["retry-plan", "webhooks.deliver"])
     assert "webhooks.deliver: 4 attempts" in table.stdout
+    assert "1 s - 2 s" in table.stdout and "rounded up to whole seconds" in table.stdout  # not "1.0s"
 
 
 def test_every_command_has_help():
