@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING, Any
 from jobframework.attempts import deferrals, receive_count
 from jobframework.delivery import Outcome, queue_wait_ms_of, refusal_logged, remaining_seconds_of
 from jobframework.envelope import ATTR_RATE_SLOT, record_attribute
-from jobframework.flow.options import nothing_to_check
+from jobframework.flow.options import check_limit_keys, nothing_to_check
 from jobframework.jobs import WhenBacklogged
 from jobframework.scheduling import SCHEDULE_KEY_PREFIX
 from jobframework.state import JobState
@@ -259,6 +259,13 @@ def flow_gate(admitted: Admitted, consumer: Consumer) -> Verdict | None:
         return None
     flow = _flow()
     job = admitted.job
+    if job.flow.concurrency_key is not None or job.flow.rate_key is not None:
+        try:  # a payload no limit can hold is dead-lettered, not handed back for ever
+            check_limit_keys(job, admitted.payload)
+        except ValueError as exc:
+            from jobframework.retry import Reason
+
+            return refuse(d, Reason.INVALID_PAYLOAD, str(exc))
     from jobframework.flow.outcome import NO_RATE_INPUTS  # loaded with the gates above
 
     rate = rate_inputs(admitted) if job.flow.rate is not None else NO_RATE_INPUTS

@@ -21,6 +21,7 @@ from jobframework.dead_letter import REASON_ATTRIBUTES_BYTES
 from jobframework.envelope import Envelope
 from jobframework.errors import ConfigurationError, PayloadTooLargeError, PayloadValidationError
 from jobframework.flow.enqueue import flow_fields, tenant_of
+from jobframework.flow.options import check_limit_keys
 from jobframework.flow.ordered import check_ordered_request, deduplication_id, is_ordered, message_group
 from jobframework.jobs import Job, lane_name, parse_priority
 from jobframework.outgoing import (
@@ -64,6 +65,10 @@ def payload_data(
         else:
             message = f"payload for {job.name} does not match {wanted}: {problems}"
         raise PayloadValidationError(message) from exc
+    try:
+        check_limit_keys(job, model)  # (a consumer would dead-letter it: no limit could hold it)
+    except ValueError as exc:
+        raise PayloadValidationError(f"payload for {job.name} fits no limit: {exc}") from exc
     return model.model_dump(mode="json"), job.key_for(model)
 
 

@@ -52,6 +52,7 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from jobframework.flow.options import limit_key_of
 from jobframework.flow.outcome import NO_RATE_INPUTS, HandBack, RateInputs
 
 if TYPE_CHECKING:
@@ -98,13 +99,8 @@ def rate_slot(value: str | None, attempt: int) -> float | None:
 
 def limit_key(job: Job[Any], payload: Any, kind: str) -> str:
     """``limit#<job>`` or ``limit#<job>#<key>`` for the per-key limits."""
-    fn = job.flow.concurrency_key if kind == "concurrency" else job.flow.rate_key
-    if fn is None:
-        return f"limit#{job.name}"
-    key = fn(payload)
-    if not isinstance(key, str) or not key:
-        raise ValueError(f"job {job.name}: {kind}_key= must return a non-empty str, got {key!r}")
-    return f"limit#{job.name}#{key}"
+    key = limit_key_of(job, payload, kind)
+    return f"limit#{job.name}" if key is None else f"limit#{job.name}#{key}"
 
 
 class ConcurrencyLimit:

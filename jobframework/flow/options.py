@@ -173,3 +173,31 @@ def nothing_to_check(env: Envelope, job: Job[Any]) -> bool:
         and flow.rate is None
         and flow.concurrency is None
     )
+
+
+def limit_key_of(job: Job[Any], payload: Any, kind: str) -> str | None:
+    """What the job's ``concurrency_key=`` or ``rate_key=`` (``kind``) gives for ``payload`` (``None``:
+    the job has none).
+
+    Raises:
+        ValueError: the function raised, or gave no non-empty str (a payload no limit can hold: the
+            consumer dead-letters it with reason ``invalid-payload``, the client refuses it).
+    """
+    fn = job.flow.concurrency_key if kind == "concurrency" else job.flow.rate_key
+    if fn is None:
+        return None
+    try:
+        key = fn(payload)
+    except Exception as exc:
+        raise ValueError(
+            f"job {job.name}: its {kind}_key= function raised {type(exc).__name__}: {exc}"
+        ) from exc
+    if not isinstance(key, str) or not key:
+        raise ValueError(f"job {job.name}: {kind}_key= must return a non-empty str, got {key!r}")
+    return key
+
+
+def check_limit_keys(job: Job[Any], payload: Any) -> None:
+    """Raise :class:`ValueError` (see :func:`limit_key_of`) when a limit's key function fails."""
+    for kind in ("concurrency", "rate"):
+        limit_key_of(job, payload, kind)

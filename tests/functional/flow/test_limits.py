@@ -174,3 +174,22 @@ def test_bad_limit_options_are_refused_at_decoration(options, message):
 
         @job("f.bad", registry=JobRegistry(), **options)
         def bad(item: Item) -> None: ...
+
+
+def test_a_payload_whose_limit_key_is_no_key_is_refused_at_enqueue_and_dead_lettered_if_sent(flow):
+    """``concurrency_key=`` giving no non-empty str: the client refuses it; one sent around the client
+    is dead-lettered (invalid-payload), not handed back as "limits unavailable" for ever (a trial's job
+    looped, 59 tracebacks in 5 minutes)."""
+    from jobframework.envelope import Envelope
+    from jobframework.errors import PayloadValidationError
+
+    with pytest.raises(PayloadValidationError, match="concurrency_key= must return a non-empty str, got ''"):
+        flow.client.enqueue("f.per-tenant", Item(name="refused", tenant=""))
+    raw = Envelope.new("f.per-tenant", {"name": "raw", "tenant": ""})
+    flow.sqs.send_message(QueueUrl=flow.config.endpoints("default").url, MessageBody=raw.to_body())
+    records, response = flow.consume("default")
+    assert len(records) == 1 and response == {"batchItemFailures": []}
+    (outcome,) = flow.outcomes
+    assert (outcome.outcome, outcome.reason) == ("dead_lettered", "invalid-payload")
+    assert "concurrency_key= must return a non-empty str" in (outcome.error or "")
+    assert flow_jobs.ran == []
