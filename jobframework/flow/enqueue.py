@@ -81,12 +81,18 @@ def flow_fields(
         key = request.key
         if key is None:
             raise EnqueueOptionError(
-                f"debounce of {job.name} needs key=: the enqueues of one key are debounced"
+                f"debounce of {job.name} needs key= (jf enqueue: --key): the enqueues of one key are "
+                "debounced"
             )
         if len(key) > MAX_DEBOUNCE_KEY_CHARS:
             raise EnqueueOptionError(f"a debounce key has at most {MAX_DEBOUNCE_KEY_CHARS} characters")
         if delay:
             raise EnqueueOptionError("debounce= delays the job to its window's close: do not pass delay= too")
+        if expires is not None and expires <= seconds:  # before joining: the window's last would not run
+            raise EnqueueOptionError(
+                f"{job.name} would expire ({expires:g} s after the enqueue) before its debounce window "
+                f"({seconds:g} s) closes: it could never run; give it a deadline after the window"
+            )
         if state is None:
             raise ConfigurationError("debounce needs the state table: set JF_STATE_TABLE")
         now = time.time()

@@ -71,6 +71,7 @@ def test_other_keys_are_not_debounced_together(flow):
         ({"debounce": 2, "key": "k", "delay": 5}, "do not pass delay="),
         ({"debounce": 901, "key": "k"}, "at most 900 seconds"),
         ({"debounce": 0, "key": "k"}, "more than 0"),
+        ({"debounce": 10, "key": "k", "expires_in": 5}, r"before its debounce window \(10 s\) closes"),
     ],
 )
 def test_bad_debounce_options_are_refused(flow, options, message):
