@@ -298,7 +298,10 @@ def saga(name: str, *, steps: Iterable[Step | Wait | Job[Any]], registry: JobReg
                 )
     defined = _sagas.setdefault(reg, {})
     if name in defined and not defined[name].stale():
-        raise ConfigurationError(f"a saga named {name!r} is already defined on this registry")
+        raise ConfigurationError(
+            f"a saga named {name!r} is already defined on this registry: give this one another name, or "
+            "define it once, in one module that the others import"
+        )
     if any(isinstance(s, Wait) for s in items):
         deadline_job(reg)
     created = Saga(name, items, reg)

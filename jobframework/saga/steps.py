@@ -50,6 +50,10 @@ def _payload(target: Job[Any], build: InputFn | None, data: dict[str, Any]) -> d
 
 
 def _require_job(value: Any, what: str) -> Job[Any]:
+    if isinstance(value, str):  # the job's name: the step needs the job itself
+        raise ConfigurationError(
+            f"{what} takes the job object that @job returned (import it and pass it), not its name {value!r}"
+        )
     if not isinstance(value, Job):
         name = getattr(value, "__qualname__", repr(value))
         raise ConfigurationError(

@@ -324,6 +324,8 @@ def test_bad_definitions_fail_at_import_with_a_clear_message():
         saga("b.empty", steps=[], registry=reg)
     with pytest.raises(ConfigurationError, match=r"compensation of step b\.one must be a registered job"):
         step(one, compensate=not_a_job)  # type: ignore[arg-type]
+    with pytest.raises(ConfigurationError, match=r"takes the job object that @job returned .* not its name"):
+        step("b.one")  # type: ignore[arg-type]
     with pytest.raises(ConfigurationError, match=r"step 'b\.one' appears twice"):
         saga("b.twice", steps=[step(one), step(one)], registry=reg)
     with pytest.raises(ConfigurationError, match="not registered in the saga's registry"):
@@ -331,6 +333,8 @@ def test_bad_definitions_fail_at_import_with_a_clear_message():
     with pytest.raises(ConfigurationError, match="timeout must be within"):
         wait("approval", timeout=0)
     saga("b.ok", steps=[step(one), step(one, name="again"), wait("approval", timeout=60)], registry=reg)
+    with pytest.raises(ConfigurationError, match="already defined on this registry: give this one another"):
+        saga("b.ok", steps=[step(one)], registry=reg)
     assert "jf.saga.deadline" in reg
 
 
