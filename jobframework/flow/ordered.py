@@ -75,9 +75,14 @@ def message_group(job: Job[Any] | RoutedJob, request: EnqueueRequest, data: dict
     """
     group: object = request.group
     options = getattr(job, "flow", None)
-    if group is None and options is not None and options.ordered_by is not None:
-        group = options.ordered_by(job.validate(data))
-        where = "ordered_by="
+    if options is not None and options.ordered_by is not None:
+        ordered = options.ordered_by(job.validate(data))
+        if group is not None and group != ordered:  # it would join another group's order
+            raise ConfigurationError(
+                f"group={group!r} is not the group {job.name}'s ordered_by= gives this payload "
+                f"({ordered!r}): leave group= out (it is for a job known only from the job catalog)"
+            )
+        group, where = ordered, "ordered_by="
     else:
         where = "group="
     if group is None:

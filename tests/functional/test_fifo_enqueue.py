@@ -82,6 +82,8 @@ def test_a_delay_or_debounce_on_an_ordered_job_is_refused_saying_why(fifo):
         client.enqueue(fifo_jobs.apply, {"account_id": "a", "seq": 1}, tenant="t")
     with pytest.raises(ConfigurationError, match="group= applies to ordered jobs"):
         client.enqueue(fifo_jobs.audit, {"account_id": "a", "seq": 1}, group="g")
+    with pytest.raises(ConfigurationError, match=r"group='b' is not the group .* \('a'\): leave group= out"):
+        client.enqueue(fifo_jobs.apply, {"account_id": "a", "seq": 1}, group="b")  # a's events, out of order
 
 
 def test_a_catalog_producer_sends_an_ordered_job_with_the_group_it_gives(fifo):
