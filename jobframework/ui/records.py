@@ -69,7 +69,7 @@ def find_jobs(
     """Job status records matching every filter given, newest (``updated_at``) first.
 
     Args:
-        key: exactly this idempotency/dedup key.
+        key: exactly this idempotency/dedup key, or a debounce window's of it (``<key>#<window id>``).
         key_prefix: keys that start with this (a schedule's runs: ``schedule:<job>:``).
         job_type: this job type.
         status: this state.
@@ -90,9 +90,9 @@ def find_jobs(
         names["#status"] = "status"  # a reserved word
         values |= {f":m{n}": {"S": state.value} for n, state in enumerate(sorted(MOVABLE_STATES))}
         movable = f"#status IN ({', '.join(f':m{n}' for n in range(len(MOVABLE_STATES)))})"
-    if key is not None:
-        values[":key"] = {"S": key}
-        filters.append("job_key = :key")
+    if key is not None:  # a debounced job's key is <key>#<window id>: the key finds its windows too
+        values[":key"], values[":key_window"] = {"S": key}, {"S": f"{key}#"}
+        filters.append("(job_key = :key OR begins_with(job_key, :key_window))")
     if key_prefix is not None:
         values[":key_prefix"] = {"S": key_prefix}
         filters.append("begins_with(job_key, :key_prefix)")

@@ -10,6 +10,7 @@ import pytest
 from jobframework.errors import ConfigurationError
 from jobframework.state import JobState
 from jobframework.testing import receive_all
+from jobframework.ui.records import find_jobs
 
 from . import flow_jobs
 from .flow_jobs import Item
@@ -41,6 +42,9 @@ def test_the_next_window_runs_again(flow):
     flow.client.enqueue("f.ok", Item(name="second"), key="user:2", debounce=1)
     _consume_until_empty(flow, "high", 2.5)
     assert flow_jobs.calls == {"first": 1, "second": 1}  # a window's idempotency key is its own
+    found = find_jobs(flow.client.state, key="user:2")  # the console's key search finds both windows
+    assert sorted(j.status for j in found.jobs) == [JobState.SUCCEEDED] * 2
+    assert all((j.key or "").startswith("user:2#") for j in found.jobs)
 
 
 def test_concurrent_enqueues_of_one_key_run_exactly_one(flow):
