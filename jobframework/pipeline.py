@@ -135,6 +135,8 @@ class Pipeline:
             return refuse(d, Reason.VERSION, str(exc))
         except (ValidationError, ValueError) as exc:
             error = f"payload does not match {job.payload_model.__name__}: {describe(exc)}"
+            if env.payload_version < job.version:  # what the job's upgrade= steps made of it
+                error += f" (after its upgrade from payload version {env.payload_version} to {job.version})"
             return refuse(d, Reason.INVALID_PAYLOAD, error)
         trace = extract(d.record, env.traceparent)
         admitted = Admitted(d, job, payload, context, batch, trace)

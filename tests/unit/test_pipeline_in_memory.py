@@ -158,3 +158,20 @@ def test_an_idempotent_job_on_a_consumer_without_an_idempotency_table_is_told_on
     assert seen["noted"] == ["w0", "w1"]  # it runs, unguarded
     told = [r for r in caplog.records if "no idempotency table" in r.getMessage()]
     assert len(told) == 1 and "u.note" in told[0].getMessage() and told[0].levelname == "WARNING"
+
+
+class Parcel(BaseModel):
+    weight_g: int
+
+
+@job("u.weigh", registry=registry, version=2, upgrade={1: lambda v1: {"weight_g": v1.get("weight_kg")}})
+def weigh(parcel: Parcel) -> None:
+    """Version 2 weighs in grams; the (faulty) upgrade copies kilograms over."""
+
+
+def test_a_payload_its_upgrade_left_invalid_says_it_was_upgraded(caplog):
+    handler, _ = in_memory_consumer(registry)
+    v1 = Envelope.new("u.weigh", {"weight_kg": 2.5}, payload_version=1)
+    handler(sqs_event(v1), FakeLambdaContext())  # (its dead letter is an SQS send: refused here)
+    refused = [r.getMessage() for r in caplog.records if "invalid-payload" in r.getMessage()]
+    assert refused and all("after its upgrade from payload version 1 to 2" in m for m in refused), refused
