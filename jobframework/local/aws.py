@@ -17,6 +17,9 @@ import sys
 import time
 from typing import TYPE_CHECKING, Any
 
+from pydantic import ValidationError
+
+from jobframework.config import OPTIONAL_SETTINGS
 from jobframework.errors import ConfigurationError
 from jobframework.local.fifo_receive import install as install_fifo_receive
 from jobframework.topology import QueueEndpoints, RuntimeConfig, Topology
@@ -243,18 +246,23 @@ def provision(topology: Topology, session: boto3.Session, endpoint_url: str | No
     s3 = session.client("s3", endpoint_url=endpoint_url)
     with contextlib.suppress(s3.exceptions.BucketAlreadyOwnedByYou, s3.exceptions.BucketAlreadyExists):
         s3.create_bucket(Bucket=bucket)
-    config = RuntimeConfig(
-        queues=queues,
-        state_table=topology.state_table,
-        idempotency_table=topology.idempotency_table,
-        endpoint_url=endpoint_url,
-        region=session.region_name,
-        payload_bucket=bucket,
-        # The embedded Scheduler never assumes it; `jf dev` fires due delays itself.
-        scheduler_role_arn=f"arn:aws:iam::123456789012:role/{topology.app}-{topology.stage}-scheduler",
-        jobs=topology.catalog,
-        topology_parameter=topology.topology_parameter,
-    )
+    try:
+        config = RuntimeConfig(
+            queues=queues,
+            state_table=topology.state_table,
+            idempotency_table=topology.idempotency_table,
+            endpoint_url=endpoint_url,
+            region=session.region_name,
+            payload_bucket=bucket,
+            # The embedded Scheduler never assumes it; `jf dev` fires due delays itself.
+            scheduler_role_arn=f"arn:aws:iam::123456789012:role/{topology.app}-{topology.stage}-scheduler",
+            jobs=topology.catalog,
+            topology_parameter=topology.topology_parameter,
+            **behaviour_from_env(),
+        )
+    except ValidationError as exc:
+        names = ", ".join(OPTIONAL_SETTINGS[f] for f in LOCAL_SETTINGS_FROM_ENV)
+        raise ConfigurationError(f"bad {names} setting: {exc}") from exc
     ssm = session.client("ssm", endpoint_url=endpoint_url)
     ssm.put_parameter(
         Name=topology.topology_parameter,
@@ -263,6 +271,17 @@ def provision(topology: Topology, session: boto3.Session, endpoint_url: str | No
         Overwrite=True,
     )
     return config
+
+
+LOCAL_SETTINGS_FROM_ENV = ("retry_budget", "offload_threshold")
+"""The settings of the local topology taken from the environment as a deployed consumer's are
+(``JF_RETRY_BUDGET=off``, ``JF_OFFLOAD_THRESHOLD``); the resources' names are the topology's own."""
+
+
+def behaviour_from_env() -> dict[str, str]:
+    """:data:`LOCAL_SETTINGS_FROM_ENV` that the environment sets, by field."""
+    found = {field: os.environ.get(OPTIONAL_SETTINGS[field], "") for field in LOCAL_SETTINGS_FROM_ENV}
+    return {field: value for field, value in found.items() if value}
 
 
 def unimplemented_action(record: logging.LogRecord) -> bool:
