@@ -22,6 +22,7 @@ from jobframework.errors import (
     PermanentError,
     RetryableError,
 )
+from jobframework.job_options import BatchOptions
 from jobframework.jobs import Job, JobContext, JobRegistry, Priority, Schedule, job, registry
 from jobframework.retry import Jitter, RetryPolicy
 from jobframework.status import JobState, JobStatus
@@ -30,6 +31,7 @@ if TYPE_CHECKING:
     from jobframework.client import EnqueueRequest, EnqueueResult, JobClient
 
 __all__ = [
+    "BatchOptions",
     "ConfigurationError",
     "EnqueueError",
     "EnqueueRequest",

@@ -40,6 +40,14 @@ def test_the_names_core_holds_keep_their_public_homes() -> None:
     assert errors.ConfigurationError.__module__ == "jobframework.errors"
 
 
+def test_what_the_docs_write_without_an_import_is_the_packages() -> None:
+    """README.md and docs/operating.md write ``batch=BatchOptions(...)``: a trial's
+    ``from jobframework import BatchOptions`` raised ImportError."""
+    from jobframework.job_options import BatchOptions
+
+    assert jobframework.BatchOptions is BatchOptions and "BatchOptions" in jobframework.__all__
+
+
 def _module_name(path: Path) -> str:
     parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
