@@ -12,6 +12,8 @@ import logging
 import os
 import pkgutil
 import sys
+import sysconfig
+import traceback
 from collections.abc import Iterable, Mapping
 
 from jobframework.config import ENV_JOBS
@@ -79,7 +81,36 @@ def import_job_modules(modules: Iterable[str], *, cwd_importable: bool = False) 
                 f"job module {name!r} imports {exc.name!r}, which is not installed: add it to your "
                 "project's dependencies"
             ) from exc
+        except ConfigurationError:
+            raise  # a decorator's own message names the job and the fix
+        except Exception as exc:  # the module's code raised as it was imported: say where
+            raise ConfigurationError(
+                f"importing job module {name!r} failed at {_where(exc)}: {type(exc).__name__}: {exc}"
+            ) from exc
     return names
+
+
+def _where(exc: BaseException) -> str:
+    """``file:line`` of the innermost frame of ``exc`` in the importing project's code (not the
+    standard library's, nor an installed package's, nor importlib's), relative to the current
+    directory when under it."""
+    if isinstance(exc, SyntaxError) and exc.filename:
+        return _shown(exc.filename, exc.lineno or 0)
+    library = tuple(
+        os.path.realpath(p) for p in {sysconfig.get_paths()["stdlib"], sysconfig.get_paths()["purelib"]}
+    )
+    frames = traceback.extract_tb(exc.__traceback__)
+    own = [f for f in frames if not f.filename.startswith("<") and not f.filename.startswith(library)]
+    chosen = own or frames
+    return _shown(chosen[-1].filename, chosen[-1].lineno or 0) if chosen else "?"
+
+
+def _shown(filename: str, line: int) -> str:
+    try:
+        relative = os.path.relpath(filename)
+    except ValueError:  # another drive
+        relative = filename
+    return f"{filename if relative.startswith('..') else relative}:{line}"
 
 
 def _registered() -> int:

@@ -48,6 +48,20 @@ def test_a_missing_dependency_of_a_job_module_is_named(tmp_path, monkeypatch):
         import_job_modules(["depsvc.jobs"], cwd_importable=True)
 
 
+def test_a_job_module_whose_code_raises_on_import_says_which_and_where(tmp_path, monkeypatch):
+    """A trial's ``{}["STRIPE_KEY"]`` in a helper module printed only ``KeyError: 'STRIPE_KEY'``."""
+    _package(
+        tmp_path,
+        monkeypatch,
+        "cfgsvc",
+        settings="import os\n\nKEY = os.environ['JF_NO_SUCH_SETTING_XYZ']\n",
+        jobs="from cfgsvc import settings\n",
+    )
+    at = r"importing job module 'cfgsvc\.jobs' failed at cfgsvc/settings\.py:3: KeyError: 'JF_NO_SUCH"
+    with pytest.raises(ConfigurationError, match=at):  # the project's line, not os.py's
+        import_job_modules(["cfgsvc.jobs"], cwd_importable=True)
+
+
 def test_the_current_directory_is_importable_when_asked(tmp_path, monkeypatch):
     _package(tmp_path, monkeypatch, "cwdsvc", jobs="LOADED = True\n")
     assert import_job_modules(["cwdsvc.jobs"], cwd_importable=True) == ["cwdsvc.jobs"]
