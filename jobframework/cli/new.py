@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import keyword
 import re
+import shlex
 import string
 from pathlib import Path
 from typing import Annotated
@@ -358,7 +359,7 @@ def _add_ignored(gitignore: Path) -> bool:
 def _next_steps(path: Path, package: str, app_name: str) -> list[str]:
     """What to run after ``jf new``: into the directory unless it is this one, into its venv if it has one."""
     resolved = path.expanduser().resolve()
-    steps = [] if resolved == Path.cwd().resolve() else [f"cd {path}"]
+    steps = [] if resolved == Path.cwd().resolve() else [f"cd {shlex.quote(str(path))}"]
     venv = next((name for name in (".venv", "venv") if (resolved / name / "bin" / "python").exists()), None)
     if venv is None:
         venv = ".venv"

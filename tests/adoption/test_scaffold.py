@@ -130,6 +130,9 @@ def test_jf_new_asks_for_a_package_when_the_directory_name_is_not_one(tmp_path):
     ok = CliRunner().invoke(app, ["new", str(tmp_path / "2fast"), "--package", "fast"])
     assert ok.exit_code == 0, ok.output
     assert (tmp_path / "2fast" / "fast" / "jobs.py").is_file()
+    spaced = CliRunner().invoke(app, ["new", str(tmp_path / "my service"), "--package", "my_service"])
+    assert spaced.exit_code == 0, spaced.output
+    assert f"cd '{tmp_path / 'my service'}'" in spaced.output  # a next step a shell can run as printed
 
 
 def test_jf_new_says_when_the_project_depends_on_a_local_path(tmp_path, monkeypatch):
