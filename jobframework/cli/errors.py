@@ -114,6 +114,43 @@ def unreachable_hint(conn: BaseException) -> str:
     return ""
 
 
+MISSING_RESOURCE_CODES = frozenset(
+    {
+        "AWS.SimpleQueueService.NonExistentQueue",
+        "QueueDoesNotExist",
+        "ResourceNotFoundException",
+        "ParameterNotFound",
+        "NoSuchBucket",
+    }
+)
+"""Error codes of a queue, table, parameter or bucket that is not where the configuration points."""
+
+
+def missing_resource_hint(exc: BaseException) -> str:
+    """What to check when ``exc`` (or what it wraps) is AWS saying a configured resource is not there:
+    usually export lines of an earlier `jf dev` (another --app, --stage or start), or another stage."""
+    from botocore.exceptions import ClientError
+
+    chain: list[BaseException] = []
+    seen: BaseException | None = exc
+    while seen is not None and len(chain) < 5:  # (an EnqueueError wraps the ClientError)
+        chain.append(seen)
+        seen = seen.__cause__ or seen.__context__
+    codes = {e.response.get("Error", {}).get("Code") for e in chain if isinstance(e, ClientError)}
+    if not codes & MISSING_RESOURCE_CODES:
+        return ""
+    endpoint = os.environ.get("JF_ENDPOINT_URL")
+    if endpoint:
+        return (
+            f" (JF_ENDPOINT_URL={endpoint} has no such resource: these JF_* variables may be from an earlier "
+            "`jf dev` with another --app or --stage; paste the export lines it printed this time)"
+        )
+    return (
+        " (check JF_TOPOLOGY_PARAMETER or the JF_QUEUE_URL_*/JF_STATE_TABLE variables, the region and the "
+        "account: they name a resource that is not there)"
+    )
+
+
 def describe_failure(exc: Exception) -> tuple[str, int]:
     from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError, NoRegionError
 
@@ -133,7 +170,8 @@ def describe_failure(exc: Exception) -> tuple[str, int]:
         return "no AWS region: pass --region or set AWS_REGION", EXIT_FAILED
     if isinstance(exc, ClientError):
         error = exc.response.get("Error", {})
-        return f"AWS refused the request: {error.get('Code')}: {one_line(error.get('Message', ''))}", 1
+        refused = f"AWS refused the request: {error.get('Code')}: {one_line(error.get('Message', ''))}"
+        return refused + missing_resource_hint(exc), 1
     if isinstance(exc, JobFrameworkError | BotoCoreError | ValueError | OSError):
-        return one_line(str(exc)) or type(exc).__name__, EXIT_FAILED
+        return (one_line(str(exc)) or type(exc).__name__) + missing_resource_hint(exc), EXIT_FAILED
     return f"{type(exc).__name__}: {one_line(str(exc))}", EXIT_FAILED

@@ -120,6 +120,22 @@ def test_status_with_an_unreachable_endpoint_exits_3(env_config):
     assert time.monotonic() - started < 15
 
 
+def test_a_table_or_queue_that_is_not_there_says_the_exports_may_be_an_earlier_jf_devs(env_config):
+    """Export lines of an earlier `jf dev` (restarted with another --app) named a table and queues the
+    embedded AWS does not have: `jf status` said only ResourceNotFoundException, `jf enqueue`
+    NonExistentQueue."""
+    config, _, _ = env_config
+    env = cli_env(config)
+    env["JF_STATE_TABLE"] = "payments-dev-state"
+    status = invoke(["status", "some-id"], env)
+    assert status.exit_code == 1
+    assert "paste the export lines it printed this time" in _one_error_line(status)
+    env["JF_DLQ_URL_HIGH"] = config.endpoints("high").dlq_url.replace("-high", "-gone-high")
+    peek = invoke(["dlq", "peek", "high"], env)
+    assert peek.exit_code == 1, peek.output
+    assert "paste the export lines it printed this time" in _one_error_line(peek)
+
+
 def test_status_without_a_state_table_says_what_to_set(env_config):
     config, _, _ = env_config
     env = cli_env(config.model_copy(update={"state_table": None}))
