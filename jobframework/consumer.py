@@ -48,6 +48,7 @@ from jobframework.delivery import (
     arn_queue_name,
     identified_records,
 )
+from jobframework.early_status import EarlyStatuses
 from jobframework.fifo import fifo_verdicts, is_fifo_batch
 from jobframework.gates import DEFAULT_GATES, DEFER_SECONDS, RELEASE_MARGIN_SECONDS, Admitted, Gate
 from jobframework.jobs import JobRegistry, Priority
@@ -232,17 +233,27 @@ class Consumer:
         lane = self._lane_of(rest)
         limit = lane_limit(lane, len(rest), self._concurrency)
 
+        # A tracked job's status is written soon after it ends, however long its batch runs.
+        early = EarlyStatuses(self.state) if self.state is not None else None
+
         def process(record: dict[str, Any]) -> Verdict:
             # (an idempotent job's run registers its context with Powertools, on its own thread, first)
-            return self.pipeline.process(record, context, batch)
+            verdict = self.pipeline.process(record, context, batch)
+            if early is not None:
+                early.offer(verdict)
+            return verdict
 
-        if is_fifo_batch(rest):  # groups in order, a failure holding back its own group
-            done.update(fifo_verdicts(rest, process, limit, lane=lane, state=self.state))
-            return [done[r["messageId"]] for r in records]
-        if limit > 1:
-            batch.together = rest
-        for record, verdict in zip(rest, run_all(rest, process, limit, lane=lane), strict=True):
-            done[record["messageId"]] = verdict or returned(Delivery.of(record), "not processed")
+        try:
+            if is_fifo_batch(rest):  # groups in order, a failure holding back its own group
+                done.update(fifo_verdicts(rest, process, limit, lane=lane, state=self.state))
+                return [done[r["messageId"]] for r in records]
+            if limit > 1:
+                batch.together = rest
+            for record, verdict in zip(rest, run_all(rest, process, limit, lane=lane), strict=True):
+                done[record["messageId"]] = verdict or returned(Delivery.of(record), "not processed")
+        finally:
+            if early is not None:
+                early.close()
         return [done[r["messageId"]] for r in records]
 
     def _lane_of(self, records: list[dict[str, Any]]) -> str | None:

@@ -244,11 +244,8 @@ class Settler:
         if env is not None:
             for event in v.events:
                 batch.metrics.schedule_event(env.type, event)
-        if v.status is not None and self.consumer.state is not None and env is not None and env.track:
-            state, fields = v.status
-            started = _ran(v).get("started_at")  # a run's start (a job keyed by its id has no start claim)
-            fields = {**fields, "trace_id": record_trace_id(d.record, env.traceparent), "started_at": started}
-            note_status(batch, env, state, fields)
+        if self.consumer.state is not None:
+            status_of(v, batch.statuses)
         if v.outcome is not None:
             self.emit(batch, v.outcome)
 
@@ -261,9 +258,31 @@ class Settler:
                 log.warning("consumer listener failed", exc_info=True)
 
 
-def note_status(batch: Batch, env: Any, state: JobState, fields: dict[str, Any]) -> None:
-    """Note the job's status in the batch's pending records (written once, when the batch ends)."""
-    status = batch.statuses.setdefault(
+def status_of(
+    v: Verdict,
+    statuses: dict[str, dict[str, Any]],
+    status: tuple[JobState, dict[str, Any]] | None = None,
+) -> bool:
+    """Note the status of a tracked job's verdict (``v.status``, or ``status``) in ``statuses`` (the
+    batch's pending records, written when it ends, or :mod:`jobframework.early_status`'s); ``False``
+    when it has none to note."""
+    d = v.delivery
+    env = d.envelope
+    status = status or v.status
+    if status is None or env is None or not env.track:
+        return False
+    state, fields = status
+    started = _ran(v).get("started_at")  # a run's start (a job keyed by its id has no start claim)
+    fields = {**fields, "trace_id": record_trace_id(d.record, env.traceparent), "started_at": started}
+    note_status(statuses, env, state, fields)
+    return True
+
+
+def note_status(
+    statuses: dict[str, dict[str, Any]], env: Any, state: JobState, fields: dict[str, Any]
+) -> None:
+    """Note the job's status in ``statuses``, the pending records of a batch."""
+    status = statuses.setdefault(
         env.id, {"id": env.id, "type": env.type, "key": env.key, "enqueued_at": env.enqueued_at.isoformat()}
     )
     status.update({k: v for k, v in fields.items() if v is not None}, status=state)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import time
 from collections import Counter
 from typing import Any
@@ -121,3 +122,16 @@ def nap(work: Nap) -> str:
     calls[work.name] += 1
     time.sleep(work.seconds)
     return work.name
+
+
+released = threading.Event()
+"""Set by a test to let :func:`second_waits`'s waiting run end."""
+
+
+@job("t.second_waits", registry=registry, track=True, priority="high", idempotent=False)
+def second_waits(work: Work) -> None:
+    """Tracked, not idempotent: the first of a batch's runs ends at once, a later one waits for
+    :data:`released` (a slow neighbour, whichever record the batch runs first)."""
+    calls[work.name] += 1
+    if sum(calls.values()) > 1:
+        assert released.wait(30), "the test never released the waiting run"
