@@ -71,12 +71,22 @@ def lane_limit(lane: str | None, batch_size: int, concurrency: Mapping[str, int]
     return max(1, min(limit, batch_size))
 
 
+def lane_variable(lane: str) -> str:
+    """The environment variable bounding ``lane``'s records at once.
+
+    Example:
+        >>> lane_variable("high-cpu")
+        'JF_CONCURRENCY_HIGH_CPU'
+    """
+    return f"{ENV_CONCURRENCY}_{lane.upper().replace('-', '_')}"
+
+
 _env_limits: dict[str, int | None] = {}
 
 
 def _env_limit(lane: str) -> int | None:
     if lane not in _env_limits:
-        raw = os.environ.get(f"{ENV_CONCURRENCY}_{lane.upper().replace('-', '_')}") if lane else None
+        raw = os.environ.get(lane_variable(lane)) if lane else None
         raw = raw or os.environ.get(ENV_CONCURRENCY)
         try:
             _env_limits[lane] = int(raw) if raw else None

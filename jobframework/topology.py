@@ -10,7 +10,6 @@ variables or an SSM parameter. Durations are seconds.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -43,6 +42,7 @@ from jobframework.jobs import (
     lane_sort_key,
 )
 from jobframework.jobs import registry as default_registry
+from jobframework.sizing import consumer_timeout
 from jobframework.topology_settings import (
     CONCURRENCY_WEIGHT,
     DEFAULT_RETENTION,
@@ -87,6 +87,9 @@ class QueueSpec(BaseModel):
     bounds only the local emulator, the mapping gets none."""
     longest_job_timeout: int = 0
     """Seconds of the lane's longest job: over 900 (Lambda's limit) the lane needs ``jf worker``."""
+    record_concurrency: int | None = None
+    """How many of a batch's records its consumer runs at once (``JF_CONCURRENCY_<LANE>``), when the
+    settings bound it; ``None``: the lane's default (the batch; one at a time on a ``cpu`` lane)."""
 
 
 class ConsumerSpec(BaseModel):
@@ -146,20 +149,6 @@ def _saga_names(registry: JobRegistry) -> tuple[str, ...]:
     return tuple(s.name for s in sagas_of(registry))
 
 
-def _consumer_timeout(jobs: Iterable[Job[Any]], batch_size: int) -> int:
-    """Lambda timeout: time for a whole batch of the longest job, plus 10 s for the framework, 30..900 s.
-
-    A record is released unstarted when the invocation has less time left than its job's timeout (and a
-    release spends one of its receives), so the function gets time for ``batch_size`` records of the
-    longest job; a batched job's records run in one call and count once.
-    """
-    jobs = list(jobs)
-    per_record = max((j.timeout for j in jobs if j.batch is None), default=0.0) * batch_size
-    per_call = max((j.timeout for j in jobs if j.batch is not None), default=0.0)
-    needed = max(per_record, per_call, 20.0)
-    return int(min(900, max(30, -(-needed // 1) + 10)))
-
-
 class Topology(BaseModel):
     """Queues, consumers, tables and schedules of one app and stage."""
 
@@ -207,9 +196,9 @@ class Topology(BaseModel):
                 return lane.split("-", 1)[1]  # the profile's function
             return CRITICAL_CONSUMER if lane == Priority.CRITICAL.value else SHARED_CONSUMER
 
-        on_consumer: dict[str, list[Job[Any]]] = {}
+        on_consumer: dict[str, dict[str, list[Job[Any]]]] = {}
         for lane, routed in lanes.items():
-            on_consumer.setdefault(consumer_of(lane), []).extend(routed)
+            on_consumer.setdefault(consumer_of(lane), {})[lane] = routed
         shapes = {
             CRITICAL_CONSUMER: (s.memory_mb, s.critical_reserved_concurrency),
             SHARED_CONSUMER: (s.memory_mb, None),
@@ -224,7 +213,7 @@ class Topology(BaseModel):
                     dict.fromkeys(lane_priority(lane) for lane in lanes if consumer_of(lane) == name)
                 ),
                 lanes=tuple(lane for lane in lanes if consumer_of(lane) == name),
-                timeout=_consumer_timeout(on_consumer[name], s.batch_size),
+                timeout=consumer_timeout(on_consumer[name], s.batch_size, s.record_concurrency),
                 memory_mb=shapes[name][0],
                 reserved_concurrency=shapes[name][1],
                 profile=Profile(name) if name in (Profile.IO.value, Profile.CPU.value) else None,
@@ -283,11 +272,16 @@ class Topology(BaseModel):
                     batching_window=window,
                     max_concurrency=s.max_concurrency.get(lane) or _lane_concurrency(lane, consumer, s),
                     pollers=s.pollers.get(lane),
+                    record_concurrency=s.record_concurrency.get(lane),
                     jobs=tuple(j.name for j in routed),
                 )
             )
         lane_names = [q.lane for q in queues]
-        for option, named in (("pollers", s.pollers), ("max_concurrency", s.max_concurrency)):
+        for option, named in (
+            ("pollers", s.pollers),
+            ("max_concurrency", s.max_concurrency),
+            ("record_concurrency", s.record_concurrency),
+        ):
             unknown = sorted(set(named) - set(lane_names))
             if unknown:
                 raise ConfigurationError(

@@ -64,6 +64,10 @@ class TopologySettings(BaseModel):
     cpu_max_concurrency: int = Field(default=6, ge=2, le=1000)
     max_concurrency: dict[str, int] = Field(default_factory=dict)
     """Override a lane's derived event source maximum concurrency (``{"high": 8}``; 2 to 1,000)."""
+    record_concurrency: dict[str, int] = Field(default_factory=dict)
+    """How many of a batch's records a lane's consumer runs at once (``{"high": 4}``, ``{"low-cpu":
+    2}``): set as the functions' ``JF_CONCURRENCY_<LANE>``, and the consumer's timeout is sized for it
+    (:mod:`jobframework.sizing`). Default: the whole batch, one at a time on a ``cpu`` lane."""
     pollers: dict[str, tuple[int, int]] = Field(default_factory=dict)
     """Provisioned pollers of a lane's event source mapping, ``{"high": (min, max)}``: min 1 to 200,
     max min to 2,000. Such a lane's mapping has no maximum concurrency (AWS refuses both at once)."""
@@ -75,6 +79,12 @@ class TopologySettings(BaseModel):
                 raise ValueError(
                     f"max_concurrency[{lane!r}]={value}: an SQS event source's maximum concurrency is "
                     f"{MIN_MAX_CONCURRENCY} to {MAX_MAX_CONCURRENCY}"
+                )
+        for lane, value in self.record_concurrency.items():
+            if value < 1:
+                raise ValueError(
+                    f"record_concurrency[{lane!r}]={value}: give how many of a batch's records run at "
+                    "once, 1 or more (1: one at a time)"
                 )
         for lane, (low, high) in self.pollers.items():
             if not 1 <= low <= MAX_MIN_POLLERS or not low <= high <= MAX_POLLERS:

@@ -34,6 +34,7 @@ from jobframework.cdk.schedules import Schedules
 from jobframework.cdk.signing import SigningKeys
 from jobframework.cdk.tables import JobTables
 from jobframework.cdk.workers import Workers
+from jobframework.concurrency import lane_variable
 from jobframework.errors import ConfigurationError
 from jobframework.jobs import LAMBDA_MAX_TIMEOUT
 from jobframework.topology import (
@@ -223,6 +224,12 @@ class JobResources(Construct):
             ENV_TOPOLOGY_PARAMETER: topology.topology_parameter,
             "POWERTOOLS_SERVICE_NAME": topology.app,
             "POWERTOOLS_METRICS_NAMESPACE": METRICS_NAMESPACE,
+            # (the lanes whose settings bound their records at once: the timeouts are sized for it)
+            **{
+                lane_variable(q.lane): str(q.record_concurrency)
+                for q in topology.queues
+                if q.record_concurrency
+            },
         }
         self.workers = Workers(
             self,

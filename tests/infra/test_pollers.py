@@ -1,5 +1,6 @@
 """Provisioned pollers: a lane's ``pollers=(min, max)`` becomes its event source mapping's
-ProvisionedPollerConfig, and the settings refuse what AWS refuses (pollers beside MaximumConcurrency)."""
+ProvisionedPollerConfig, and the settings refuse what AWS refuses (pollers beside MaximumConcurrency);
+a lane's ``record_concurrency`` reaches its consumer's environment."""
 
 from __future__ import annotations
 
@@ -80,3 +81,20 @@ def test_pollers_for_a_lane_no_job_uses_names_the_lanes(tmp_path):
             requirements=(),
             settings=settings,
         )
+
+
+def test_a_lanes_record_concurrency_reaches_its_consumer_and_sizes_its_timeout(tmp_path):
+    package, registry = _project(tmp_path / "src")
+    stack = Stack(App(), "ShopService")
+    settings = TopologySettings(app="shop", record_concurrency={"high": 3})
+    jobs = _framework(stack, tmp_path / "src", package, registry, requirements=(), settings=settings)
+    template = Template.from_stack(stack)
+    shared = jobs.topology.consumer("shared")
+    [function] = [
+        f["Properties"]
+        for f in template.find_resources("AWS::Lambda::Function").values()
+        if f["Properties"].get("FunctionName") == shared.function_name
+    ]
+    assert function["Environment"]["Variables"]["JF_CONCURRENCY_HIGH"] == "3"
+    assert "JF_CONCURRENCY_LOW" not in function["Environment"]["Variables"]
+    assert function["Timeout"] == shared.timeout

@@ -15,6 +15,8 @@ MODULES = [
     "jobframework.telemetry",
     "jobframework.flow.cancel",
     "jobframework.cli.feature_flags",
+    "jobframework.sizing",
+    "jobframework.concurrency",
 ]
 
 

@@ -1,0 +1,83 @@
+"""A consumer's timeout is sized for how its lanes run a batch (:mod:`jobframework.sizing`), which is how
+:func:`jobframework.concurrency.run_all` runs it: the rounds the sizing counts are the rounds run."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+from pydantic import BaseModel, ValidationError
+
+from jobframework.concurrency import lane_limit, run_all
+from jobframework.errors import ConfigurationError
+from jobframework.jobs import JobRegistry, job
+from jobframework.sizing import rounds
+from jobframework.topology import Topology
+from jobframework.topology_settings import TopologySettings
+
+
+def _chain(spans: list[tuple[float, float]]) -> int:
+    """The longest run of items each started after the one before it ended (how many rounds ran)."""
+    longest: list[int] = []
+    for i, (start, _) in enumerate(spans):
+        before = [longest[j] for j, (_, end) in enumerate(spans[:i]) if start >= end - 0.02]
+        longest.append(1 + max(before, default=0))
+    return max(longest)
+
+
+@pytest.mark.parametrize(
+    ("lane", "concurrency"), [("t-size", None), ("t-size", 2), ("t-size", 4), ("t-size-cpu", None)]
+)
+def test_a_batch_of_long_records_runs_in_the_rounds_the_timeout_is_sized_for(lane, concurrency):
+    n = 6
+    limit = lane_limit(lane, n, concurrency)
+    run_all([0, 1], lambda x: x, limit, lane=lane)  # a quick batch first: the worst case follows it
+    spans: list[tuple[float, float]] = [(0.0, 0.0)] * n
+    lock = threading.Lock()
+
+    def long_record(i: int) -> None:
+        started = time.monotonic()
+        time.sleep(0.1)
+        with lock:
+            spans[i] = (started, time.monotonic())
+
+    run_all(list(range(n)), long_record, limit, lane=lane)
+    spans.sort()
+    assert _chain(spans) == rounds(lane, n, concurrency)
+
+
+class Order(BaseModel):
+    id: str
+
+
+def _order(order: Order) -> None: ...
+
+
+def test_a_consumer_of_concurrent_lanes_runs_two_rounds_so_a_crashed_batch_is_back_in_13_minutes():
+    reg = JobRegistry()
+    job("orders.send", registry=reg, priority="high")(_order)  # the default 60 s timeout
+    job("orders.render", registry=reg, priority="low", profile="cpu")(_order)
+    topology = Topology.from_registry(reg)
+    shared, cpu = topology.consumer("shared"), topology.consumer("cpu")
+    assert shared.timeout == 2 * 60 + 10  # not a batch of ten one after the other (610 s)
+    assert topology.queue("high").visibility_timeout == 6 * 130  # 13 minutes, not an hour
+    assert cpu.timeout == 10 * 60 + 10  # a cpu lane runs one record at a time
+
+
+def test_a_lanes_record_concurrency_sizes_its_consumer_and_is_kept_for_its_environment():
+    reg = JobRegistry()
+    job("orders.send", registry=reg, priority="high")(_order)
+    topology = Topology.from_registry(reg, TopologySettings(record_concurrency={"high": 4}))
+    assert topology.consumer("shared").timeout == 4 * 60 + 10  # ceil(10/4) rounds, and the first alone
+    assert topology.queue("high").record_concurrency == 4
+    assert topology.queue("default").record_concurrency is None
+
+
+def test_record_concurrency_refuses_a_lane_no_job_uses_and_a_number_under_one():
+    reg = JobRegistry()
+    job("orders.send", registry=reg, priority="high")(_order)
+    with pytest.raises(ConfigurationError, match=r"record_concurrency names lane\(s\) hihg .*high"):
+        Topology.from_registry(reg, TopologySettings(record_concurrency={"hihg": 4}))
+    with pytest.raises(ValidationError, match=r"record_concurrency\['high'\]=0: .*1 or more"):
+        TopologySettings(record_concurrency={"high": 0})
