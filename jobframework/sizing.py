@@ -23,6 +23,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from jobframework.concurrency import POOL_THREADS
+
 if TYPE_CHECKING:
     from jobframework.jobs import Job
 
@@ -38,13 +40,15 @@ def rounds(lane: str, batch_size: int, concurrency: int | None = None) -> int:
     Example:
         >>> rounds("high", 10), rounds("high-cpu", 10), rounds("default-fifo", 10), rounds("low", 10, 4)
         (2, 10, 10, 4)
+        >>> rounds("high", 1000)  # a batch over the pool's threads runs in turns of them
+        17
     """
     plain = lane.removesuffix("-fifo")
     if lane != plain or plain.endswith("-cpu"):
         limit = concurrency if concurrency is not None and lane == plain else 1
     else:
         limit = concurrency if concurrency is not None else batch_size
-    limit = max(1, min(limit, batch_size))
+    limit = max(1, min(limit, batch_size, POOL_THREADS + 1))  # (the pool's threads and the caller)
     if limit == 1:
         return batch_size
     return min(batch_size, -(-batch_size // limit) + 1)
