@@ -11,15 +11,15 @@ failure is logged and never fails a job.
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from jobframework.delivery import Outcome
+from jobframework.emf import COUNT, MILLISECONDS, write_emf
 
 if TYPE_CHECKING:
     from aws_lambda_powertools import Logger
@@ -181,12 +181,23 @@ def _own_level(name: str) -> bool:
     return False
 
 
+_POWERTOOLS_SWITCHES = ("POWERTOOLS_METRICS_DISABLED", "POWERTOOLS_DEV")
+_disabled: dict[tuple[str | None, ...], bool] = {}
+"""The answer for each setting of the three variables (a batch asks; Powertools' rule is looked up once)."""
+
+
 def metrics_disabled() -> bool:
     """Whether the framework's own metrics are off: ``JF_METRICS_DISABLED`` (``true`` or ``1``), or
-    ``POWERTOOLS_METRICS_DISABLED`` (every Powertools metric)."""
-    from aws_lambda_powertools.metrics.functions import is_metrics_disabled
+    ``POWERTOOLS_METRICS_DISABLED`` (every Powertools metric; ``POWERTOOLS_DEV`` as Powertools has it)."""
+    environ = os.environ
+    switches = (environ.get(METRICS_DISABLED_ENV), *(environ.get(name) for name in _POWERTOOLS_SWITCHES))
+    found = _disabled.get(switches)
+    if found is None:
+        from aws_lambda_powertools.metrics.functions import is_metrics_disabled
 
-    return bool(is_metrics_disabled()) or os.environ.get(METRICS_DISABLED_ENV, "").lower() in ("1", "true")
+        ours = (switches[0] or "").lower() in ("1", "true")
+        found = _disabled[switches] = ours or bool(is_metrics_disabled())
+    return found
 
 
 @dataclass(slots=True)
@@ -319,8 +330,9 @@ class BatchMetrics:
         by_reason: dict[tuple[str, str], int] = defaultdict(int)
         for (job_type, priority), group in self._groups.items():
             dead = sum(group.dead_lettered.values())
-            _write_emf(
+            write_emf(
                 namespace,
+                SERVICE,
                 {"JobType": job_type, "Priority": priority},
                 {
                     "Succeeded": (COUNT, [group.succeeded] if group.succeeded else []),
@@ -339,60 +351,11 @@ class BatchMetrics:
             for reason, count in group.dead_lettered.items():
                 by_reason[(reason, priority)] += count
         for (job_type, name), count in self._schedule_events.items():
-            _write_emf(namespace, {"JobType": job_type}, {name: (COUNT, [count])})
+            write_emf(namespace, SERVICE, {"JobType": job_type}, {name: (COUNT, [count])})
         for (reason, priority), count in by_reason.items():
-            _write_emf(
-                namespace, {"Reason": reason, "Priority": priority}, {"DeadLettered": (COUNT, [count])}
+            write_emf(
+                namespace,
+                SERVICE,
+                {"Reason": reason, "Priority": priority},
+                {"DeadLettered": (COUNT, [count])},
             )
-
-
-COUNT = "Count"
-MILLISECONDS = "Milliseconds"
-EMF_MAX_VALUES = 100
-"""CloudWatch takes at most 100 values of one metric in one EMF document."""
-
-
-_serializers: dict[str, Any] = {}
-
-
-def _write_emf(
-    namespace: str, dimensions: dict[str, str], metrics: dict[str, tuple[str, list[float]]]
-) -> None:
-    """Print EMF documents through Powertools' serializer, with every value of a metric in one array
-    (milliseconds rounded to the microsecond).
-
-    (Powertools' ``add_metric`` takes one value a call; a batch has many. Values past 100 go into
-    further documents.)
-    """
-    from aws_lambda_powertools.metrics import EphemeralMetrics
-
-    pending = {
-        # Times to the microsecond: a float's shortest form of a perf_counter difference has 17
-        # digits, and printing them was most of a batch's metric cost.
-        name: (unit, [round(v, 3) for v in values] if unit == MILLISECONDS else list(values))
-        for name, (unit, values) in metrics.items()
-        if values
-    }
-    while pending:
-        chunk = {
-            name: {
-                "Unit": unit,
-                "StorageResolution": 60,
-                "Value": values[:EMF_MAX_VALUES],
-            }
-            for name, (unit, values) in pending.items()
-        }
-        emf = _serializers.get(namespace)
-        if emf is None:  # one a namespace: making it reads the environment (per document, it was most
-            emf = _serializers[namespace] = EphemeralMetrics(
-                namespace=namespace, service=SERVICE
-            )  # of a flush)
-        document = emf.serialize_metric_set(
-            metrics=chunk, dimensions={"service": SERVICE, **dimensions}, metadata={}
-        )
-        print(json.dumps(document, separators=(",", ":")))
-        pending = {
-            name: (unit, values[EMF_MAX_VALUES:])
-            for name, (unit, values) in pending.items()
-            if len(values) > EMF_MAX_VALUES
-        }
