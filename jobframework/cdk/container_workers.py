@@ -13,16 +13,16 @@ from pathlib import Path
 from aws_cdk import Acknowledgment, Duration, RemovalPolicy, Stack, Validations
 from aws_cdk import aws_applicationautoscaling as appscaling
 from aws_cdk import aws_cloudwatch as cloudwatch
-from aws_cdk import aws_cloudwatch_actions as cw_actions
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_ecs as ecs
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
-from jobframework.cdk.defaults import ALARM_PERIOD, alarm_on_any, lane_id
+from jobframework.cdk.defaults import lane_id
 from jobframework.cdk.priority_queue import PriorityQueue
 from jobframework.cdk.tables import JobTables
+from jobframework.cdk.worker_scaling import backlog_policy, wake_from_zero
 from jobframework.cdk.workers import TABLE_ACTIONS
 from jobframework.errors import ConfigurationError
 from jobframework.jobs import Priority
@@ -34,7 +34,6 @@ FARGATE_MAX_STOP_TIMEOUT = 120
 """Seconds: the longest ECS lets a Fargate container run between SIGTERM and SIGKILL."""
 DRAIN_MARGIN = 10
 """Seconds of the stop timeout kept back from ``jf worker --drain-timeout`` (to exit and flush logs)."""
-CONTAINER_INSIGHTS_NAMESPACE = "ECS/ContainerInsights"
 
 
 def worker_image(root: Path, packages: Sequence[str]) -> ecs.ContainerImage:
@@ -248,9 +247,11 @@ class ContainerWorkers(Construct):
                 role=self._scaling_role,
             )
             target.node.add_dependency(service)
-            self.scaling_policies[spec.lane] = self._backlog_policy(
+            self.scaling_policies[spec.lane] = backlog_policy(
+                self,
                 lid,
                 target,
+                cluster_name=self.cluster.cluster_name,
                 queue_name=pq.queue.queue_name,
                 service_name=service.service_name,
                 backlog_per_task=backlog_per_task,
@@ -258,8 +259,13 @@ class ContainerWorkers(Construct):
                 scale_in_cooldown=scale_in_cooldown,
             )
             if least == 0:
-                self.wake_alarms[spec.lane] = self._wake_from_zero(
-                    lid, target, queue_name=pq.queue.queue_name, service_name=service.service_name
+                self.wake_alarms[spec.lane] = wake_from_zero(
+                    self,
+                    lid,
+                    target,
+                    cluster_name=self.cluster.cluster_name,
+                    queue_name=pq.queue.queue_name,
+                    service_name=service.service_name,
                 )
             self.services[spec.lane] = service
             self.task_definitions[spec.lane] = task
@@ -288,120 +294,3 @@ class ContainerWorkers(Construct):
             traffic_type=ec2.FlowLogTrafficType.REJECT,
         )
         return vpc
-
-    def _backlog_policy(
-        self,
-        lid: str,
-        target: appscaling.ScalableTarget,
-        *,
-        queue_name: str,
-        service_name: str,
-        backlog_per_task: int,
-        scale_out_cooldown: int,
-        scale_in_cooldown: int,
-    ) -> appscaling.CfnScalingPolicy:
-        """Target tracking on ``visible / running`` (the SQS-recommended backlog per task); the L2 policy
-        takes no metric math, hence the L1."""
-        cfn = appscaling.CfnScalingPolicy
-        return cfn(
-            self,
-            f"{lid}BacklogPerTaskPolicy",
-            policy_name=f"{service_name}-backlog-per-task",
-            policy_type="TargetTrackingScaling",
-            scaling_target_id=target.scalable_target_id,
-            target_tracking_scaling_policy_configuration=cfn.TargetTrackingScalingPolicyConfigurationProperty(
-                target_value=backlog_per_task,
-                scale_out_cooldown=scale_out_cooldown,
-                scale_in_cooldown=scale_in_cooldown,
-                customized_metric_specification=cfn.CustomizedMetricSpecificationProperty(
-                    metrics=[
-                        cfn.TargetTrackingMetricDataQueryProperty(
-                            id="visible",
-                            metric_stat=cfn.TargetTrackingMetricStatProperty(
-                                metric=cfn.TargetTrackingMetricProperty(
-                                    namespace="AWS/SQS",
-                                    metric_name="ApproximateNumberOfMessagesVisible",
-                                    dimensions=[
-                                        cfn.TargetTrackingMetricDimensionProperty(
-                                            name="QueueName", value=queue_name
-                                        )
-                                    ],
-                                ),
-                                stat="Sum",
-                            ),
-                            return_data=False,
-                        ),
-                        cfn.TargetTrackingMetricDataQueryProperty(
-                            id="running",
-                            metric_stat=cfn.TargetTrackingMetricStatProperty(
-                                metric=cfn.TargetTrackingMetricProperty(
-                                    namespace=CONTAINER_INSIGHTS_NAMESPACE,
-                                    metric_name="RunningTaskCount",
-                                    dimensions=[
-                                        cfn.TargetTrackingMetricDimensionProperty(
-                                            name="ClusterName", value=self.cluster.cluster_name
-                                        ),
-                                        cfn.TargetTrackingMetricDimensionProperty(
-                                            name="ServiceName", value=service_name
-                                        ),
-                                    ],
-                                ),
-                                stat="Average",
-                            ),
-                            return_data=False,
-                        ),
-                        cfn.TargetTrackingMetricDataQueryProperty(
-                            id="backlog_per_task",
-                            expression="visible / running",
-                            label="messages visible per running task",
-                            return_data=True,
-                        ),
-                    ]
-                ),
-            ),
-        )
-
-    def _wake_from_zero(
-        self, lid: str, target: appscaling.ScalableTarget, *, queue_name: str, service_name: str
-    ) -> cloudwatch.Alarm:
-        """With no task running, ``visible / running`` has no value and target tracking cannot act: a
-        step policy starts one task when messages wait and none runs (target tracking takes over)."""
-        wake = appscaling.StepScalingAction(
-            self,
-            f"{lid}WakeFromZero",
-            scaling_target=target,
-            adjustment_type=appscaling.AdjustmentType.EXACT_CAPACITY,
-            cooldown=Duration.seconds(60),
-        )
-        wake.add_adjustment(adjustment=1, lower_bound=0)
-        alarm = alarm_on_any(
-            self,
-            f"{lid}WakeAlarm",
-            description=f"messages wait in {queue_name} and no worker task runs: start one",
-            metric=cloudwatch.MathExpression(
-                expression="IF(visible > 0 AND FILL(running, 0) == 0, 1, 0)",
-                using_metrics={
-                    "visible": cloudwatch.Metric(
-                        namespace="AWS/SQS",
-                        metric_name="ApproximateNumberOfMessagesVisible",
-                        dimensions_map={"QueueName": queue_name},
-                        statistic="Maximum",
-                        period=ALARM_PERIOD,
-                    ),
-                    "running": cloudwatch.Metric(
-                        namespace=CONTAINER_INSIGHTS_NAMESPACE,
-                        metric_name="RunningTaskCount",
-                        dimensions_map={
-                            "ClusterName": self.cluster.cluster_name,
-                            "ServiceName": service_name,
-                        },
-                        statistic="Maximum",
-                        period=ALARM_PERIOD,
-                    ),
-                },
-                label="waiting with no task",
-                period=ALARM_PERIOD,
-            ),
-        )
-        alarm.add_alarm_action(cw_actions.ApplicationScalingAction(wake))
-        return alarm

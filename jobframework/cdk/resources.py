@@ -19,7 +19,6 @@ from jobframework.cdk.api import JobApi
 from jobframework.cdk.container_workers import ContainerWorkers
 from jobframework.cdk.defaults import (
     DELAY_GROUP_SUFFIX,
-    METRICS_NAMESPACE,
     POWERTOOLS_LAYER_VERSION,
     StageConfig,
     lane_id,
@@ -33,13 +32,10 @@ from jobframework.cdk.props import prop_error
 from jobframework.cdk.schedules import Schedules
 from jobframework.cdk.signing import SigningKeys
 from jobframework.cdk.tables import JobTables
-from jobframework.cdk.workers import Workers
-from jobframework.concurrency import lane_variable
+from jobframework.cdk.workers import Workers, consumer_environment
 from jobframework.errors import ConfigurationError
 from jobframework.jobs import LAMBDA_MAX_TIMEOUT
 from jobframework.topology import (
-    ENV_JOBS,
-    ENV_TOPOLOGY_PARAMETER,
     QueueEndpoints,
     RuntimeConfig,
     Topology,
@@ -218,19 +214,7 @@ class JobResources(Construct):
             raise prop_error(
                 type(self).__name__, exc, {"retry_budget": ("retry_budget", retry_budget, advice)}
             ) from None
-        environment = {
-            **self.runtime_config.to_env(),
-            ENV_JOBS: ",".join(job_modules),
-            ENV_TOPOLOGY_PARAMETER: topology.topology_parameter,
-            "POWERTOOLS_SERVICE_NAME": topology.app,
-            "POWERTOOLS_METRICS_NAMESPACE": METRICS_NAMESPACE,
-            # (the lanes whose settings bound their records at once: the timeouts are sized for it)
-            **{
-                lane_variable(q.lane): str(q.record_concurrency)
-                for q in topology.queues
-                if q.record_concurrency
-            },
-        }
+        environment = consumer_environment(self.runtime_config, job_modules, topology)
         self.workers = Workers(
             self,
             "Workers",

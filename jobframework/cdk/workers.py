@@ -18,6 +18,7 @@ from constructs import Construct
 from jobframework.cdk.defaults import (
     ALARM_PERIOD,
     CANARY_ALIAS,
+    METRICS_NAMESPACE,
     POWERTOOLS_LAYER_ACCOUNT,
     POWERTOOLS_LAYER_VERSION,
     alarm_on_any,
@@ -25,8 +26,16 @@ from jobframework.cdk.defaults import (
 )
 from jobframework.cdk.priority_queue import PriorityQueue
 from jobframework.cdk.tables import JobTables
+from jobframework.concurrency import lane_variable
 from jobframework.errors import ConfigurationError
-from jobframework.topology import ConsumerSpec, QueueSpec
+from jobframework.topology import (
+    ENV_JOBS,
+    ENV_TOPOLOGY_PARAMETER,
+    ConsumerSpec,
+    QueueSpec,
+    RuntimeConfig,
+    Topology,
+)
 from jobframework.topology_settings import MAX_MAX_CONCURRENCY, MIN_MAX_CONCURRENCY
 
 HANDLER = "jobframework.entrypoints.worker.lambda_handler"
@@ -68,6 +77,22 @@ def powertools_layer_arn(
         f"arn:aws:lambda:{region}:{POWERTOOLS_LAYER_ACCOUNT}:layer:"
         f"AWSLambdaPowertoolsPythonV3-{python}-{architecture}:{version}"
     )
+
+
+def consumer_environment(
+    config: RuntimeConfig, job_modules: Sequence[str], topology: Topology
+) -> dict[str, str]:
+    """What every consumer (a function, a ``jf worker`` task) gets: the runtime configuration, the job
+    modules, the topology parameter, Powertools' service and namespace, and the record bound of each
+    lane whose settings give one (its consumer's timeout is sized for it: :mod:`jobframework.sizing`)."""
+    return {
+        **config.to_env(),
+        ENV_JOBS: ",".join(job_modules),
+        ENV_TOPOLOGY_PARAMETER: topology.topology_parameter,
+        "POWERTOOLS_SERVICE_NAME": topology.app,
+        "POWERTOOLS_METRICS_NAMESPACE": METRICS_NAMESPACE,
+        **{lane_variable(q.lane): str(q.record_concurrency) for q in topology.queues if q.record_concurrency},
+    }
 
 
 class Workers(Construct):
