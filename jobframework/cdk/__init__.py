@@ -23,8 +23,11 @@ from jobframework.cdk.priority_queue import PriorityQueue
 from jobframework.cdk.resources import JobResources
 from jobframework.cdk.schedules import Schedules
 from jobframework.cdk.signing import SigningKeys
+from jobframework.cdk.synth_errors import install as _install_synth_errors
 from jobframework.cdk.tables import JobTables
 from jobframework.cdk.workers import Workers
+
+_install_synth_errors()
 
 __all__ = [
     "BundleSpec",
