@@ -148,6 +148,9 @@ def outcome_text(keys: dict[str, Any]) -> str:
         >>> outcome_text({"outcome": "dead_lettered", "job_type": "ledger.post", "job_id": "j-3",
         ...               "priority": "default", "lane": "default-fifo", "attempt": 3, "duration_ms": 2.0})
         'dead-lettered  ledger.post       j-3  default-fifo  attempt 3  2 ms'
+        >>> outcome_text({"outcome": "skipped", "job_type": "reports.daily", "job_id": "j-4",
+        ...               "priority": "low", "attempt": 1, "reason": "cancelled"})
+        'skipped        reports.daily     j-4  low  not run  cancelled'
 
     The lane (what ``jf dlq`` takes) is shown, else the priority.
     """
@@ -155,8 +158,11 @@ def outcome_text(keys: dict[str, Any]) -> str:
     job_type = keys.get("job_type") or "(no job type)"
     ident = keys.get("job_id") or f"message {keys.get('message_id') or '?'}"
     parts = [f"{what:<13}", f"{job_type:<16}", ident, keys.get("lane") or keys.get("priority") or "-"]
-    parts.append(f"attempt {keys.get('attempt') or 1}")
     duration = keys.get("duration_ms")
+    if keys.get("outcome") == Outcome.SKIPPED and duration is None:
+        parts.append("not run")  # (cancelled, expired, a skipped schedule: no attempt was made)
+    else:
+        parts.append(f"attempt {keys.get('attempt') or 1}")
     if duration is not None:
         parts.append(f"{duration:,.0f} ms")
     detail = [str(d) for d in (keys.get("reason"), keys.get("error")) if d]

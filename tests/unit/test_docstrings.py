@@ -16,6 +16,7 @@ MODULES = [
     "jobframework.flow.cancel",
     "jobframework.cli.feature_flags",
     "jobframework.sizing",
+    "jobframework.local.console",
     "jobframework.concurrency",
 ]
 
