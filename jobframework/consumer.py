@@ -29,6 +29,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
+import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -47,6 +48,7 @@ from jobframework.delivery import (
     RecordRetry,
     arn_queue_name,
     identified_records,
+    remaining_seconds_of,
 )
 from jobframework.early_status import EarlyStatuses
 from jobframework.fifo import fifo_verdicts, is_fifo_batch
@@ -214,6 +216,7 @@ class Consumer:
             ),
             otel=recording_api(),
             log_keys=job_logger().registered_formatter,
+            hard_end=time.monotonic() + remaining_seconds_of(context),
         )
         failures: list[str] = []
         try:

@@ -39,8 +39,9 @@ MIN_PERIOD = 0.5
 MAX_PERIOD = 30.0
 MAX_VISIBILITY = SQS_MAX_VISIBILITY_SECONDS
 IDLE_SECONDS = 1.0
-"""How long the thread sleeps when no job is held. A new hold wakes it only when it is due before
-then: quick jobs come and go without waking it (a wake a record was a thread switch each)."""
+"""The longest the thread sleeps (with no job held, or none due sooner). A new hold wakes it only
+when it is due before then: quick jobs come and go without waking it (a wake a record was a thread
+switch each)."""
 THREAD_CHECK_SECONDS = 0.1
 """A hold after an idle spell checks that the beating thread still runs at most this often (a forked
 child checks at its first hold: a fork leaves no thread)."""
@@ -121,6 +122,8 @@ class Heartbeat:
 
     def __init__(self) -> None:
         self._holds: dict[int, Hold] = {}
+        self._lock = threading.Lock()
+        """Guards :attr:`_holds` (a plain lock: a hold takes it twice, and a ``Condition`` is Python)."""
         self._wake = threading.Condition(threading.Lock())
         self._thread: threading.Thread | None = None
         self._wakes_at = -math.inf
@@ -135,6 +138,7 @@ class Heartbeat:
         # they stopped its first hold from starting the thread); the lock may have been taken by a
         # parent's thread that is gone.
         self._holds = {}
+        self._lock = threading.Lock()
         self._wake = threading.Condition(threading.Lock())
         self._thread = None
         self._wakes_at = -math.inf
@@ -197,18 +201,22 @@ class Heartbeat:
             extend_key,
             extend_visibility,
         )
-        with self._wake:
-            if not self._holds and now - self._thread_seen > THREAD_CHECK_SECONDS:
-                self._ensure_thread()  # the first hold after an idle spell: is the thread still there?
+        if not self._holds and now - self._thread_seen > THREAD_CHECK_SECONDS:
+            with self._wake:  # the first hold after an idle spell: is the thread still there?
+                self._ensure_thread()
                 self._thread_seen = now
+        with self._lock:
             self._holds[id(held)] = held
-            if held.due() < self._wakes_at:
+        # The thread never sleeps past IDLE_SECONDS, so it is woken only for a hold due before then
+        # (when it looks at the holds under ``_wake``, a notify waits for its wait: none is lost).
+        if held.due() < self._wakes_at:
+            with self._wake:
                 self._wake.notify()
         return held
 
     def leave(self, held: Hold) -> None:
         """Stop holding (the job ended)."""
-        with self._wake:
+        with self._lock:
             self._holds.pop(id(held), None)
 
     def _ensure_thread(self) -> None:
@@ -220,14 +228,18 @@ class Heartbeat:
         while True:
             with self._wake:
                 now = time.monotonic()
-                due = [h for h in self._holds.values() if h.due() <= now]
+                self._wakes_at = now + IDLE_SECONDS  # (a hold made while it looks: due before this?)
+                with self._lock:
+                    holds = list(self._holds.values())
+                due = [h for h in holds if h.due() <= now]
                 if not due:
-                    nearest = min((h.due() for h in self._holds.values()), default=now + IDLE_SECONDS)
-                    wait = max(0.05, min(60.0, nearest - now))
+                    nearest = min((h.due() for h in holds), default=now + IDLE_SECONDS)
+                    wait = max(0.05, min(IDLE_SECONDS, nearest - now))
                     self._wakes_at = now + wait
                     self._wake.wait(wait)
                     self._wakes_at = -math.inf
                     continue
+                self._wakes_at = -math.inf
             for held in due:  # outside the lock: beats call AWS
                 try:
                     held.beat(time.monotonic())

@@ -35,7 +35,6 @@ from jobframework.delivery import (
     describe,
     job_context_of,
     queue_wait_ms_of,
-    remaining_seconds_of,
 )
 from jobframework.envelope import parse_body
 from jobframework.errors import (
@@ -184,7 +183,7 @@ class Pipeline:
                     message_id=d.message_id,
                     queue=d.source,
                 ) as own,
-                self._held(d, job, context) as key,
+                _Held(c, d, job, batch) as key,
             ):
                 ctx = (
                     job_context_of(d, job, own=own, parent=trace, context=context, logger=logger)
@@ -278,12 +277,6 @@ class Pipeline:
             return None
         return KeyedStart(d.attempt, lambda: state.jobs.cancel_marked(env.id))
 
-    def _held(self, d: Delivery, job: Job[Any], context: Any) -> _Held:
-        """Keep the job's key and message held while it runs (see :mod:`jobframework.heartbeat`)."""
-        c = self.consumer
-        key = KeyHold(c.idempotency) if c.idempotency is not None and job.idempotent else None
-        return _Held(c, d, job, key, remaining_seconds_of(context))
-
     # -- classify ------------------------------------------------------------------------------------------
 
     def failed(
@@ -361,19 +354,20 @@ class Pipeline:
 
 class _Held:
     """The ``with`` block that holds a running job's key and message (a class, not a generator: it
-    runs for every record)."""
+    runs for every record; see :mod:`jobframework.heartbeat`)."""
 
-    __slots__ = ("consumer", "delivery", "hold", "job", "key", "remaining")
+    __slots__ = ("batch", "consumer", "delivery", "hold", "job", "key")
 
-    def __init__(
-        self, consumer: Consumer, d: Delivery, job: Job[Any], key: KeyHold | None, remaining: float
-    ) -> None:
-        self.consumer, self.delivery, self.job, self.key, self.remaining = consumer, d, job, key, remaining
+    def __init__(self, consumer: Consumer, d: Delivery, job: Job[Any], batch: Batch) -> None:
+        self.consumer, self.delivery, self.job, self.batch = consumer, d, job, batch
+        c = consumer
+        self.key = KeyHold(c.idempotency) if c.idempotency is not None and job.idempotent else None
         self.hold: Hold | None = None
 
     def __enter__(self) -> KeyHold | None:
-        d, job, key, remaining = self.delivery, self.job, self.key, self.remaining
+        d, job, key = self.delivery, self.job, self.key
         env = d.require_envelope()
+        remaining = self.batch.hard_end - time.monotonic()  # (the invocation's end: fixed a batch)
         self.hold = heartbeat.enter(
             f"{env.id} ({env.type})",
             timeout=job.timeout,

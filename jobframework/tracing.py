@@ -222,12 +222,13 @@ def extract(record: dict[str, Any], fallback: str | None = None) -> TraceContext
     """The producer's trace context from a Lambda SQS record, else from ``fallback`` (the envelope's
     ``traceparent``, for a message EventBridge Scheduler sent), else a fresh one."""
     parent = record_attribute(record, ATTR_TRACEPARENT)
-    if not valid_traceparent(parent) and valid_traceparent(fallback):
-        parent = fallback
+    valid = valid_traceparent(parent)
+    if not valid and valid_traceparent(fallback):
+        parent, valid = fallback, True
     attributes = record.get("attributes")
     xray = attributes.get("AWSTraceHeader") if isinstance(attributes, dict) else None
     xray = xray if isinstance(xray, str) and len(xray) <= MAX_TRACE_ATTRIBUTE_CHARS else None
-    if valid_traceparent(parent):
+    if valid:
         state = record_attribute(record, ATTR_TRACESTATE)
         if state and len(state) > MAX_TRACE_ATTRIBUTE_CHARS:
             state = None
