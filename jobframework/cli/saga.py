@@ -1,4 +1,4 @@
-"""``jf saga ...``: list sagas, show one, and signal a waiting one."""
+"""``jf saga ...``: list sagas, show one, signal a waiting one, and cancel one."""
 
 from __future__ import annotations
 
@@ -14,7 +14,10 @@ from jobframework.cli.errors import EXIT_FAILED, CliError
 
 saga_app = typer.Typer(
     cls=TyperGroup,
-    help="List sagas, show one (steps, states, attempts, outputs, errors, timings), signal a waiting one.",
+    help=(
+        "List sagas, show one (steps, states, attempts, outputs, errors, timings), signal a waiting one, "
+        "cancel one."
+    ),
     no_args_is_help=True,
     rich_markup_mode=None,
 )
@@ -114,8 +117,6 @@ def saga_signal(  # noqa: PLR0917
     import json
 
     from jobframework.errors import ConfigurationError, PayloadValidationError
-    from jobframework.saga import load_saga
-    from jobframework.saga.definition import defined_saga_names, saga_named
 
     try:
         value = json.loads(data) if data is not None else None
@@ -124,17 +125,7 @@ def saga_signal(  # noqa: PLR0917
             f'the data is not JSON ({exc}); quote it for the shell, e.g. \'{{"approved_by": "ops"}}\'',
             param_hint="JSON",
         ) from None
-    load_jobs(jobs)
-    record = load_saga(_saga_store(ctx), saga_id)
-    if record is None:
-        raise CliError(f"no saga {saga_id} (never started, or its record expired)")
-    saga = saga_named(record.name)
-    if saga is None:
-        known = ", ".join(defined_saga_names()) or "none"
-        raise CliError(
-            f"saga {saga_id} is a {record.name}, which the job modules loaded here do not define (they "
-            f"define: {known}); pass the module that defines it with --jobs"
-        )
+    saga = _defined_saga(ctx, saga_id, jobs)
     aws = aws_of(ctx)
     try:
         taken = saga.signal(saga_id, name, value, client=aws.job_client(aws.runtime_config(), saga.registry))
@@ -152,3 +143,53 @@ def saga_signal(  # noqa: PLR0917
             "(jf saga show shows which)",
             EXIT_FAILED,
         )
+
+
+@saga_app.command("cancel")
+def saga_cancel(
+    ctx: typer.Context,
+    saga_id: Annotated[str, typer.Argument(metavar="ID", help="The saga id that start() returned.")],
+    reason: Annotated[str | None, typer.Option(help="Why: kept in the saga's reason.")] = None,
+    jobs: JobsOption = None,
+    json_output: JsonOption = False,
+) -> None:
+    """Cancel a running saga: it rolls back, compensating its completed steps in reverse order (at a
+    wait at once; a step that is queued or running ends first, and is compensated too if it
+    succeeded). Exits 1 when the saga did not take it (it ended, or compensates already).
+
+    The saga's definition comes from your job modules (--jobs or JF_JOBS).
+
+    Example: jf saga cancel 0190a5c4-... --reason "customer withdrew the order"
+    """
+    saga = _defined_saga(ctx, saga_id, jobs)
+    aws = aws_of(ctx)
+    taken = saga.cancel(saga_id, reason, client=aws.job_client(aws.runtime_config(), saga.registry))
+    if json_output:
+        print_json({"id": saga_id, "cancelled": taken})
+    elif taken:
+        typer.echo(f"saga {saga_id} is cancelled: it rolls back (jf saga show {saga_id} follows it)")
+    if not taken:
+        raise CliError(
+            f"saga {saga_id} did not take the cancel: it has ended, compensates already, or was "
+            "cancelled before (jf saga show shows which)",
+            EXIT_FAILED,
+        )
+
+
+def _defined_saga(ctx: typer.Context, saga_id: str, jobs: list[str] | None) -> Any:
+    """The definition of the saga ``saga_id`` from the job modules loaded here (a :class:`Saga`)."""
+    from jobframework.saga import load_saga
+    from jobframework.saga.definition import defined_saga_names, saga_named
+
+    load_jobs(jobs)
+    record = load_saga(_saga_store(ctx), saga_id)
+    if record is None:
+        raise CliError(f"no saga {saga_id} (never started, or its record expired)")
+    saga = saga_named(record.name)
+    if saga is None:
+        known = ", ".join(defined_saga_names()) or "none"
+        raise CliError(
+            f"saga {saga_id} is a {record.name}, which the job modules loaded here do not define (they "
+            f"define: {known}); pass the module that defines it with --jobs"
+        )
+    return saga

@@ -43,6 +43,9 @@ How it runs (the orchestration lives in the consumer's saga hook, :func:`on_step
 - **Waiting**: ``wait(name, timeout=...)`` parks the saga until ``signal(saga_id, name, data)``; the
   deadline is a delayed check job (SQS ``DelaySeconds`` up to 15 minutes, which works on the embedded
   AWS; EventBridge Scheduler beyond). A signal that arrives before the saga reaches its wait is kept.
+- **Cancelling**: ``Saga.cancel(saga_id, reason)`` rolls a running saga back (its completed steps
+  compensated in reverse): at a wait at once, else once its queued or running step's job ends (that
+  step is compensated too if it succeeded). It ends ``compensated`` with reason ``cancelled: ...``.
 - **Tracing**: the record keeps the root ``traceparent`` of :meth:`Saga.start`; every step is sent as
   a child of it, so a saga is one trace.
 

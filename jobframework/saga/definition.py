@@ -27,7 +27,7 @@ from jobframework.saga.record import (
     utc_now,
 )
 from jobframework.saga.steps import Step, Wait, step
-from jobframework.saga.transitions import enter_step
+from jobframework.saga.transitions import cancel, enter_step
 
 if TYPE_CHECKING:
     from jobframework.client import JobClient
@@ -190,7 +190,7 @@ class Saga:
         def transition(record: SagaRecord, now: datetime) -> bool:
             nonlocal accepted
             accepted = False
-            if record.status.terminal:
+            if record.status.terminal or record.cancel_requested_at is not None:
                 return False
             current = record.steps[index]
             if name in record.signals:
@@ -215,6 +215,31 @@ class Saga:
 
         engine.apply(saga_id, transition)
         return accepted
+
+    def cancel(self, saga_id: str, reason: str | None = None, *, client: JobClient | None = None) -> bool:
+        """Cancel a running saga: it rolls back, compensating its completed steps in reverse order.
+
+        At a wait, at once; while a step's job is queued or running, once that job ends (what it does
+        cannot be stopped halfway; if it succeeds, it is compensated too). Steps not reached never run.
+        The saga ends ``compensated`` (``failed`` if a compensation is dead-lettered) with reason
+        ``cancelled: <reason>``.
+
+        Returns ``True`` when the cancel was taken; ``False`` when the saga has ended, already
+        compensates, or was cancelled before.
+
+        Raises:
+            SagaNotFoundError: no saga with that id.
+        """
+        engine = SagaEngine(self, client_or_default(client))
+        taken = False
+
+        def transition(record: SagaRecord, now: datetime) -> bool:
+            nonlocal taken
+            taken = cancel(self, record, reason, now)
+            return taken
+
+        engine.apply(saga_id, transition)
+        return taken
 
     def _check_next_step(self, record: SagaRecord, index: int, name: str, data: Any) -> None:
         """Refuse signal data that the step after the wait at ``index`` could not take (a typo would

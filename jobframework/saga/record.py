@@ -47,6 +47,8 @@ class StepState(StrEnum):
     WAITING = "waiting"
     SIGNALLED = "signalled"
     TIMED_OUT = "timed_out"
+    CANCELLED = "cancelled"
+    """A wait the saga was cancelled in."""
 
 
 class CompensationState(StrEnum):
@@ -122,6 +124,8 @@ class SagaRecord(BaseModel):
     finished_at: str | None = None
     reason: str | None = None
     error: str | None = None
+    cancel_requested_at: str | None = None
+    """When :meth:`Saga.cancel` was asked: the saga compensates as soon as its running step ends."""
     traceparent: str | None = None
     tracestate: str | None = None
     outbox: list[OutboxItem] = Field(default_factory=list)

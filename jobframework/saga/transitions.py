@@ -87,7 +87,8 @@ def _fail_step(defn: Saga, record: SagaRecord, index: int, *, reason: str, error
     current.error = error[:1000]
     current.finished_at = iso_utc(now)
     record.status = SagaStatus.COMPENSATING
-    record.reason = f"step {current.name} failed ({reason})"
+    failed = f"step {current.name} failed ({reason})"
+    record.reason = f"{record.reason}, then {failed}" if record.cancel_requested_at else failed
     record.error = error[:1000]
     _compensate_next(defn, record, now)
 
@@ -128,6 +129,33 @@ def _compensate_next(defn: Saga, record: SagaRecord, now: datetime) -> None:
         return
     record.status = SagaStatus.COMPENSATED
     record.finished_at = iso_utc(now)
+
+
+def cancel(defn: Saga, record: SagaRecord, reason: str | None, now: datetime) -> bool:
+    """Cancel a running saga (``False``: it has ended, compensates already, or was cancelled before).
+
+    A saga at a wait rolls back now; a saga whose step is queued or running lets that step end (its
+    job may already act), then rolls back, that step's compensation included if it succeeded. Steps
+    not reached never run. The saga ends ``compensated`` with reason ``cancelled: <reason>``.
+    """
+    if record.status is not SagaStatus.RUNNING or record.cancel_requested_at is not None:
+        return False
+    record.cancel_requested_at = iso_utc(now)
+    record.reason = f"cancelled: {reason}" if reason else "cancelled"
+    running = next((s for s in record.steps if s.state in (StepState.QUEUED, StepState.WAITING)), None)
+    if running is not None and running.state is StepState.QUEUED:
+        return True  # advance() rolls back when the step's job ends
+    if running is not None:
+        running.state = StepState.CANCELLED
+        running.finished_at = iso_utc(now)
+    _roll_back_cancelled(defn, record, now)
+    return True
+
+
+def _roll_back_cancelled(defn: Saga, record: SagaRecord, now: datetime) -> None:
+    record.status = SagaStatus.COMPENSATING
+    record.error = None
+    _compensate_next(defn, record, now)
 
 
 @dataclass(frozen=True, slots=True)
@@ -178,7 +206,10 @@ def advance(defn: Saga, record: SagaRecord, event: StepEvent, now: datetime) -> 
             current.state = StepState.SUCCEEDED
             current.output = event.output
             current.finished_at = iso_utc(now)
-            enter_step(defn, record, index + 1, now)
+            if record.cancel_requested_at is not None:  # cancelled while it ran: undo it too
+                _roll_back_cancelled(defn, record, now)
+            else:
+                enter_step(defn, record, index + 1, now)
         else:
             _fail_step(
                 defn, record, index, reason=event.reason or "failed", error=event.error or "failed", now=now

@@ -10,7 +10,7 @@ from jobframework.consumer import Consumer, consumer
 from jobframework.testing import consume_once, provision_fresh
 from jobframework.topology import RuntimeConfig, Topology
 
-from . import jobs_under_test
+from . import jobs_under_test, saga_jobs
 
 
 @dataclass
@@ -45,4 +45,20 @@ def rt(jf_aws: Any) -> Runtime:
         sqs,
         JobClient(config, registry=jobs_under_test.registry, sqs_client=sqs),
         consumer(jobs_under_test.registry, config=config, sqs_client=sqs),
+    )
+
+
+@pytest.fixture
+def srt(jf_aws: Any) -> Runtime:
+    """A fresh topology of the saga tests' jobs (``saga_jobs``), its client and consumer."""
+    saga_jobs.events.clear()
+    saga_jobs.traces.clear()
+    topology, config = provision_fresh(jf_aws.endpoint_url, saga_jobs.registry)
+    sqs = jf_aws.client("sqs")
+    return Runtime(
+        topology,
+        config,
+        sqs,
+        JobClient(config, registry=saga_jobs.registry, sqs_client=sqs),
+        consumer(saga_jobs.registry, config=config, sqs_client=sqs),
     )

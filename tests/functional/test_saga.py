@@ -14,35 +14,18 @@ from typing import Any
 
 import pytest
 
-from jobframework.client import JobClient
-from jobframework.consumer import consumer
 from jobframework.envelope import lambda_record, parse_body
 from jobframework.errors import ConfigurationError, PayloadValidationError
 from jobframework.jobs import JobRegistry, job
 from jobframework.local.aws import FAKE_CREDENTIALS
 from jobframework.saga import SagaRecord, SagaStatus, on_step_event, saga, step, wait
 from jobframework.state import JobState
-from jobframework.testing import FakeLambdaContext, provision_fresh, receive_all
+from jobframework.testing import FakeLambdaContext, receive_all
 
 from . import saga_jobs
 from .conftest import Runtime
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-@pytest.fixture
-def srt(jf_aws: Any) -> Runtime:
-    saga_jobs.events.clear()
-    saga_jobs.traces.clear()
-    topology, config = provision_fresh(jf_aws.endpoint_url, saga_jobs.registry)
-    sqs = jf_aws.client("sqs")
-    return Runtime(
-        topology,
-        config,
-        sqs,
-        JobClient(config, registry=saga_jobs.registry, sqs_client=sqs),
-        consumer(saga_jobs.registry, config=config, sqs_client=sqs),
-    )
 
 
 def drive(rt: Runtime, saga_id: str, until: Callable[[SagaRecord], bool], timeout: float = 15) -> SagaRecord:
