@@ -95,8 +95,8 @@ def saga_table(record: SagaRecord) -> Any:
                 undo += f" ({tries} attempt{'' if tries == 1 else 's'})"
             if s.compensation_error:
                 undo += f": {s.compensation_error}"
-        else:
-            undo = s.compensation or "-"
+        else:  # (declared, never queued: the step did not need undoing, or has not yet)
+            undo = f"{s.compensation} not run" if s.compensation else "-"
         table.add_row(
             str(n),
             s.name,

@@ -353,6 +353,7 @@ def test_jf_saga_ls_and_show(srt):
     assert table.exit_code == 0, table.output
     assert "reason: step s.reserve failed (permanent)" in table.stdout
     assert "s.refund compensated (1 attempt)" in table.stdout  # not "(1 attempts)"
+    assert "s.release not run" in table.stdout  # the failed step's: declared, never queued
     assert missing.exit_code == 1 and "no saga nope" in missing.output
 
 
