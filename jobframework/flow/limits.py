@@ -15,6 +15,13 @@ update; it is allowed while the new ``tat`` stays within a burst of ``limit / 20
 intervals of now, so that any window of ``per`` seconds admits at most ``limit`` plus that burst
 (starts are spread over the period, not let through in a lump at its start).
 
+An update conditional on the value read (a compare-and-set) loses to every other consumer's update
+in between, and several consumers on one bucket could lose eight in a row (the record was then
+handed back, "limits unavailable"). So once one has lost, a bucket that is busy (``tat`` at or past
+now) is moved by ``SET tat = tat + interval`` conditional only on it staying busy (and, for a record
+that cannot reserve, on a token still fitting the burst), which no other update can make fail: one
+token a request, the new ``tat`` returned, from which the token's turn is known.
+
 A record over the rate **reserves** its turn: the same conditional update moves ``tat`` by one
 interval anyway, and the record's slot is the time that token falls due. Waiting records so queue up
 one interval apart, each holding a token of its own, instead of all coming back for the next token
@@ -237,21 +244,81 @@ class RateLimit:
             tat = self._tat.get(pk)
             pool = self._pools.get(pk)
             unused = pool.left if pool is not None and now >= pool.until else 0
+        conflicts = 0
+        give_back = unused * interval  # unused tokens go back
         for _ in range(WRITE_ATTEMPTS):
-            base = max(now, (tat or 0.0) - unused * interval)  # unused tokens go back
+            base = max(now, (tat or 0.0) - give_back)
             # Tokens that fit within the burst (epoch seconds carry ~1e-7 s of float error: the slack).
             room = math.floor((tolerance - (base - now)) / interval + 1e-6)
             if room < 1 and not reserve:  # tat only grows: what we saw cannot overstate the wait
                 return max(base + interval - now - tolerance, MIN_WAIT_SECONDS)
             taken = max(1, min(want, room))  # none in the burst: reserve the next one
+            if tat is not None and tat - give_back >= now and conflicts:
+                # A busy bucket that others move too: one token by an update that needs no value read
+                # before it (a compare-and-set would keep losing to them).
+                added = self._add(
+                    pk,
+                    now + give_back,
+                    interval - give_back,
+                    interval=interval,
+                    tolerance=tolerance,
+                    reserve=reserve,
+                )
+                if isinstance(added, float):
+                    return self._took(pk, added, 1, now, interval=interval, tolerance=tolerance)
+                tat = added[1]
+                if tat is not None and tat - give_back >= now and not reserve:
+                    return max(tat - give_back + interval - now - tolerance, MIN_WAIT_SECONDS)
+                continue
             ok, current = self._write(pk, tat, base + taken * interval)
             if ok:
-                with self._lock:
-                    self._tat[pk] = base + taken * interval
-                    self._pools[pk] = _Pool(taken - 1 if room >= 1 else 0, now + POOL_SECONDS)
-                return 0.0 if room >= 1 else max(base + interval - now - tolerance, MIN_WAIT_SECONDS)
-            tat = current
+                return self._took(
+                    pk, base + taken * interval, taken, now, interval=interval, tolerance=tolerance
+                )
+            tat, conflicts = current, conflicts + 1
         raise RuntimeError(f"the rate bucket {pk} kept changing under {WRITE_ATTEMPTS} writes")
+
+    def _took(
+        self, pk: str, tat: float, taken: int, now: float, *, interval: float, tolerance: float
+    ) -> float:
+        """Note the bucket as this update left it (``taken`` tokens up to ``tat``); 0 when the first of
+        them was in the burst, else the seconds until the reserved one falls due."""
+        base = tat - taken * interval
+        room = math.floor((tolerance - (base - now)) / interval + 1e-6)
+        with self._lock:
+            self._tat[pk] = tat
+            self._pools[pk] = _Pool(taken - 1 if room >= 1 else 0, now + POOL_SECONDS)
+        return 0.0 if room >= 1 else max(base + interval - now - tolerance, MIN_WAIT_SECONDS)
+
+    def _add(
+        self, pk: str, floor: float, step: float, *, interval: float, tolerance: float, reserve: bool
+    ) -> float | tuple[bool, float | None]:
+        """Move ``tat`` by ``step`` while it is at least ``floor`` (the bucket is busy) and, unless
+        ``reserve``, while a token still fits the burst; the new ``tat``, or the failure and the value
+        found."""
+        values: dict[str, Any] = {
+            ":step": {"N": f"{step:.6f}"},
+            ":floor": {"N": f"{floor:.6f}"},
+            ":exp": {"N": str(int(floor + tolerance) + 24 * 3600)},
+        }
+        condition = "tat >= :floor"
+        if not reserve:
+            values[":ceiling"] = {"N": f"{floor + tolerance - interval + 1e-6:.6f}"}  # a token fits
+            condition += " AND tat <= :ceiling"
+        try:
+            new = self.store.client.update_item(
+                TableName=self.store.table,
+                Key={"pk": {"S": pk}, "sk": {"S": "rate"}},
+                UpdateExpression="SET tat = tat + :step, expires_at = :exp",
+                ConditionExpression=condition,
+                ExpressionAttributeValues=values,
+                ReturnValues="UPDATED_NEW",
+                ReturnValuesOnConditionCheckFailure="ALL_OLD",
+            )["Attributes"]["tat"]["N"]
+        except self.store.client.exceptions.ConditionalCheckFailedException as exc:
+            item = getattr(exc, "response", {}).get("Item") or {}
+            return False, float(item["tat"]["N"]) if "tat" in item else None
+        return float(new)
 
     def _write(self, pk: str, old: float | None, new: float) -> tuple[bool, float | None]:
         values: dict[str, Any] = {":new": {"N": f"{new:.6f}"}, ":exp": {"N": str(int(new) + 24 * 3600)}}
