@@ -3,10 +3,10 @@
 The operator's commands (``jf queue ls|pause|resume``, ``jf dlq ls|peek|export|purge|redrive|tasks``,
 ``jf status``, ``jf cancel``, ``jf saga ls|show`` and ``jf ui``; ``jf saga signal|cancel`` change a
 saga and send its next step or compensation, which is ``grant_enqueue``'s) read the topology
-parameter, the queues and their dead letters, the state table (and the idempotency table's records of tracked jobs, which ``jf status``,
-``jf cancel`` and the console's lists read), offloaded payloads, the event source mappings (to pause a
-queue), the consumers' metrics and the delay group's schedules (``jf queue ls`` counts the jobs they
-hold). :data:`OPERATOR_ACTIONS` is every API action those
+parameter, the queues and their dead letters, the state table (and the idempotency table's records of
+tracked jobs, which ``jf status``, ``jf cancel`` and the console's lists read), offloaded payloads, the
+event source mappings (to pause a queue), the consumers' metrics and the delay group's schedules
+(``jf queue ls`` counts the jobs they hold). :data:`OPERATOR_ACTIONS` is every API action those
 commands call, by service; ``tests/functional/test_operate.py`` runs the commands on the embedded AWS,
 records each request they make, and checks that this list holds them all, so the grant follows the
 CLI. Resources are this deployment's own wherever IAM allows it (the queues, the table, the bucket,
