@@ -264,9 +264,7 @@ class Consumer:
         if not records:
             return None
         source = arn_queue_name(str(records[0].get("eventSourceARN", "")))
-        config = self._config if self._config is not None else env_config()
-        found = config.by_queue_name(source) if config is not None else None
-        return str(found[0]) if found else source
+        return self.queues.source_of(source)[1] or source
 
     def _has_batched_jobs(self) -> bool:
         if self._batched_count != len(self.registry):

@@ -232,8 +232,11 @@ def backlog_gate(admitted: Admitted, consumer: Consumer) -> Verdict | None:
 
 def time_left_gate(admitted: Admitted, consumer: Consumer) -> Verdict | None:
     """Release the record unstarted when the invocation has not the job's timeout (and a margin) left."""
-    d, job = admitted.delivery, admitted.job
-    remaining = remaining_seconds_of(admitted.context)
+    d, job, batch = admitted.delivery, admitted.job, admitted.batch
+    # (the invocation's end, known once a batch: asking the context is a call a record)
+    remaining = (
+        batch.hard_end - time.monotonic() if batch is not None else remaining_seconds_of(admitted.context)
+    )
     if remaining >= job.timeout + RELEASE_MARGIN_SECONDS:
         return None
     env = d.require_envelope()

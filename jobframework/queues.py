@@ -34,6 +34,7 @@ class QueueDirectory:
         self._sqs = sqs
         self._queue_urls: dict[str, str] = {}
         self._dlq_urls: dict[str, str] = {}
+        self._sources: dict[str, tuple[str | None, str | None]] = {}
 
     def priority_of(self, queue_name: str) -> str | None:
         """The priority of a queue the configuration names, else ``None``."""
@@ -41,10 +42,14 @@ class QueueDirectory:
 
     def source_of(self, queue_name: str) -> tuple[str | None, str | None]:
         """The priority and the lane (``default-fifo``, ``high-cpu``) of a queue the configuration
-        names, else ``(None, None)``."""
-        config = self._config()
-        found = config.by_queue_name(queue_name) if config else None
-        return (lane_priority(found[0]).value, str(found[0])) if found else (None, None)
+        names, else ``(None, None)`` (cached per process, as the URLs are)."""
+        source = self._sources.get(queue_name)
+        if source is None:
+            config = self._config()
+            found = config.by_queue_name(queue_name) if config else None
+            source = (lane_priority(found[0]).value, str(found[0])) if found else (None, None)
+            self._sources[queue_name] = source
+        return source
 
     def queue_url(self, queue_name: str) -> str:
         """The URL of a source queue named in a record's ARN (from the config, else GetQueueUrl)."""
