@@ -181,6 +181,14 @@ def checked_options(
         )
     if isinstance(version, bool) or not isinstance(version, int) or version < 1:
         raise ConfigurationError(f"job {name}: version must be an int >= 1, got {version!r}")
+    if version > 1 and upgrade is None:
+        raise ConfigurationError(
+            f"job {name}: version={version} without upgrade=: the version-{version - 1} payloads still "
+            f"queued (and any redriven later) would be dead-lettered, reason version. Give upgrade="
+            f"{{{version - 1}: fn}}, fn turning a version-{version - 1} payload dict into version {version} "
+            "(lambda p: p when only its meaning, not its shape, stayed the same), or upgrade={} to take "
+            f"version-{version} payloads only"
+        )
     steps = dict(upgrade or {})
     for step, fn in steps.items():
         if not isinstance(step, int) or not 1 <= step < version or not callable(fn):

@@ -107,6 +107,14 @@ def test_run_inline_awaits_an_async_job_and_raises_what_it_raises(reg):
         run_inline(quote, {"order_id": "7", "amount": -1})
 
 
+def test_a_version_that_takes_its_own_payloads_only_says_so_with_an_empty_upgrade(reg):
+    @job("orders.v2", registry=reg, version=2, upgrade={})
+    def v2(order: Order) -> None: ...
+
+    with pytest.raises(PayloadVersionError, match="no upgrade from payload version 1 to 2"):
+        run_inline(v2, {"order_id": "1", "amount": 1}, payload_version=1)
+
+
 def test_a_job_without_context_is_called_with_the_payload_only(reg):
     @job("orders.count", registry=reg)
     def count(order: Order) -> int:
@@ -129,6 +137,7 @@ def test_a_job_without_context_is_called_with_the_payload_only(reg):
         ({"schedule": "every day"}, "EventBridge Scheduler expression"),
         ({"schedule": "cron(0 3 * * MON *)"}, r"job orders\.bad: schedule 'cron\(0 3 \* \* MON \*\)'"),
         ({"version": 3, "upgrade": {1: dict}}, "no step from version 2 to 3"),  # 1 -> 2, then stuck
+        ({"version": 2}, r"version=2 without upgrade=: .*upgrade=\{1: fn\}.*or upgrade=\{\} to take"),
         ({"profile": "gpu"}, r"profile must be 'io' or 'cpu', got 'gpu'"),
         ({"when_backlogged": "drop"}, r"when_backlogged must be 'run', 'skip' or 'defer', got 'drop'"),
     ],
