@@ -81,7 +81,8 @@ class Rate:
         m = _RATE.match(text) if isinstance(text, str) else None
         if m is None:
             raise ConfigurationError(
-                f"rate {text!r} is not a rate; write it as N/second, N/minute or N/hour, e.g. '100/minute'"
+                f"rate {text!r} is not a rate; write it as N/second, N/minute or N/hour (or N/sec, N/s, "
+                "N/min, N/m, N/h), e.g. '100/minute'"
             )
         if float(m.group(1)) <= 0:
             raise ConfigurationError(

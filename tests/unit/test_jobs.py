@@ -362,6 +362,7 @@ def test_validation_problems_are_one_line_and_its_example_runs():
     ("options", "message"),
     [
         ({"rate": "fast"}, r"^job a\.b: rate 'fast' is not a rate"),
+        ({"rate": "5/day"}, r"N/second, N/minute or N/hour \(or N/sec, N/s, N/min, N/m, N/h\)"),
         ({"priority": "urgent"}, r"^job a\.b: unknown priority 'urgent'; use one of critical"),
         ({"expires_after": timedelta(days=30)}, r"at most 14 days .*got 2,592,000 s$"),
         ({"timeout": 100_000}, r"got 100,000; split longer work"),
