@@ -61,6 +61,10 @@ def cancel(  # noqa: PLR0917
             print_json(
                 {"id": job_id, "outcome": result.outcome.value, "status": after, "status_before": before}
             )
+        elif before == after == "cancelled":  # (a second cancel: the first one stands)
+            typer.echo(f"{job_id}: already cancelled (nothing changed)")
+        elif result.outcome.value == "finished":
+            typer.echo(f"{job_id}: too late, it had already ended: {before} (nothing changed)")
         else:
             typer.echo(f"{job_id}: {result.outcome.value} (status {after}, was {before})")
         return

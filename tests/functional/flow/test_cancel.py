@@ -191,7 +191,9 @@ def test_cancel_json_says_the_status_after_the_cancel_and_the_one_before(flow):
     assert json.loads(done.output)["outcome"] == "finished"
     assert (json.loads(done.output)["status"], json.loads(done.output)["status_before"]) == ("succeeded",) * 2
     text = invoke(["cancel", finished], env)
-    assert text.output.strip() == f"{finished}: finished (status succeeded, was succeeded)"
+    assert text.output.strip() == f"{finished}: too late, it had already ended: succeeded (nothing changed)"
+    again = invoke(["cancel", queued], env)  # a second cancel: the first one stands
+    assert again.exit_code == 0 and again.output.strip() == f"{queued}: already cancelled (nothing changed)"
 
     later = flow.client.enqueue("f.ok", Item(name="later")).id
     many = invoke(["cancel", "--type", "f.ok", "--older-than", "0s", "--json"], env)
