@@ -42,7 +42,8 @@ dependencies = [
 dev = ["$framework_dev", "pytest>=8"]
 
 [tool.setuptools.packages.find]
-include = ["$package*"]
+# Every package of the project (a second one you add too), not the tests.
+exclude = ["tests", "tests.*"]
 
 [tool.pytest.ini_options]
 testpaths = ["tests"]
@@ -217,7 +218,9 @@ JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION=20` hides it.
 
 `app.py` puts the `JobFramework` construct in a stack. It bundles `$package/` and the runtime
 `dependencies` of `pyproject.toml` into the Lambda code with `pip install --platform ...` (no Docker):
-add a third-party package your jobs import there.
+add a third-party package your jobs import there. A second package of your own that the jobs import
+(`shared/`) goes into the construct's `packages=["$package", "shared"]` (the synth imports the job
+modules from the bundle and names what is missing); `pyproject.toml` packages every one already.
 """
 
 IGNORED = (".venv/", "venv/", "cdk.out/", "node_modules/", "__pycache__/", "*.egg-info/")

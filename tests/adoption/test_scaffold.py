@@ -51,6 +51,24 @@ def test_jf_new_writes_a_project_named_after_its_directory(tmp_path):
     compile(conftest, "conftest.py", "exec")
 
 
+def test_the_scaffolds_packaging_takes_a_second_package_the_team_adds_and_not_the_tests(tmp_path):
+    """`pip install .` of the project (another service that depends on it, a container image) gets every
+    package; an include of the first package alone left out a `shared/` the jobs import."""
+    import tomllib
+
+    from setuptools import find_packages
+
+    root = tmp_path / "billing-service"
+    assert CliRunner().invoke(app, ["new", str(root)]).exit_code == 0
+    (root / "shared").mkdir()
+    (root / "shared" / "__init__.py").write_text("")
+    found = tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]["find"]
+    packages = find_packages(
+        str(root), include=found.get("include", ("*",)), exclude=found.get("exclude", ())
+    )
+    assert sorted(packages) == ["billing_service", "shared"]
+
+
 def _shipped_flags() -> dict[str, object]:
     """The recommended flags in the installed aws-cdk-lib's jsii assembly, read here on their own."""
     spec = importlib.util.find_spec("aws_cdk")  # where it is (importing it would start the jsii runtime)
