@@ -130,6 +130,15 @@ def _defines_jobs(module: object) -> bool:
     return any(isinstance(v, kinds) for v in vars(module).values())
 
 
+def no_jobs_message(names: Iterable[str]) -> str:
+    """What to say when the job modules ``names`` (imported) registered no job at all."""
+    hints = "".join(_submodules_hint(sys.modules.get(name)) for name in names)
+    return (
+        f"the job modules {', '.join(names) or '(none)'} registered no @job{hints}: name the module(s) "
+        "that define your jobs (--jobs mysvc.jobs, or JF_JOBS); a package's modules are not imported with it"
+    )
+
+
 def _submodules_hint(module: object) -> str:
     path = getattr(module, "__path__", None)
     if path is None:

@@ -93,6 +93,18 @@ def load_jobs(modules: list[str] | None) -> list[str]:
         raise CliError(str(exc)) from exc
 
 
+def require_jobs(modules: list[str] | None) -> list[str]:
+    """:func:`load_jobs`, for a command that runs jobs (``jf dev``, ``jf worker``): one that would run
+    none is refused, saying which modules to name."""
+    from jobframework.jobs import registry
+    from jobframework.modules import no_jobs_message
+
+    names = load_jobs(modules)
+    if not len(registry):
+        raise CliError(no_jobs_message(names))
+    return names
+
+
 def optional_jobs(modules: list[str] | None) -> list[str]:
     """The job modules of a command that also works without them (``jf enqueue``, ``jf ui``).
 

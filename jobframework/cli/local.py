@@ -18,8 +18,8 @@ from jobframework.cli.base import (
     JsonOption,
     app,
     job_module_names,
-    load_jobs,
     print_json,
+    require_jobs,
     rich_console,
 )
 from jobframework.cli.errors import EXIT_FAILED, CliError, cannot_listen
@@ -151,7 +151,7 @@ def dev(  # noqa: PLR0917
         ) from None
     log_as_app(settings.app)  # the service of the log lines, as the stack names it
     listener = install(json_logs=json_logs, every_handback=verbose)
-    modules = load_jobs(names)
+    modules = require_jobs(names)
     try:
         aws = EmbeddedAWS(port).start()
     except OSError as exc:  # a port in use is a bad --port (exit 2, as jf ui says it)
@@ -304,7 +304,7 @@ def worker(  # noqa: PLR0917
     # Only once the arguments are good: a handler left on a closed stream would outlive a bad call.
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("botocore").setLevel(logging.WARNING)  # not a line per client about credentials
-    load_jobs(names)
+    require_jobs(names)
     aws = aws_of(ctx)
     config = aws.runtime_config()
     log_as_app(app_of_parameter(config.topology_parameter))  # the service of the log lines, as deployed

@@ -56,7 +56,7 @@ def test_the_scaffolds_packaging_takes_a_second_package_the_team_adds_and_not_th
     package; an include of the first package alone left out a `shared/` the jobs import."""
     import tomllib
 
-    from setuptools import find_packages
+    from setuptools import find_packages  # type: ignore[import-untyped]
 
     root = tmp_path / "billing-service"
     assert CliRunner().invoke(app, ["new", str(root)]).exit_code == 0

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -140,3 +141,25 @@ def test_jobs_takes_a_comma_separated_list_as_jf_jobs_does(tmp_path, monkeypatch
     _package(tmp_path, monkeypatch, "twosvc", jobs="", more="")
     assert load_jobs(["twosvc.jobs,twosvc.more"]) == ["twosvc.jobs", "twosvc.more"]
     assert load_jobs(["twosvc.jobs", "twosvc.more"]) == ["twosvc.jobs", "twosvc.more"]
+
+
+@pytest.mark.parametrize("command", [["dev"], ["worker", "--queues", "default"]])
+def test_jf_dev_and_jf_worker_refuse_job_modules_that_register_no_job(tmp_path, command):
+    """`jf dev --jobs pkgsvc` (the package, its jobs in pkgsvc.jobs) ran with no job at all."""
+
+    (tmp_path / "pkgsvc").mkdir()
+    (tmp_path / "pkgsvc" / "__init__.py").write_text("")
+    (tmp_path / "pkgsvc" / "jobs.py").write_text("RAN = True\n")
+    ran = subprocess.run(
+        [sys.executable, "-m", "jobframework.cli", *command, "--jobs", "pkgsvc"],
+        cwd=tmp_path,
+        env={**os.environ, "COLUMNS": "200", "JF_JOBS": ""},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert ran.returncode == 1, ran.stdout + ran.stderr
+    assert (
+        "the job modules pkgsvc registered no @job (it is a package; its modules: pkgsvc.jobs)" in ran.stderr
+    )
