@@ -220,7 +220,9 @@ JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION=20` hides it.
 `dependencies` of `pyproject.toml` into the Lambda code with `pip install --platform ...` (no Docker):
 add a third-party package your jobs import there. A second package of your own that the jobs import
 (`shared/`) goes into the construct's `packages=["$package", "shared"]` (the synth imports the job
-modules from the bundle and names what is missing); `pyproject.toml` packages every one already.
+modules from the bundle and names what is missing); `pyproject.toml` packages every one already, once
+you install the project again (`pip install -e ".[dev]"`: an editable install maps the packages it
+found when it ran; `jf dev` and pytest import from the project's directory anyway).
 """
 
 IGNORED = (".venv/", "venv/", "cdk.out/", "node_modules/", "__pycache__/", "*.egg-info/")

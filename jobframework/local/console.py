@@ -27,6 +27,7 @@ from __future__ import annotations
 import logging
 import os
 import re
+import sysconfig
 import threading
 import traceback
 from pathlib import Path
@@ -226,15 +227,19 @@ def _restates_outcome(record: logging.LogRecord) -> bool:
 
 
 _FRAMEWORK_DIR = str(Path(__file__).resolve().parent.parent)
+_STDLIB_DIR = sysconfig.get_paths()["stdlib"]
 
 
 def _job_frames(record: logging.LogRecord) -> str:
-    """Where the job raised: its traceback's frames outside jobframework and installed packages."""
+    """Where the job raised: its traceback's frames outside jobframework, the standard library (an
+    ``async def`` job's result passes through ``concurrent.futures``) and installed packages."""
     if not record.exc_info or record.exc_info[2] is None:
         return ""
     frames = traceback.extract_tb(record.exc_info[2])
     own = [
-        f for f in frames if not f.filename.startswith(_FRAMEWORK_DIR) and "-packages" not in f.filename
+        f
+        for f in frames
+        if not f.filename.startswith((_FRAMEWORK_DIR, _STDLIB_DIR)) and "-packages" not in f.filename
     ] or frames[-1:]
     cwd = os.getcwd()
     return "\n".join(

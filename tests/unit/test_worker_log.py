@@ -32,3 +32,29 @@ def test_the_worker_lines_are_json_log_lines_of_the_jobs_service(service):
     assert record["message"] == "jf worker: polling default" and record["queues"] == ["default"]
     assert record["service"] == (service or "jobframework") and record["level"] == "INFO"
     assert "polling" not in done.stderr, done.stderr  # not a second, plain copy through the root logger
+
+
+def test_where_a_job_raised_leaves_out_the_standard_librarys_frames():
+    """An ``async def`` job's exception reaches the consumer through ``concurrent.futures``: jf dev's
+    "at" lines showed its _base.py frames above the job's own."""
+    import logging
+    import sys
+    from concurrent.futures import ThreadPoolExecutor
+
+    from jobframework.local.console import ReadableFormatter
+
+    def deliver() -> None:
+        raise RuntimeError("partner down")
+
+    with ThreadPoolExecutor(1) as pool:
+        try:
+            pool.submit(deliver).result()
+        except RuntimeError:
+            exc_info = sys.exc_info()
+    record = logging.LogRecord(  # the consumer's line that the outcome line restates: the frames only
+        "jobframework.consumer", logging.ERROR, __file__, 1, "job j (t) dead-lettered", (), exc_info
+    )
+    lines = ReadableFormatter().format(record).splitlines()
+    frames = [line for line in lines if line.startswith("    at ")]
+    assert frames and all("concurrent/futures" not in line for line in frames), lines
+    assert frames[-1].endswith('in deliver: raise RuntimeError("partner down")'), frames
