@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from jobframework.flow.limits import POOL_SECONDS, RateLimit
+from jobframework.flow.rate_bucket import POOL_SECONDS, RateLimit
 from jobframework.state import StateStore
 
 from . import flow_jobs

@@ -7,7 +7,7 @@ from __future__ import annotations
 import threading
 import time
 
-from jobframework.flow.limits import RateLimit
+from jobframework.flow.rate_bucket import RateLimit
 from jobframework.state import StateStore
 
 
