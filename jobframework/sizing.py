@@ -11,7 +11,7 @@ depends on how many of its records run at once (:mod:`jobframework.concurrency`)
   which runs in order: a round per record;
 * a lane given ``record_concurrency`` (``TopologySettings``) runs that many at once: a round per that
   many records, plus the quick lane's first;
-* a batched job's records run in one call: once.
+* a batched job's records run in one call: once; the lane's plain jobs come in batches of its size.
 
 The queue's visibility is six times this (AWS's advice), so it is also how long a crashed
 invocation's records stay hidden: two minutes and ten seconds of function time (13 minutes of
@@ -24,6 +24,7 @@ from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from jobframework.concurrency import POOL_THREADS
+from jobframework.core import FIFO_MAX_BATCH
 
 if TYPE_CHECKING:
     from jobframework.jobs import Job
@@ -64,5 +65,10 @@ def consumer_timeout(
         jobs = list(routed)
         per_record = max((j.timeout for j in jobs if j.batch is None), default=0.0)
         per_call = max((j.timeout for j in jobs if j.batch is not None), default=0.0)
-        needed = max(needed, per_record * rounds(lane, batch_size, concurrency.get(lane)), per_call)
+        # A lane with a batched job takes batches of its size, its plain jobs' records too (a FIFO
+        # lane at most ten).
+        size = max((j.batch.max_size for j in jobs if j.batch is not None), default=batch_size)
+        if lane.endswith("-fifo"):
+            size = min(size, FIFO_MAX_BATCH)
+        needed = max(needed, per_record * rounds(lane, size, concurrency.get(lane)), per_call)
     return int(min(MAX_TIMEOUT, max(MIN_TIMEOUT, -(-needed // 1) + FRAMEWORK_SECONDS)))

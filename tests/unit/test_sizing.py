@@ -81,3 +81,19 @@ def test_record_concurrency_refuses_a_lane_no_job_uses_and_a_number_under_one():
         Topology.from_registry(reg, TopologySettings(record_concurrency={"hihg": 4}))
     with pytest.raises(ValidationError, match=r"record_concurrency\['high'\]=0: .*1 or more"):
         TopologySettings(record_concurrency={"high": 0})
+
+
+def test_a_lanes_plain_jobs_are_sized_for_the_batches_its_batched_job_makes_it_take():
+    """A batched job of 100 a call makes its lane's event source take batches of 100: the plain jobs
+    of that lane come 100 at a time too (in turns of the 65 the pool runs at once)."""
+    from jobframework import BatchOptions
+
+    reg = JobRegistry()
+    job("orders.send", registry=reg, priority="low", timeout=30)(_order)
+
+    def _many(orders: list[Order]) -> None: ...
+
+    job("orders.bulk", registry=reg, priority="low", timeout=30, batch=BatchOptions(max_size=100))(_many)
+    topology = Topology.from_registry(reg)
+    assert topology.queue("low").batch_size == 100
+    assert topology.consumer("shared").timeout == 30 * rounds("low", 100) + 10 == 30 * 3 + 10
