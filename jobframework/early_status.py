@@ -7,7 +7,8 @@ quick jobs, one request. But a batch can run long: a neighbour that waits on a s
 cancel in that time would answer ``cancelled`` for a job that had run.
 
 So once a batch has run :data:`EARLY_SECONDS`, the statuses of the records that have ended are written
-then, and each one that ends later is written as it ends. A batch that ends sooner writes once, as
+then (by one daemon thread a process, :class:`_Flusher`: a thread a batch cost 150 us to start), and
+each one that ends later is written as it ends. A batch that ends sooner writes once, as
 before. Only verdicts that the settler will not change are written early: a success or a retry of a
 job outside a saga (a saga is told first, and its telling may turn the verdict into a retry), never a
 dead letter (its send may fail, and the record then comes back). A write that fails is left to the
@@ -17,6 +18,7 @@ batch's own write at the end (and logged there if it fails again).
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 from typing import TYPE_CHECKING, Any
@@ -33,9 +35,55 @@ EARLY_SECONDS = 1.0
 """How long a batch runs before its ended records' statuses are written without waiting for it."""
 
 
+MIN_WAKE_SECONDS = 0.1
+"""The flusher wakes at most this often (a quick batch's deadline passes after it ended: nothing to do)."""
+
+
+class _Flusher:
+    """One daemon thread a process that writes, once each batch's deadline has passed, the statuses
+    its ended records hold (a batch closed by then is dropped unread)."""
+
+    def __init__(self) -> None:
+        self._due: list[tuple[float, EarlyStatuses]] = []
+        self._wake = threading.Condition(threading.Lock())
+        self._thread: threading.Thread | None = None
+        os.register_at_fork(after_in_child=self._forked)
+
+    def _forked(self) -> None:  # a forked child has no thread, and its parent's batches are not its own
+        self._due = []
+        self._wake = threading.Condition(threading.Lock())
+        self._thread = None
+
+    def watch(self, batch: EarlyStatuses, deadline: float) -> None:
+        with self._wake:
+            idle = not self._due
+            self._due.append((deadline, batch))
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(target=self._run, name="jf-early-status", daemon=True)
+                self._thread.start()
+            elif idle:  # (it waits for no deadline; deadlines only grow, so a busy thread needs no wake)
+                self._wake.notify()
+
+    def _run(self) -> None:
+        while True:
+            with self._wake:
+                now = time.monotonic()
+                ready = [b for d, b in self._due if d <= now]
+                if not ready:
+                    first = min((d for d, _ in self._due), default=None)
+                    self._wake.wait(None if first is None else max(MIN_WAKE_SECONDS, first - now))
+                    continue
+                self._due = [(d, b) for d, b in self._due if d > now]
+            for batch in ready:
+                batch.on_time()
+
+
+_flusher = _Flusher()
+
+
 class EarlyStatuses:
     """The statuses a batch writes before it ends (one per batch; thread-safe: records end on the
-    pool's threads, and a timer thread writes those that ended while the others run)."""
+    pool's threads, and the flusher's thread writes those that ended while the others run)."""
 
     def __init__(self, state: StateStore, *, after: float = EARLY_SECONDS) -> None:
         self._state = state
@@ -43,7 +91,7 @@ class EarlyStatuses:
         self._started = time.monotonic()
         self._lock = threading.Condition()
         self._pending: list[Verdict] = []
-        self._timer: threading.Timer | None = None
+        self._watched = False
         self._late = False
         """The batch has run ``after`` seconds: each verdict is written as it comes."""
         self._writing = 0
@@ -61,12 +109,10 @@ class EarlyStatuses:
                 return
             self._pending.append(v)
             if not self._late:
-                left = self._after - (time.monotonic() - self._started)
-                if left > 0:
-                    if self._timer is None:
-                        self._timer = threading.Timer(left, self._on_time)
-                        self._timer.daemon = True
-                        self._timer.start()
+                if time.monotonic() - self._started < self._after:
+                    if not self._watched:
+                        self._watched = True
+                        _flusher.watch(self, self._started + self._after)
                     return
                 self._late = True
             taken = self._take()
@@ -77,13 +123,11 @@ class EarlyStatuses:
         settler then notes what is left, for the batch's one write)."""
         with self._lock:
             self._closed = True
-            timer, self._timer = self._timer, None
             while self._writing:
                 self._lock.wait()
-        if timer is not None:
-            timer.cancel()
 
-    def _on_time(self) -> None:
+    def on_time(self) -> None:
+        """The batch has run :data:`EARLY_SECONDS` (the flusher calls it): write what has ended."""
         with self._lock:
             if self._closed:
                 return
