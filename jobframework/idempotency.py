@@ -23,6 +23,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from jobframework.status import STATUS_TTL_SECONDS, now_iso, summarize
@@ -30,6 +31,8 @@ from jobframework.stores.key_records import CANCELLED_FIELD, response_fields
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
+
+    from jobframework.stores.job_records import StartCheck
 
 log = logging.getLogger(__name__)
 
@@ -97,12 +100,16 @@ class KeyCancelled(Exception):
     """The run found its job cancelled right after claiming its key: the job does not run."""
 
 
-class KeyedStart(NamedTuple):
+@dataclass(slots=True)
+class KeyedStart:
     """A run whose key's claim is its job's start (:mod:`jobframework.stores.key_records`)."""
 
     attempt: int
-    cancelled: Callable[[], bool]
-    """Reads the job's cancel marker (consistently), after the claim and before the job's code."""
+    check: Callable[[], StartCheck]
+    """Reads the job's cancel marker and whether it has a status item (consistently), after the claim
+    and before the job's code."""
+    status_kept: bool = False
+    """Set by the check: the job has a status item, which the key's record moves on (no outcome write)."""
 
 
 class RunResult(NamedTuple):
@@ -116,10 +123,12 @@ class RunResult(NamedTuple):
 
 def _cancel_found(keyed: KeyedStart) -> bool:
     try:
-        return keyed.cancelled()
+        found = keyed.check()
     except Exception:
         log.warning("checking the job for a cancel failed; running it", exc_info=True)
         return False
+    keyed.status_kept = found.has_status
+    return found.cancelled
 
 
 class AlreadyInProgress(Exception):

@@ -235,10 +235,12 @@ class Pipeline:
                 "job %s (%s) key %s already completed; duplicate delivery skipped", env.id, env.type, env.key
             )
         verdict = self.succeeded(d, result, queue_wait_ms=queue_wait_ms, processing_ms=elapsed_ms, ran=ran)
-        if keyed is not None:
+        if keyed is not None and (keyed.status_kept or not ran):
             # The key's claim was the job's start, and its completion holds the outcome (start, end,
-            # attempt, result), which every status read merges (stores/key_records.py): no outcome
-            # write (issue 13). A duplicate's own would overwrite the first run's with less.
+            # attempt, result), which every status read merges into the job's status item
+            # (stores/key_records.py): no outcome write (issue 13). A duplicate's own would overwrite
+            # the first run's with less. A job with no status item (sent by another producer with
+            # "track": true) gets its outcome written, as it has nothing else to read.
             verdict.status = None
         return verdict
 
@@ -275,7 +277,7 @@ class Pipeline:
         state, runner = c.state, c.idempotency
         if state is None or not claims_key(runner.table if runner else None, state.key_table, env, job):
             return None
-        return KeyedStart(d.attempt, lambda: state.jobs.cancel_marked(env.id))
+        return KeyedStart(d.attempt, lambda: state.jobs.start_check(env.id))
 
     # -- classify ------------------------------------------------------------------------------------------
 

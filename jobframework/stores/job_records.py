@@ -53,6 +53,18 @@ class StartClaim:
     started_attempt: int = 0
 
 
+@dataclass(frozen=True, slots=True)
+class StartCheck:
+    """What a run whose key's claim is its start reads right after that claim (one consistent read)."""
+
+    cancelled: bool
+    """The job carries a cancel marker: the run does not start."""
+    has_status: bool
+    """The job has a status item (its producer wrote ``queued``, or an earlier attempt an outcome): the
+    key's record can move it on. A tracked job sent by another producer has none, so its run writes
+    its outcome as any run does."""
+
+
 class JobRecords(Protocol):
     """What the package asks of a job's records (see the module's docstring)."""
 
@@ -91,6 +103,11 @@ class JobRecords(Protocol):
 
     def cancel_marked(self, job_id: str) -> bool:
         """Whether the job carries a cancel marker (a consistent read)."""
+        ...
+
+    def start_check(self, job_id: str) -> StartCheck:
+        """Whether the job carries a cancel marker and whether it has a status item (one consistent
+        read of both)."""
         ...
 
     def mark_cancelled(self, job_id: str, now: float, *, keep_until: float = 0) -> StartClaim:
@@ -239,6 +256,11 @@ class InMemoryJobRecords:
     def cancel_marked(self, job_id: str) -> bool:
         with self._lock:
             return "cancelled_at" in self.items.get((job_id, "flow"), {})
+
+    def start_check(self, job_id: str) -> StartCheck:
+        with self._lock:
+            flow = self.items.get((job_id, "flow"), {})
+            return StartCheck("cancelled_at" in flow, (job_id, "status") in self.items)
 
     def mark_cancelled(self, job_id: str, now: float, *, keep_until: float = 0) -> StartClaim:
         with self._lock:

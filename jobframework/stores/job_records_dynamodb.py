@@ -13,7 +13,14 @@ from typing import TYPE_CHECKING, Any
 from jobframework.status import FINAL_STATES, STATUS_TTL_SECONDS, JobState, JobStatus, now_iso
 from jobframework.stores import key_records
 from jobframework.stores.items import from_item, to_item
-from jobframework.stores.job_records import EARLY_STATES, STATUS_FIELDS, StartClaim, kept_until, merged_status
+from jobframework.stores.job_records import (
+    EARLY_STATES,
+    STATUS_FIELDS,
+    StartCheck,
+    StartClaim,
+    kept_until,
+    merged_status,
+)
 from jobframework.stores.key_records import KeyHolder
 
 if TYPE_CHECKING:
@@ -182,6 +189,17 @@ class DynamoJobRecords:
             ProjectionExpression="cancelled_at",
         ).get("Item", {})
         return "cancelled_at" in item
+
+    def start_check(self, job_id: str) -> StartCheck:
+        items = self.client.query(
+            TableName=self.table,
+            KeyConditionExpression="pk = :pk",
+            ExpressionAttributeValues={":pk": {"S": f"job#{job_id}"}},
+            ProjectionExpression="sk, cancelled_at",
+            ConsistentRead=True,
+        ).get("Items", [])
+        by_sk = {item["sk"]["S"]: item for item in items}
+        return StartCheck("cancelled_at" in by_sk.get(FLOW_SK, {}), "status" in by_sk)
 
     def mark_cancelled(self, job_id: str, now: float, *, keep_until: float = 0) -> StartClaim:
         item = self.client.update_item(

@@ -17,7 +17,9 @@ Instead:
   (the record is kept as long as a status, 7 days, so that its start time can be read back), and the
   completion, which holds the outcome (start, end, attempt, result): the consumer writes no outcome
   for such a run that succeeded (issue 13: another write less), so its status item says what it said
-  before (``queued``, or ``retrying`` after a failed attempt). The console's lists and counts and a
+  before (``queued``, or ``retrying`` after a failed attempt). The read after the claim also says
+  whether the job has a status item: one sent with ``"track": true`` by a producer that wrote none
+  gets its outcome written, or nothing would say it by its id. The console's lists and counts and a
   bulk cancel, which find status items by a Scan, merge a page's records with :func:`merged_all`
   (one ``BatchGetItem`` per 100).
 

@@ -9,7 +9,7 @@ import time
 import pytest
 
 from jobframework.status import JobState
-from jobframework.stores.job_records import InMemoryJobRecords, JobRecords, StartClaim
+from jobframework.stores.job_records import InMemoryJobRecords, JobRecords, StartCheck, StartClaim
 from jobframework.stores.job_records_dynamodb import DynamoJobRecords
 from tests.functional.conftest_local import state_table
 
@@ -107,6 +107,17 @@ def test_a_cancel_marker_refuses_every_later_start(records):
     assert records.cancel_marked("j6")
     assert not records.claim_start("j6", attempt=1, runs_until=now + 30, now=now)
     assert records.mark_cancelled("j6", now) == StartClaim(0.0, 0)  # again: nothing changes
+
+
+def test_a_start_check_reads_the_cancel_marker_and_whether_a_status_item_exists(records):
+    now = time.time()
+    assert records.start_check("j9") == StartCheck(cancelled=False, has_status=False)
+    records.set_status("j9", JobState.QUEUED, job_type="t.nap")
+    assert records.start_check("j9") == StartCheck(cancelled=False, has_status=True)
+    records.mark_cancelled("j9", now)
+    assert records.start_check("j9") == StartCheck(cancelled=True, has_status=True)
+    records.mark_cancelled("j10", now)  # a cancel of a job with no status item
+    assert records.start_check("j10") == StartCheck(cancelled=True, has_status=False)
 
 
 def test_a_cancel_after_a_start_sees_the_claim(records):

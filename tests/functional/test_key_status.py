@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from jobframework.dlq import DeadLetters
-from jobframework.envelope import lambda_record
+from jobframework.envelope import Envelope, lambda_record
 from jobframework.flow.cancel import CancelOutcome, cancellable
 from jobframework.status import STATUS_TTL_SECONDS, JobState
 from jobframework.stores import key_records
@@ -24,13 +24,14 @@ from .jobs_under_test import result as result_job
 
 
 def _consumer_writes(rt: Any) -> Counter[tuple[str, str]]:
-    """The consumer's DynamoDB writes (and reads, ``GetItem``) from now on, by (operation, table)."""
+    """The consumer's DynamoDB writes (and reads, ``GetItem`` and ``Query``) from now on, by (operation,
+    table)."""
     rt.handler._features()
     made: Counter[tuple[str, str]] = Counter()
 
     def note(event_name: str, params: dict[str, Any], **_: Any) -> None:
         operation = event_name.rsplit(".", 1)[-1]
-        if operation in ("PutItem", "UpdateItem", "DeleteItem", "GetItem"):
+        if operation in ("PutItem", "UpdateItem", "DeleteItem", "GetItem", "Query"):
             made[(operation, params["TableName"])] += 1
         elif operation == "BatchWriteItem":
             for table, requests in params["RequestItems"].items():
@@ -64,7 +65,7 @@ def test_its_run_claims_its_key_not_its_start_writes_no_outcome_and_the_status_r
     keys, state = rt.config.idempotency_table, rt.config.state_table
     assert writes == {
         ("PutItem", keys): 1,  # the key's claim: its start
-        ("GetItem", state): 1,  # the cancel marker, read after the claim
+        ("Query", state): 1,  # the cancel marker and the status item, read after the claim
         ("UpdateItem", keys): 1,  # the completion, which holds the outcome
     }, writes  # no start claim (UpdateItem of the state table), no outcome (BatchWriteItem)
     item = rt.handler.state.client.get_item(
@@ -74,6 +75,25 @@ def test_its_run_claims_its_key_not_its_start_writes_no_outcome_and_the_status_r
     record = _record(rt, "t.result", sent.id)  # Powertools' record, at the id the status reads
     assert record["status"] == "COMPLETED"
     assert abs(record["expiration"] - (time.time() + STATUS_TTL_SECONDS)) < 60  # kept as long as the status
+
+
+def test_a_job_sent_with_track_by_another_producer_writes_its_outcome_as_it_has_no_status_item(rt):
+    # Another language's producer (or Envelope.new(track=True) sent by hand) writes no queued item:
+    # the key's record alone would leave nothing for a status read to find by the job's id.
+    writes = _consumer_writes(rt)
+    env = Envelope.new("t.result", {"name": "foreign"}, track=True)
+    rt.sqs.send_message(QueueUrl=rt.url("high"), MessageBody=env.model_dump_json())
+    rt.consume("high")
+    status = rt.client.status(env.id)
+    assert status is not None, "a tracked job with no queued item had no status after its run"
+    assert (status.status, status.attempts, status.result) == (
+        JobState.SUCCEEDED,
+        1,
+        {"name": "foreign", "attempt": 1},
+    )
+    assert status.started_at and status.finished_at
+    state = rt.config.state_table
+    assert writes[("Query", state)] == 1 and writes[("BatchWriteItem", state)] == 1, writes
 
 
 def test_the_status_says_running_while_the_key_is_held(rt):
