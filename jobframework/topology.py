@@ -42,6 +42,7 @@ from jobframework.jobs import (
     lane_sort_key,
 )
 from jobframework.jobs import registry as default_registry
+from jobframework.schedule_names import refuse_shared_schedule_names, schedule_name
 from jobframework.sizing import consumer_timeout
 from jobframework.topology_settings import (
     CONCURRENCY_WEIGHT,
@@ -291,7 +292,7 @@ class Topology(BaseModel):
         schedules = tuple(
             ScheduleSpec(
                 job=j.name,
-                name=f"{prefix}-{j.name.replace('.', '-')}"[:64],
+                name=schedule_name(prefix, j.name),
                 expression=j.schedule.expression,
                 timezone=j.schedule.timezone,
                 payload=j.schedule.payload,
@@ -302,6 +303,7 @@ class Topology(BaseModel):
             for j in jobs
             if j.schedule is not None
         )
+        refuse_shared_schedule_names((spec.name, spec.job) for spec in schedules)
         return cls(
             app=s.app,
             stage=s.stage,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from datetime import timedelta
 from typing import Any
 
@@ -391,3 +392,28 @@ def test_a_key_function_that_raises_names_the_job_and_the_payload(reg):
         ConfigurationError, match=r"job orders\.keyed: its key= function raised AttributeError"
     ):
         keyed.key_for(Order(order_id="1", amount=3))
+
+
+def test_long_schedule_names_that_begin_alike_stay_apart_within_64_characters(reg):
+    stem = "reports." + "nightly_" * 8
+    for suffix in ("eu", "us"):
+
+        @job(stem + suffix, registry=reg, schedule=Schedule("rate(1 hour)", payload={"order_id": "o-1"}))
+        def run(order: Order) -> None:
+            pass
+
+    names = [s.name for s in Topology.from_registry(reg).schedules]
+    assert len(names) == 2 and len(set(names)) == 2, names
+    assert all(len(n) == 64 and n.startswith("jf-dev-reports-nightly_") for n in names), names
+
+
+def test_two_jobs_whose_names_differ_only_in_dots_and_hyphens_are_refused_naming_both(reg):
+    for name in ("billing.sync", "billing-sync"):
+
+        @job(name, registry=reg, schedule=Schedule("rate(1 hour)", payload={"order_id": "o-1"}))
+        def run(order: Order) -> None:
+            pass
+
+    shared = "jobs billing-sync and billing.sync would share the schedule jf-dev-billing-sync"
+    with pytest.raises(ConfigurationError, match=re.escape(shared)):
+        Topology.from_registry(reg)
