@@ -130,7 +130,7 @@ def checked_options(
     schedule: Schedule | str | None,
     version: int,
     upgrade: Mapping[int, Callable[[dict[str, Any]], dict[str, Any]]] | None,
-    idempotent: bool,
+    idempotent: bool | None,
     dedup_window: float | timedelta | None,
     track: bool | None,
     batch: BatchOptions | None,
@@ -210,6 +210,13 @@ def checked_options(
         )
     if batch is not None and not isinstance(batch, BatchOptions):
         raise ConfigurationError(f"job {name}: batch= takes BatchOptions(max_size=..., max_wait=...)")
+    if batch is not None and idempotent:
+        raise ConfigurationError(
+            f"job {name}: idempotent=True cannot go with batch=: a batched call runs its items together, "
+            "not each under its own key's claim, so a redelivered item runs again; drop idempotent= "
+            "and make the handler safe to repeat (dedup enqueues with key= and dedup_window=), or use a "
+            "plain job"
+        )
     try:
         prof = Profile(profile) if profile is not None else None
     except ValueError:
@@ -257,7 +264,7 @@ def checked_options(
         schedule=sched,
         version=version,
         upgrade=steps,
-        idempotent=bool(idempotent),
+        idempotent=batch is None if idempotent is None else bool(idempotent),
         dedup_window=window,
         batch=batch,
         profile=prof,

@@ -283,7 +283,7 @@ def job(
     schedule: Schedule | str | None = None,
     version: int = 1,
     upgrade: Mapping[int, Callable[[dict[str, Any]], dict[str, Any]]] | None = None,
-    idempotent: bool = True,
+    idempotent: bool | None = None,
     dedup_window: float | timedelta | None = None,
     track: bool | None = None,
     batch: BatchOptions | None = None,
@@ -319,7 +319,8 @@ def job(
         upgrade: ``{n: fn}`` turning a version-``n`` payload dict into version ``n + 1``; the consumer
             upgrades older payloads before validation, and dead-letters newer ones (reason ``version``).
         idempotent: run at most once per key (Powertools idempotency on the state's idempotency
-            table); ``False`` opts out.
+            table); ``False`` opts out. ``None`` (the default): on for a plain job, off for a batched
+            one, which cannot take it (its items run together, not each under its key's claim).
         dedup_window: seconds during which a second enqueue with the same key sends nothing and
             returns the first job's id (needs a key: ``key=`` here or at enqueue); ``0`` turns the
             default dedup of enqueues given an explicit ``key=`` off for this job.

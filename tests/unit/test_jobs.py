@@ -17,7 +17,7 @@ from jobframework.errors import (
     MalformedMessageError,
     PayloadVersionError,
 )
-from jobframework.jobs import JobContext, JobRegistry, Priority, Schedule, job
+from jobframework.jobs import BatchOptions, JobContext, JobRegistry, Priority, Schedule, job
 from jobframework.retry import RetryPolicy
 from jobframework.testing import run_inline
 from jobframework.topology import RuntimeConfig, Topology, TopologySettings
@@ -417,3 +417,17 @@ def test_two_jobs_whose_names_differ_only_in_dots_and_hyphens_are_refused_naming
     shared = "jobs billing-sync and billing.sync would share the schedule jf-dev-billing-sync"
     with pytest.raises(ConfigurationError, match=re.escape(shared)):
         Topology.from_registry(reg)
+
+
+def test_a_batched_job_is_not_idempotent_and_refuses_idempotent_true_saying_what_to_do(reg):
+    @job("orders.bulk", registry=reg, batch=BatchOptions(max_size=10), key=lambda o: o.order_id)
+    def bulk(orders: list[Order]) -> list[None]:
+        return [None for _ in orders]
+
+    assert not bulk.idempotent  # its items run together: none runs under its key's claim
+
+    with pytest.raises(ConfigurationError, match=r"idempotent=True cannot go with batch=.*drop idempotent="):
+
+        @job("orders.bulk2", registry=reg, batch=BatchOptions(max_size=10), idempotent=True)
+        def bulk2(orders: list[Order]) -> list[None]:
+            return [None for _ in orders]
