@@ -153,6 +153,20 @@ def test_jf_new_asks_for_a_package_when_the_directory_name_is_not_one(tmp_path):
     assert f"cd '{tmp_path / 'my service'}'" in spaced.output  # a next step a shell can run as printed
 
 
+def test_jf_new_refuses_a_package_that_would_shadow_the_library_or_the_standard_library(tmp_path):
+    for args, shadowed in (
+        (["--package", "jobframework"], "the installed package"),
+        (["--package", "pydantic"], "the installed package"),
+        ([], "the standard library's module"),  # a directory named email gives the package email
+    ):
+        target = tmp_path / ("email" if not args else "svc")
+        result = CliRunner().invoke(app, ["new", str(target), *args])
+        assert result.exit_code == EXIT_USAGE, result.output
+        assert f"would shadow {shadowed} of the same name" in result.output
+        assert "pass --package NAME with another name" in result.output
+        assert not target.exists()
+
+
 def test_jf_new_says_when_the_project_depends_on_a_local_path(tmp_path, monkeypatch):
     """A path install makes a `file://` requirement, which a teammate or CI cannot install: said on stderr."""
     import jobframework.cli.new as new_module
