@@ -12,7 +12,7 @@ import logging
 import time
 from typing import TYPE_CHECKING, Any
 
-from jobframework.delivery import Batch, Delivery, describe, job_context_of, queue_wait_ms_of
+from jobframework.delivery import LOG_KEYS, Batch, Delivery, describe, job_context_of, queue_wait_ms_of
 from jobframework.envelope import parse_body
 from jobframework.running import JobAborted, call
 from jobframework.state import summarize
@@ -55,7 +55,8 @@ def run_batched(
             continue
         if isinstance(admitted, Verdict):
             verdicts[d.message_id] = admitted
-        else:
+        else:  # admit() left the record's keys on the logger for execute(), which a batch does not use
+            (batch.log_keys or job_logger()).thread_safe_remove_keys(LOG_KEYS)
             groups.setdefault(job.name, []).append(admitted)
     for name, items in groups.items():
         job = registry.get(name)
@@ -112,7 +113,19 @@ def _run_chunk(
         d = a.delivery
         if isinstance(outcome, BaseException):
             failure = outcome if isinstance(outcome, Exception) else JobAborted(outcome)
-            verdicts[d.message_id] = pipeline.failed(d, job, failure, per_item_ms, batch)
+            item = d.require_envelope()
+            # The item's own keys on its failure's lines (the retry, the budget, the dead letter).
+            logger.thread_safe_append_keys(
+                job_id=item.id,
+                job_type=item.type,
+                job_key=item.key,
+                attempt=d.attempt,
+                trace_id=(a.trace or trace).trace_id,
+            )
+            try:
+                verdicts[d.message_id] = pipeline.failed(d, job, failure, per_item_ms, batch)
+            finally:
+                logger.thread_safe_remove_keys(LOG_KEYS)
         else:
             wait = queue_wait_ms_of(d.record, d.require_envelope()) if d.attempt == 1 else None
             verdicts[d.message_id] = pipeline.succeeded(

@@ -171,7 +171,7 @@ class Delivery:
         )
 
 
-LOG_KEYS = ("job_id", "job_type", "job_key", "attempt", "trace_id")
+LOG_KEYS = ["job_id", "job_type", "job_key", "attempt", "trace_id"]
 """The keys the consumer's log lines about a job carry (a console formatter reads them)."""
 
 
@@ -201,7 +201,7 @@ def refusal_logged(d: Delivery, reason: Reason, error: str, logger_: logging.Log
         )
         yield
     finally:
-        logger.thread_safe_remove_keys(list(LOG_KEYS))
+        logger.thread_safe_remove_keys(LOG_KEYS)
 
 
 def identified_records(records: list[Any]) -> list[dict[str, Any]]:

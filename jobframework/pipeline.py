@@ -28,6 +28,7 @@ from pydantic import ValidationError
 from jobframework.admission import load_payload, verify_signature
 from jobframework.attempts import is_first_attempt, receive_count
 from jobframework.delivery import (
+    LOG_KEYS,
     Batch,
     Delivery,
     Outcome,
@@ -70,7 +71,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("jobframework.consumer")
 
-LOG_KEYS = ["job_id", "job_type", "job_key", "attempt", "trace_id"]
 
 
 class Pipeline:
