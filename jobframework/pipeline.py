@@ -72,7 +72,6 @@ if TYPE_CHECKING:
 log = logging.getLogger("jobframework.consumer")
 
 
-
 class Pipeline:
     """The stages of one record, for one consumer (its registry, features and ``gates``)."""
 

@@ -120,6 +120,13 @@ def cancel(store: StateStore, job_id: str) -> CancelResult:
         if holder is KeyHolder.FINISHED:
             return CancelResult(job_id, CancelOutcome.FINISHED, state)
     store.jobs.finish_cancelled(job_id, "cancelled before it started", keep_until=keep_until)
+    if before.key and not keyed_by_id(job_id, before.key):
+        # Its dedup key is free again (as a removed job's id is in BullMQ): an enqueue with that key
+        # sends a new job instead of answering with this cancelled one. A marker another job holds stays.
+        try:
+            store.dedup.release(before.key, job_id)
+        except Exception:
+            log.warning("releasing the dedup key of cancelled job %s failed", job_id, exc_info=True)
     return CancelResult(job_id, CancelOutcome.CANCELLED, state)
 
 

@@ -40,6 +40,21 @@ def test_a_job_cancelled_before_it_starts_is_acknowledged_unrun(flow):
     assert again.outcome is CancelOutcome.CANCELLED and again.status is JobState.CANCELLED
 
 
+def test_a_job_cancelled_before_it_starts_frees_its_dedup_key(flow):
+    """A re-enqueue with the key of a job cancelled unrun sent nothing and answered with the cancelled
+    job for the rest of the dedup window (24 h)."""
+    first = flow.client.enqueue("f.ok", Item(name="keyed"), key="item:keyed")
+    assert flow.client.enqueue("f.ok", Item(name="keyed"), key="item:keyed").id == first.id  # dedup on
+    assert flow.client.cancel(first.id).outcome is CancelOutcome.CANCELLED
+    again = flow.client.enqueue("f.ok", Item(name="keyed"), key="item:keyed")
+    assert again.id != first.id, "the cancelled job still held its dedup key"
+    assert flow.client.status(again.id).status is JobState.QUEUED
+    flow.consume("high")
+    assert flow_jobs.calls["keyed"] == 1  # the new job ran; the cancelled one did not
+    assert flow.client.status(first.id).status is JobState.CANCELLED
+    assert flow.client.status(again.id).status is JobState.SUCCEEDED
+
+
 def test_a_cancelled_job_handed_back_unrun_stays_cancelled(flow):
     """A record released before the cancel check (too little time left in the invocation) writes no
     status: the job reads cancelled throughout, not queued until a later copy is acknowledged."""
