@@ -227,7 +227,7 @@ def _needs_sqs(v: Verdict, handler: Consumer) -> str:
 
 def run_inline(
     job: Job[Any],
-    payload: BaseModel | dict[str, Any],
+    payload: BaseModel | dict[str, Any] | Sequence[BaseModel | dict[str, Any]],
     *,
     attempt: int = 1,
     key: str | None = None,
@@ -240,7 +240,8 @@ def run_inline(
 
     Args:
         job: the job (what ``@job`` returned).
-        payload: its model, or a dict validated against it (pydantic ``ValidationError`` otherwise).
+        payload: its model, or a dict validated against it (pydantic ``ValidationError`` otherwise);
+            for a batched job (``batch=``), a list of them, which it is called with at once.
         payload_version: the version of a dict ``payload`` (default the job's ``version``): an older
             one goes through the job's ``upgrade=`` steps first, as the consumer's would
             (``PayloadVersionError`` when they cannot take it).
@@ -249,14 +250,24 @@ def run_inline(
         timeout: seconds of the fake Lambda invocation (``ctx.remaining_time``); the job's timeout + 5.
         job_id: ``ctx.job_id``; a new UUIDv7 when ``None``.
 
-    Returns what the job returns (an ``async def`` job is awaited); its exceptions propagate, so a test
-    can assert on them. Nothing touches AWS: no queue, no idempotency record, no status.
+    Returns what the job returns (an ``async def`` job is awaited; a batched job's one outcome per
+    payload, values and exception instances alike); its exceptions propagate, so a test can assert on
+    them. Nothing touches AWS: no queue, no idempotency record, no status.
     """
-    if payload_version is not None and payload_version != job.version:
-        if not isinstance(payload, dict):
-            raise TypeError("payload_version= upgrades a payload given as a dict (an old version's data)")
-        payload = job.upgrade(payload, payload_version)
-    model = job.validate(payload)
+    if job.batch is not None:
+        if isinstance(payload, BaseModel | dict | str) or not isinstance(payload, Sequence) or not payload:
+            raise TypeError(
+                f"{job.name} is a batched job: pass a non-empty list of payloads, e.g. "
+                f"run_inline({job.fn.__name__}, [{job.payload_model.__name__}(...), ...])"
+            )
+        models = [_inline_payload(job, p, payload_version) for p in payload]
+    elif isinstance(payload, BaseModel | dict):
+        models = [_inline_payload(job, payload, payload_version)]
+    else:
+        raise TypeError(
+            f"{job.name} takes one payload (its {job.payload_model.__name__} model, or a dict), not a list"
+        )
+    model = models[0]
     trace = new_trace()
     context = FakeLambdaContext(timeout or job.timeout + 5)
     env = Envelope.new(job.name, model.model_dump(mode="json"), key=key or job.key_for(model), job_id=job_id)
@@ -272,7 +283,17 @@ def run_inline(
         traceparent=trace.traceparent,
         _remaining=lambda: context.get_remaining_time_in_millis() / 1000,
     )
-    return call(job, model, ctx)  # an async def job is awaited, as the consumer awaits it
+    # An async def job is awaited, as the consumer awaits it; a batched one gets the list.
+    return call(job, models if job.batch is not None else model, ctx)
+
+
+def _inline_payload(job: Job[Any], payload: BaseModel | dict[str, Any], version: int | None) -> Any:
+    """One payload of :func:`run_inline`, upgraded from ``version`` first and validated."""
+    if version is not None and version != job.version:
+        if not isinstance(payload, dict):
+            raise TypeError("payload_version= upgrades a payload given as a dict (an old version's data)")
+        payload = job.upgrade(payload, version)
+    return job.validate(payload)
 
 
 def provision_fresh(

@@ -8,7 +8,7 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
 from jobframework.envelope import Envelope, parse_body
 from jobframework.errors import (
@@ -431,3 +431,26 @@ def test_a_batched_job_is_not_idempotent_and_refuses_idempotent_true_saying_what
         @job("orders.bulk2", registry=reg, batch=BatchOptions(max_size=10), idempotent=True)
         def bulk2(orders: list[Order]) -> list[None]:
             return [None for _ in orders]
+
+
+def test_run_inline_calls_a_batched_job_with_its_list_and_returns_one_outcome_per_payload(reg):
+    @job("orders.bulk_inline", registry=reg, batch=BatchOptions(max_size=10))
+    def bulk(orders: list[Order], ctx: JobContext) -> list[object]:
+        assert ctx.job_type == "orders.bulk_inline"
+        return [ValueError("bad") if o.order_id == "bad" else o.order_id.upper() for o in orders]
+
+    outcomes = run_inline(bulk, [Order(order_id="a"), {"order_id": "bad"}])
+    assert outcomes[0] == "A" and isinstance(outcomes[1], ValueError)
+    with pytest.raises(TypeError, match=r"batched job: pass a non-empty list of payloads"):
+        run_inline(bulk, Order(order_id="a"))
+    with pytest.raises(ValidationError):
+        run_inline(bulk, [{"order_id": "a"}, {"id": "no order_id"}])
+
+
+def test_run_inline_refuses_a_list_for_a_plain_job_saying_what_it_takes(reg):
+    @job("orders.one_inline", registry=reg)
+    def one(order: Order) -> None:
+        pass
+
+    with pytest.raises(TypeError, match=r"takes one payload \(its Order model, or a dict\), not a list"):
+        run_inline(one, [Order(order_id="a")])
