@@ -91,6 +91,12 @@ def cancel(  # noqa: PLR0917
         else:
             was = f"(status {entry['status']}, was {entry['status_before']})"
             typer.echo(f"{entry['id']}  {entry['outcome']:<9} {was}  enqueued {entry['enqueued_at']}")
+    if not jobs:
+        typer.echo(
+            f"no unfinished tracked job of type {job_type} was enqueued more than {older_than} ago "
+            "(nothing changed); check the type's spelling: `jf status ID` shows a job's type"
+        )
+        return
     if dry_run:
         typer.echo(f"{len(jobs)} job(s) of {job_type} would be cancelled (dry run: nothing changed)")
     else:

@@ -58,9 +58,24 @@ TypeOption = Annotated[
     str | None,
     typer.Option("--type", help="Only this job type ('?': letters whose type cannot be read)."),
 ]
+
+
+def _known_reason(value: str | None) -> str | None:
+    """A ``--reason`` the consumer writes (a misspelt one matched nothing, which a scan found out)."""
+    from jobframework.retry import Reason
+
+    known = [r.value for r in Reason]
+    if value is not None and value not in known:
+        raise typer.BadParameter(f"{value!r} is not a dead-letter reason; they are: {', '.join(known)}")
+    return value
+
+
 ReasonOption = Annotated[
     str | None,
-    typer.Option(help="Only this dead-letter reason (exhausted, permanent, malformed, ...; see peek)."),
+    typer.Option(
+        help="Only this dead-letter reason (exhausted, permanent, malformed, ...; see peek).",
+        callback=_known_reason,
+    ),
 ]
 IdOption = Annotated[
     list[str] | None,

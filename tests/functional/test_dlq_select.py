@@ -83,16 +83,20 @@ def _malformed_letter(sqs: Any, url: str) -> str:
 def test_the_cli_selects_letters_by_reason_by_id_and_the_untyped_ones(sqs, jf_config):
     env, ep = cli_env(jf_config), jf_config.endpoints("default")
     crm = [dead_letter(sqs, jf_config, "default", "crm.sync", {"account_id": f"a-{i}"}) for i in range(3)]
-    report = dead_letter(sqs, jf_config, "default", "reports.generate", {"report_id": "r"}, reason="bad")
+    report = dead_letter(sqs, jf_config, "default", "reports.generate", {"report_id": "r"}, reason="version")
     malformed = _malformed_letter(sqs, ep.dlq_url)
 
     peek = invoke(["dlq", "peek", "default", "-n", "10"], {**env, "COLUMNS": "250"})
     assert peek.exit_code == 0, peek.output
     assert f"message {malformed}" in peek.stdout  # what --id takes for a letter without a job id
 
-    by_reason = invoke(["dlq", "redrive", "default", "--reason", "bad", "--json"], env)
+    by_reason = invoke(["dlq", "redrive", "default", "--reason", "version", "--json"], env)
     assert by_reason.exit_code == 0, by_reason.output
     assert json.loads(by_reason.stdout)["job_ids"] == [report.id]
+
+    misspelt = invoke(["dlq", "redrive", "default", "--reason", "exhuasted"], env)  # refused, nothing read
+    assert misspelt.exit_code == 2, misspelt.output
+    assert "'exhuasted' is not a dead-letter reason; they are: permanent, exhausted" in misspelt.output
 
     by_job_id = invoke(["dlq", "redrive", "default", "--id", crm[0].id, "--json"], env)
     assert json.loads(by_job_id.stdout)["job_ids"] == [crm[0].id]

@@ -177,6 +177,10 @@ def test_bulk_cancel_by_type_and_age_with_a_dry_run(flow):
 
     none = invoke(["cancel", "--type", "f.ok", "--older-than", "1h", "--json"], env)
     assert json.loads(none.output)["jobs"] == []
+    misspelt = invoke(["cancel", "--type", "f.okk", "--older-than", "0s"], env)
+    assert misspelt.exit_code == 0, misspelt.output
+    assert "no unfinished tracked job of type f.okk was enqueued more than 0s ago" in misspelt.output
+    assert "check the type's spelling" in misspelt.output
 
     done = invoke(["cancel", "--type", "f.ok", "--older-than", "0s"], env)
     assert done.exit_code == 0 and "3 job(s) of f.ok: 3 cancelled" in done.output
