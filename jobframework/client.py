@@ -18,9 +18,8 @@ from pydantic import BaseModel
 
 from jobframework.aws_clients import AwsClients
 from jobframework.config import RuntimeConfig
-from jobframework.errors import (
-    ConfigurationError,
-)
+from jobframework.errors import ConfigurationError
+from jobframework.errortext import shown
 from jobframework.jobs import Job, JobRegistry, Priority
 from jobframework.jobs import registry as default_registry
 from jobframework.outgoing import (
@@ -153,7 +152,7 @@ class JobClient:
         if state is None:
             raise ConfigurationError("job status needs the state table: set JF_STATE_TABLE")
         if not isinstance(job_id, str) or not 0 < len(job_id) <= 128:
-            raise ConfigurationError(f"a job id is a string of 1 to 128 characters, got {job_id!r}")
+            raise ConfigurationError(f"a job id is a string of 1 to 128 characters, got {shown(job_id)}")
         return state.get_status(job_id)
 
     def cancel(self, job_id: str) -> CancelResult:
@@ -173,7 +172,7 @@ class JobClient:
         if state is None:
             raise ConfigurationError("cancel needs the state table: set JF_STATE_TABLE")
         if not isinstance(job_id, str) or not 0 < len(job_id) <= 128:
-            raise ConfigurationError(f"a job id is a string of 1 to 128 characters, got {job_id!r}")
+            raise ConfigurationError(f"a job id is a string of 1 to 128 characters, got {shown(job_id)}")
         return cancel(state, job_id)
 
     def saga_status(self, saga_id: str) -> SagaRecord | None:

@@ -41,6 +41,17 @@ def safe_str(value: object) -> str:
     return f"<str() of {_type_name(value)} is not text>"
 
 
+def shown(value: object, limit: int = 80) -> str:
+    """``repr(value)`` for an error message, cut to ``limit`` characters (a 5,000-character argument is
+    not echoed in full).
+
+    >>> shown("x" * 5000)
+    "'xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx... (5,002 characters)"
+    """
+    text = repr(value)
+    return text if len(text) <= limit else f"{text[: limit - 3]}... ({len(text):,} characters)"
+
+
 def describe(exc: BaseException, limit: int = MAX_ERROR_CHARS) -> str:
     """``"TypeName: message"``, at most ``limit`` characters; never raises.
 

@@ -20,6 +20,7 @@ from jobframework.config import RuntimeConfig
 from jobframework.dead_letter import REASON_ATTRIBUTES_BYTES
 from jobframework.envelope import Envelope
 from jobframework.errors import ConfigurationError, PayloadTooLargeError, PayloadValidationError
+from jobframework.errortext import shown
 from jobframework.flow.enqueue import flow_fields, tenant_of
 from jobframework.flow.options import check_limit_keys
 from jobframework.flow.ordered import check_ordered_request, deduplication_id, is_ordered, message_group
@@ -111,7 +112,9 @@ class Preparer:
         priority = parse_priority(request.priority) if request.priority is not None else job.priority
         key = request.key if request.key is not None else job_key
         if key is not None and (not isinstance(key, str) or not key or len(key) > 1024):
-            raise ConfigurationError(f"key must be a non-empty str of at most 1024 characters, got {key!r}")
+            raise ConfigurationError(
+                f"key must be a non-empty str of at most 1024 characters, got {shown(key)}"
+            )
         window = self._dedup_window(job, request, key)
         delay = delay_seconds(request.delay)
         check_ordered_request(job, request, delay)

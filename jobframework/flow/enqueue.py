@@ -10,6 +10,7 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from jobframework.errors import ConfigurationError, EnqueueOptionError
+from jobframework.errortext import shown
 from jobframework.flow.debounce import MAX_DEBOUNCE_SECONDS, delay_to_close, join
 from jobframework.flow.expiry import deadline_of
 from jobframework.flow.options import expiry_seconds
@@ -111,12 +112,21 @@ def tenant_of(job: Job[Any] | RoutedJob, request: EnqueueRequest, data: dict[str
     """
     tenant = request.tenant
     options = getattr(job, "flow", None)
+    source = "tenant"
     if tenant is None and options is not None and options.tenant is not None:
         tenant = options.tenant(job.validate(data))
+        source = f"job {job.name}: its tenant= function"
+        if not isinstance(tenant, str) and tenant is not None:
+            raise ConfigurationError(
+                f"{source} must return a str (SQS's MessageGroupId), got {type(tenant).__name__} "
+                f"{shown(tenant)}: return str(...) of it"
+            )
     if tenant is None:
         return None
     if not isinstance(tenant, str) or not _GROUP.match(tenant):
+        verb = "must be" if source == "tenant" else "must return"
         raise ConfigurationError(
-            f"tenant must be 1 to 128 letters, digits or punctuation (SQS's MessageGroupId), got {tenant!r}"
+            f"{source} {verb} 1 to 128 letters, digits or punctuation (SQS's MessageGroupId), got "
+            f"{shown(tenant)}"
         )
     return tenant

@@ -454,3 +454,23 @@ def test_run_inline_refuses_a_list_for_a_plain_job_saying_what_it_takes(reg):
 
     with pytest.raises(TypeError, match=r"takes one payload \(its Order model, or a dict\), not a list"):
         run_inline(one, [Order(order_id="a")])
+
+
+def test_a_tenant_function_returning_no_str_is_named_as_the_cause(reg):
+    from jobframework.flow.enqueue import tenant_of
+    from jobframework.outgoing import EnqueueRequest
+
+    @job("orders.by_shop", registry=reg, tenant=lambda o: len(o.order_id))
+    def by_shop(order: Order) -> None:
+        pass
+
+    request = EnqueueRequest(by_shop, {"order_id": "o-1"})
+    with pytest.raises(
+        ConfigurationError, match=r"job orders.by_shop: its tenant= function must return a str"
+    ):
+        tenant_of(by_shop, request, {"order_id": "o-1"})
+    long = EnqueueRequest(by_shop, {"order_id": "o-1"}, tenant="x" * 5000)
+    with pytest.raises(ConfigurationError) as refused:
+        tenant_of(by_shop, long, {"order_id": "o-1"})
+    assert "tenant must be 1 to 128" in str(refused.value) and "(5,002 characters)" in str(refused.value)
+    assert len(str(refused.value)) < 300  # the 5,000 characters are not echoed
