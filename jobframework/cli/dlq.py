@@ -333,10 +333,13 @@ def dlq_redrive(  # noqa: PLR0917
     if json_output:
         result = letters.redrive(priority, **select, limit=limit, rate=rate, dry_run=dry_run)
     else:
-        # The bar counts letters considered (each once), against the DLQ's depth at the start.
+        # The bar counts letters considered (each once, matching or not), against the DLQ's depth at
+        # the start; a --limit ends it early (its total is not the limit: more letters than that may be
+        # considered before that many match).
         total = letters.depth(priority)
         verb = "matching" if dry_run else "redriving"
-        with _progress(f"{verb} {priority} DLQ", min(total, limit) if limit else total) as bar:
+        label = f"{verb} {priority} DLQ" + (f" (at most {limit})" if limit else "")
+        with _progress(label, total) as bar:
             result = letters.redrive(
                 priority, **select, limit=limit, rate=rate, dry_run=dry_run, progress=bar.advance
             )
