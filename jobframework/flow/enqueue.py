@@ -108,7 +108,8 @@ def tenant_of(job: Job[Any] | RoutedJob, request: EnqueueRequest, data: dict[str
     """The ``MessageGroupId`` of an enqueue: ``tenant=``, else the job's ``tenant`` function of the payload.
 
     Raises:
-        ConfigurationError: not 1 to 128 characters of letters, digits and punctuation (SQS's rule).
+        EnqueueOptionError: ``tenant=`` is not 1 to 128 letters, digits and punctuation (SQS's rule).
+        ConfigurationError: the job's ``tenant`` function gave no such str.
     """
     tenant = request.tenant
     options = getattr(job, "flow", None)
@@ -124,8 +125,10 @@ def tenant_of(job: Job[Any] | RoutedJob, request: EnqueueRequest, data: dict[str
     if tenant is None:
         return None
     if not isinstance(tenant, str) or not _GROUP.match(tenant):
-        verb = "must be" if source == "tenant" else "must return"
-        raise ConfigurationError(
+        verb, bad = (
+            ("must be", EnqueueOptionError) if source == "tenant" else ("must return", ConfigurationError)
+        )
+        raise bad(
             f"{source} {verb} 1 to 128 letters, digits or punctuation (SQS's MessageGroupId), got "
             f"{shown(tenant)}"
         )

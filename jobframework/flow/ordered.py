@@ -19,7 +19,8 @@ import hashlib
 import re
 from typing import TYPE_CHECKING, Any
 
-from jobframework.errors import ConfigurationError
+from jobframework.errors import ConfigurationError, EnqueueOptionError
+from jobframework.errortext import shown
 
 if TYPE_CHECKING:
     from jobframework.catalog import RoutedJob
@@ -60,7 +61,7 @@ def check_ordered_request(job: Job[Any] | RoutedJob, request: EnqueueRequest, de
                 "overtake it; enqueue it when it is due, or drop ordered_by="
             )
     if request.tenant is not None:
-        raise ConfigurationError(
+        raise EnqueueOptionError(
             f"{job.name} is an ordered job: its message group is its ordered_by value (or group=), "
             "not tenant="
         )
@@ -70,31 +71,33 @@ def message_group(job: Job[Any] | RoutedJob, request: EnqueueRequest, data: dict
     """The ``MessageGroupId`` of an ordered job's send: ``group=``, else ``ordered_by(payload)``.
 
     Raises:
-        ConfigurationError: no group (a catalog job without ``group=``), or one that is not 1 to 128
-            letters, digits or punctuation.
+        EnqueueOptionError: no group (a catalog job without ``group=``), or a ``group=`` that is not 1 to
+            128 letters, digits or punctuation, or not the one ``ordered_by`` gives.
+        ConfigurationError: ``ordered_by`` gave no such group.
     """
     group: object = request.group
     options = getattr(job, "flow", None)
     if options is not None and options.ordered_by is not None:
         ordered = options.ordered_by(job.validate(data))
         if group is not None and group != ordered:  # it would join another group's order
-            raise ConfigurationError(
-                f"group={group!r} is not the group {job.name}'s ordered_by= gives this payload "
+            raise EnqueueOptionError(
+                f"group={shown(group)} is not the group {job.name}'s ordered_by= gives this payload "
                 f"({ordered!r}): leave group= out (it is for a job known only from the job catalog)"
             )
         group, where = ordered, "ordered_by="
     else:
         where = "group="
     if group is None:
-        raise ConfigurationError(
+        raise EnqueueOptionError(
             f"{job.name} is an ordered job known here only from the job catalog: pass group= "
             "(jf enqueue --group) with the value its ordered_by function gives, so that it joins the right "
             "message group"
         )
     if not isinstance(group, str) or not _GROUP.match(group):
-        raise ConfigurationError(
+        bad = EnqueueOptionError if where == "group=" else ConfigurationError  # the caller's, or the code's
+        raise bad(
             f"job {job.name}: {where} must give a non-empty str of at most 128 letters, digits or "
-            f"punctuation (SQS's MessageGroupId), got {group!r}"
+            f"punctuation (SQS's MessageGroupId), got {shown(group)}"
         )
     return group
 

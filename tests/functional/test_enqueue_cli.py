@@ -111,6 +111,8 @@ def test_enqueue_takes_the_flow_options_the_client_takes(sqs, jf_config):
         (["--debounce", "2", "--key", "k", "--delay", "5"], "do not pass delay= too"),
         (["--debounce", "2"], "needs key="),
         (["--delay", "10", "--expires-in", "5"], "could never run"),  # expired before its delay ends
+        (["--tenant", "spaces are not allowed"], "tenant must be 1 to 128 letters"),  # it exited 1
+        (["--tenant", "x" * 5000], "(5,002 characters)"),  # not echoed in full
     ],
 )
 def test_enqueue_options_that_cannot_be_are_bad_arguments(sqs, jf_config, options, message):
