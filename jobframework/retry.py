@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 import random as _random
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from enum import StrEnum
 from typing import TYPE_CHECKING
@@ -174,6 +174,19 @@ class RetryPolicy:
         """``(attempt, min delay, max delay)`` for each retry this policy allows."""
         return [(n, *self.delay_range(n)) for n in range(1, self.max_attempts)]
 
+    def _attempts_to_span(self, seconds: float) -> int | None:
+        """The fewest attempts whose retries span ``seconds`` even with the shortest jitter (full jitter:
+        its expected delay), or ``None`` if more than :data:`MAX_SPANNING_ATTEMPTS` would."""
+        covered, attempts = 0.0, 1
+        while covered < seconds:
+            low, high = self.delay_range(attempts)
+            # Full jitter can draw 0 every time: count its expected delay (half the exponential).
+            covered += (high / 2 if self.jitter is Jitter.FULL else low) or 1e-3
+            attempts += 1
+            if attempts > MAX_SPANNING_ATTEMPTS:
+                return None
+        return attempts
+
     @classmethod
     def spanning(
         cls,
@@ -206,14 +219,25 @@ class RetryPolicy:
             jitter=Jitter(jitter),
             jitter_ratio=jitter_ratio,
         )
-        covered, attempts = 0.0, 1
-        while covered < seconds:
-            low, high = probe.delay_range(attempts)
-            # Full jitter can draw 0 every time: count its expected delay (half the exponential).
-            covered += (high / 2 if probe.jitter is Jitter.FULL else low) or 1e-3
-            attempts += 1
-            if attempts > 1000:
-                raise ConfigurationError(f"RetryPolicy.spanning: {seconds:g}s needs more than 1000 attempts")
+        attempts = probe._attempts_to_span(seconds)
+        if attempts is None:
+            wider = next(
+                (
+                    cap
+                    for cap in _WIDER_MAX_DELAYS
+                    if cap > max_delay and replace(probe, max_delay=cap)._attempts_to_span(seconds)
+                ),
+                None,
+            )
+            hint = (
+                f"raise max_delay (max_delay={wider:g} spans it)"
+                if wider is not None
+                else f"no max_delay up to SQS's {MAX_VISIBILITY_SECONDS:,} s does: shorten the window"
+            )
+            raise ConfigurationError(
+                f"RetryPolicy.spanning: {seconds:g}s needs more than {MAX_SPANNING_ATTEMPTS} attempts with "
+                f"max_delay={max_delay:g}s; {hint}"
+            )
         return cls(
             max_attempts=attempts,
             base_delay=base_delay,
@@ -222,6 +246,11 @@ class RetryPolicy:
             jitter=Jitter(jitter),
             jitter_ratio=jitter_ratio,
         )
+
+
+MAX_SPANNING_ATTEMPTS = 1000
+_WIDER_MAX_DELAYS = (600.0, 900.0, 1800.0, 3600.0, 7200.0, 14400.0, 28800.0, float(MAX_VISIBILITY_SECONDS))
+"""The ``max_delay`` values :meth:`RetryPolicy.spanning` suggests when its own would need too many."""
 
 
 def default_policy(priority: Priority) -> RetryPolicy:

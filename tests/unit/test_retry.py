@@ -239,3 +239,11 @@ def test_the_signature_covers_the_flow_fields_when_present(change):
     ring.verify(parse_body(flowing.to_body()), kid, mac)  # through the wire and back
     with pytest.raises(SignatureError, match="does not match"):
         ring.verify(parse_body(json.dumps(body)), kid, mac)  # removed
+
+
+def test_spanning_a_window_too_long_for_its_max_delay_suggests_one_that_spans_it():
+    with pytest.raises(ConfigurationError, match=r"raise max_delay \(max_delay=600 spans it\)"):
+        RetryPolicy.spanning(timedelta(days=3))
+    assert RetryPolicy.spanning(timedelta(days=3), max_delay=600).max_attempts <= 1000  # as it said
+    with pytest.raises(ConfigurationError, match=r"up to SQS's 43,200 s does: shorten the window"):
+        RetryPolicy.spanning(timedelta(days=400))
