@@ -16,7 +16,7 @@ from jobframework.delivery import LOG_KEYS, Batch, Delivery, describe, job_conte
 from jobframework.envelope import parse_body
 from jobframework.running import JobAborted, call
 from jobframework.state import summarize
-from jobframework.telemetry import job_logger
+from jobframework.telemetry import job_logger, log_keys_context
 from jobframework.tracing import extract, job_span
 from jobframework.verdict import Verdict, returned
 
@@ -56,7 +56,7 @@ def run_batched(
         if isinstance(admitted, Verdict):
             verdicts[d.message_id] = admitted
         else:  # admit() left the record's keys on the logger for execute(), which a batch does not use
-            (batch.log_keys or job_logger()).thread_safe_remove_keys(LOG_KEYS)
+            (batch.log_keys or log_keys_context()).reset(admitted.log_token)
             groups.setdefault(job.name, []).append(admitted)
     for name, items in groups.items():
         job = registry.get(name)

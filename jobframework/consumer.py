@@ -60,7 +60,7 @@ from jobframework.pipeline import Pipeline
 from jobframework.queues import QueueDirectory, env_config
 from jobframework.settler import Settler
 from jobframework.state import StateStore
-from jobframework.telemetry import BatchMetrics, job_logger
+from jobframework.telemetry import BatchMetrics, job_logger, log_keys_context
 from jobframework.tracing import recording_api
 from jobframework.verdict import Kind, Verdict, returned
 
@@ -207,6 +207,7 @@ class Consumer:
         if not records:  # nothing that Lambda could be told about: no failures
             return {"batchItemFailures": []}
         self._features()
+        job_logger()  # (routes the framework's records through its handler, with the job's keys)
         batch = Batch(
             BatchMetrics(),
             (
@@ -215,7 +216,7 @@ class Consumer:
                 else None
             ),
             otel=recording_api(),
-            log_keys=job_logger().registered_formatter,
+            log_keys=log_keys_context(),
             hard_end=time.monotonic() + remaining_seconds_of(context),
         )
         failures: list[str] = []

@@ -97,8 +97,8 @@ class Batch:
     otel: Any = None
     """The OpenTelemetry API when spans are recorded (looked up once a batch), else ``None``."""
     log_keys: Any = None
-    """The job logger's formatter (its ``thread_safe_append_keys``/``remove_keys``), looked up once a
-    batch (the logger's own methods look it up on every call)."""
+    """The context variable of the job logger's keys (:func:`~jobframework.telemetry.log_keys_context`),
+    looked up once a batch: a record's keys are set on it with a token, reset when the record ends."""
     sources: dict[str, tuple[str | None, str | None]] = field(default_factory=dict)
     """The priority and lane of each source queue, looked up once a batch."""
     together: list[dict[str, Any]] = field(default_factory=list)

@@ -76,6 +76,8 @@ class Admitted:
     """What the records of the invocation share (``demand(job_type)``: how many of them run together)."""
     trace: TraceContext | None = None
     """The producer's trace context, as the record carries it (the job's span continues it)."""
+    log_token: Any = None
+    """Restores the job logger's keys as they were before the record's (``ContextVar.reset``)."""
 
 
 Gate = Callable[[Admitted, "Consumer"], Verdict | None]

@@ -28,7 +28,6 @@ from pydantic import ValidationError
 from jobframework.admission import load_payload, verify_signature
 from jobframework.attempts import is_first_attempt, receive_count
 from jobframework.delivery import (
-    LOG_KEYS,
     Batch,
     Delivery,
     Outcome,
@@ -61,7 +60,7 @@ from jobframework.retry import Action, Reason, classify, visibility_delay
 from jobframework.running import call
 from jobframework.state import JobState, summarize
 from jobframework.stores.key_records import claims_key
-from jobframework.telemetry import job_logger
+from jobframework.telemetry import job_logger, log_keys_context
 from jobframework.tracing import extract, job_span
 from jobframework.verdict import Kind, Verdict, returned
 
@@ -137,23 +136,30 @@ class Pipeline:
                 error += f" (after its upgrade from payload version {env.payload_version} to {job.version})"
             return refuse(d, Reason.INVALID_PAYLOAD, error)
         trace = extract(d.record, env.traceparent)
-        admitted = Admitted(d, job, payload, context, batch, trace)
         # The job's keys on every log line from here, the gates' too (a cancel, a debounce, a limit);
-        # removed by execute() once it ran, or now when a gate stops the record.
-        keys = batch.log_keys or job_logger()
-        keys.thread_safe_append_keys(
-            job_id=env.id, job_type=env.type, job_key=env.key, attempt=d.attempt, trace_id=trace.trace_id
+        # reset by execute() once it ran, or now when a gate stops the record.
+        keys = batch.log_keys or log_keys_context()
+        token = keys.set(
+            {
+                **keys.get(),
+                "job_id": env.id,
+                "job_type": env.type,
+                "job_key": env.key,
+                "attempt": d.attempt,
+                "trace_id": trace.trace_id,
+            }
         )
+        admitted = Admitted(d, job, payload, context, batch, trace, token)
         try:
             for gate in self.gates:
                 verdict = gate(admitted, c)
                 if verdict is not None:
-                    keys.thread_safe_remove_keys(LOG_KEYS)
+                    keys.reset(token)
                     return verdict
             if batch.budget is not None and is_first_attempt(d.record):
                 batch.budget.first_attempt(d.source)
         except BaseException:
-            keys.thread_safe_remove_keys(LOG_KEYS)
+            keys.reset(token)
             raise
         return admitted
 
@@ -165,7 +171,6 @@ class Pipeline:
         env = d.require_envelope()
         trace = admitted.trace or extract(d.record, env.traceparent)
         logger = job_logger()
-        keys = batch.log_keys or logger  # (appended by admit())
         queue_wait_ms = queue_wait_ms_of(d.record, env) if d.attempt == 1 else None
         started = time.perf_counter()
         ran = True
@@ -225,7 +230,8 @@ class Pipeline:
         except Exception as exc:  # a BaseException of the job arrives as JobAborted: the job's failure
             return self.failed(d, job, exc, (time.perf_counter() - started) * 1000, batch)
         finally:
-            keys.thread_safe_remove_keys(LOG_KEYS)
+            if admitted.log_token is not None:  # (set by admit(), with the job's keys)
+                (batch.log_keys or log_keys_context()).reset(admitted.log_token)
             if time.perf_counter() - started > job.timeout:
                 d.events.append("Overrun")
         elapsed_ms = (time.perf_counter() - started) * 1000

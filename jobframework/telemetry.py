@@ -16,12 +16,14 @@ import os
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from jobframework.delivery import Outcome
 from jobframework.emf import COUNT, MILLISECONDS, write_emf
 
 if TYPE_CHECKING:
+    from contextvars import ContextVar
+
     from aws_lambda_powertools import Logger
 
     from jobframework.delivery import RecordOutcome
@@ -66,6 +68,16 @@ def job_logger() -> Logger:
         _keep_framework_records_off_root()
         _logger = logger
     return _logger
+
+
+def log_keys_context() -> ContextVar[dict[str, Any]]:
+    """The context variable that holds the job logger's thread-safe keys (Powertools'
+    ``THREAD_LOCAL_KEYS``, which ``thread_safe_append_keys`` sets): the consumer sets a record's keys on
+    it and resets it with the token, which also drops the keys the job appended, so that none outlives
+    its record."""
+    from aws_lambda_powertools.logging.formatter import THREAD_LOCAL_KEYS
+
+    return THREAD_LOCAL_KEYS
 
 
 def _route_framework_records(handler: logging.Handler, level: int, service: str) -> None:
