@@ -142,6 +142,52 @@ def test_a_batched_items_failure_is_logged_with_that_items_keys():
     assert all("job_id" not in line for line in after), after  # removed once the item's verdict is in
 
 
+APPENDED_SCRIPT = """
+from pydantic import BaseModel
+from jobframework.envelope import Envelope
+from jobframework.jobs import JobContext, JobRegistry, job
+from jobframework.testing import FakeLambdaContext, in_memory_consumer, sqs_event
+
+
+class Order(BaseModel):
+    order_id: str
+
+
+registry = JobRegistry()
+
+
+@job("orders.note", registry=registry, idempotent=False)
+def note(order: Order, ctx: JobContext) -> None:
+    if order.order_id == "first":
+        ctx.logger.thread_safe_append_keys(order_id=order.order_id)
+    ctx.logger.warning("noting %s", order.order_id)
+
+
+handler, records = in_memory_consumer(registry)
+handler(sqs_event(Envelope.new("orders.note", {"order_id": "first"}),
+                  Envelope.new("orders.note", {"order_id": "second"})), FakeLambdaContext())
+"""
+
+
+def test_a_key_a_job_appends_does_not_outlive_its_record():
+    """Keys a job appended with thread_safe_append_keys stayed on the lines of the records after it."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("POWERTOOLS_", "JF_"))}
+    env |= {"JF_METRICS_DISABLED": "true", "JF_CONCURRENCY": "1"}  # one thread: the records in turn
+    done = subprocess.run(
+        [sys.executable, "-c", APPENDED_SCRIPT],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    lines = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    first = next(line for line in lines if line["message"] == "noting first")
+    second = next(line for line in lines if line["message"] == "noting second")
+    assert first["order_id"] == "first" and first["job_type"] == "orders.note"
+    assert "order_id" not in second and second["job_id"] != first["job_id"], second
+
+
 SERVICE_SCRIPT = """
 import logging, sys
 logging.basicConfig(stream=sys.stderr, level=logging.WARNING, format="root %(name)s: %(message)s")
