@@ -5,7 +5,9 @@ whichever is first. One daemon thread per process beats for every running job wh
 lapse: each beat moves the in-progress record's expiry and the message's visibility a ``lease`` ahead
 (half the job's timeout, between 0.5 and 30 s, twice over). So a job that overruns its timeout keeps
 its key (a duplicate delivery waits, handed back) and its message (it does not reappear), and the
-overrun is logged and counted (the ``Overrun`` metric).
+overrun is logged and counted (the ``Overrun`` metric). The consumer's jobs are watched, not held
+(:meth:`Heartbeat.watch`): the thread makes a job's :class:`Hold` only when its first beat is
+:data:`PROMOTE_AHEAD` away, so a job that ends before, as most do, costs a dict entry, not a hold.
 
 Where a hold ends:
 
@@ -30,6 +32,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Protocol
 
 from jobframework.core import SQS_MAX_VISIBILITY_SECONDS
 
@@ -42,6 +45,9 @@ IDLE_SECONDS = 1.0
 """The longest the thread sleeps (with no job held, or none due sooner). A new hold wakes it only
 when it is due before then: quick jobs come and go without waking it (a wake a record was a thread
 switch each)."""
+PROMOTE_AHEAD = 2 * IDLE_SECONDS
+"""A watched job (:meth:`Heartbeat.watch`) due this soon is held at once; the thread holds the others
+this long before they are due (it looks at them at least every :data:`IDLE_SECONDS`)."""
 THREAD_CHECK_SECONDS = 0.1
 """A hold after an idle spell checks that the beating thread still runs at most this often (a forked
 child checks at its first hold: a fork leaves no thread)."""
@@ -109,7 +115,8 @@ class Hold:
         else:
             self.key_expires = max(self.key_expires, until)
         if self.extend_visibility is not None:
-            rest = 0.0 if self.past_end else self.hard_end - now
+            # (no hard end, as without a Lambda context: a lease at a time, as after it)
+            rest = self.hard_end - now if not self.past_end and math.isfinite(self.hard_end) else 0.0
             seconds = min(MAX_VISIBILITY, math.ceil(max(rest, lease) + self.period))
             try:
                 self.extend_visibility(seconds)
@@ -117,11 +124,21 @@ class Hold:
                 log.warning("extending the visibility of job %s failed", self.label, exc_info=True)
 
 
+class HoldSource(Protocol):
+    """A running job :meth:`Heartbeat.watch` holds only once its hold would be due: what makes it."""
+
+    def hold(self) -> Hold:
+        """The job's hold, as if made when it started."""
+        ...
+
+
 class Heartbeat:
     """The beating thread (one per process: :data:`heartbeat`), started with the first hold."""
 
     def __init__(self) -> None:
         self._holds: dict[int, Hold] = {}
+        self._pending: dict[int, tuple[HoldSource, float]] = {}
+        """Watched jobs not held yet, with when their hold would be due (monotonic), by ``id``."""
         self._lock = threading.Lock()
         """Guards :attr:`_holds` (a plain lock: a hold takes it twice, and a ``Condition`` is Python)."""
         self._wake = threading.Condition(threading.Lock())
@@ -138,6 +155,7 @@ class Heartbeat:
         # they stopped its first hold from starting the thread); the lock may have been taken by a
         # parent's thread that is gone.
         self._holds = {}
+        self._pending = {}
         self._lock = threading.Lock()
         self._wake = threading.Condition(threading.Lock())
         self._thread = None
@@ -201,23 +219,59 @@ class Heartbeat:
             extend_key,
             extend_visibility,
         )
-        if not self._holds and now - self._thread_seen > THREAD_CHECK_SECONDS:
-            with self._wake:  # the first hold after an idle spell: is the thread still there?
-                self._ensure_thread()
-                self._thread_seen = now
-        with self._lock:
-            self._holds[id(held)] = held
-        # The thread never sleeps past IDLE_SECONDS, so it is woken only for a hold due before then
-        # (when it looks at the holds under ``_wake``, a notify waits for its wait: none is lost).
-        if held.due() < self._wakes_at:
-            with self._wake:
-                self._wake.notify()
+        self._add(id(held), held, now)
         return held
 
     def leave(self, held: Hold) -> None:
         """Stop holding (the job ended)."""
         with self._lock:
             self._holds.pop(id(held), None)
+
+    def watch(self, source: HoldSource, due: float) -> None:
+        """Hold a running job from ``due`` (monotonic: when its first beat would be due) on; end with
+        :meth:`unwatch`. A job that ends before then, as most do, was never held: a dict entry, no lock
+        and no :class:`Hold` (the consumer's path, once a record). One due within
+        :data:`PROMOTE_AHEAD` is held at once."""
+        now = time.monotonic()
+        if due - now <= PROMOTE_AHEAD:
+            self._add(id(source), source.hold(), now)
+            return
+        self._check_thread(now)
+        self._pending[id(source)] = (source, due)
+
+    def unwatch(self, source: HoldSource) -> None:
+        """Stop watching or holding a job :meth:`watch` was given (it ended)."""
+        key = id(source)
+        if self._pending.pop(key, None) is None:  # held (by the thread, under the lock, or at once)
+            with self._lock:
+                self._holds.pop(key, None)
+
+    def _add(self, key: int, held: Hold, now: float) -> None:
+        if not self._holds:
+            self._check_thread(now)
+        with self._lock:
+            self._holds[key] = held
+        # The thread never sleeps past IDLE_SECONDS, so it is woken only for a hold due before then
+        # (when it looks at the holds under ``_wake``, a notify waits for its wait: none is lost).
+        if held.due() < self._wakes_at:
+            with self._wake:
+                self._wake.notify()
+
+    def _check_thread(self, now: float) -> None:
+        if now - self._thread_seen > THREAD_CHECK_SECONDS:
+            with self._wake:  # the first hold after an idle spell: is the thread still there?
+                self._ensure_thread()
+                self._thread_seen = now
+
+    def _promote(self, now: float) -> None:
+        """Hold the watched jobs due within :data:`PROMOTE_AHEAD` (the thread's, each time it looks).
+        A job's :meth:`unwatch` pops its entry first, or finds it gone and takes the lock this holds
+        while it makes the hold, so no hold outlives its job."""
+        for key, (source, due) in list(self._pending.items()):
+            if due - now <= PROMOTE_AHEAD:
+                with self._lock:
+                    if self._pending.pop(key, None) is not None:
+                        self._holds[key] = source.hold()
 
     def _ensure_thread(self) -> None:
         if self._thread is None or not self._thread.is_alive():
@@ -229,6 +283,8 @@ class Heartbeat:
             with self._wake:
                 now = time.monotonic()
                 self._wakes_at = now + IDLE_SECONDS  # (a hold made while it looks: due before this?)
+                if self._pending:
+                    self._promote(now)
                 with self._lock:
                     holds = list(self._holds.values())
                 due = [h for h in holds if h.due() <= now]

@@ -55,6 +55,7 @@ from jobframework.gates import (
     stopped,
 )
 from jobframework.heartbeat import Hold, heartbeat
+from jobframework.heartbeat import period_for as heartbeat_period
 from jobframework.idempotency import AlreadyInProgress, KeyCancelled, KeyedStart, KeyHold
 from jobframework.retry import Action, Reason, classify, visibility_delay
 from jobframework.running import call
@@ -361,30 +362,39 @@ class Pipeline:
 
 class _Held:
     """The ``with`` block that holds a running job's key and message (a class, not a generator: it
-    runs for every record; see :mod:`jobframework.heartbeat`)."""
+    runs for every record). The heartbeat watches it and makes its :class:`~jobframework.heartbeat.Hold`
+    only when a beat would be due (:meth:`hold`): a job that ends before, as most do, never has one."""
 
-    __slots__ = ("batch", "consumer", "delivery", "hold", "job", "key")
+    __slots__ = ("batch", "consumer", "delivery", "job", "key", "started")
 
     def __init__(self, consumer: Consumer, d: Delivery, job: Job[Any], batch: Batch) -> None:
         self.consumer, self.delivery, self.job, self.batch = consumer, d, job, batch
         c = consumer
         self.key = KeyHold(c.idempotency) if c.idempotency is not None and job.idempotent else None
-        self.hold: Hold | None = None
+        self.started = 0.0
+
+    def _key_lapses_in(self) -> float:
+        """Seconds from the start until the in-progress record first lapses: the job's timeout and a
+        margin, or the invocation's end (the hard end is fixed a batch)."""
+        return max(0.0, min(self.job.timeout + RELEASE_MARGIN_SECONDS, self.batch.hard_end - self.started))
 
     def __enter__(self) -> KeyHold | None:
+        self.started = time.monotonic()
+        heartbeat.watch(self, self.started + self._key_lapses_in() - heartbeat_period(self.job.timeout))
+        return self.key
+
+    def hold(self) -> Hold:
         d, job, key = self.delivery, self.job, self.key
         env = d.require_envelope()
-        remaining = self.batch.hard_end - time.monotonic()  # (the invocation's end: fixed a batch)
-        self.hold = heartbeat.enter(
+        return Hold(
             f"{env.id} ({env.type})",
-            timeout=job.timeout,
-            key_lapses_in=min(job.timeout + RELEASE_MARGIN_SECONDS, remaining),
-            remaining=remaining,
-            extend_key=key.extend if key is not None else None,
-            extend_visibility=partial(self.consumer.change_visibility, d),
+            job.timeout,
+            self.started,
+            self.batch.hard_end,
+            self.started + self._key_lapses_in(),
+            key.extend if key is not None else None,
+            partial(self.consumer.change_visibility, d),
         )
-        return key
 
     def __exit__(self, *exc: object) -> None:
-        if self.hold is not None:
-            heartbeat.leave(self.hold)
+        heartbeat.unwatch(self)

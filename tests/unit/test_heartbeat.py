@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from jobframework.heartbeat import IDLE_SECONDS, Heartbeat
+from jobframework.heartbeat import IDLE_SECONDS, PROMOTE_AHEAD, Heartbeat, Hold, period_for
 
 
 @pytest.fixture
@@ -97,3 +97,83 @@ def test_a_child_forked_while_a_job_is_held_beats_its_own_jobs(beating):
         os.waitpid(pid, 0)
         os.close(read)
         hb.leave(parents)
+
+
+class _Job:
+    """A watched job (a HoldSource): its hold is made only when the heartbeat needs it."""
+
+    def __init__(self, hb: Heartbeat, timeout: float, lapses_in: float) -> None:
+        self.started = time.monotonic()
+        self.timeout, self.lapses_in = timeout, lapses_in
+        self.made: list[float] = []
+        self.extended: list[int] = []
+
+    def due(self) -> float:
+        return self.started + self.lapses_in - period_for(self.timeout)
+
+    def hold(self) -> Hold:
+        self.made.append(time.monotonic())
+        time.sleep(0)  # (a thread switch here, where one ending job's unwatch would race the thread's hold)
+        return Hold(
+            "watched",
+            self.timeout,
+            self.started,
+            float("inf"),
+            self.started + self.lapses_in,
+            None,
+            self.extended.append,
+        )
+
+
+def test_a_watched_job_that_ends_before_its_beat_is_never_held(beating):
+    hb, wakes = beating
+    jobs = [_Job(hb, timeout=60, lapses_in=61) for _ in range(100)]  # first beat due in 31 s
+    for job in jobs:
+        hb.watch(job, job.due())
+        hb.unwatch(job)
+    assert all(not job.made for job in jobs) and wakes == []
+    assert hb._holds == {} and hb._pending == {}
+
+
+def test_a_watched_job_is_held_before_its_first_beat_and_gets_it(beating):
+    hb, _wakes = beating
+    job = _Job(hb, timeout=6, lapses_in=PROMOTE_AHEAD + 3.5)  # due in PROMOTE_AHEAD + 0.5 s
+    hb.watch(job, job.due())
+    try:
+        assert not job.made and id(job) in hb._pending  # not held yet
+        deadline = time.monotonic() + PROMOTE_AHEAD + IDLE_SECONDS + 5
+        while not job.extended and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert job.made and job.made[0] <= job.due(), "the thread made the hold after its beat was due"
+        assert job.extended, "the held job got no beat"
+    finally:
+        hb.unwatch(job)
+    assert hb._holds == {} and hb._pending == {}
+
+
+def test_no_hold_outlives_its_job_when_the_thread_holds_it_as_it_ends(beating):
+    """A job that ends while the thread promotes it: whichever comes first, nothing stays held (a
+    hold left behind would keep extending a finished message's visibility)."""
+    hb, _wakes = beating
+    stop = threading.Event()
+
+    def promote() -> None:
+        while not stop.is_set():
+            hb._promote(time.monotonic() + 3600)  # every watched job is due: hold it
+
+    promoter = threading.Thread(target=promote)
+    held = 0
+    promoter.start()
+    try:
+        deadline = time.monotonic() + 10
+        while held < 50 and time.monotonic() < deadline:  # until the thread held 50 as they ended
+            job = _Job(hb, timeout=60, lapses_in=61)
+            hb.watch(job, job.due())
+            time.sleep(0)  # (let the promoter in)
+            hb.unwatch(job)
+            held += bool(job.made)
+    finally:
+        stop.set()
+        promoter.join()
+    assert held >= 50, "the race was not exercised: too few jobs were held by the thread"
+    assert hb._holds == {} and hb._pending == {}
