@@ -63,9 +63,10 @@ DEFER_SECONDS = 60
 """How long a deferred scheduled run waits before the backlog is checked again."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Admitted:
-    """A record that passed parse, verify and load: what a gate looks at."""
+    """A record that passed parse, verify and load: what a gate looks at. Read it, do not change it
+    (not a frozen dataclass: one is made for every record, and a frozen one took twice as long)."""
 
     delivery: Delivery
     job: Job[Any]

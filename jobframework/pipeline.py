@@ -260,13 +260,16 @@ class Pipeline:
         ran: bool = True,
     ) -> Verdict:
         env = d.require_envelope()
-        fields: dict[str, Any] = {"attempts": d.attempt, "result": result}
-        if not ran:  # its key's run succeeded before: say so beside the result, which is that run's
-            fields["reason"] = f"duplicate: key {env.key} had already completed, so this job did not run"
+        status: tuple[JobState, dict[str, Any]] | None = None
+        if env.track:  # (an untracked job's status is never written: none to note)
+            fields: dict[str, Any] = {"attempts": d.attempt, "result": result}
+            if not ran:  # its key's run succeeded before: say so beside the result, which is that run's
+                fields["reason"] = f"duplicate: key {env.key} had already completed, so this job did not run"
+            status = (JobState.SUCCEEDED, fields)
         return Verdict(
             d,
             Kind.SUCCEEDED,
-            status=(JobState.SUCCEEDED, fields),
+            status=status,
             outcome=d.outcome(
                 Outcome.SUCCEEDED,
                 queue_wait_ms=queue_wait_ms,
