@@ -232,11 +232,6 @@ class Consumer:
 
     def _verdicts(self, records: list[dict[str, Any]], context: Any, batch: Batch) -> list[Verdict]:
         """One verdict per record, in the records' order: batched jobs first, the rest concurrently."""
-        done = run_batched(self.pipeline, records, context, batch) if self._has_batched_jobs() else {}
-        rest = [r for r in records if r["messageId"] not in done]
-        lane = self._lane_of(rest)
-        limit = lane_limit(lane, len(rest), self._concurrency)
-
         # A tracked job's status is written soon after it ends, however long its batch runs.
         early = EarlyStatuses(self.state) if self.state is not None else None
 
@@ -247,14 +242,23 @@ class Consumer:
                 early.offer(verdict)
             return verdict
 
+        done: dict[str, Verdict] = {}
         try:
+            if self._has_batched_jobs():
+                done = run_batched(self.pipeline, records, context, batch)
+                if early is not None:  # (a batched job's items ended before the rest of the batch runs)
+                    for ended in done.values():
+                        early.offer(ended)
+            rest = [r for r in records if r["messageId"] not in done]
+            lane = self._lane_of(rest)
+            limit = lane_limit(lane, len(rest), self._concurrency)
             if is_fifo_batch(rest):  # groups in order, a failure holding back its own group
                 done.update(fifo_verdicts(rest, process, limit, lane=lane, state=self.state))
                 return [done[r["messageId"]] for r in records]
             if limit > 1:
                 batch.together = rest
-            for record, verdict in zip(rest, run_all(rest, process, limit, lane=lane), strict=True):
-                done[record["messageId"]] = verdict or returned(Delivery.of(record), "not processed")
+            for record, settled in zip(rest, run_all(rest, process, limit, lane=lane), strict=True):
+                done[record["messageId"]] = settled or returned(Delivery.of(record), "not processed")
         finally:
             if early is not None:
                 early.close()

@@ -8,11 +8,12 @@ cancel in that time would answer ``cancelled`` for a job that had run.
 
 So once a batch has run :data:`EARLY_SECONDS`, the statuses of the records that have ended are written
 then (by one daemon thread a process, :class:`_Flusher`: a thread a batch cost 150 us to start), and
-each one that ends later is written as it ends. A batch that ends sooner writes once, as
-before. Only verdicts that the settler will not change are written early: a success or a retry of a
-job outside a saga (a saga is told first, and its telling may turn the verdict into a retry), never a
-dead letter (its send may fail, and the record then comes back). A write that fails is left to the
-batch's own write at the end (and logged there if it fails again).
+each one that ends later is written as it ends (a batched job's items end before the batch's other
+records run: they are offered then). A batch that ends sooner writes once, as before. Only verdicts
+that the settler will not change are written early: a success or a retry of a job outside a saga (a
+saga is told first, and its telling may turn the verdict into a retry), never a dead letter (its send
+may fail, and the record then comes back). A write that fails is left to the batch's own write at the
+end (and logged there if it fails again).
 """
 
 from __future__ import annotations

@@ -66,3 +66,41 @@ def test_a_quick_batch_writes_its_statuses_in_one_request(rt):
     rt.consume("high")
     assert writes == Counter({"BatchWriteItem": 1}), writes
     assert all((s := rt.client.status(i)) is not None and s.status == JobState.SUCCEEDED for i in ids)
+
+
+def test_a_batched_jobs_items_read_succeeded_while_the_rest_of_their_batch_runs(rt):
+    """A batched job's items end before the batch's other records run: they were written only when
+    the whole batch ended (a slow neighbour kept them queued)."""
+    from jobframework.client import JobClient
+    from jobframework.jobs import BatchOptions, JobRegistry, job
+
+    registry, release = JobRegistry(), threading.Event()
+
+    @job("e.many", registry=registry, track=True, priority="high", batch=BatchOptions(max_size=10))
+    def many(works: list[Work]) -> list[None]:
+        return [None for _ in works]
+
+    @job("e.slow", registry=registry, track=True, priority="high", idempotent=False)
+    def slow(work: Work) -> None:
+        assert release.wait(30), "the test never released the slow run"
+
+    client = JobClient(rt.config, registry=registry, sqs_client=rt.sqs)
+    handler = consumer(registry, config=rt.config, sqs_client=rt.sqs)
+    items = [client.enqueue(many, Work(name=f"item-{n}")).id for n in range(2)]
+    slow_id = client.enqueue(slow, Work(name="slow")).id
+    runs = threading.Thread(target=lambda: consume_once(handler, rt.sqs, rt.url("high")), daemon=True)
+    runs.start()
+    try:
+        deadline = time.monotonic() + 15
+        states: dict[str, Any] = {}
+        while time.monotonic() < deadline:
+            states = {i: rt.client.status(i) for i in items}
+            if all(s is not None and s.status == JobState.SUCCEEDED for s in states.values()):
+                break
+            time.sleep(0.2)
+        assert all(s is not None and s.status == JobState.SUCCEEDED for s in states.values()), states
+        assert runs.is_alive()  # the slow neighbour still runs: its batch has not ended
+    finally:
+        release.set()
+        runs.join(30)
+    assert (s := rt.client.status(slow_id)) is not None and s.status == JobState.SUCCEEDED
