@@ -12,6 +12,21 @@ import sys
 
 import pytest
 
+
+def _run(script: str, **env: str) -> subprocess.CompletedProcess[str]:
+    """Run ``script`` in a fresh interpreter as a deployed consumer would, with none of this process's
+    ``POWERTOOLS_``/``JF_`` settings but ``env``'s."""
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(("POWERTOOLS_", "JF_"))}
+    return subprocess.run(
+        [sys.executable, "-c", script],
+        env=clean | env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+
+
 SCRIPT = """
 import logging, sys
 logging.basicConfig(stream=sys.stderr, level=logging.WARNING)  # the Lambda runtime's root handler
@@ -40,11 +55,7 @@ print("info on:", logging.getLogger("jobframework.consumer").isEnabledFor(loggin
 
 
 def test_the_framework_lines_are_json_of_the_apps_service_with_the_jobs_keys_once():
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("POWERTOOLS_", "JF_"))}
-    env |= {"POWERTOOLS_SERVICE_NAME": "orders", "JF_METRICS_DISABLED": "true"}
-    done = subprocess.run(
-        [sys.executable, "-c", SCRIPT], env=env, capture_output=True, text=True, timeout=60, check=True
-    )
+    done = _run(SCRIPT, POWERTOOLS_SERVICE_NAME="orders", JF_METRICS_DISABLED="true")
     lines = done.stdout.splitlines()
     assert lines[-1] == "info on: True"  # the level of the Logger (INFO), not the root's (WARNING)
     retry = next(json.loads(line) for line in lines if "attempt 1/3 failed" in line)
@@ -84,11 +95,7 @@ print("job id:", env.id)
 def test_a_line_a_gate_logs_carries_the_jobs_keys():
     """A record stopped before its job runs (here by its cancel) is logged with the job's keys, as the
     job's own lines are: an operator filtering the logs by job id finds why it did not run."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("POWERTOOLS_", "JF_"))}
-    env |= {"JF_METRICS_DISABLED": "true"}
-    done = subprocess.run(
-        [sys.executable, "-c", GATE_SCRIPT], env=env, capture_output=True, text=True, timeout=60, check=True
-    )
+    done = _run(GATE_SCRIPT, JF_METRICS_DISABLED="true")
     lines = done.stdout.splitlines()
     job_id = lines[-1].removeprefix("job id: ")
     cancelled = next(json.loads(line) for line in lines if "acknowledged unrun" in line)
@@ -126,11 +133,7 @@ print("bad id:", bad.id)
 def test_a_batched_items_failure_is_logged_with_that_items_keys():
     """The line of a batched job's failed item carried the id of the batch's last admitted item (the
     keys admit() left for execute(), which a batch does not use), and no job type or trace id."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("POWERTOOLS_", "JF_"))}
-    env |= {"JF_METRICS_DISABLED": "true"}
-    done = subprocess.run(
-        [sys.executable, "-c", BATCH_SCRIPT], env=env, capture_output=True, text=True, timeout=60, check=True
-    )
+    done = _run(BATCH_SCRIPT, JF_METRICS_DISABLED="true")
     lines = done.stdout.splitlines()
     bad_id = lines[-1].removeprefix("bad id: ")
     at = next(i for i, line in enumerate(lines) if "failed, retry in" in line)
@@ -171,16 +174,8 @@ handler(sqs_event(Envelope.new("orders.note", {"order_id": "first"}),
 
 def test_a_key_a_job_appends_does_not_outlive_its_record():
     """Keys a job appended with thread_safe_append_keys stayed on the lines of the records after it."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("POWERTOOLS_", "JF_"))}
-    env |= {"JF_METRICS_DISABLED": "true", "JF_CONCURRENCY": "1"}  # one thread: the records in turn
-    done = subprocess.run(
-        [sys.executable, "-c", APPENDED_SCRIPT],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=True,
-    )
+    # (one thread: the records in turn)
+    done = _run(APPENDED_SCRIPT, JF_METRICS_DISABLED="true", JF_CONCURRENCY="1")
     lines = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
     first = next(line for line in lines if line["message"] == "noting first")
     second = next(line for line in lines if line["message"] == "noting second")
@@ -203,15 +198,7 @@ logging.getLogger("acme.jobframework_glue").warning("the team's glue line")
 def test_each_line_prints_once_and_a_teams_logger_named_like_the_framework_keeps_the_root(service):
     """A dotted service under ``jobframework.`` printed every job line twice, and a team's logger whose
     name only contains ``jobframework`` lost its lines on the root's handlers (a substring filter)."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("POWERTOOLS_", "JF_"))}
-    done = subprocess.run(
-        [sys.executable, "-c", SERVICE_SCRIPT],
-        env=env | {"POWERTOOLS_SERVICE_NAME": service},
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=True,
-    )
+    done = _run(SERVICE_SCRIPT, POWERTOOLS_SERVICE_NAME=service)
     printed = [json.loads(line)["message"] for line in done.stdout.splitlines()]
     assert printed == ["the job's own line", "the framework's line"]
     assert done.stderr.splitlines() == ["root acme.jobframework_glue: the team's glue line"]
