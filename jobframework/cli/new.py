@@ -65,7 +65,9 @@ def _shadowed(name: str) -> str | None:
         found = importlib.util.find_spec(name)
     except (ImportError, ValueError):
         return None
-    return "the installed package" if found is not None else None
+    # (a bare directory on the path, such as the project's own when run from its parent, is a namespace
+    # package with no origin: not an installed one)
+    return "the installed package" if found is not None and found.origin is not None else None
 
 
 def project_names(path: Path, package: str | None = None) -> dict[str, str]:
