@@ -167,6 +167,17 @@ def test_jf_new_refuses_a_package_that_would_shadow_the_library_or_the_standard_
         assert not target.exists()
 
 
+def test_jf_new_takes_a_package_whose_name_is_only_a_directory_on_the_path(tmp_path, monkeypatch):
+    """Run from the project's parent with ``python -m``, its empty directory is on the path (a
+    namespace package): not an installed package the new one would shadow."""
+    (tmp_path / "hooks").mkdir()
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(app, ["new", "hooks"])
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "hooks" / "hooks" / "jobs.py").is_file()
+
+
 def test_jf_new_says_when_the_project_depends_on_a_local_path(tmp_path, monkeypatch):
     """A path install makes a `file://` requirement, which a teammate or CI cannot install: said on stderr."""
     import jobframework.cli.new as new_module
