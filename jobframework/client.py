@@ -173,7 +173,13 @@ class JobClient:
             raise ConfigurationError("cancel needs the state table: set JF_STATE_TABLE")
         if not isinstance(job_id, str) or not 0 < len(job_id) <= 128:
             raise ConfigurationError(f"a job id is a string of 1 to 128 characters, got {shown(job_id)}")
-        return cancel(state, job_id)
+        return cancel(state, job_id, unschedule=self._unschedule)
+
+    def _unschedule(self, job_id: str) -> None:
+        """Delete the one-time schedule of a cancelled job delayed past 15 minutes."""
+        from jobframework.delays import delete_one_time_schedule
+
+        delete_one_time_schedule(self._client("scheduler"), self.config.schedule_group, job_id)
 
     def saga_status(self, saga_id: str) -> SagaRecord | None:
         """A saga's record: status, steps (state, output, attempts, error, timings), signals, trace.

@@ -8,6 +8,7 @@ what Scheduler would.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import re
 from datetime import UTC, datetime, timedelta
@@ -74,6 +75,13 @@ def create_one_time_schedule(
         Description=f"jobframework: {envelope.type} job {envelope.id}",
     )
     return name
+
+
+def delete_one_time_schedule(scheduler: Any, group: str, job_id: str) -> None:
+    """Delete the ``at()`` schedule of ``job_id`` (a cancel of a job delayed past 15 minutes); one that
+    is gone already (it fired, or was deleted) is not an error."""
+    with contextlib.suppress(scheduler.exceptions.ResourceNotFoundException):
+        scheduler.delete_schedule(Name=schedule_name(job_id), GroupName=group)
 
 
 def due_time(expression: str) -> datetime | None:

@@ -103,9 +103,12 @@ class DelayedJobs(Construct):
 
     def grant_schedule(self, grantee: iam.IGrantable) -> None:
         """What a producer needs for a long delay: ``scheduler:CreateSchedule`` on this group's schedules
-        and ``iam:PassRole`` of the scheduler role (to Scheduler only)."""
+        and ``iam:PassRole`` of the scheduler role (to Scheduler only); and ``scheduler:DeleteSchedule``
+        there, which a cancel of such a job makes (:meth:`grant_unschedule`)."""
         iam.Grant.add_to_principal(
-            grantee=grantee, actions=["scheduler:CreateSchedule"], resource_arns=[self.schedules_arn]
+            grantee=grantee,
+            actions=["scheduler:CreateSchedule", "scheduler:DeleteSchedule"],
+            resource_arns=[self.schedules_arn],
         )
         grantee.grant_principal.add_to_principal_policy(
             iam.PolicyStatement(
@@ -117,6 +120,19 @@ class DelayedJobs(Construct):
         acknowledge_wildcard(
             grantee,
             self.schedules_finding,
-            "one-time schedules are named per job at enqueue time; the grant is CreateSchedule only, in "
-            "the framework's own delay group",
+            "one-time schedules are named per job at enqueue time; the grant is CreateSchedule, and "
+            "DeleteSchedule for a cancel, in the framework's own delay group",
+        )
+
+    def grant_unschedule(self, grantee: iam.IGrantable) -> None:
+        """What an operator's cancel of a job delayed past 15 minutes needs: ``scheduler:DeleteSchedule``
+        on this group's schedules (the job's one-time schedule goes with it)."""
+        iam.Grant.add_to_principal(
+            grantee=grantee, actions=["scheduler:DeleteSchedule"], resource_arns=[self.schedules_arn]
+        )
+        acknowledge_wildcard(
+            grantee,
+            self.schedules_finding,
+            "one-time schedules are named per job; a cancel deletes the cancelled job's, in the "
+            "framework's own delay group",
         )

@@ -110,6 +110,7 @@ def grant_operate(resources: JobResources, grantee: iam.IGrantable) -> None:
         actions=_actions("scheduler"),
         resource_arns=["*"],  # jf queue ls counts the delayed jobs of the delay group; takes no resource
     )
+    resources.delays.grant_unschedule(grantee)  # a cancel deletes a long-delayed job's schedule
     acknowledge_wildcard(
         grantee,
         "Resource::*",

@@ -51,10 +51,16 @@ def cancel(  # noqa: PLR0917
     if not config.state_table:
         raise CliError("cancel needs the state table: set JF_STATE_TABLE (or JF_TOPOLOGY_PARAMETER)")
     store = StateStore.of(config, aws.client("dynamodb", config=config))
+
+    def unschedule(found_id: str) -> None:  # a job delayed past 15 minutes: its schedule never fires
+        from jobframework.delays import delete_one_time_schedule
+
+        delete_one_time_schedule(aws.client("scheduler", config=config), config.schedule_group, found_id)
+
     if job_id is not None:
         if not 0 < len(job_id) <= 128:
             raise typer.BadParameter("a job id has 1 to 128 characters", param_hint="ID")
-        result = cancel_job(store, job_id)
+        result = cancel_job(store, job_id, unschedule=unschedule)
         after = _value(result.status_after)
         before = _value(result.status)
         if json_output:
@@ -75,7 +81,7 @@ def cancel(  # noqa: PLR0917
     for found_id, state, enqueued_at in found:
         entry: dict[str, str | None] = {"id": found_id, "status": state.value, "enqueued_at": enqueued_at}
         if not dry_run:
-            result = cancel_job(store, found_id)
+            result = cancel_job(store, found_id, unschedule=unschedule)
             entry.update(
                 outcome=result.outcome.value,
                 status=_value(result.status_after),

@@ -25,7 +25,7 @@ import logging
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
@@ -83,11 +83,16 @@ class CancelResult:
         return JobState.CANCELLED if self.outcome is CancelOutcome.CANCELLED else self.status
 
 
-def cancel(store: StateStore, job_id: str) -> CancelResult:
+def cancel(
+    store: StateStore, job_id: str, *, unschedule: Callable[[str], None] | None = None
+) -> CancelResult:
     """Cancel ``job_id``: it does not start, or, if running, is told to stop (``ctx.cancelled``).
 
     Only a tracked job can be cancelled: an id with no status record (unknown, untracked, expired, or
     one whose enqueue has not written its status yet) raises. Calling it again changes nothing.
+    ``unschedule`` deletes the one-time schedule of a job delayed past 15 minutes (status
+    ``scheduled``), given its id, so that it never fires (a failure is logged: the firing is then
+    acknowledged unrun).
 
     Raises:
         UnknownJobError: the state table has no status record of ``job_id``.
@@ -127,6 +132,16 @@ def cancel(store: StateStore, job_id: str) -> CancelResult:
             store.dedup.release(before.key, job_id)
         except Exception:
             log.warning("releasing the dedup key of cancelled job %s failed", job_id, exc_info=True)
+    if state is JobState.SCHEDULED and unschedule is not None:
+        try:
+            unschedule(job_id)
+        except Exception:
+            log.warning(
+                "deleting the schedule of cancelled job %s failed; when it fires the job is acknowledged "
+                "unrun",
+                job_id,
+                exc_info=True,
+            )
     return CancelResult(job_id, CancelOutcome.CANCELLED, state)
 
 

@@ -73,8 +73,12 @@ def test_status_of_a_scheduled_job_says_when_it_runs(env_config, jf_aws):
     assert abs((due - (datetime.now(UTC) + timedelta(days=3))).total_seconds()) < 60
     info = json.loads(invoke(["status", sent.id, "--json"], cli_env(config)).stdout)
     assert datetime.fromisoformat(info["run_at"]) == due
-    # The session's Scheduler group is shared: leave no schedule for another test's fire_due.
-    jf_aws.client("scheduler").delete_schedule(Name=schedule_name(sent.id), GroupName="default")
+
+    cancelled = invoke(["cancel", sent.id], cli_env(config))  # its one-time schedule goes with it
+    assert cancelled.exit_code == 0 and "cancelled (status cancelled, was scheduled)" in cancelled.stdout
+    scheduler = jf_aws.client("scheduler")
+    with pytest.raises(scheduler.exceptions.ResourceNotFoundException):
+        scheduler.get_schedule(Name=schedule_name(sent.id), GroupName="default")
 
 
 def test_status_says_which_attempt_started_last(env_config, jf_aws):

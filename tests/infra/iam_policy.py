@@ -185,12 +185,15 @@ class Evaluator:
             name = str(params["Name"]).lstrip("/")
             yield Request("ssm:GetParameter", f"arn:aws:ssm:{REGION}:{ACCOUNT}:parameter/{name}")
         elif service == "scheduler":
-            assert operation == "CreateSchedule", f"teach the evaluator scheduler:{operation}"
+            assert operation in ("CreateSchedule", "DeleteSchedule"), (
+                f"teach the evaluator scheduler:{operation}"
+            )
             group = params.get("GroupName", "default")
             arn = f"arn:aws:scheduler:{REGION}:{ACCOUNT}:schedule/{group}/{params['Name']}"
-            yield Request("scheduler:CreateSchedule", arn)
-            passed = {"iam:PassedToService": [SCHEDULER_PRINCIPAL]}
-            yield Request("iam:PassRole", params["Target"]["RoleArn"], passed)
+            yield Request(f"scheduler:{operation}", arn)
+            if operation == "CreateSchedule":
+                passed = {"iam:PassedToService": [SCHEDULER_PRINCIPAL]}
+                yield Request("iam:PassRole", params["Target"]["RoleArn"], passed)
         else:
             raise AssertionError(f"teach the evaluator {service}:{operation}")
 

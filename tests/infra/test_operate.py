@@ -3,6 +3,7 @@ redrive dead letters, read statuses, cancel), on this deployment's resources onl
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from aws_cdk import App, CfnElement, Stack
@@ -56,6 +57,9 @@ def test_queue_ls_may_list_the_delay_schedules(tmp_path):
     # jf queue ls counts the jobs the delay group holds; ListSchedules takes no resource
     assert _granting(statements, "scheduler:ListSchedules") == ["*"]
     assert not _granting(statements, "scheduler:GetSchedule")  # the list says each one's queue
+    # a cancel of a job delayed past 15 minutes deletes its one-time schedule, in the delay group only
+    [deletable] = _granting(statements, "scheduler:DeleteSchedule")
+    assert json.dumps(deletable).endswith(':schedule/shop-dev-delays/*"]]}'), deletable
 
 
 def test_dead_letters_may_be_read_redriven_and_deleted_on_this_stacks_queues(tmp_path):

@@ -108,6 +108,7 @@ def test_enqueue_grant_has_nothing_beyond_what_a_producer_uses(synth):
         "dynamodb:UpdateItem",
         "dynamodb:DeleteItem",
         "scheduler:CreateSchedule",
+        "scheduler:DeleteSchedule",  # client.cancel of a job delayed past 15 minutes
         "iam:PassRole",
     }
 
@@ -171,7 +172,7 @@ def test_enqueue_grant_puts_objects_of_the_payload_bucket_only(synth):
 def test_enqueue_grant_creates_schedules_in_the_delay_group_and_passes_only_the_scheduler_role(synth):
     statements = _producer_statements(synth)
     [create] = _with_action_prefix(statements, "scheduler:")
-    assert create["Action"] == "scheduler:CreateSchedule"
+    assert create["Action"] == ["scheduler:CreateSchedule", "scheduler:DeleteSchedule"]  # (a cancel's)
     assert json.dumps(create["Resource"]).endswith(':schedule/jf-dev-delays/*"]]}')
     [pass_role] = _with_action_prefix(statements, "iam:")
     assert pass_role["Action"] == "iam:PassRole"
