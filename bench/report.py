@@ -195,7 +195,9 @@ def render(
             "- **jobframework**: `enqueue_many`, the event-source-mapping emulator, the real `consumer()`,",
             "  idempotent (the default: an untracked job, two DynamoDB writes a job); **lean** is the same",
             "  without idempotency (no DynamoDB per job, as Celery keeps no per-job record either). moto",
-            "  runs in a process of its own, as Celery's worker does;",
+            "  runs in a process of its own, as Celery's worker does; the four loops run in "
+            "rounds (three), a ratio",
+            "  is the median of its rounds' (the endpoint's rate drifts over a run);",
             f"- **Celery {r['celery_version']}** (kombu {r['kombu_version']}) with its SQS transport on "
             "the same endpoint: one worker process, `--pool solo`, `polling_interval=0.01` (kombu's "
             "default 1 s throttles it badly on a local endpoint), remote control, heartbeat, mingle "
