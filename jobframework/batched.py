@@ -76,6 +76,22 @@ def run_batched(
     return verdicts
 
 
+def checked_outcomes(job: Job[Any], outcomes: Any, n: int) -> list[Any]:
+    """A batched job's outcomes for its ``n`` payloads: ``None`` (all succeeded) or one per payload.
+
+    Raises:
+        TypeError: anything else, saying what it got.
+    """
+    if outcomes is None:
+        return [None] * n
+    if not isinstance(outcomes, list | tuple) or len(outcomes) != n:
+        got = f"{len(outcomes)} outcomes" if isinstance(outcomes, list | tuple) else type(outcomes).__name__
+        raise TypeError(
+            f"batched job {job.name} must return None or one outcome per payload ({n}), got {got}"
+        )
+    return list(outcomes)
+
+
 def _run_chunk(
     pipeline: Pipeline,
     job: Job[Any],
@@ -97,13 +113,7 @@ def _run_chunk(
         with job_span(trace, env.type, env.id, first.attempt, otel=batch.otel, queue=first.source) as own:
             ctx = job_context_of(first, job, own=own, parent=trace, context=context, logger=logger)
             outcomes = call(job, [a.payload for a in items], ctx)
-        if outcomes is None:
-            outcomes = [None] * len(items)
-        if not isinstance(outcomes, list | tuple) or len(outcomes) != len(items):
-            raise TypeError(
-                f"batched job {job.name} must return None or one outcome per payload "
-                f"({len(items)}), got {type(outcomes).__name__}"
-            )
+        outcomes = checked_outcomes(job, outcomes, len(items))
     except Exception as exc:
         outcomes = [exc] * len(items)
     finally:

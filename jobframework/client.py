@@ -316,7 +316,14 @@ class JobClient:
         resent up to ``batch_retries`` times with backoff (unless SQS says the entry itself is at fault);
         what still fails comes back as a result with ``error`` set.
         """
-        return self.sender.send_many([self.prepare(r) for r in requests])
+        entries = list(requests)
+        for entry in entries:
+            if not isinstance(entry, EnqueueRequest):
+                raise ConfigurationError(
+                    "enqueue_many takes EnqueueRequest entries: job.request(payload, key=...) or "
+                    f"EnqueueRequest(job, payload), got {type(entry).__name__} {shown(entry)}"
+                )
+        return self.sender.send_many([self.prepare(r) for r in entries])
 
 
 _default: JobClient | None = None

@@ -283,8 +283,13 @@ def run_inline(
         traceparent=trace.traceparent,
         _remaining=lambda: context.get_remaining_time_in_millis() / 1000,
     )
-    # An async def job is awaited, as the consumer awaits it; a batched one gets the list.
-    return call(job, models if job.batch is not None else model, ctx)
+    # An async def job is awaited, as the consumer awaits it; a batched one gets the list, and its
+    # outcomes are checked as the consumer checks them.
+    if job.batch is not None:
+        from jobframework.batched import checked_outcomes
+
+        return checked_outcomes(job, call(job, models, ctx), len(models))
+    return call(job, model, ctx)
 
 
 def _inline_payload(job: Job[Any], payload: BaseModel | dict[str, Any], version: int | None) -> Any:

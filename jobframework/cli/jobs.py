@@ -26,9 +26,21 @@ from jobframework.cli.errors import CliError
 MAX_DELAY_SECONDS = 365 * 24 * 3600
 """The client's limit (``jobframework.client.MAX_SCHEDULED_DELAY_SECONDS``): one year."""
 MAX_DELAY_HELP = (
-    "Seconds before it runs: up to 900 by SQS DelaySeconds, longer (up to a year, 31536000) by an "
-    "EventBridge Scheduler one-time schedule."
+    "How long before it runs (90, 90s, 15m, 2h, 1d): up to 900 s by SQS DelaySeconds, longer (up to a "
+    "year, 31536000 s) by an EventBridge Scheduler one-time schedule."
 )
+
+
+def _delay_seconds(text: str | None) -> float | None:
+    """``--delay`` in seconds (a number of seconds, or a duration such as ``15m``), at most a year."""
+    if text is None:
+        return None
+    seconds = parse_duration(text, option="--delay")
+    if seconds > MAX_DELAY_SECONDS:
+        raise typer.BadParameter(
+            f"{text} is over the one-year limit ({MAX_DELAY_SECONDS:,} s, 365d)", param_hint="--delay"
+        )
+    return seconds
 
 
 @app.command()
@@ -54,7 +66,7 @@ def enqueue(  # noqa: PLR0917
             max=7 * 24 * 3600,
         ),
     ] = None,
-    delay: Annotated[float | None, typer.Option(help=MAX_DELAY_HELP, min=0, max=MAX_DELAY_SECONDS)] = None,
+    delay: Annotated[str | None, typer.Option(help=MAX_DELAY_HELP)] = None,
     priority: Annotated[PriorityName | None, typer.Option(help="Send to another priority's queue.")] = None,
     group: Annotated[
         str | None,
@@ -95,6 +107,7 @@ def enqueue(  # noqa: PLR0917
 
     Example: jf enqueue reports.generate '{"report_id": "r-1"}' --key report:r-1
     """
+    delay_seconds = _delay_seconds(delay)  # (a bad one before anything is read or sent)
     try:
         data = json.loads(payload)
     except ValueError as exc:
@@ -116,7 +129,7 @@ def enqueue(  # noqa: PLR0917
             job_type,
             data,
             key=key,
-            delay=delay,
+            delay=delay_seconds,
             priority=priority.value if priority else None,
             dedup_window=dedup_window,
             group=group,

@@ -100,7 +100,7 @@ def cancel(
     """
     before = store.get_status(job_id)
     if before is None:
-        raise UnknownJobError(f"{no_status(job_id)}; cancel works on tracked jobs only")
+        raise UnknownJobError(f"{no_status(job_id)}; cancel works on tracked jobs only (jf enqueue --track)")
     state = before.status
     if state in (JobState.SUCCEEDED, JobState.DEAD, JobState.EXPIRED):
         return CancelResult(job_id, CancelOutcome.FINISHED, state)

@@ -131,6 +131,12 @@ def test_job_enqueue_uses_the_default_client(rt):
     assert sent == {result.id, *(r.id for r in results)}
 
 
+def test_enqueue_many_refuses_an_entry_that_is_no_request_saying_what_it_takes(rt):
+    with pytest.raises(ConfigurationError, match=r"enqueue_many takes EnqueueRequest entries: job.request"):
+        rt.client.enqueue_many([ok.request(Work(name="a")), ("t.ok", Work(name="b"))])  # type: ignore[list-item]
+    assert receive_all(rt.sqs, rt.url("high")) == []  # nothing sent
+
+
 def test_enqueue_many_sends_25_jobs_in_batches_and_retries_an_entry_the_batch_failed(rt):
     calls = []
     dropped = {}

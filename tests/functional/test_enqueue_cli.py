@@ -125,10 +125,14 @@ def test_enqueue_options_that_cannot_be_are_bad_arguments(sqs, jf_config, option
 
 def test_enqueue_takes_delays_up_to_a_year_as_the_client_does():
     help_text = " ".join(invoke(["enqueue", "--help"]).stdout.split())
-    assert "up to a year, 31536000" in help_text
+    assert "up to a year, 31536000" in help_text and "15m" in help_text
     assert "--dedup-window" in help_text
     over = invoke(["enqueue", "reports.generate", "{}", "--delay", "31536001"])
-    assert over.exit_code == 2
+    assert over.exit_code == 2 and "over the one-year limit (31,536,000 s, 365d)" in over.output
+    year = invoke(["enqueue", "reports.generate", "{}", "--delay", "366d"])
+    assert year.exit_code == 2 and "366d is over the one-year limit" in year.output
+    bad = invoke(["enqueue", "reports.generate", "{}", "--delay", "soon"])
+    assert bad.exit_code == 2 and "'soon' is not a duration" in bad.output  # (it was pydantic's words)
 
 
 def _start_dev(tmp_path: Path, port: int) -> tuple[subprocess.Popen[str], dict[str, str]]:

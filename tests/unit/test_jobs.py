@@ -474,3 +474,12 @@ def test_a_tenant_function_returning_no_str_is_named_as_the_cause(reg):
         tenant_of(by_shop, long, {"order_id": "o-1"})
     assert "tenant must be 1 to 128" in str(refused.value) and "(5,002 characters)" in str(refused.value)
     assert len(str(refused.value)) < 300  # the 5,000 characters are not echoed
+
+
+def test_run_inline_checks_a_batched_jobs_outcomes_as_the_consumer_does(reg):
+    @job("orders.bulk_short", registry=reg, batch=BatchOptions(max_size=10))
+    def short(orders: list[Order]) -> list[str]:
+        return ["ok"] * (len(orders) - 1)
+
+    with pytest.raises(TypeError, match=r"one outcome per payload \(2\), got 1 outcomes"):
+        run_inline(short, [{"order_id": "a"}, {"order_id": "b"}])
