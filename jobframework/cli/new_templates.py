@@ -170,6 +170,9 @@ README = """\
 
 Background jobs on jobframework (installed from its clone or wheel): SQS queues by priority,
 Lambda consumers, retries with backoff, dead letters, schedules. The jobs are in `$package/jobs.py`.
+A job module of your own beside it goes in three places: `job_modules=` in `app.py` (what the
+deployed consumers import: a job missing there is dead-lettered `unknown-type`), the imports of
+`tests/conftest.py`, and `jf dev --jobs`.
 
 ## Set up
 
