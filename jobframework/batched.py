@@ -12,11 +12,11 @@ import logging
 import time
 from typing import TYPE_CHECKING, Any
 
-from jobframework.delivery import LOG_KEYS, Batch, Delivery, describe, job_context_of, queue_wait_ms_of
+from jobframework.delivery import Batch, Delivery, describe, job_context_of, log_keys_of, queue_wait_ms_of
 from jobframework.envelope import parse_body
 from jobframework.running import JobAborted, call
 from jobframework.state import summarize
-from jobframework.telemetry import job_logger, log_keys_context
+from jobframework.telemetry import job_logger, put_log_keys, reset_log_keys
 from jobframework.tracing import extract, job_span
 from jobframework.verdict import Verdict, returned
 
@@ -56,7 +56,7 @@ def run_batched(
         if isinstance(admitted, Verdict):
             verdicts[d.message_id] = admitted
         else:  # admit() left the record's keys on the logger for execute(), which a batch does not use
-            (batch.log_keys or log_keys_context()).reset(admitted.log_token)
+            reset_log_keys(admitted.log_token, batch.log_keys)
             groups.setdefault(job.name, []).append(admitted)
     for name, items in groups.items():
         job = registry.get(name)
@@ -106,7 +106,8 @@ def _run_chunk(
     env = first.require_envelope()
     trace = extract(first.record, env.traceparent)
     logger = job_logger()
-    logger.thread_safe_append_keys(job_type=env.type, batch_size=len(items), trace_id=trace.trace_id)
+    keys = {"job_type": env.type, "batch_size": len(items), "trace_id": trace.trace_id}
+    token = put_log_keys(keys, batch.log_keys)
     started = time.perf_counter()
     outcomes: Any
     try:
@@ -117,25 +118,18 @@ def _run_chunk(
     except Exception as exc:
         outcomes = [exc] * len(items)
     finally:
-        logger.thread_safe_remove_keys(["job_type", "batch_size", "trace_id"])
+        reset_log_keys(token, batch.log_keys)
     per_item_ms = (time.perf_counter() - started) * 1000 / len(items)
     for a, outcome in zip(items, outcomes, strict=True):
         d = a.delivery
         if isinstance(outcome, BaseException):
             failure = outcome if isinstance(outcome, Exception) else JobAborted(outcome)
-            item = d.require_envelope()
             # The item's own keys on its failure's lines (the retry, the budget, the dead letter).
-            logger.thread_safe_append_keys(
-                job_id=item.id,
-                job_type=item.type,
-                job_key=item.key,
-                attempt=d.attempt,
-                trace_id=(a.trace or trace).trace_id,
-            )
+            item_token = put_log_keys(log_keys_of(d, (a.trace or trace).trace_id), batch.log_keys)
             try:
                 verdicts[d.message_id] = pipeline.failed(d, job, failure, per_item_ms, batch)
             finally:
-                logger.thread_safe_remove_keys(LOG_KEYS)
+                reset_log_keys(item_token, batch.log_keys)
         else:
             wait = queue_wait_ms_of(d.record, d.require_envelope()) if d.attempt == 1 else None
             verdicts[d.message_id] = pipeline.succeeded(

@@ -175,21 +175,29 @@ LOG_KEYS = ["job_id", "job_type", "job_key", "attempt", "trace_id"]
 """The keys the consumer's log lines about a job carry (a console formatter reads them)."""
 
 
+def log_keys_of(d: Delivery, trace_id: str | None) -> dict[str, Any]:
+    """The :data:`LOG_KEYS` of a record's lines (put on the logger with
+    :func:`~jobframework.telemetry.put_log_keys`, for as long as the record is handled)."""
+    env = d.envelope
+    return {
+        "job_id": env.id if env else None,
+        "job_type": env.type if env else None,
+        "job_key": env.key if env else None,
+        "attempt": d.attempt,
+        "trace_id": trace_id,
+    }
+
+
 @contextmanager
 def refusal_logged(d: Delivery, reason: Reason, error: str, logger_: logging.Logger) -> Iterator[None]:
     """Log (through ``logger_``, the consumer's) a dead letter of a record refused before its job ran,
     at WARNING, with the keys and the wording of every other dead letter's line."""
-    from jobframework.telemetry import job_logger
+    from jobframework.telemetry import job_logger, put_log_keys, reset_log_keys
     from jobframework.tracing import extract
 
-    env, logger = d.envelope, job_logger()
-    logger.thread_safe_append_keys(
-        job_id=env.id if env else None,
-        job_type=env.type if env else None,
-        job_key=env.key if env else None,
-        attempt=d.attempt,
-        trace_id=extract(d.record, env.traceparent if env else None).trace_id,
-    )
+    env = d.envelope
+    job_logger()  # (routes the consumer's records through the job logger's handler, with its keys)
+    token = put_log_keys(log_keys_of(d, extract(d.record, env.traceparent if env else None).trace_id))
     try:
         logger_.warning(
             "job %s (%s) dead-lettered (%s) after attempt %d: %s",
@@ -201,7 +209,7 @@ def refusal_logged(d: Delivery, reason: Reason, error: str, logger_: logging.Log
         )
         yield
     finally:
-        logger.thread_safe_remove_keys(LOG_KEYS)
+        reset_log_keys(token)
 
 
 def identified_records(records: list[Any]) -> list[dict[str, Any]]:

@@ -34,6 +34,7 @@ from jobframework.delivery import (
     Unavailable,
     describe,
     job_context_of,
+    log_keys_of,
     queue_wait_ms_of,
 )
 from jobframework.envelope import parse_body
@@ -61,7 +62,7 @@ from jobframework.retry import Action, Reason, classify, visibility_delay
 from jobframework.running import call
 from jobframework.state import JobState, summarize
 from jobframework.stores.key_records import claims_key
-from jobframework.telemetry import job_logger, log_keys_context
+from jobframework.telemetry import job_logger, put_log_keys, reset_log_keys
 from jobframework.tracing import extract, job_span
 from jobframework.verdict import Kind, Verdict, returned
 
@@ -139,28 +140,18 @@ class Pipeline:
         trace = extract(d.record, env.traceparent)
         # The job's keys on every log line from here, the gates' too (a cancel, a debounce, a limit);
         # reset by execute() once it ran, or now when a gate stops the record.
-        keys = batch.log_keys or log_keys_context()
-        token = keys.set(
-            {
-                **keys.get(),
-                "job_id": env.id,
-                "job_type": env.type,
-                "job_key": env.key,
-                "attempt": d.attempt,
-                "trace_id": trace.trace_id,
-            }
-        )
+        token = put_log_keys(log_keys_of(d, trace.trace_id), batch.log_keys)
         admitted = Admitted(d, job, payload, context, batch, trace, token)
         try:
             for gate in self.gates:
                 verdict = gate(admitted, c)
                 if verdict is not None:
-                    keys.reset(token)
+                    reset_log_keys(token, batch.log_keys)
                     return verdict
             if batch.budget is not None and is_first_attempt(d.record):
                 batch.budget.first_attempt(d.source)
         except BaseException:
-            keys.reset(token)
+            reset_log_keys(token, batch.log_keys)
             raise
         return admitted
 
@@ -232,7 +223,7 @@ class Pipeline:
             return self.failed(d, job, exc, (time.perf_counter() - started) * 1000, batch)
         finally:
             if admitted.log_token is not None:  # (set by admit(), with the job's keys)
-                (batch.log_keys or log_keys_context()).reset(admitted.log_token)
+                reset_log_keys(admitted.log_token, batch.log_keys)
             if time.perf_counter() - started > job.timeout:
                 d.events.append("Overrun")
         elapsed_ms = (time.perf_counter() - started) * 1000

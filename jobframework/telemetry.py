@@ -22,7 +22,7 @@ from jobframework.delivery import Outcome
 from jobframework.emf import COUNT, MILLISECONDS, write_emf
 
 if TYPE_CHECKING:
-    from contextvars import ContextVar
+    from contextvars import ContextVar, Token
 
     from aws_lambda_powertools import Logger
 
@@ -78,6 +78,19 @@ def log_keys_context() -> ContextVar[dict[str, Any]]:
     from aws_lambda_powertools.logging.formatter import THREAD_LOCAL_KEYS
 
     return THREAD_LOCAL_KEYS
+
+
+def put_log_keys(keys: dict[str, Any], context: ContextVar[dict[str, Any]] | None = None) -> Token[Any]:
+    """Add ``keys`` to every job-logger line of this context until :func:`reset_log_keys` with the
+    token (``context``: :func:`log_keys_context`, when the caller looked it up already)."""
+    var = context or log_keys_context()
+    return var.set({**var.get(), **keys})
+
+
+def reset_log_keys(token: Token[Any], context: ContextVar[dict[str, Any]] | None = None) -> None:
+    """Back to the keys before :func:`put_log_keys` gave ``token``; keys a job appended meanwhile
+    (``thread_safe_append_keys``) go too."""
+    (context or log_keys_context()).reset(token)
 
 
 def _route_framework_records(handler: logging.Handler, level: int, service: str) -> None:

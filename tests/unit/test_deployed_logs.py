@@ -106,7 +106,7 @@ def test_a_line_a_gate_logs_carries_the_jobs_keys():
 BATCH_SCRIPT = """
 from pydantic import BaseModel
 from jobframework.envelope import Envelope
-from jobframework.jobs import BatchOptions, JobRegistry, job
+from jobframework.jobs import BatchOptions, JobContext, JobRegistry, job
 from jobframework.testing import FakeLambdaContext, in_memory_consumer, sqs_event
 
 
@@ -118,7 +118,9 @@ registry = JobRegistry()
 
 
 @job("mail.bulk", registry=registry, batch=BatchOptions(max_size=10))
-def bulk(mails: list[Mail]) -> list[object]:
+def bulk(mails: list[Mail], ctx: JobContext) -> list[object]:
+    ctx.logger.thread_safe_append_keys(smtp_host="mx-1")
+    ctx.logger.warning("sending %d", len(mails))
     return [ConnectionError("smtp down") if m.to == "bad" else None for m in mails]
 
 
@@ -143,6 +145,10 @@ def test_a_batched_items_failure_is_logged_with_that_items_keys():
     assert failed["trace_id"] and failed["attempt"] == 1, failed
     after = [json.loads(line) for line in lines[at + 1 :] if line.startswith("{")]
     assert all("job_id" not in line for line in after), after  # removed once the item's verdict is in
+    sending = next(json.loads(line) for line in lines if "sending 2" in line)
+    assert sending["job_type"] == "mail.bulk" and sending["batch_size"] == 2, sending
+    assert sending["smtp_host"] == "mx-1"  # the job's own key, on its own lines only:
+    assert "smtp_host" not in failed and all("smtp_host" not in line for line in after), failed
 
 
 APPENDED_SCRIPT = """
