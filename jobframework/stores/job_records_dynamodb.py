@@ -134,13 +134,7 @@ class DynamoJobRecords:
 
     def get_status(self, job_id: str) -> JobStatus | None:
         """One consistent ``Query`` reads the job's two items together."""
-        items = self.client.query(
-            TableName=self.table,
-            KeyConditionExpression="pk = :pk",
-            ExpressionAttributeValues={":pk": {"S": f"job#{job_id}"}},
-            ConsistentRead=True,
-        ).get("Items", [])
-        by_sk = {item["sk"]["S"]: from_item(item) for item in items}
+        by_sk = {sk: from_item(item) for sk, item in self._items(job_id).items()}
         now = time.time()
         status = merged_status(job_id, by_sk.get("status"), by_sk.get(FLOW_SK, {}), now)
         if (
@@ -191,15 +185,22 @@ class DynamoJobRecords:
         return "cancelled_at" in item
 
     def start_check(self, job_id: str) -> StartCheck:
-        items = self.client.query(
-            TableName=self.table,
-            KeyConditionExpression="pk = :pk",
-            ExpressionAttributeValues={":pk": {"S": f"job#{job_id}"}},
-            ProjectionExpression="sk, cancelled_at",
-            ConsistentRead=True,
-        ).get("Items", [])
-        by_sk = {item["sk"]["S"]: item for item in items}
+        by_sk = self._items(job_id, projection="sk, cancelled_at")
         return StartCheck("cancelled_at" in by_sk.get(FLOW_SK, {}), "status" in by_sk)
+
+    def _items(self, job_id: str, projection: str | None = None) -> dict[str, dict[str, Any]]:
+        """The job's items (its status and its flow record) by sort key, in one consistent ``Query``
+        (DynamoDB's form; ``projection``: only those attributes)."""
+        request: dict[str, Any] = {
+            "TableName": self.table,
+            "KeyConditionExpression": "pk = :pk",
+            "ExpressionAttributeValues": {":pk": {"S": f"job#{job_id}"}},
+            "ConsistentRead": True,
+        }
+        if projection is not None:
+            request["ProjectionExpression"] = projection
+        items = self.client.query(**request).get("Items", [])
+        return {item["sk"]["S"]: item for item in items}
 
     def mark_cancelled(self, job_id: str, now: float, *, keep_until: float = 0) -> StartClaim:
         item = self.client.update_item(
