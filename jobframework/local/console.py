@@ -165,7 +165,7 @@ def outcome_text(keys: dict[str, Any]) -> str:
     else:
         parts.append(f"attempt {keys.get('attempt') or 1}")
     if duration is not None:
-        parts.append(f"{duration:,.0f} ms")
+        parts.append(duration_text(duration))
     detail = [str(d) for d in (keys.get("reason"), keys.get("error")) if d]
     if detail:
         parts.append(": ".join(detail))
@@ -329,3 +329,19 @@ def install(*, json_logs: bool, every_handback: bool = False) -> Listener:
         if not every_handback:
             handler.addFilter(QuietHandBacks())
     return outcome_listener()
+
+
+def duration_text(ms: float) -> str:
+    """A job's run time for an outcome line: whole milliseconds, tenths under one (a batched job's
+    items share its call's time, often under 1 ms each: they read ``0 ms``).
+
+    Example:
+        >>> duration_text(1234.5), duration_text(7.24), duration_text(0.2), duration_text(0.01)
+        ('1,234 ms', '7 ms', '0.2 ms', '<0.1 ms')
+    """
+    if ms < 0.05:
+        return "<0.1 ms"
+    if ms < 1:
+        return f"{ms:.1f} ms"
+    return f"{ms:,.0f} ms"
+

@@ -302,7 +302,7 @@ class LocalScheduler:
             {
                 "job": e.spec.job,
                 "expression": e.spec.expression,
-                "next": e.next_slot.isoformat() if e.next_slot else None,
+                "next": e.next_slot.isoformat(timespec="seconds") if e.next_slot else None,
             }
             for e in self.entries
         ]

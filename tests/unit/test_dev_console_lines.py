@@ -1,0 +1,47 @@
+"""What ``jf dev`` prints: outcome lines a person reads at a glance, and each schedule's next firing."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from jobframework.jobs import Priority
+from jobframework.local.console import outcome_text
+from jobframework.local.scheduler import LocalScheduler
+from jobframework.topology import ScheduleSpec
+
+
+def test_a_batched_items_share_of_a_quick_call_is_not_printed_as_0_ms():
+    """A batched job's items each get their call's time over their number: ten items of a 2 ms call
+    printed "0 ms" each, as if the job had not run."""
+    line = outcome_text(
+        {
+            "outcome": "succeeded",
+            "job_type": "mail.bulk",
+            "job_id": "j-1",
+            "priority": "default",
+            "attempt": 1,
+            "duration_ms": 0.2,
+        }
+    )
+    assert line.endswith("attempt 1  0.2 ms"), line
+    tiny = outcome_text(
+        {"outcome": "succeeded", "job_type": "mail.bulk", "job_id": "j-2", "duration_ms": 0.0}
+    )
+    assert tiny.endswith("<0.1 ms"), tiny
+
+
+def test_a_schedules_next_firing_is_shown_to_the_second():
+    """The banner's "next" of a rate schedule carried jf dev's start time's microseconds."""
+    spec = ScheduleSpec(
+        job="reports.daily",
+        name="reports-daily",
+        expression="rate(5 minutes)",
+        timezone="UTC",
+        payload={},
+        priority=Priority.DEFAULT,
+    )
+    started = datetime(2026, 12, 5, 12, 0, 0, 123456, tzinfo=UTC)
+    scheduler = LocalScheduler([spec], lambda spec, envelope: None, now=lambda: started)
+    assert scheduler.describe() == [
+        {"job": "reports.daily", "expression": "rate(5 minutes)", "next": "2026-12-05T12:05:00+00:00"}
+    ]
