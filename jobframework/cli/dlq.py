@@ -353,7 +353,12 @@ def dlq_redrive(  # noqa: PLR0917
             typer.echo(
                 f"redrove {result.moved} ({kinds}); {result.skipped} not matching; {result.failed} failed"
                 + (f"; {result.payload_missing} left: payload gone" if result.payload_missing else "")
-                + (f"; {result.later} dead-lettered since it started, left" if result.later else "")
+                + (
+                    f"; {result.later} arrived in the DLQ while it ran (a redriven job that failed again): "
+                    "left for the next redrive"
+                    if result.later
+                    else ""
+                )
             )
     if not result.matched and ids:  # named letters that are not there: a script must hear it
         raise CliError(

@@ -195,10 +195,12 @@ class Redrive:
         """Job ids this run took: a letter of one sent since the scan started is its job failing again."""
         for batch in scan:
             chosen: list[tuple[dict[str, Any], DeadLetter]] = []
+            considered = len(batch)
             for message in batch:
                 letter = DeadLetter.of(message)
                 if letter.job_id in taken and _sent_since(letter, scan.start):
                     result.later += 1  # (the scan's cutoff is to the second: this one came in it)
+                    considered -= 1  # (not one of the letters there at the start, which progress counts)
                     continue
                 full = limit is not None and result.matched + len(chosen) >= limit
                 if full or not selection.matches(letter, now):
@@ -216,7 +218,7 @@ class Redrive:
             else:
                 self._move(scan, chosen, default)
             if progress:
-                progress(len(batch))
+                progress(considered)
             if rate:
                 ahead = (result.matched if result.dry_run else result.moved) / rate - (
                     time.monotonic() - started

@@ -344,4 +344,3 @@ def duration_text(ms: float) -> str:
     if ms < 1:
         return f"{ms:.1f} ms"
     return f"{ms:,.0f} ms"
-

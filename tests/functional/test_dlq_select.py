@@ -34,13 +34,17 @@ def test_a_paced_redrive_of_jobs_that_fail_again_ends_and_leaves_the_new_letters
             failed_again.append(json.loads(entry["MessageBody"])["id"])
 
     sqs.meta.events.register("provide-client-params.sqs.SendMessageBatch", fail_again)
+    considered: list[int] = []
     try:
-        result = DeadLetters(jf_config, sqs, wait_time_seconds=0).redrive("default", rate=20)
+        result = DeadLetters(jf_config, sqs, wait_time_seconds=0).redrive(
+            "default", rate=20, progress=considered.append
+        )
     finally:
         sqs.meta.events.unregister("provide-client-params.sqs.SendMessageBatch", fail_again)
 
     assert result.moved == 5 and sorted(result.job_ids) == sorted(e.id for e in envs)
     assert result.later == 5  # said, and left for the next redrive
+    assert sum(considered) == 5  # the progress bar's count of the 5 there at the start (it read 10/5)
     assert sorted(failed_again) == sorted(e.id for e in envs)  # each redriven once
     assert len(receive_all(sqs, ep.url)) == 5
     left = [json.loads(m["Body"])["id"] for m in receive_all(sqs, ep.dlq_url)]
