@@ -17,11 +17,15 @@ mode in one way: ``"5"`` is not an integer.
 from __future__ import annotations
 
 import logging
+import re
 import threading
 from collections.abc import Callable
 from datetime import date, datetime, time
 from time import monotonic
 from typing import TYPE_CHECKING, Any
+
+from pydantic.json_schema import GenerateJsonSchema, JsonSchemaValue
+from pydantic_core import core_schema
 
 from jobframework.config import ENV_TOPOLOGY_PARAMETER, JobRoute, RuntimeConfig
 from jobframework.errors import ConfigurationError, EnqueueError, PayloadValidationError, UnknownJobError
@@ -108,8 +112,46 @@ def route_of(job: Job[Any], *, fifo: bool = False) -> JobRoute:
         dedup_window=job.dedup_window,
         track=job.track,
         retry_horizon=retry_horizon(job.retry),
-        payload_schema=compact_schema(job.payload_model.model_json_schema(mode="validation")),
+        payload_schema=compact_schema(
+            job.payload_model.model_json_schema(mode="validation", schema_generator=_CatalogSchema)
+        ),
     )
+
+
+URL_SCHEMES = "x-url-schemes"
+"""The schemes a URL field takes, beside the pattern that checks them (named in the refusal)."""
+
+
+def _scheme_pattern(schemes: list[str]) -> str:
+    """A portable (ECMA-262 and Python) pattern for a URL in one of ``schemes``, any case.
+
+    Example:
+        >>> _scheme_pattern(["http", "https"])
+        '^(?:[Hh][Tt][Tt][Pp]|[Hh][Tt][Tt][Pp][Ss]):'
+    """
+    cased = (
+        "".join(f"[{c.upper()}{c.lower()}]" if c.isalpha() else re.escape(c) for c in s) for s in schemes
+    )
+    return f"^(?:{'|'.join(cased)}):"
+
+
+class _CatalogSchema(GenerateJsonSchema):
+    """Pydantic's JSON Schema, with a URL type's allowed schemes as a pattern: ``format: uri`` alone
+    passed an ``ftp://`` value for an ``HttpUrl`` field, which the consumer's model then refused
+    (dead-lettered ``invalid-payload``); the producer now refuses it before sending."""
+
+    def url_schema(self, schema: core_schema.UrlSchema) -> JsonSchemaValue:
+        return self._schemes(super().url_schema(schema), schema.get("allowed_schemes"))
+
+    def multi_host_url_schema(self, schema: core_schema.MultiHostUrlSchema) -> JsonSchemaValue:
+        return self._schemes(super().multi_host_url_schema(schema), schema.get("allowed_schemes"))
+
+    @staticmethod
+    def _schemes(json_schema: JsonSchemaValue, schemes: list[str] | None) -> JsonSchemaValue:
+        if schemes and "pattern" not in json_schema:
+            json_schema["pattern"] = _scheme_pattern(schemes)
+            json_schema[URL_SCHEMES] = list(schemes)  # (for the error: a JSON Schema validator ignores it)
+        return json_schema
 
 
 def _formats(schema: Any, found: set[str]) -> set[str]:
@@ -271,6 +313,9 @@ class RoutedJob:
             missing = [f for f in exc.rule_definition if not isinstance(present, dict) or f not in present]
             return "; ".join(f"{where + '.' if where else ''}{f}: Field required" for f in missing)
         message = str(exc.message).removeprefix(str(exc.name or "data")).strip()
+        schemes = exc.definition.get(URL_SCHEMES) if isinstance(exc.definition, dict) else None
+        if exc.rule == "pattern" and isinstance(schemes, list):
+            message = f"must be a URL whose scheme is {' or '.join(map(str, schemes))}"
         return f"{where or 'payload'}: {message}"
 
     def key_for(self, payload: dict[str, Any]) -> str | None:
