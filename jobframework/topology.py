@@ -15,7 +15,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from jobframework.attempts import fifo_receive_limit, receive_limit
-from jobframework.catalog import route_of
+from jobframework.catalog_schema import route_of
 from jobframework.config import (
     ENV_DLQ_URL,
     ENV_ENDPOINT_URL,

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 from pydantic import AnyUrl, BaseModel, HttpUrl, ValidationError
 
-from jobframework.catalog import RoutedJob, route_of
+from jobframework.catalog import RoutedJob
+from jobframework.catalog_schema import route_of
 from jobframework.config import JobRoute
 from jobframework.errors import PayloadValidationError
 from jobframework.jobs import JobRegistry, job

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from pydantic import BaseModel
 
-from jobframework.catalog import route_of
+from jobframework.catalog_schema import route_of
 from jobframework.errors import ConfigurationError
 from jobframework.jobs import BatchOptions, JobRegistry, is_fifo_lane, job, lane_profile
 from jobframework.topology import Topology, TopologySettings
