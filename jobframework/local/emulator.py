@@ -40,7 +40,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from jobframework.envelope import lambda_record
-from jobframework.local.batch_response import failed_ids
+from jobframework.local.batch_response import delete_settled, failed_ids
 from jobframework.local.context import LocalLambdaContext as EmulatorContext
 from jobframework.local.fair import FairBuffer
 from jobframework.local.pollers import (
@@ -383,7 +383,7 @@ class Emulator:
                 poller.timeout,
             )
         done = [mid for mid in by_id if mid not in failed]
-        deleted = self._delete(poller, [by_id[mid] for mid in done])
+        deleted = delete_settled(self.sqs, poller.url, [by_id[mid] for mid in done])
         with self._lock:
             self.stats.batches += 1
             self.stats.records += len(messages)
@@ -391,26 +391,4 @@ class Emulator:
             self.stats.failed += len(failed)
             key = poller.name
             self.stats.by_priority[key] = self.stats.by_priority.get(key, 0) + len(messages)
-        return deleted
-
-    def _delete(self, poller: QueuePoller, messages: list[dict[str, Any]]) -> list[str]:
-        deleted: list[str] = []
-        for start in range(0, len(messages), SQS_MAX_RECEIVE):
-            chunk = messages[start : start + SQS_MAX_RECEIVE]
-            try:
-                response = self.sqs.delete_message_batch(
-                    QueueUrl=poller.url,
-                    Entries=[
-                        {"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(chunk)
-                    ],
-                )
-            except Exception:
-                log.warning(
-                    "DeleteMessageBatch on %s failed; the records reappear", poller.url, exc_info=True
-                )
-                continue
-            for ok in response.get("Successful", []):
-                deleted.append(chunk[int(ok["Id"])]["MessageId"])
-            for bad in response.get("Failed", []):
-                log.warning("deleting %s failed: %s", chunk[int(bad["Id"])]["MessageId"], bad.get("Message"))
         return deleted
