@@ -15,20 +15,17 @@ import os
 import time
 import uuid
 from collections.abc import Iterator, Sequence
-from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 import pytest
-from pydantic import BaseModel
 
 from jobframework.envelope import Envelope, lambda_record, string_attribute
-from jobframework.jobs import Job, JobContext, JobRegistry
+from jobframework.inline import run_inline
+from jobframework.jobs import JobRegistry
 from jobframework.local.context import LocalLambdaContext
-from jobframework.running import call
 from jobframework.settler import Settler
 from jobframework.stores.job_records import InMemoryJobRecords
 from jobframework.topology import RuntimeConfig, Topology, TopologySettings
-from jobframework.tracing import new_trace
 from jobframework.verdict import Kind, Verdict
 
 if TYPE_CHECKING:
@@ -225,82 +222,6 @@ def _needs_sqs(v: Verdict, handler: Consumer) -> str:
     )
 
 
-def run_inline(
-    job: Job[Any],
-    payload: BaseModel | dict[str, Any] | Sequence[BaseModel | dict[str, Any]],
-    *,
-    attempt: int = 1,
-    key: str | None = None,
-    timeout: float | None = None,
-    job_id: str | None = None,
-    payload_version: int | None = None,
-) -> Any:
-    """Run a job in-process as the consumer would (payload upgraded and validated, a real
-    ``JobContext``).
-
-    Args:
-        job: the job (what ``@job`` returned).
-        payload: its model, or a dict validated against it (pydantic ``ValidationError`` otherwise);
-            for a batched job (``batch=``), a list of them, which it is called with at once.
-        payload_version: the version of a dict ``payload`` (default the job's ``version``): an older
-            one goes through the job's ``upgrade=`` steps first, as the consumer's would
-            (``PayloadVersionError`` when they cannot take it).
-        attempt: ``ctx.attempt`` (``ctx.is_last_attempt`` when it is the job's ``max_attempts``).
-        key: ``ctx.key``; the job's ``key=`` function's, else the job id, when ``None``.
-        timeout: seconds of the fake Lambda invocation (``ctx.remaining_time``); the job's timeout + 5.
-        job_id: ``ctx.job_id``; a new UUIDv7 when ``None``.
-
-    Returns what the job returns (an ``async def`` job is awaited; a batched job's one outcome per
-    payload, values and exception instances alike); its exceptions propagate, so a test can assert on
-    them. Nothing touches AWS: no queue, no idempotency record, no status.
-    """
-    if job.batch is not None:
-        if isinstance(payload, BaseModel | dict | str) or not isinstance(payload, Sequence) or not payload:
-            raise TypeError(
-                f"{job.name} is a batched job: pass a non-empty list of payloads, e.g. "
-                f"run_inline({job.fn.__name__}, [{job.payload_model.__name__}(...), ...])"
-            )
-        models = [_inline_payload(job, p, payload_version) for p in payload]
-    elif isinstance(payload, BaseModel | dict):
-        models = [_inline_payload(job, payload, payload_version)]
-    else:
-        raise TypeError(
-            f"{job.name} takes one payload (its {job.payload_model.__name__} model, or a dict), not a list"
-        )
-    model = models[0]
-    trace = new_trace()
-    context = FakeLambdaContext(timeout or job.timeout + 5)
-    env = Envelope.new(job.name, model.model_dump(mode="json"), key=key or job.key_for(model), job_id=job_id)
-    ctx = JobContext(
-        job_id=env.id,
-        job_type=job.name,
-        key=env.key,
-        attempt=attempt,
-        max_attempts=job.retry.max_attempts,
-        priority=job.priority,
-        enqueued_at=datetime.now(UTC),
-        trace_id=trace.trace_id,
-        traceparent=trace.traceparent,
-        _remaining=lambda: context.get_remaining_time_in_millis() / 1000,
-    )
-    # An async def job is awaited, as the consumer awaits it; a batched one gets the list, and its
-    # outcomes are checked as the consumer checks them.
-    if job.batch is not None:
-        from jobframework.batched import checked_outcomes
-
-        return checked_outcomes(job, call(job, models, ctx), len(models))
-    return call(job, model, ctx)
-
-
-def _inline_payload(job: Job[Any], payload: BaseModel | dict[str, Any], version: int | None) -> Any:
-    """One payload of :func:`run_inline`, upgraded from ``version`` first and validated."""
-    if version is not None and version != job.version:
-        if not isinstance(payload, dict):
-            raise TypeError("payload_version= upgrades a payload given as a dict (an old version's data)")
-        payload = job.upgrade(payload, version)
-    return job.validate(payload)
-
-
 def provision_fresh(
     endpoint_url: str, registry: JobRegistry | None = None, settings: TopologySettings | None = None
 ) -> tuple[Topology, RuntimeConfig]:
@@ -413,3 +334,19 @@ def consume_once(
             Entries=[{"Id": str(n), "ReceiptHandle": r["receiptHandle"]} for n, r in enumerate(done)],
         )
     return records, response
+
+
+__all__ = [
+    "DEFAULT_QUEUE_ARN",
+    "NOWHERE",
+    "FakeLambdaContext",
+    "consume_once",
+    "in_memory_consumer",
+    "jf_aws",
+    "jf_config",
+    "provision_fresh",
+    "receive_all",
+    "run_inline",  # (from jobframework.inline)
+    "sqs_event",
+    "sqs_record",
+]
