@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from aws_cdk import Environment, Stack
+from aws_cdk import Annotations, Environment, Stack
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_ecs as ecs
 from aws_cdk import aws_iam as iam
@@ -41,7 +41,7 @@ from jobframework.cdk.workers import RUNTIME
 from jobframework.errors import ConfigurationError
 from jobframework.jobs import JobRegistry
 from jobframework.jobs import registry as default_registry
-from jobframework.modules import import_job_modules
+from jobframework.modules import import_job_modules, unlisted_job_modules
 from jobframework.topology import Topology, TopologySettings
 
 DEFAULT_STAGE = "dev"
@@ -131,6 +131,7 @@ class JobFramework(JobResources):
                 'e.g. job_modules=["mysvc.jobs"]'
             )
         root = Path(code_root if code_root is not None else os.getcwd()).resolve()
+        imported = topology is None  # (the job modules are imported here to derive it)
         topology = topology or _topology(
             modules, root, stage=stage, app_name=app_name, settings=settings, registry=registry
         )
@@ -193,6 +194,13 @@ class JobFramework(JobResources):
             outputs=outputs,
             reserve_concurrency=reserve_concurrency,
         )
+        for module in unlisted_job_modules(root, shipped, modules) if imported else ():
+            Annotations.of(self).add_warning_v2(
+                "jobframework:job-modules",
+                f"module {module} applies @job but is not in job_modules= (nor imported by a module "
+                "there): the deployed consumer does not know its jobs and dead-letters them unknown-type; "
+                "add it to job_modules=",
+            )
 
 
 class JobFrameworkStack(Stack):

@@ -84,6 +84,27 @@ def test_a_stage_that_is_neither_dev_nor_prod_is_warned_to_get_devs_settings(tmp
     assert not Annotations.from_stack(prod).find_warning("*", Match.string_like_regexp("gets dev's"))
 
 
+def test_a_module_that_declares_jobs_but_is_not_in_job_modules_is_warned_at_synth(tmp_path):
+    """A team added reports.py beside jobs.py and deployed: the consumer loaded only job_modules= and
+    dead-lettered every report job unknown-type. A module imported by a listed one is loaded too."""
+    from aws_cdk.assertions import Annotations
+
+    package, registry = _project(tmp_path / "src")
+    job = (
+        "from pydantic import BaseModel\nfrom jobframework import JobRegistry, job\n\n"
+        '@job("{name}", registry=JobRegistry())\ndef run(p: BaseModel) -> None: ...\n'
+    )
+    (tmp_path / "src" / package / "reports.py").write_text(job.format(name=f"{package}.report"))
+    (tmp_path / "src" / package / "audits.py").write_text(job.format(name=f"{package}.audit"))
+    importlib.import_module(f"{package}.audits")  # as a listed module importing it would
+    stack = Stack(App(), "S")
+    _framework(stack, tmp_path / "src", package, registry, requirements=())
+    warned = Annotations.from_stack(stack).find_warning("*", Match.string_like_regexp("job_modules="))
+    texts = [str(w.entry.data) for w in warned]
+    assert len(texts) == 1 and f"module {package}.reports applies @job but is not in job_modules=" in texts[0]
+    assert "dead-letters them unknown-type; add it to job_modules=" in texts[0]
+
+
 def test_job_modules_given_as_one_string_are_module_names_not_letters(tmp_path):
     """A string is a sequence too: ``job_modules="shop.jobs"`` was read as the modules 's', 'h', ..."""
     package, registry = _project(tmp_path / "src")
