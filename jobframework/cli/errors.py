@@ -68,6 +68,11 @@ def one_line(text: str) -> str:
     return " ".join(str(text).split())
 
 
+def _without_pydantic_prefix(message: str) -> str:
+    """Typer checks a choice with pydantic, whose words start ``Value error, ``: not ours to show."""
+    return message.replace(": Value error, ", ": ")
+
+
 class JfGroup(TyperGroup):
     """Typer's group with one-line errors and stable exit codes instead of panels and tracebacks."""
 
@@ -89,7 +94,7 @@ class JfGroup(TyperGroup):
             if name in ROOT_OPTIONS and exc.ctx is not None and exc.ctx.parent is not None:
                 command = exc.ctx.command_path.partition(" ")[2]
                 hint = f"; {name} is an option of jf itself: put it first (jf {name} ... {command})"
-            _fail(one_line(exc.format_message()) + hint, EXIT_USAGE)
+            _fail(_without_pydantic_prefix(one_line(exc.format_message())) + hint, EXIT_USAGE)
         except ClickAbort:
             _fail("interrupted", EXIT_INTERRUPTED)
         except KeyboardInterrupt:

@@ -135,6 +135,13 @@ def test_enqueue_takes_delays_up_to_a_year_as_the_client_does():
     assert bad.exit_code == 2 and "'soon' is not a duration" in bad.output  # (it was pydantic's words)
 
 
+def test_an_unknown_priority_names_the_priorities_in_our_words():
+    result = invoke(["enqueue", "reports.generate", "{}", "--priority", "urgent"])
+    assert result.exit_code == 2
+    assert "Invalid value for '--priority': 'urgent' is not one of 'critical', 'high'" in result.stderr
+    assert "Value error" not in result.stderr  # (pydantic's prefix, through typer)
+
+
 def _start_dev(tmp_path: Path, port: int) -> tuple[subprocess.Popen[str], dict[str, str]]:
     (tmp_path / "mysvc_jobs.py").write_text(JOB_MODULE)
     base = {k: v for k, v in os.environ.items() if not k.startswith(("JF_", "AWS_"))}
