@@ -12,7 +12,7 @@ Options are keyword-only and checked when the decorator is applied
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
@@ -34,7 +34,7 @@ from jobframework.core import (
     lane_sort_key,
     parse_priority,
 )
-from jobframework.errors import DuplicateJobError, PayloadVersionError, UnknownJobError
+from jobframework.errors import PayloadVersionError
 from jobframework.flow.options import FlowOptions
 from jobframework.job_options import (
     BatchOptions,
@@ -43,6 +43,7 @@ from jobframework.job_options import (
     checked_options,
     payload_model_of,
 )
+from jobframework.registry import JobRegistry
 from jobframework.retry import RetryPolicy
 from jobframework.running import check_runnable
 from jobframework.validation import validation_problems
@@ -148,10 +149,19 @@ class Job(Generic[P]):
         return self.flow.ordered_by is not None
 
     def __call__(self, payload: P, ctx: JobContext | None = None) -> Any:
-        """Call the function directly (no queue): ``ctx`` is required if the job takes one."""
-        if self.takes_context:
-            return self.fn(payload, ctx)
-        return self.fn(payload)
+        """Call the function directly (no queue): ``ctx`` is required if the job takes one.
+
+        Raises:
+            TypeError: the job takes a context and none was given (``run_inline`` makes one).
+        """
+        if not self.takes_context:
+            return self.fn(payload)
+        if ctx is None:
+            raise TypeError(
+                f"{self.name} takes a JobContext: pass one ({self.fn.__name__}(payload, ctx)), or run it "
+                f"as the consumer does with jobframework.testing.run_inline({self.fn.__name__}, payload)"
+            )
+        return self.fn(payload, ctx)
 
     def validate(self, payload: P | dict[str, Any]) -> P:
         """The payload as the job's model; raises pydantic ``ValidationError``."""
@@ -224,47 +234,6 @@ class Job(Generic[P]):
         from jobframework.client import default_client
 
         return (client or default_client()).enqueue_many([self.request(p, **options) for p in payloads])
-
-
-class JobRegistry:
-    """Jobs by name. The consumer runs only registered jobs."""
-
-    registrations = 0
-    """Jobs registered in any registry of this process (a module that registers none is warned of)."""
-
-    def __init__(self) -> None:
-        self._jobs: dict[str, Job[Any]] = {}
-
-    def register(self, job_: Job[Any]) -> None:
-        existing = self._jobs.get(job_.name)
-        if existing is not None and existing.fn is not job_.fn:
-            raise DuplicateJobError(
-                f"a job named {job_.name!r} is already registered by "
-                f"{existing.fn.__module__}.{existing.fn.__qualname__}; job names must be unique"
-            )
-        self._jobs[job_.name] = job_
-        JobRegistry.registrations += 1
-
-    def get(self, name: str) -> Job[Any]:
-        try:
-            return self._jobs[name]
-        except KeyError:
-            raise UnknownJobError(f"no job named {name!r} is registered") from None
-
-    def find(self, name: str) -> Job[Any] | None:
-        return self._jobs.get(name)
-
-    def __contains__(self, name: object) -> bool:
-        return name in self._jobs
-
-    def __iter__(self) -> Iterator[Job[Any]]:
-        return iter(sorted(self._jobs.values(), key=lambda j: j.name))
-
-    def __len__(self) -> int:
-        return len(self._jobs)
-
-    def clear(self) -> None:
-        self._jobs.clear()
 
 
 registry = JobRegistry()

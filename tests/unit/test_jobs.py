@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import re
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -123,6 +123,28 @@ def test_a_job_without_context_is_called_with_the_payload_only(reg):
 
     assert not count.takes_context
     assert run_inline(count, Order(order_id="1", amount=3)) == 3
+
+
+def test_calling_a_job_that_takes_a_context_without_one_says_to_pass_it_or_run_it_inline(reg):
+    @job("orders.ship", registry=reg)
+    def ship(order: Order, ctx: JobContext) -> str:
+        return f"{order.order_id} by {ctx.job_id}"
+
+    with pytest.raises(
+        TypeError, match=r"orders\.ship takes a JobContext: pass one \(ship\(payload, ctx\)\)"
+    ):
+        ship(Order(order_id="1"))  # (the function saw ctx=None: AttributeError in the user's code)
+    assert run_inline(ship, Order(order_id="1"), job_id="j-1") == "1 by j-1"
+    ctx = JobContext(
+        job_id="j-2",
+        job_type="orders.ship",
+        key="j-2",
+        attempt=1,
+        max_attempts=3,
+        priority=Priority.DEFAULT,
+        enqueued_at=datetime.now(UTC),
+    )
+    assert ship(Order(order_id="2"), ctx) == "2 by j-2"
 
 
 @pytest.mark.parametrize(
