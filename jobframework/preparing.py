@@ -10,10 +10,12 @@ with :class:`~jobframework.sender.Sender`.
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ValidationError
+from pydantic_core import PydanticSerializationError
 
 from jobframework import envelope as wire
 from jobframework.config import RuntimeConfig
@@ -56,7 +58,7 @@ def payload_data(
         PayloadValidationError: it does not match the job's model (or its catalog schema).
     """
     if not isinstance(job, Job):
-        return job.validate(payload), None
+        return _sendable(job.name, lambda: job.validate(payload)), None
     try:
         model = job.validate(payload)
     except ValidationError as exc:
@@ -70,7 +72,44 @@ def payload_data(
         check_limit_keys(job, model)  # (a consumer would dead-letter it: no limit could hold it)
     except ValueError as exc:
         raise PayloadValidationError(f"payload for {job.name} fits no limit: {exc}") from exc
-    return model.model_dump(mode="json"), job.key_for(model)
+    return _sendable(job.name, lambda: model.model_dump(mode="json")), job.key_for(model)
+
+
+def _sendable(name: str, dump: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+    """The payload as JSON data, or a :class:`PayloadValidationError` saying why it cannot be sent."""
+    try:
+        data = dump()
+    except UnicodeDecodeError as exc:
+        raise PayloadValidationError(
+            f"payload for {name} has bytes that are not UTF-8 text ({exc.reason}): JSON carries text; "
+            "send binary data as base64 in a str field, or store it (S3) and send its key"
+        ) from exc
+    except PydanticSerializationError as exc:
+        raise PayloadValidationError(f"payload for {name} cannot be sent as JSON: {exc}") from exc
+    where = _non_finite(data)
+    if where is not None:
+        raise PayloadValidationError(
+            f"payload for {name}: {where[0]} is {where[1]}, which JSON cannot carry (it would arrive as "
+            "null); send null or a number"
+        )
+    return data
+
+
+def _non_finite(data: Any, path: str = "") -> tuple[str, float] | None:
+    """The first NaN or infinite float in JSON data, with its path (``items[2].price``)."""
+    if isinstance(data, float):
+        return None if math.isfinite(data) else (path or "the payload", data)
+    if isinstance(data, dict):
+        items: Any = ((f"{path}.{k}" if path else str(k), v) for k, v in data.items())
+    elif isinstance(data, list):
+        items = ((f"{path}[{i}]", v) for i, v in enumerate(data))
+    else:
+        return None
+    for where, value in items:
+        found = _non_finite(value, where)
+        if found is not None:
+            return found
+    return None
 
 
 class Preparer:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import time
+from typing import Any
 
 import pytest
 from pydantic import BaseModel
@@ -15,6 +16,7 @@ from jobframework.errors import (
     PayloadValidationError,
     UnknownJobError,
 )
+from jobframework.jobs import JobRegistry, job
 from jobframework.testing import receive_all
 
 from .jobs_under_test import Work, ok
@@ -61,6 +63,41 @@ def test_a_bad_payload_is_a_clear_value_error_and_nothing_is_sent(rt):
             ]
         )
     assert bodies(rt, "high") == []  # not even the valid one of the batch
+
+
+class Upload(BaseModel):
+    name: str
+    data: bytes = b""
+    extra: Any = None
+    size: float = 0.0
+    rows: list[list[float]] = []
+
+
+@job("t.upload", registry=JobRegistry())  # (a registry of its own: rt's stays as it is)
+def upload(u: Upload) -> None:
+    """Takes what JSON cannot carry."""
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        ({"data": b"\xff\xfe"}, r"bytes that are not UTF-8 text .*send binary data as base64"),
+        ({"extra": object()}, r"cannot be sent as JSON: Unable to serialize unknown type"),
+        (
+            {"size": float("nan")},
+            r"t\.upload: size is nan, which JSON cannot carry \(it would arrive as null\)",
+        ),
+        ({"rows": [[1.0], [2.0, float("-inf")]]}, r"rows\[1\]\[1\] is -inf"),
+    ],
+)
+def test_a_payload_json_cannot_carry_is_a_payload_validation_error_and_nothing_is_sent(rt, fields, message):
+    # (the 202 handler of the README catches ValueError: these were UnicodeDecodeError, pydantic's
+    # serialization error, and for NaN a job dead-lettered invalid-payload when its null arrived)
+    for payload in (Upload(name="a", **fields), {"name": "a", **fields}):
+        with pytest.raises(PayloadValidationError, match=message):
+            rt.client.enqueue(upload, payload)
+    assert rt.client.enqueue(upload, Upload(name="fine", data=b"text", size=1.5)).ok
+    assert [b["payload"]["name"] for b in bodies(rt, "default")] == ["fine"]
 
 
 def test_an_unknown_job_names_the_known_ones(rt):
