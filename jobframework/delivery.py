@@ -171,13 +171,10 @@ class Delivery:
         )
 
 
-LOG_KEYS = ["job_id", "job_type", "job_key", "attempt", "trace_id"]
-"""The keys the consumer's log lines about a job carry (a console formatter reads them)."""
-
-
 def log_keys_of(d: Delivery, trace_id: str | None) -> dict[str, Any]:
-    """The :data:`LOG_KEYS` of a record's lines (put on the logger with
-    :func:`~jobframework.telemetry.put_log_keys`, for as long as the record is handled)."""
+    """The keys the consumer's lines about a record carry (``job_id``, ``job_type``, ``job_key``,
+    ``attempt``, ``trace_id``: put on the logger with :func:`~jobframework.telemetry.put_log_keys`
+    for as long as the record is handled; the console formatter reads them)."""
     env = d.envelope
     return {
         "job_id": env.id if env else None,

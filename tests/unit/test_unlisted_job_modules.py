@@ -1,5 +1,5 @@
 """Synth warns of a module that declares jobs the deployed consumer will not load: which modules those
-are (``modules.unlisted_job_modules``)."""
+are (``cdk.job_modules.unlisted_job_modules``)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import sys
 import types
 from pathlib import Path
 
-from jobframework.modules import unlisted_job_modules
+from jobframework.cdk.job_modules import unlisted_job_modules
 
 JOB = 'from jobframework import job\n\n\n@job("{name}")\ndef run(p) -> None: ...\n'
 
