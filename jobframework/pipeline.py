@@ -359,13 +359,13 @@ class _Held:
     runs for every record). The heartbeat watches it and makes its :class:`~jobframework.heartbeat.Hold`
     only when a beat would be due (:meth:`hold`): a job that ends before, as most do, never has one."""
 
-    __slots__ = ("batch", "consumer", "delivery", "job", "key", "started")
+    __slots__ = ("batch", "consumer", "delivery", "job", "key", "lapses_at", "started")
 
     def __init__(self, consumer: Consumer, d: Delivery, job: Job[Any], batch: Batch) -> None:
         self.consumer, self.delivery, self.job, self.batch = consumer, d, job, batch
         c = consumer
         self.key = KeyHold(c.idempotency) if c.idempotency is not None and job.idempotent else None
-        self.started = 0.0
+        self.started = self.lapses_at = 0.0
 
     def _key_lapses_in(self) -> float:
         """Seconds from the start until the in-progress record first lapses: the job's timeout and a
@@ -374,7 +374,8 @@ class _Held:
 
     def __enter__(self) -> KeyHold | None:
         self.started = time.monotonic()
-        heartbeat.watch(self, self.started + self._key_lapses_in() - heartbeat_period(self.job.timeout))
+        self.lapses_at = self.started + self._key_lapses_in()
+        heartbeat.watch(self, self.lapses_at - heartbeat_period(self.job.timeout))
         return self.key
 
     def hold(self) -> Hold:
@@ -385,7 +386,7 @@ class _Held:
             job.timeout,
             self.started,
             self.batch.hard_end,
-            self.started + self._key_lapses_in(),
+            self.lapses_at,
             key.extend if key is not None else None,
             partial(self.consumer.change_visibility, d),
         )
