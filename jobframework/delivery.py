@@ -139,6 +139,8 @@ class Delivery:
     envelope: Envelope | None = None
     events: list[str] = field(default_factory=list)
     """Per-job-type schedule metrics this record adds to its batch's (``Heartbeat``, ``Overrun``, ...)."""
+    budget: str | None = None
+    """The key of the retry budget it counts in, once its job is known (``None``: none)."""
 
     @classmethod
     def of(cls, record: dict[str, Any]) -> Delivery:

@@ -18,6 +18,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from jobframework.budget_keys import RetryBudgetOption, checked_retry_budget
 from jobframework.context import JobContext
 from jobframework.core import (
     LAMBDA_MAX_TIMEOUT,
@@ -112,6 +113,7 @@ class JobOptions:
     backlog_age: float | None
     flow: FlowOptions
     track: bool
+    retry_budget: RetryBudgetOption
 
     def as_kwargs(self) -> dict[str, Any]:
         """The options as :class:`~jobframework.jobs.Job`'s keyword arguments."""
@@ -145,6 +147,7 @@ def checked_options(
     rate: str | None,
     rate_key: Callable[[Any], str] | None,
     ordered_by: Callable[[Any], str] | None,
+    retry_budget: RetryBudgetOption | None = None,
 ) -> JobOptions:
     """``@job``'s options checked (see :func:`jobframework.jobs.job` for what each means)."""
     if callable(name):
@@ -273,6 +276,7 @@ def checked_options(
         backlog_age=age,
         flow=flow,
         track=sched is not None if track is None else flag(track, f"job {name}: track"),
+        retry_budget=checked_retry_budget(retry_budget, name),
     )
 
 

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
+from jobframework.budget_keys import RetryBudgetOption
 from jobframework.context import JobContext
 from jobframework.core import (
     FIFO_MAX_BATCH,
@@ -106,6 +107,7 @@ class Job(Generic[P]):
         backlog_age: float | None = None,
         flow: FlowOptions | None = None,
         track: bool = False,
+        retry_budget: RetryBudgetOption = True,
     ) -> None:
         self.name = name
         self.fn = fn
@@ -131,6 +133,8 @@ class Job(Generic[P]):
         """Expiry, tenant, concurrency and rate limits (:mod:`jobframework.flow`)."""
         self.track = track
         """Keep a status record readable by id (``client.status``); enqueues may override it."""
+        self.retry_budget = retry_budget
+        """The retry budget its records count in (:mod:`jobframework.budget_keys`)."""
         self.__doc__ = fn.__doc__
         self.__wrapped__ = fn
 
@@ -267,6 +271,7 @@ def job(
     rate: str | None = None,
     rate_key: Callable[[Any], str] | None = None,
     ordered_by: Callable[[Any], str] | None = None,
+    retry_budget: RetryBudgetOption | None = None,
     registry: JobRegistry | None = None,
 ) -> Callable[[Callable[..., Any]], Job[Any]]:
     """Register a function as a job.
@@ -323,6 +328,10 @@ def job(
             ``lambda p: p.account_id``): the job goes to a FIFO lane (``<priority>-fifo``) and the jobs
             of one group run one after another in enqueue order; a failing job holds back only its
             own group (:mod:`jobframework.fifo`). Not with ``batch=``, ``schedule=`` or ``tenant=``.
+        retry_budget: the retry budget its retries are taken from: its queue's (``True``, the default),
+            a named one shared by the jobs that call one downstream (``"smtp"``), one per name a
+            function of the payload gives (``lambda p: p.url.host``: a dead host spends only its own),
+            or none (``False``) (:mod:`jobframework.budget_keys`).
         registry: where to register (the default registry when ``None``).
 
     Raises:
@@ -354,6 +363,7 @@ def job(
         rate=rate,
         rate_key=rate_key,
         ordered_by=ordered_by,
+        retry_budget=retry_budget,
     )
     sched = opts.schedule
     target = registry if registry is not None else globals()["registry"]

@@ -27,6 +27,7 @@ from pydantic import ValidationError
 
 from jobframework.admission import load_payload, verify_signature
 from jobframework.attempts import is_first_attempt, receive_count
+from jobframework.budget_keys import budget_key, budget_label
 from jobframework.delivery import (
     Batch,
     Delivery,
@@ -120,6 +121,8 @@ class Pipeline:
             )
         d.priority = d.priority or job.priority.value
         d.lane = d.lane or job.lane
+        budget = job.retry_budget
+        d.budget = d.source if budget is True else budget_key(budget, None, d.source)
         try:
             if c.keys is not None:
                 verify_signature(d, c.keys, c.registry)
@@ -137,6 +140,8 @@ class Pipeline:
             if env.payload_version < job.version:  # what the job's upgrade= steps made of it
                 error += f" (after its upgrade from payload version {env.payload_version} to {job.version})"
             return refuse(d, Reason.INVALID_PAYLOAD, error)
+        if callable(budget):  # (a budget per payload: the queue's until it was read)
+            d.budget = budget_key(budget, payload, d.source)
         trace = extract(d.record, env.traceparent)
         # The job's keys on every log line from here, the gates' too (a cancel, a debounce, a limit);
         # reset by execute() once it ran, or now when a gate stops the record.
@@ -148,8 +153,8 @@ class Pipeline:
                 if verdict is not None:
                     reset_log_keys(token, batch.log_keys)
                     return verdict
-            if batch.budget is not None and is_first_attempt(d.record):
-                batch.budget.first_attempt(d.source)
+            if batch.budget is not None and d.budget is not None and is_first_attempt(d.record):
+                batch.budget.first_attempt(d.budget)
         except BaseException:
             reset_log_keys(token, batch.log_keys)
             raise
@@ -294,19 +299,21 @@ class Pipeline:
         if (
             decision.action is Action.RETRY
             and batch.budget is not None
-            and not batch.budget.allow_retry(d.source)
+            and d.budget is not None
+            and not batch.budget.allow_retry(d.budget)
         ):
+            spent_of = budget_label(d.budget)
             log.error(
                 "job %s (%s) failed and the retry budget of %s is spent: %s",
                 env.id,
                 env.type,
-                d.source,
+                spent_of,
                 error,
                 exc_info=exc,
             )
             spent = (
-                f"{error} (not retried: the retry budget of {d.source} is spent; redrive once the "
-                "downstream is back, or set JF_RETRY_BUDGET)"
+                f"{error} (not retried: the retry budget of {spent_of} is spent; redrive once the "
+                "downstream is back, or set JF_RETRY_BUDGET or the job's retry_budget=)"
             )
             return dead_letter(d, Reason.BUDGET, spent, processing_ms=elapsed_ms)
         if decision.action is Action.RETRY:

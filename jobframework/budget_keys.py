@@ -1,0 +1,94 @@
+"""Which retry budget a job's records count in (``@job(retry_budget=...)``).
+
+A budget caps retries at a fraction of the first attempts counted in it (:mod:`jobframework.budget`).
+By default a job counts in its queue's budget: one failing downstream then spends the budget of every
+job on that queue, and a job calling a healthy but flaky host is dead-lettered ``budget`` on its first
+failure. A job can count elsewhere:
+
+- ``True`` (the default): its queue's budget.
+- a name (``"smtp"``): a budget of that name, shared by the jobs that give it (those that call one
+  downstream), apart from their queues'.
+- a function of the payload giving a name (``lambda p: p.url.host``): one budget per name, so a dead
+  host spends only its own; before the payload is read (a failure loading it) and when the function
+  raises or gives no name, the queue's budget.
+- ``False``: none: the job is retried as its policy says, and its attempts count in no budget.
+
+Example:
+    >>> budget_key(True, None, "high"), budget_key("smtp", None, "high"), budget_key(False, None, "high")
+    ('high', '@smtp', None)
+    >>> budget_label(budget_key(lambda p: p["host"], {"host": "hooks.example.com"}, "high"))
+    'hooks.example.com'
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from jobframework.core import ConfigurationError
+
+log = logging.getLogger(__name__)
+
+RetryBudgetOption = bool | str | Callable[[Any], str]
+"""What ``@job(retry_budget=)`` takes (checked by :func:`checked_retry_budget`)."""
+
+MAX_NAME = 200
+"""The longest budget name (it is part of the counter's key in the state table)."""
+
+_NAMED = "@"
+"""Begins a named budget's key: no SQS queue name has it, so a name never shares a queue's counter."""
+
+
+def checked_retry_budget(value: object, job_name: str) -> RetryBudgetOption:
+    """``retry_budget=`` as given, or a :class:`ConfigurationError` saying what it takes."""
+    if value is None or isinstance(value, bool):
+        return True if value is None else value
+    if isinstance(value, str) and _valid_name(value):
+        return value
+    if callable(value) and not isinstance(value, str):
+        return value
+    raise ConfigurationError(
+        f"job {job_name}: retry_budget= takes True (its queue's budget, the default), False (none: "
+        "retried as its policy says), the name of a budget shared by the jobs that call one downstream "
+        '("smtp"), or a function of the payload giving one (lambda p: p.url.host); names are 1 to '
+        f"{MAX_NAME} characters without spaces at either end; got {value!r}"
+    )
+
+
+def budget_key(option: RetryBudgetOption, payload: Any, queue: str) -> str | None:
+    """The key of the budget a record counts in (``None``: none); ``payload`` ``None`` when it is not
+    read yet (a function's budget is then the queue's)."""
+    if option is True:
+        return queue
+    if option is False:
+        return None
+    if isinstance(option, str):
+        return _NAMED + option
+    if payload is None:
+        return queue
+    try:
+        name = option(payload)
+    except Exception:
+        log.warning(
+            "retry_budget= raised for this payload; it counts in the budget of %s", queue, exc_info=True
+        )
+        return queue
+    if not isinstance(name, str) or not _valid_name(name):
+        log.warning(
+            "retry_budget= gave %r, not a name of 1 to %d characters; it counts in the budget of %s",
+            name,
+            MAX_NAME,
+            queue,
+        )
+        return queue
+    return _NAMED + name
+
+
+def budget_label(key: str) -> str:
+    """How a budget's key reads in a message: its queue's name, or the budget's own name."""
+    return key[len(_NAMED) :] if key.startswith(_NAMED) else key
+
+
+def _valid_name(name: str) -> bool:
+    return 0 < len(name) <= MAX_NAME and name == name.strip()
