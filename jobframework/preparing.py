@@ -65,6 +65,11 @@ def payload_data(
         wanted, problems = job.payload_model.__name__, validation_problems(exc)
         if isinstance(payload, BaseModel):  # another model (another job's, most likely): say so first
             message = f"payload for {job.name} is a {type(payload).__name__}; it takes {wanted}: {problems}"
+        elif isinstance(payload, list | tuple) and job.batch is not None:  # its function takes a list
+            message = (
+                f"{job.name} is a batched job: enqueue one {wanted} at a time (enqueue_many for several); "
+                "the consumer gathers them into the list its function takes"
+            )
         else:
             message = f"payload for {job.name} does not match {wanted}: {problems}"
         raise PayloadValidationError(message) from exc

@@ -117,7 +117,8 @@ def enqueue(  # noqa: PLR0917
             param_hint="JSON",
         ) from None
     if not isinstance(data, dict):
-        raise typer.BadParameter("the payload must be a JSON object", param_hint="JSON")
+        hint = " (a batched job's items are enqueued one at a time)" if isinstance(data, list) else ""
+        raise typer.BadParameter(f"the payload must be a JSON object{hint}", param_hint="JSON")
     optional_jobs(jobs)
     aws = aws_of(ctx)
     client = aws.job_client(aws.runtime_config())

@@ -16,7 +16,7 @@ from jobframework.errors import (
     PayloadValidationError,
     UnknownJobError,
 )
-from jobframework.jobs import JobRegistry, job
+from jobframework.jobs import BatchOptions, JobRegistry, job
 from jobframework.testing import receive_all
 
 from .jobs_under_test import Work, ok
@@ -98,6 +98,23 @@ def test_a_payload_json_cannot_carry_is_a_payload_validation_error_and_nothing_i
             rt.client.enqueue(upload, payload)
     assert rt.client.enqueue(upload, Upload(name="fine", data=b"text", size=1.5)).ok
     assert [b["payload"]["name"] for b in bodies(rt, "default")] == ["fine"]
+
+
+def test_a_list_for_a_batched_job_says_its_items_are_enqueued_one_at_a_time(rt):
+    batched = JobRegistry()
+
+    @job("t.emails", registry=batched, batch=BatchOptions(max_size=10))
+    def emails(items: list[Work]) -> None:
+        """Sends them in one call."""
+
+    for payload in ([{"name": "a"}], [Work(name="a")]):
+        with pytest.raises(
+            PayloadValidationError, match=r"t\.emails is a batched job: enqueue one Work at a"
+        ):
+            rt.client.enqueue(emails, payload)
+    assert bodies(rt, "default") == []
+    one_by_one = rt.client.enqueue_many([emails.request({"name": n}) for n in "ab"])
+    assert [r.ok for r in one_by_one] == [True, True]
 
 
 def test_an_unknown_job_names_the_known_ones(rt):
