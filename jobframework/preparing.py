@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from pydantic import BaseModel, ValidationError
 from pydantic_core import PydanticSerializationError
@@ -65,7 +65,7 @@ def payload_data(
         wanted, problems = job.payload_model.__name__, validation_problems(exc)
         if isinstance(payload, BaseModel):  # another model (another job's, most likely): say so first
             message = f"payload for {job.name} is a {type(payload).__name__}; it takes {wanted}: {problems}"
-        elif isinstance(payload, list | tuple) and job.batch is not None:  # its function takes a list
+        elif job.batch is not None and isinstance(cast(object, payload), list | tuple):  # (a list's items)
             message = (
                 f"{job.name} is a batched job: enqueue one {wanted} at a time (enqueue_many for several); "
                 "the consumer gathers them into the list its function takes"
