@@ -5,11 +5,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, cast
 
 from pydantic import BaseModel
 
 from jobframework.envelope import Envelope
+from jobframework.errortext import shown
 from jobframework.jobs import Job, JobContext
 from jobframework.local.context import LocalLambdaContext
 from jobframework.running import call
@@ -45,6 +46,13 @@ def run_inline(
     payload, values and exception instances alike); its exceptions propagate, so a test can assert on
     them. Nothing touches AWS: no queue, no idempotency record, no status.
     """
+    if not isinstance(job, Job):
+        raise TypeError(
+            "run_inline takes the job that @job returned (run_inline(my_job, {...}), the decorated "
+            f"function itself), got {shown(job)}"
+        )
+    if isinstance(attempt, bool) or not isinstance(attempt, int) or attempt < 1:
+        raise ValueError(f"attempt= counts from 1 (the first execution), got {shown(attempt)}")
     if job.batch is not None:
         if isinstance(payload, BaseModel | dict | str) or not isinstance(payload, Sequence) or not payload:
             raise TypeError(
@@ -55,8 +63,11 @@ def run_inline(
     elif isinstance(payload, BaseModel | dict):
         models = [_inline_payload(job, payload, payload_version)]
     else:
+        given = "a list" if isinstance(payload, list | tuple) else f"a {type(payload).__name__}"
+        if isinstance(cast(object, payload), str | bytes):
+            given += " (JSON text: json.loads it first)"
         raise TypeError(
-            f"{job.name} takes one payload (its {job.payload_model.__name__} model, or a dict), not a list"
+            f"{job.name} takes one payload (its {job.payload_model.__name__} model, or a dict), not {given}"
         )
     model = models[0]
     trace = new_trace()
