@@ -21,7 +21,12 @@ from jobframework import envelope as wire
 from jobframework.config import RuntimeConfig
 from jobframework.dead_letter import REASON_ATTRIBUTES_BYTES
 from jobframework.envelope import Envelope
-from jobframework.errors import ConfigurationError, PayloadTooLargeError, PayloadValidationError
+from jobframework.errors import (
+    ConfigurationError,
+    EnqueueOptionError,
+    PayloadTooLargeError,
+    PayloadValidationError,
+)
 from jobframework.errortext import shown
 from jobframework.flow.enqueue import flow_fields, tenant_of
 from jobframework.flow.options import check_limit_keys
@@ -227,9 +232,11 @@ class Preparer:
             return None
         if not window:
             return None
-        if key is None:
-            raise ConfigurationError(
-                f"dedup of {job.name} needs a key: pass key= or give the job a key= function"
+        if key is None:  # (the caller's dedup_window: a bad argument; the job's: its missing key=)
+            error = EnqueueOptionError if request.dedup_window is not None else ConfigurationError
+            raise error(
+                f"dedup of {job.name} needs a key: pass key= (jf enqueue --key) or give the job a key= "
+                "function"
             )
         if self.config.state_table is None:
             raise ConfigurationError("enqueue dedup needs the state table: set JF_STATE_TABLE")

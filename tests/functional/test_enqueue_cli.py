@@ -143,6 +143,14 @@ def test_a_json_list_is_not_a_payload_and_a_batched_jobs_items_go_one_at_a_time(
     )
 
 
+def test_a_dedup_window_without_a_key_is_a_bad_argument_naming_the_option(sqs, jf_config):
+    email = '{"to": "ada@example.com", "subject": "hi"}'
+    result = invoke(["enqueue", "emails.send", email, "--dedup-window", "5"], cli_env(jf_config))
+    assert result.exit_code == 2, result.output  # (it was 1: the operation failed)
+    assert "needs a key: pass key= (jf enqueue --key)" in " ".join(result.stderr.split())
+    assert receive_all(sqs, jf_config.endpoints("high").url) == []  # nothing sent
+
+
 def test_an_unknown_priority_names_the_priorities_in_our_words():
     result = invoke(["enqueue", "reports.generate", "{}", "--priority", "urgent"])
     assert result.exit_code == 2
