@@ -139,6 +139,14 @@ def no_jobs_message(names: Iterable[str]) -> str:
     )
 
 
+def packages_hint(names: Iterable[str]) -> str:
+    """For modules that registered no job: which of them are packages, and their modules (a package's
+    modules are not imported with it), or ``""``."""
+    hints = [f"{name}{_submodules_hint(sys.modules[name])}" for name in names if name in sys.modules]
+    hints = [h for h in hints if "(it is a package" in h]
+    return f"; name the modules that define the jobs: {'; '.join(hints)}" if hints else ""
+
+
 def _submodules_hint(module: object) -> str:
     path = getattr(module, "__path__", None)
     if path is None:

@@ -42,7 +42,7 @@ from jobframework.cdk.workers import RUNTIME
 from jobframework.errors import ConfigurationError
 from jobframework.jobs import JobRegistry
 from jobframework.jobs import registry as default_registry
-from jobframework.modules import import_job_modules
+from jobframework.modules import import_job_modules, packages_hint
 from jobframework.topology import Topology, TopologySettings
 
 DEFAULT_STAGE = "dev"
@@ -284,6 +284,7 @@ def _topology(
     if not list(reg):
         raise ConfigurationError(
             f"job modules {', '.join(modules)} registered no jobs: decorate your job functions with @job"
+            + packages_hint(modules)
         )
     if settings is None:
         given_stage, given_app = stage or DEFAULT_STAGE, app_name or DEFAULT_APP

@@ -10,7 +10,12 @@ from pathlib import Path
 import pytest
 
 from jobframework.errors import ConfigurationError
-from jobframework.modules import configured_job_modules, import_job_modules, parse_job_modules
+from jobframework.modules import (
+    configured_job_modules,
+    import_job_modules,
+    packages_hint,
+    parse_job_modules,
+)
 
 
 def test_jf_jobs_is_a_comma_separated_list():
@@ -106,6 +111,18 @@ def test_a_saga_module_whose_jobs_are_imported_already_is_not_warned_about(tmp_p
     with caplog.at_level("WARNING", logger="jobframework.modules"):
         import_job_modules(["sagasvc.jobs", "sagasvc.sagas"], cwd_importable=True)
     assert caplog.records == []
+
+
+def test_the_synth_error_for_a_package_that_registered_no_job_names_its_modules(tmp_path, monkeypatch):
+    """`job_modules=["invoices"]` failed the synth with "decorate your job functions with @job" where
+    `jf dev --jobs invoices` named the package's modules."""
+    _package(tmp_path, monkeypatch, "invsvc", jobs="X = 1\n", reports="Y = 2\n")
+    import_job_modules(["invsvc", "invsvc.jobs"], cwd_importable=True)
+    assert packages_hint(["invsvc", "invsvc.jobs", "never.imported"]) == (
+        "; name the modules that define the jobs: invsvc (it is a package; its modules: invsvc.jobs, "
+        "invsvc.reports)"
+    )
+    assert packages_hint(["invsvc.jobs"]) == ""
 
 
 def test_consumer_is_the_function_whatever_was_imported_first(tmp_path: Path):
