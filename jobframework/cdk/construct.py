@@ -35,7 +35,6 @@ from jobframework.cdk.bundling import BundleSpec, python_code
 from jobframework.cdk.container_workers import DOCKERFILE, worker_image
 from jobframework.cdk.defaults import POWERTOOLS_LAYER_VERSION, StageConfig
 from jobframework.cdk.dependencies import find_dependency_file, read_dependency_file, runtime_requirements
-from jobframework.cdk.job_modules import unlisted_job_modules
 from jobframework.cdk.props import NAME_ADVICE, prop_error
 from jobframework.cdk.resources import JobResources
 from jobframework.cdk.workers import RUNTIME
@@ -44,6 +43,7 @@ from jobframework.jobs import JobRegistry
 from jobframework.jobs import registry as default_registry
 from jobframework.modules import import_job_modules, packages_hint
 from jobframework.topology import Topology, TopologySettings
+from jobframework.unlisted_modules import unlisted_job_modules
 
 DEFAULT_STAGE = "dev"
 DEFAULT_APP = "jf"

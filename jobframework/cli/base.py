@@ -7,6 +7,7 @@ import os
 import re
 from collections.abc import Sequence
 from enum import StrEnum
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
@@ -102,7 +103,22 @@ def require_jobs(modules: list[str] | None) -> list[str]:
     names = load_jobs(modules)
     if not len(registry):
         raise CliError(no_jobs_message(names))
+    warn_unlisted(names)
     return names
+
+
+def warn_unlisted(names: list[str]) -> None:
+    """Say which modules of the named modules' packages (in the current directory) apply ``@job`` but
+    are not loaded: the deployed consumer, which loads the same modules, would not know their jobs."""
+    from jobframework.unlisted_modules import unlisted_job_modules
+
+    for module in unlisted_job_modules(Path.cwd(), [n.split(".", 1)[0] for n in names], names):
+        typer.echo(
+            f"warning: module {module} applies @job but is not among the job modules ({', '.join(names)}) "
+            f"nor imported by them: its jobs are dead-lettered unknown-type here and by a consumer "
+            f"deployed with the same job_modules=; add it (--jobs {','.join([*names, module])})",
+            err=True,
+        )
 
 
 def optional_jobs(modules: list[str] | None) -> list[str]:

@@ -1,5 +1,5 @@
-"""Synth warns of a module that declares jobs the deployed consumer will not load: which modules those
-are (``cdk.job_modules.unlisted_job_modules``)."""
+"""Synth, jf dev and jf worker warn of a module that declares jobs the consumer will not load: which
+modules those are (``unlisted_modules.unlisted_job_modules``)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,8 @@ import sys
 import types
 from pathlib import Path
 
-from jobframework.cdk.job_modules import unlisted_job_modules
+from jobframework.cli.base import warn_unlisted
+from jobframework.unlisted_modules import unlisted_job_modules
 
 JOB = 'from jobframework import job\n\n\n@job("{name}")\ndef run(p) -> None: ...\n'
 
@@ -40,3 +41,22 @@ def test_nothing_is_named_when_every_module_with_jobs_is_listed(tmp_path):
     _write(tmp_path, "relay/jobs.py", JOB.format(name="relay.deliver"))
     _write(tmp_path, "relay/reports.py", JOB.format(name="relay.report"))
     assert unlisted_job_modules(tmp_path, ["relay", "missing"], ["relay.jobs", "relay.reports"]) == []
+
+
+def test_jf_dev_and_jf_worker_warn_of_them_at_start(tmp_path, monkeypatch, capsys):
+    """A trial's `jf dev --jobs invoices.jobs` never said that invoices/reports.py's job would be
+    dead-lettered unknown-type (only the synth did)."""
+    _write(tmp_path, "invoices/__init__.py", "")
+    _write(tmp_path, "invoices/jobs.py", JOB.format(name="invoices.render"))
+    _write(tmp_path, "invoices/reports.py", JOB.format(name="invoices.monthly"))
+    monkeypatch.chdir(tmp_path)
+
+    warn_unlisted(["invoices.jobs"])  # (what require_jobs does once the modules are imported)
+
+    assert " ".join(capsys.readouterr().err.split()) == (
+        "warning: module invoices.reports applies @job but is not among the job modules (invoices.jobs) "
+        "nor imported by them: its jobs are dead-lettered unknown-type here and by a consumer deployed "
+        "with the same job_modules=; add it (--jobs invoices.jobs,invoices.reports)"
+    )
+    warn_unlisted(["invoices.jobs", "invoices.reports"])
+    assert capsys.readouterr().err == ""

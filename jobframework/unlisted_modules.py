@@ -1,4 +1,5 @@
-"""At synth: the modules of the shipped packages that apply ``@job`` but that the consumer would not load."""
+"""The modules of a project's packages that apply ``@job`` but that a consumer would not load: the synth
+warns of them (:mod:`jobframework.cdk.construct`), and so do ``jf dev`` and ``jf worker`` at start."""
 
 from __future__ import annotations
 
