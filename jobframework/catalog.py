@@ -24,7 +24,7 @@ from datetime import date, datetime, time
 from time import monotonic
 from typing import TYPE_CHECKING, Any
 
-from jobframework.catalog_schema import URL_SCHEMES
+from jobframework.catalog_schema import URL_SCHEMES, decimal_refusal
 from jobframework.config import ENV_TOPOLOGY_PARAMETER, JobRoute, RuntimeConfig
 from jobframework.errors import ConfigurationError, EnqueueError, PayloadValidationError, UnknownJobError
 from jobframework.jobs import Priority, Profile, lane_name, lane_priority, lane_profile
@@ -234,6 +234,8 @@ class RoutedJob:
         schemes = exc.definition.get(URL_SCHEMES) if isinstance(exc.definition, dict) else None
         if exc.rule == "pattern" and isinstance(schemes, list):
             message = f"must be a URL whose scheme is {' or '.join(map(str, schemes))}"
+        elif exc.rule == "anyOf":
+            message = decimal_refusal(exc.definition) or message
         return f"{where or 'payload'}: {message}"
 
     def key_for(self, payload: dict[str, Any]) -> str | None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Any
 
-from pydantic.json_schema import GenerateJsonSchema, JsonSchemaValue
+from pydantic.json_schema import GenerateJsonSchema, JsonSchemaMode, JsonSchemaValue
 from pydantic_core import core_schema
 
 from jobframework.config import JobRoute
@@ -67,6 +67,43 @@ URL_SCHEMES = "x-url-schemes"
 """The schemes a URL field takes, beside the pattern that checks them (named in the refusal)."""
 
 
+DECIMAL = "x-decimal"
+"""Marks a ``Decimal`` field's string branch (the refusal then says a decimal number is wanted): its
+``decimal_places``, else ``true``."""
+
+
+def decimal_refusal(definition: Any) -> str | None:
+    """What to say of a value a ``Decimal`` field's schema (``definition``: its ``anyOf``) refused, or
+    ``None`` when it is not one.
+
+    Example:
+        >>> decimal_refusal({"anyOf": [{"type": "number"}, {"type": "string", DECIMAL: True}], "minimum": 0})
+        'must be a decimal number (a JSON number, or one as a string) at least 0'
+    """
+    branches = definition.get("anyOf") if isinstance(definition, dict) else None
+    if not isinstance(branches, list) or not any(isinstance(b, dict) and b.get(DECIMAL) for b in branches):
+        return None
+    bounds = dict(definition)
+    for branch in branches:
+        if isinstance(branch, dict) and branch.get("type") == "number":
+            bounds.update(branch)
+    words = {
+        "exclusiveMinimum": "above",
+        "minimum": "at least",
+        "maximum": "at most",
+        "exclusiveMaximum": "below",
+    }
+    said = [
+        f"{word} {bounds[key]:g}" for key, word in words.items() if isinstance(bounds.get(key), int | float)
+    ]
+    places = next((b[DECIMAL] for b in branches if isinstance(b, dict) and DECIMAL in b), True)
+    if places is not True:
+        said.append(f"with at most {places} decimal places")
+    return " ".join(
+        ["must be a decimal number (a JSON number, or one as a string)", " and ".join(said)]
+    ).strip()
+
+
 def _scheme_pattern(schemes: list[str]) -> str:
     """A portable (ECMA-262 and Python) pattern for a URL in one of ``schemes``, any case.
 
@@ -80,10 +117,76 @@ def _scheme_pattern(schemes: list[str]) -> str:
     return f"^(?:{'|'.join(cased)}):"
 
 
+_NOT_NEGATIVE = "(?!-[0-9.]*[1-9])"
+"""Refuses a decimal string below zero (``-0`` and ``-0e5`` are zero, so they pass)."""
+_BOUNDS = {"gt": "exclusiveMinimum", "ge": "minimum", "lt": "exclusiveMaximum", "le": "maximum"}
+"""Pydantic's names of a union's bounds (``Decimal | float = Field(gt=0)``), which a JSON Schema
+validator ignores, and JSON Schema's (they apply to the union's number branch, as they should)."""
+
+
+def _decimal_pattern(inner: str, lower: float | None) -> str:
+    """A decimal string's pattern: ``inner`` (pydantic's, unanchored) with the spaces around it that
+    pydantic strips, and no minus sign when the lower bound is zero or more."""
+    return f"^\\s*{_NOT_NEGATIVE if lower is not None and lower >= 0 else ''}(?:{inner})\\s*$"
+
+
+def _union_bounds(node: Any) -> Any:
+    """``node`` with a union's pydantic bounds as JSON Schema's, and a decimal string branch under a
+    lower bound of zero or more refusing a minus sign."""
+    if isinstance(node, list):
+        return [_union_bounds(item) for item in node]
+    if not isinstance(node, dict):
+        return node
+    out = {
+        key: {name: _union_bounds(sub) for name, sub in value.items()}
+        if key in _MAPS and isinstance(value, dict)
+        else _union_bounds(value)
+        for key, value in node.items()
+    }
+    if "anyOf" not in out or not any(k in out for k in _BOUNDS):
+        return out
+    for name, standard in _BOUNDS.items():
+        if isinstance(out.get(name), int | float):
+            out[standard] = out.pop(name)
+    lower = out.get("minimum", out.get("exclusiveMinimum"))
+    if isinstance(lower, int | float) and lower >= 0:
+        for branch in out["anyOf"]:
+            pattern = branch.get("pattern", "") if isinstance(branch, dict) else ""
+            if branch.get("type") == "string" and pattern.startswith("^\\s*(?:"):
+                branch["pattern"] = "^\\s*" + _NOT_NEGATIVE + pattern.removeprefix("^\\s*")
+    return out
+
+
 class _CatalogSchema(GenerateJsonSchema):
-    """Pydantic's JSON Schema, with a URL type's allowed schemes as a pattern: ``format: uri`` alone
-    passed an ``ftp://`` value for an ``HttpUrl`` field, which the consumer's model then refused
-    (dead-lettered ``invalid-payload``); the producer now refuses it before sending."""
+    """Pydantic's JSON Schema, with what it leaves unchecked checked where a pattern or a bound can:
+
+    - a URL type's allowed schemes as a pattern: ``format: uri`` alone passed an ``ftp://`` value for
+      an ``HttpUrl`` field, which the consumer's model then refused (dead-lettered ``invalid-payload``);
+    - a ``Decimal`` sent as a string matched any string (``"abc"``), and its lower bound did not hold for
+      strings (``"-3"`` under ``gt=0``): it gets pydantic's decimal pattern and, under a lower bound of
+      zero or more, no minus sign (upper bounds of decimal strings are left to the consumer);
+    - a union's bounds (``Decimal | float = Field(gt=0)``), which pydantic writes under its own names
+      that a validator ignores, become JSON Schema's.
+    """
+
+    def generate(
+        self, schema: core_schema.CoreSchema, mode: JsonSchemaMode = "validation"
+    ) -> JsonSchemaValue:
+        generated: JsonSchemaValue = _union_bounds(super().generate(schema, mode))
+        return generated
+
+    def decimal_schema(self, schema: core_schema.DecimalSchema) -> JsonSchemaValue:
+        json_schema = super().decimal_schema(schema)
+        for branch in json_schema.get("anyOf", [json_schema]):
+            if branch.get("type") == "string":
+                places = schema.get("decimal_places")
+                branch[DECIMAL] = places if places is not None else True
+        return json_schema
+
+    def get_decimal_pattern(self, schema: core_schema.DecimalSchema) -> str | None:
+        lower = schema.get("ge", schema.get("gt"))
+        inner = self.build_decimal_pattern(schema).removeprefix("^").removesuffix("$")
+        return _decimal_pattern(inner, None if lower is None else float(lower))
 
     def url_schema(self, schema: core_schema.UrlSchema) -> JsonSchemaValue:
         return self._schemes(super().url_schema(schema), schema.get("allowed_schemes"))
