@@ -211,6 +211,11 @@ class RetryPolicy:
         if (window is None) == (minutes is None):
             raise ConfigurationError("RetryPolicy.spanning needs exactly one of window= or minutes=")
         seconds = _seconds(window if window is not None else timedelta(minutes=minutes or 0), "window")
+        if seconds <= 0:
+            raise ConfigurationError(
+                "RetryPolicy.spanning needs a window longer than 0 (an outage to ride out), got "
+                f"{seconds:g} s; for no retry at all use RetryPolicy(max_attempts=1)"
+            )
         probe = cls(
             max_attempts=1,
             base_delay=base_delay,

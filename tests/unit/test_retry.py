@@ -247,3 +247,11 @@ def test_spanning_a_window_too_long_for_its_max_delay_suggests_one_that_spans_it
     assert RetryPolicy.spanning(timedelta(days=3), max_delay=600).max_attempts <= 1000  # as it said
     with pytest.raises(ConfigurationError, match=r"up to SQS's 43,200 s does: shorten the window"):
         RetryPolicy.spanning(timedelta(days=400))
+
+
+@pytest.mark.parametrize("window", [{"minutes": 0}, {"window": timedelta(0)}, {"window": 0}])
+def test_spanning_no_window_is_refused_saying_how_to_retry_not_at_all(window):
+    with pytest.raises(
+        ConfigurationError, match=r"needs a window longer than 0 .*RetryPolicy\(max_attempts=1\)"
+    ):
+        RetryPolicy.spanning(**window)  # (it gave max_attempts=1 without a word)
