@@ -190,6 +190,17 @@ def _seconds(value: Any) -> str:
     return f"{seconds:g}s" if seconds < 60 else f"{seconds / 60:.0f}m"
 
 
+_SHOWN_OR_AMBIENT = frozenset(
+    {
+        *("timestamp", "level", "location", "message", "service", "sampling_rate", "xray_trace_id"),
+        *("exception", "exception_name", "stack_trace", "cold_start", "correlation_id"),
+        *("function_name", "function_memory_size", "function_arn", "function_request_id"),
+        *("job_id", "job_type", "job_key", "attempt", "trace_id", "reason", "batch_size", "outcome"),
+    }
+)
+"""Keys a line shows in its prefix, or that every line carries: the others are the caller's, shown."""
+
+
 class ReadableFormatter(LambdaPowertoolsFormatter):
     """Powertools' formatter, rendering each record's keys as one line of text instead of JSON."""
 
@@ -217,6 +228,9 @@ class ReadableFormatter(LambdaPowertoolsFormatter):
                 context.append(f"reason {keys['reason']}")
             prefix = f"[{' '.join(context)}] " if context else ""
             line = f"{when} {keys.get('level', ''):<7} {prefix}{keys.get('message', '')}"
+            extra = [f"{k}={v}" for k, v in keys.items() if k not in _SHOWN_OR_AMBIENT and v is not None]
+            if extra:  # what the job's logger was given (extra={...}, append_keys)
+                line = f"{line}  {' '.join(extra)}"
         exception = keys.get("exception")
         return f"{line}\n{_indent(str(exception))}" if exception else line
 

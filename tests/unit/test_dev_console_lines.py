@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import logging
 from datetime import UTC, datetime
 
 from jobframework.jobs import Priority
-from jobframework.local.console import outcome_text
+from jobframework.local.console import ReadableFormatter, outcome_text
 from jobframework.local.scheduler import LocalScheduler
 from jobframework.topology import ScheduleSpec
 
@@ -45,3 +46,16 @@ def test_a_schedules_next_firing_is_shown_to_the_second():
     assert scheduler.describe() == [
         {"job": "reports.daily", "expression": "rate(5 minutes)", "next": "2026-12-05T12:05:00+00:00"}
     ]
+
+
+def test_what_a_job_gives_its_logger_beside_the_message_is_shown():
+    """A trial's ``ctx.logger.info("rendered", extra={"pages": 3})`` printed only "rendered"."""
+    formatter = ReadableFormatter()
+    record = logging.makeLogRecord(
+        {"msg": "rendered %s", "args": ("inv-1",), "levelname": "INFO", "levelno": 20, "pages": 3}
+    )
+    record.job_id, record.job_type, record.job_key, record.trace_id = "j-1", "invoices.render", "k", "t"
+    line = formatter.format(record)
+    assert line.endswith("INFO    [invoices.render j-1] rendered inv-1  pages=3"), line
+    plain = logging.makeLogRecord({"msg": "plain", "levelname": "INFO", "levelno": 20})
+    assert formatter.format(plain).endswith("INFO    plain")
