@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 from collections.abc import Sequence
@@ -100,11 +101,32 @@ def require_jobs(modules: list[str] | None) -> list[str]:
     from jobframework.jobs import registry
     from jobframework.modules import no_jobs_message
 
-    names = load_jobs(modules)
-    if not len(registry):
+    held = _HeldWarnings()
+    modules_log = logging.getLogger("jobframework.modules")
+    modules_log.addHandler(held)
+    modules_log.propagate, propagated = False, modules_log.propagate
+    try:
+        names = load_jobs(modules)
+    finally:
+        modules_log.removeHandler(held)
+        modules_log.propagate = propagated
+    if not len(registry):  # (the error says what the warnings of the modules that registered none say)
         raise CliError(no_jobs_message(names))
+    for record in held.records:  # some did register: the warnings name those that did not
+        modules_log.handle(record)
     warn_unlisted(names)
     return names
+
+
+class _HeldWarnings(logging.Handler):
+    """Keeps the records it is given, to be let go or dropped once it is known whether they matter."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
 
 
 def warn_unlisted(names: list[str]) -> None:

@@ -9,7 +9,10 @@ from pathlib import Path
 
 import pytest
 
+from jobframework.cli.base import require_jobs
+from jobframework.cli.errors import CliError
 from jobframework.errors import ConfigurationError
+from jobframework.jobs import JobRegistry
 from jobframework.modules import (
     configured_job_modules,
     import_job_modules,
@@ -123,6 +126,17 @@ def test_the_synth_error_for_a_package_that_registered_no_job_names_its_modules(
         "invsvc.reports)"
     )
     assert packages_hint(["invsvc.jobs"]) == ""
+
+
+def test_jf_dev_says_once_that_a_package_registered_no_job(tmp_path, monkeypatch, caplog):
+    """`jf dev --jobs invoices` printed a WARNING and then an error saying the same."""
+    import jobframework.jobs
+
+    _package(tmp_path, monkeypatch, "oncesvc", jobs="X = 1\n")
+    monkeypatch.setattr(jobframework.jobs, "registry", JobRegistry())  # (no job of other tests)
+    with pytest.raises(CliError, match=r"it is a package; its modules: oncesvc\.jobs"):
+        require_jobs(["oncesvc"])
+    assert "registered no @job" not in caplog.text
 
 
 def test_consumer_is_the_function_whatever_was_imported_first(tmp_path: Path):
