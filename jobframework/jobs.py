@@ -161,9 +161,12 @@ class Job(Generic[P]):
         if not self.takes_context:
             return self.fn(payload)
         if ctx is None:
+            if _context_optional(self.fn):  # (``ctx: JobContext | None = None``: its default applies)
+                return self.fn(payload)
+            example = "[payload]" if self.batch is not None else "payload"
             raise TypeError(
-                f"{self.name} takes a JobContext: pass one ({self.fn.__name__}(payload, ctx)), or run it "
-                f"as the consumer does with jobframework.testing.run_inline({self.fn.__name__}, payload)"
+                f"{self.name} takes a JobContext: pass one ({self.fn.__name__}({example}, ctx)), or run "
+                f"it as the consumer does with jobframework.testing.run_inline({self.fn.__name__}, {example})"
             )
         return self.fn(payload, ctx)
 
@@ -238,6 +241,14 @@ class Job(Generic[P]):
         from jobframework.client import default_client
 
         return (client or default_client()).enqueue_many([self.request(p, **options) for p in payloads])
+
+
+def _context_optional(fn: Callable[..., Any]) -> bool:
+    """The function's context parameter has a default."""
+    import inspect
+
+    params = list(inspect.signature(fn).parameters.values())
+    return len(params) > 1 and params[1].default is not inspect.Parameter.empty
 
 
 registry = JobRegistry()

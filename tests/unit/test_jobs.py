@@ -146,6 +146,12 @@ def test_calling_a_job_that_takes_a_context_without_one_says_to_pass_it_or_run_i
     )
     assert ship(Order(order_id="2"), ctx) == "2 by j-2"
 
+    @job("orders.note", registry=reg)
+    def note(order: Order, ctx: JobContext | None = None) -> str:
+        return f"{order.order_id} {'with' if ctx else 'without'} a context"
+
+    assert note(Order(order_id="3")) == "3 without a context"  # its default applies
+
 
 @pytest.mark.parametrize(
     ("options", "message"),
