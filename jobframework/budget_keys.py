@@ -9,15 +9,21 @@ failure. A job can count elsewhere:
 - a name (``"smtp"``): a budget of that name, shared by the jobs that give it (those that call one
   downstream), apart from their queues'.
 - a function of the payload giving a name (``lambda p: p.url.host``): one budget per name, so a dead
-  host spends only its own; before the payload is read (a failure loading it) and when the function
-  raises or gives no name, the queue's budget.
+  host spends only its own; when the function raises or gives no name, the queue's budget.
 - ``False``: none: the job is retried as its policy says, and its attempts count in no budget.
+
+Whatever the option, a record whose payload could not be read (the payload store or the key ring
+unavailable) counts in its queue's budget: that failure is not the job's downstream's.
+
+Each name is a budget of its own: its own counters (a write per process every few seconds while it
+has first attempts, two reads in a batch that retries it) and its own floor (10 retries a window). A
+function should give a few names (a host, a provider), not one per job.
 
 Example:
     >>> budget_key(True, None, "high"), budget_key("smtp", None, "high"), budget_key(False, None, "high")
     ('high', '@smtp', None)
     >>> budget_label(budget_key(lambda p: p["host"], {"host": "hooks.example.com"}, "high"))
-    'hooks.example.com'
+    "'hooks.example.com'"
 """
 
 from __future__ import annotations
@@ -56,9 +62,9 @@ def checked_retry_budget(value: object, job_name: str) -> RetryBudgetOption:
     )
 
 
-def budget_key(option: RetryBudgetOption, payload: Any, queue: str) -> str | None:
-    """The key of the budget a record counts in (``None``: none); ``payload`` ``None`` when it is not
-    read yet (a function's budget is then the queue's)."""
+def budget_key(option: RetryBudgetOption, payload: Any, queue: str, job_name: str = "") -> str | None:
+    """The key of the budget a record of ``job_name`` counts in (``None``: none); ``payload`` ``None``
+    when it is not read yet (a function's budget is then the queue's)."""
     if option is True:
         return queue
     if option is False:
@@ -70,13 +76,12 @@ def budget_key(option: RetryBudgetOption, payload: Any, queue: str) -> str | Non
     try:
         name = option(payload)
     except Exception:
-        log.warning(
-            "retry_budget= raised for this payload; it counts in the budget of %s", queue, exc_info=True
-        )
+        log.warning("retry_budget= of %s raised; counted in the budget of %s", job_name, queue, exc_info=True)
         return queue
     if not isinstance(name, str) or not _valid_name(name):
         log.warning(
-            "retry_budget= gave %r, not a name of 1 to %d characters; it counts in the budget of %s",
+            "retry_budget= of %s gave %r, not a name of 1 to %d characters; counted in the budget of %s",
+            job_name,
             name,
             MAX_NAME,
             queue,
@@ -86,8 +91,9 @@ def budget_key(option: RetryBudgetOption, payload: Any, queue: str) -> str | Non
 
 
 def budget_label(key: str) -> str:
-    """How a budget's key reads in a message: its queue's name, or the budget's own name."""
-    return key[len(_NAMED) :] if key.startswith(_NAMED) else key
+    """How a budget's key reads in a message: its queue's name, or the budget's own name in quotes (a
+    budget named ``high`` is not the high queue's)."""
+    return repr(key[len(_NAMED) :]) if key.startswith(_NAMED) else key
 
 
 def _valid_name(name: str) -> bool:

@@ -121,8 +121,7 @@ class Pipeline:
             )
         d.priority = d.priority or job.priority.value
         d.lane = d.lane or job.lane
-        budget = job.retry_budget
-        d.budget = d.source if budget is True else budget_key(budget, None, d.source)
+        d.budget = d.source  # (until its payload is read: a payload store or key ring failure too)
         try:
             if c.keys is not None:
                 verify_signature(d, c.keys, c.registry)
@@ -140,8 +139,8 @@ class Pipeline:
             if env.payload_version < job.version:  # what the job's upgrade= steps made of it
                 error += f" (after its upgrade from payload version {env.payload_version} to {job.version})"
             return refuse(d, Reason.INVALID_PAYLOAD, error)
-        if callable(budget):  # (a budget per payload: the queue's until it was read)
-            d.budget = budget_key(budget, payload, d.source)
+        if job.retry_budget is not True and batch.budget is not None:  # (named, per payload, or none)
+            d.budget = budget_key(job.retry_budget, payload, d.source, job.name)
         trace = extract(d.record, env.traceparent)
         # The job's keys on every log line from here, the gates' too (a cancel, a debounce, a limit);
         # reset by execute() once it ran, or now when a gate stops the record.

@@ -332,9 +332,10 @@ class Monitoring(Construct):
                 self,
                 f"RetryBudget{priority.capitalize()}Alarm",
                 description=(
-                    f"the {priority} queue's retry budget is exhausted: failing jobs are dead-lettered "
-                    "with reason budget instead of retried (a downstream is likely failing); redrive "
-                    "them once it recovers"
+                    f"a retry budget of the {priority} queues' jobs is exhausted (a queue's, or one a "
+                    "job names with retry_budget=; the dead letters' jf-error names it): failing jobs are "
+                    "dead-lettered with reason budget instead of retried (a downstream is likely "
+                    "failing); redrive them once it recovers"
                 ),
                 metric=metric,
                 threshold=threshold,

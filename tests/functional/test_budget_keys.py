@@ -7,6 +7,7 @@ from collections import Counter
 from typing import Any
 
 import pytest
+from botocore.exceptions import EndpointConnectionError
 from pydantic import BaseModel
 
 from jobframework.budget import RetryBudget
@@ -28,6 +29,7 @@ POLICY = RetryPolicy(max_attempts=3, base_delay=0, max_delay=1, jitter="none")
 class Hook(BaseModel):
     host: str
     name: str
+    body: str = ""
 
 
 def _call(hook: Hook) -> None:
@@ -107,7 +109,7 @@ def test_a_budget_per_host_keeps_a_dead_host_from_spending_the_flaky_hosts(bk):
     assert (calls["f0"], calls["f1"]) == (2, 2)  # failed once, retried, succeeded
     letters, errors = reasons(bk)
     assert letters[("bk.host", "budget")] >= 9 and sum(letters.values()) == 12  # the dead host's only
-    assert any("(not retried: the retry budget of dead is spent" in e for e in errors), errors
+    assert any("(not retried: the retry budget of 'dead' is spent" in e for e in errors), errors
 
 
 def test_a_named_budget_and_no_budget_leave_the_spent_queue_budget_alone(bk):
@@ -117,6 +119,23 @@ def test_a_named_budget_and_no_budget_leave_the_spent_queue_budget_alone(bk):
     drain(bk)
     assert (calls["n1"], calls["x1"]) == (2, 2)
     assert {t for t, _ in reasons(bk)[0]} == {"bk.queue"}
+
+
+def test_a_payload_that_cannot_be_read_counts_in_the_queues_budget_whatever_the_job_names(bk):
+    """The payload store down is not the job's downstream: an exempt job's unreadable payload was
+    retried outside every budget."""
+    dead_host_outage(bk, by_queue)  # the default queue's budget is spent
+
+    def store_down(**_: Any) -> None:
+        raise EndpointConnectionError(endpoint_url="https://s3.example")
+
+    bk.handler._client("s3").meta.events.register("before-send.s3.GetObject", store_down)
+    bk.client.enqueue(exempt, {"host": "crm.example.com", "name": "big", "body": "x" * 300_000})
+    drain(bk)
+    assert calls["big"] == 0  # never ran: its payload was never read
+    letters, errors = reasons(bk)
+    assert letters[("bk.exempt", "budget")] == 1
+    assert any("fetching the payload s3://" in e and "the retry budget of " in e for e in errors), errors
 
 
 @pytest.mark.parametrize("value", ["", " smtp", 3, "x" * 201])
