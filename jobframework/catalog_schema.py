@@ -80,28 +80,44 @@ def decimal_refusal(definition: Any) -> str | None:
         >>> decimal_refusal({"anyOf": [{"type": "number"}, {"type": "string", DECIMAL: True}], "minimum": 0})
         'must be a decimal number (a JSON number, or one as a string) at least 0'
     """
-    branches = definition.get("anyOf") if isinstance(definition, dict) else None
-    if not isinstance(branches, list) or not any(isinstance(b, dict) and b.get(DECIMAL) for b in branches):
+    branches = _branches(definition)
+    if not any(b.get(DECIMAL) for b in branches):
         return None
-    bounds = dict(definition)
+    bounds = {**definition, **next((b for b in definition.get("anyOf", []) if "anyOf" in b), {})}
     for branch in branches:
-        if isinstance(branch, dict) and branch.get("type") == "number":
+        if branch.get("type") == "number":
             bounds.update(branch)
     words = {
         "exclusiveMinimum": "above",
         "minimum": "at least",
         "maximum": "at most",
         "exclusiveMaximum": "below",
+        "multipleOf": "a multiple of",
     }
-    said = [
-        f"{word} {bounds[key]:g}" for key, word in words.items() if isinstance(bounds.get(key), int | float)
-    ]
-    places = next((b[DECIMAL] for b in branches if isinstance(b, dict) and DECIMAL in b), True)
+    said = [f"{word} {_number(bounds[key])}" for key, word in words.items() if _is_number(bounds.get(key))]
+    places = next((b[DECIMAL] for b in branches if DECIMAL in b), True)
     if places is not True:
         said.append(f"with at most {places} decimal places")
-    return " ".join(
-        ["must be a decimal number (a JSON number, or one as a string)", " and ".join(said)]
-    ).strip()
+    wanted = " ".join(["a decimal number (a JSON number, or one as a string)", " and ".join(said)]).strip()
+    return f"must be {wanted}{', or null' if any(b.get('type') == 'null' for b in branches) else ''}"
+
+
+def _branches(definition: Any) -> list[dict[str, Any]]:
+    """The alternatives of an ``anyOf``, those of an ``anyOf`` in it too (``Decimal | float | None``)."""
+    found: list[dict[str, Any]] = []
+    for branch in definition.get("anyOf", []) if isinstance(definition, dict) else []:
+        if isinstance(branch, dict):
+            found += _branches(branch) if "anyOf" in branch else [branch]
+    return found
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _number(value: float) -> str:
+    """A bound as written: ``100`` (not ``100.0``), ``99999.99`` (not ``100000``)."""
+    return str(int(value)) if float(value).is_integer() else repr(float(value))
 
 
 def _scheme_pattern(schemes: list[str]) -> str:
@@ -185,7 +201,10 @@ class _CatalogSchema(GenerateJsonSchema):
 
     def get_decimal_pattern(self, schema: core_schema.DecimalSchema) -> str | None:
         lower = schema.get("ge", schema.get("gt"))
+        # Any digit Decimal() reads (Unicode ones too) and underscores between them ("1_000"), as
+        # pydantic takes them: a refused payload that the model takes would be worse than one let by.
         inner = self.build_decimal_pattern(schema).removeprefix("^").removesuffix("$")
+        inner = inner.replace("[0-9]", "[\\d_]")
         return _decimal_pattern(inner, None if lower is None else float(lower))
 
     def url_schema(self, schema: core_schema.UrlSchema) -> JsonSchemaValue:

@@ -19,6 +19,8 @@ class Line(BaseModel):
     amount: Decimal | float = Field(gt=0)
     discount: Decimal = Field(default=Decimal(0), ge=0, le=100, decimal_places=2)
     adjustment: Decimal = Decimal(0)
+    credit: Decimal = Field(default=Decimal(0), le=Decimal("99999.99"))
+    tip: Decimal | float | None = Field(default=None, gt=0)
 
 
 class Invoice(BaseModel):
@@ -65,6 +67,8 @@ def test_a_decimal_the_model_refuses_is_refused_before_sending_naming_the_field(
         {"amount": 0.5, "discount": "-0"},  # zero, signed
         {"amount": "1e2", "discount": "1e1", "adjustment": "-7.5"},  # no bound: a minus is fine
         {"amount": "+3", "discount": 0},
+        {"amount": "1_000", "adjustment": "\u0663"},  # underscores, any Unicode digit: Decimal() reads them
+        {"amount": 1, "tip": None},
     ],
 )
 def test_a_decimal_the_model_takes_passes(line):
@@ -83,4 +87,17 @@ def test_the_refusal_says_what_a_decimal_field_takes():
     assert str(discount.value).endswith(
         "lines.0.discount: must be a decimal number (a JSON number, or one as a string) at least 0 and at "
         "most 100 and with at most 2 decimal places"
+    )
+
+
+def test_the_refusal_writes_bounds_as_given_and_says_when_null_is_taken():
+    with pytest.raises(PayloadValidationError) as credit:
+        routed().validate({"lines": [{"amount": 1, "credit": 100000}]})
+    assert str(credit.value).endswith(
+        "lines.0.credit: must be a decimal number (a JSON number, or one as a string) at most 99999.99"
+    )  # (":g" wrote 100000)
+    with pytest.raises(PayloadValidationError) as tip:
+        routed().validate({"lines": [{"amount": 1, "tip": "abc"}]})
+    assert str(tip.value).endswith(
+        "lines.0.tip: must be a decimal number (a JSON number, or one as a string) above 0, or null"
     )
