@@ -48,8 +48,9 @@ def run_inline(
     """
     if not isinstance(job, Job):
         raise TypeError(
-            "run_inline takes the job that @job returned (run_inline(my_job, {...}), the decorated "
-            f"function itself), got {shown(job)}"
+            "run_inline takes the Job that @job made of your function: the name the decorated function "
+            "has in its module (run_inline(generate_report, {...})), not its job name or .fn; got "
+            f"{shown(job)}"
         )
     if isinstance(attempt, bool) or not isinstance(attempt, int) or attempt < 1:
         raise ValueError(f"attempt= counts from 1 (the first execution), got {shown(attempt)}")
@@ -63,11 +64,15 @@ def run_inline(
     elif isinstance(payload, BaseModel | dict):
         models = [_inline_payload(job, payload, payload_version)]
     else:
-        given = "a list" if isinstance(payload, list | tuple) else f"a {type(payload).__name__}"
+        given = (
+            "a list"
+            if isinstance(payload, list | tuple)
+            else f"{type(payload).__name__} {shown(payload, 40)}"
+        )
         if isinstance(cast(object, payload), str | bytes):
             given += " (JSON text: json.loads it first)"
         raise TypeError(
-            f"{job.name} takes one payload (its {job.payload_model.__name__} model, or a dict), not {given}"
+            f"{job.name} takes one payload (its {job.payload_model.__name__} model, or a dict), got {given}"
         )
     model = models[0]
     trace = new_trace()

@@ -142,8 +142,8 @@ def no_jobs_message(names: Iterable[str]) -> str:
 def packages_hint(names: Iterable[str]) -> str:
     """For modules that registered no job: which of them are packages, and their modules (a package's
     modules are not imported with it), or ``""``."""
-    hints = [f"{name}{_submodules_hint(sys.modules[name])}" for name in names if name in sys.modules]
-    hints = [h for h in hints if "(it is a package" in h]
+    packages = [sys.modules[n] for n in names if hasattr(sys.modules.get(n), "__path__")]
+    hints = [f"{package.__name__}{_submodules_hint(package)}" for package in packages]
     return f"; name the modules that define the jobs: {'; '.join(hints)}" if hints else ""
 
 

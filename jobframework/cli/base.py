@@ -107,6 +107,12 @@ def require_jobs(modules: list[str] | None) -> list[str]:
     modules_log.propagate, propagated = False, modules_log.propagate
     try:
         names = load_jobs(modules)
+    except CliError:  # (a later module failed: what the earlier ones said still helps)
+        modules_log.removeHandler(held)
+        modules_log.propagate = propagated
+        for record in held.records:
+            modules_log.handle(record)
+        raise
     finally:
         modules_log.removeHandler(held)
         modules_log.propagate = propagated

@@ -117,7 +117,9 @@ def enqueue(  # noqa: PLR0917
             param_hint="JSON",
         ) from None
     if not isinstance(data, dict):
-        hint = " (a batched job's items are enqueued one at a time)" if isinstance(data, list) else ""
+        hint = (
+            " (a batched job's too: its items are enqueued one at a time)" if isinstance(data, list) else ""
+        )
         raise typer.BadParameter(f"the payload must be a JSON object{hint}", param_hint="JSON")
     optional_jobs(jobs)
     aws = aws_of(ctx)

@@ -138,8 +138,9 @@ def test_enqueue_takes_delays_up_to_a_year_as_the_client_does():
 def test_a_json_list_is_not_a_payload_and_a_batched_jobs_items_go_one_at_a_time():
     result = invoke(["enqueue", "reports.generate", '[{"report_id": "r-1"}]'])
     assert result.exit_code == 2
-    assert "the payload must be a JSON object (a batched job's items are enqueued one at a time)" in " ".join(
-        result.stderr.split()
+    assert (
+        "the payload must be a JSON object (a batched job's too: its items are enqueued one at a time)"
+        in " ".join(result.stderr.split())
     )
 
 

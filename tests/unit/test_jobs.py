@@ -480,12 +480,14 @@ def test_run_inline_refuses_a_list_for_a_plain_job_saying_what_it_takes(reg):
     def one(order: Order) -> None:
         pass
 
-    with pytest.raises(TypeError, match=r"takes one payload \(its Order model, or a dict\), not a list"):
+    with pytest.raises(TypeError, match=r"takes one payload \(its Order model, or a dict\), got a list"):
         run_inline(one, [Order(order_id="a")])
-    with pytest.raises(TypeError, match=r"not a str \(JSON text: json\.loads it first\)"):
+    with pytest.raises(
+        TypeError, match=r"got str '{\"order_id\": \"a\"}' \(JSON text: json\.loads it first\)"
+    ):
         run_inline(one, '{"order_id": "a"}')  # (it said "not a list")
     for not_a_job in ("orders.one_inline", one.fn):
-        with pytest.raises(TypeError, match=r"run_inline takes the job that @job returned"):
+        with pytest.raises(TypeError, match=r"run_inline takes the Job that @job made of your function"):
             run_inline(not_a_job, {"order_id": "a"})  # type: ignore[arg-type]
     with pytest.raises(ValueError, match=r"attempt= counts from 1 \(the first execution\), got 0"):
         run_inline(one, {"order_id": "a"}, attempt=0)
