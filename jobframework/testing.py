@@ -49,14 +49,20 @@ class FakeLambdaContext(LocalLambdaContext):
 def sqs_record(
     body: Envelope | str,
     *,
-    queue_arn: str = DEFAULT_QUEUE_ARN,
+    queue_arn: str | None = None,
+    config: RuntimeConfig | None = None,
+    lane: str | None = None,
     receive_count: int = 1,
     message_attributes: dict[str, str] | None = None,
     aws_trace_header: str | None = None,
     message_id: str | None = None,
     receipt_handle: str | None = None,
 ) -> dict[str, Any]:
-    """One Lambda SQS record of the exact AWS shape (for a handler called without a queue)."""
+    """One Lambda SQS record of the exact AWS shape (for a handler called without a queue), from
+    ``queue_arn``, else from the queue of ``config`` (e.g. ``jf_config``) that :func:`sqs_event` would
+    pick, else a queue named ``jf-dev-default``; ``receive_count`` 4 is a fourth delivery."""
+    if queue_arn is None:
+        queue_arn = _queue_arn(config, lane, body) if config is not None else DEFAULT_QUEUE_ARN
     text = body.to_body() if isinstance(body, Envelope) else body
     now_ms = str(int(time.time() * 1000))
     attributes = {
@@ -99,8 +105,7 @@ def sqs_event(
         if isinstance(r, dict):
             out.append(r)
             continue
-        arn = queue_arn or (_queue_arn(config, lane, r) if config is not None else DEFAULT_QUEUE_ARN)
-        out.append(sqs_record(r, queue_arn=arn))
+        out.append(sqs_record(r, queue_arn=queue_arn, config=config, lane=lane))
     return {"Records": out}
 
 
