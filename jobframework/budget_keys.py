@@ -28,6 +28,7 @@ Example:
 
 from __future__ import annotations
 
+import inspect
 import logging
 from collections.abc import Callable
 from typing import Any
@@ -53,6 +54,11 @@ def checked_retry_budget(value: object, job_name: str) -> RetryBudgetOption:
     if isinstance(value, str) and _valid_name(value):
         return value
     if callable(value) and not isinstance(value, str):
+        if not _takes_one_argument(value):
+            raise ConfigurationError(
+                f"job {job_name}: retry_budget= is a function of the payload: it takes one argument and "
+                "returns the budget's name, e.g. retry_budget=lambda d: d.url.host"
+            )
         return value
     raise ConfigurationError(
         f"job {job_name}: retry_budget= takes True (its queue's budget, the default), False (none: "
@@ -76,11 +82,19 @@ def budget_key(option: RetryBudgetOption, payload: Any, queue: str, job_name: st
     try:
         name = option(payload)
     except Exception:
-        log.warning("retry_budget= of %s raised; counted in the budget of %s", job_name, queue, exc_info=True)
+        _warn_once(
+            job_name,
+            "retry_budget= of %s raised; counted in the budget of %s",
+            job_name,
+            queue,
+            exc_info=True,
+        )
         return queue
     if not isinstance(name, str) or not _valid_name(name):
-        log.warning(
-            "retry_budget= of %s gave %r, not a name of 1 to %d characters; counted in the budget of %s",
+        _warn_once(
+            job_name,
+            "retry_budget= of %s gave %r, not a name (a str of 1 to %d characters, such as d.url.host); "
+            "counted in the budget of %s",
             job_name,
             name,
             MAX_NAME,
@@ -94,6 +108,26 @@ def budget_label(key: str) -> str:
     """How a budget's key reads in a message: its queue's name, or the budget's own name in quotes (a
     budget named ``high`` is not the high queue's)."""
     return repr(key[len(_NAMED) :]) if key.startswith(_NAMED) else key
+
+
+def _takes_one_argument(fn: Callable[..., Any]) -> bool:
+    try:
+        inspect.signature(fn).bind(None)
+    except TypeError:
+        return False
+    except ValueError:  # (no signature to read: a builtin; it is called as given)
+        return True
+    return True
+
+
+def _warn_once(job_name: str, message: str, *args: Any, exc_info: bool = False) -> None:
+    """A job's budget function's failure, logged once per job and kind (it would be every record's)."""
+    if (job_name, message) not in _warned:
+        _warned.add((job_name, message))
+        log.warning(message + " (said once per job)", *args, exc_info=exc_info)
+
+
+_warned: set[tuple[str, str]] = set()
 
 
 def _valid_name(name: str) -> bool:

@@ -8,9 +8,10 @@ from typing import Any
 
 import pytest
 from botocore.exceptions import EndpointConnectionError
-from pydantic import BaseModel
+from pydantic import BaseModel, HttpUrl
 
 from jobframework.budget import RetryBudget
+from jobframework.budget_keys import budget_key
 from jobframework.client import JobClient
 from jobframework.consumer import consumer
 from jobframework.envelope import message_attribute
@@ -136,6 +137,21 @@ def test_a_payload_that_cannot_be_read_counts_in_the_queues_budget_whatever_the_
     letters, errors = reasons(bk)
     assert letters[("bk.exempt", "budget")] == 1
     assert any("fetching the payload s3://" in e and "the retry budget of " in e for e in errors), errors
+
+
+@pytest.mark.parametrize("value", [lambda: "x", lambda a, b: "x"])
+def test_a_budget_function_that_cannot_take_the_payload_is_refused_at_once(value):
+    with pytest.raises(ConfigurationError, match=r"retry_budget= is a function of the payload: it takes one"):
+        job("bk.arity", registry=JobRegistry(), retry_budget=value)
+
+
+def test_a_budget_function_that_gives_no_name_is_said_once_per_job(caplog):
+    for _ in range(3):
+        assert (
+            budget_key(lambda d: d["url"], {"url": HttpUrl("https://a.example/x")}, "high", "bk.u") == "high"
+        )
+    said = [r.getMessage() for r in caplog.records if "retry_budget= of bk.u" in r.getMessage()]
+    assert len(said) == 1 and "not a name (a str of 1 to 200 characters, such as d.url.host)" in said[0]
 
 
 @pytest.mark.parametrize("value", ["", " smtp", 3, "x" * 201])
