@@ -347,11 +347,15 @@ def dlq_redrive(  # noqa: PLR0917
         print_json(result.as_dict())
     else:
         kinds = ", ".join(f"{k} {v}" for k, v in sorted(result.by_type.items())) or "none"
+        limited = f"; --limit {limit} reached (more may match)" if result.limited else ""
         if dry_run:
-            typer.echo(f"dry run: would redrive {result.matched} ({kinds}); {result.skipped} not matching")
+            typer.echo(
+                f"dry run: would redrive {result.matched} ({kinds}); {result.skipped} not matching{limited}"
+            )
         else:
             typer.echo(
-                f"redrove {result.moved} ({kinds}); {result.skipped} not matching; {result.failed} failed"
+                f"redrove {result.moved} ({kinds}); {result.skipped} not matching{limited}; "
+                f"{result.failed} failed"
                 + (f"; {result.payload_missing} left: payload gone" if result.payload_missing else "")
                 + (
                     f"; {result.later} arrived in the DLQ while it ran (a redriven job that failed again): "

@@ -54,6 +54,9 @@ class RedriveResult:
     later: int = 0
     """Letters dead-lettered after the redrive started (a redriven job failing again, say): left for
     the next redrive."""
+    limited: bool = False
+    """The ``limit`` was reached: letters past it were not looked at (more may match); those skipped
+    count only letters that did not match."""
     by_type: dict[str, int] = field(default_factory=dict)
     by_source: dict[str, int] = field(default_factory=dict)
     job_ids: list[str] = field(default_factory=list)
@@ -202,8 +205,10 @@ class Redrive:
                     result.later += 1  # (the scan's cutoff is to the second: this one came in it)
                     considered -= 1  # (not one of the letters there at the start, which progress counts)
                     continue
-                full = limit is not None and result.matched + len(chosen) >= limit
-                if full or not selection.matches(letter, now):
+                if limit is not None and result.matched + len(chosen) >= limit:
+                    result.limited = True  # (not "not matching": left by the limit)
+                    continue
+                if not selection.matches(letter, now):
                     result.skipped += 1
                     continue
                 chosen.append((message, letter))

@@ -93,6 +93,8 @@ def test_redrive_dry_run_and_limit(sqs, jf_config, letters):
     limited = invoke(["dlq", "redrive", "default", "--limit", "2", "--older-than", "1h"], env)
     assert limited.exit_code == 0, limited.output
     assert "redrove 2" in limited.stdout
+    # The three left matched: the limit left them, not "not matching" (a trial read "3 not matching")
+    assert "0 not matching; --limit 2 reached (more may match)" in limited.stdout, limited.stdout
     assert queue_counts(sqs, ep.url) == (2, 0)
     assert queue_counts(sqs, ep.dlq_url) == (3, 0)
 
