@@ -18,7 +18,7 @@ from pydantic import BaseModel
 
 from jobframework.aws_clients import AwsClients
 from jobframework.config import RuntimeConfig
-from jobframework.errors import ConfigurationError
+from jobframework.errors import ConfigurationError, JobFrameworkError
 from jobframework.errortext import shown
 from jobframework.jobs import Job, JobRegistry, Priority
 from jobframework.jobs import registry as default_registry
@@ -323,7 +323,20 @@ class JobClient:
                     "enqueue_many takes EnqueueRequest entries: job.request(payload, key=...) or "
                     f"EnqueueRequest(job, payload), got {type(entry).__name__} {shown(entry)}"
                 )
-        return self.sender.send_many([self.prepare(r) for r in entries])
+        return self.sender.send_many([self._prepare_entry(r, i, len(entries)) for i, r in enumerate(entries)])
+
+    def _prepare_entry(self, request: EnqueueRequest, index: int, count: int) -> Prepared:
+        """:meth:`prepare` of one entry of ``enqueue_many``; an error of one of several names it."""
+        try:
+            return self.prepare(request)
+        except JobFrameworkError as exc:
+            if count == 1:
+                raise
+            try:
+                named = type(exc)(f"entry {index} of {count}: {exc}")
+            except Exception:  # (an error class that takes more than its message: as it was)
+                raise exc from None
+            raise named from exc
 
 
 _default: JobClient | None = None
