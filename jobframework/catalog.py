@@ -25,7 +25,7 @@ from time import monotonic
 from typing import TYPE_CHECKING, Any
 
 from jobframework.catalog_schema import URL_SCHEMES, decimal_refusal
-from jobframework.config import ENV_TOPOLOGY_PARAMETER, JobRoute, RuntimeConfig
+from jobframework.config import ENV_TOPOLOGY_PARAMETER, NAMED_BY_APP, JobRoute, RuntimeConfig
 from jobframework.errors import ConfigurationError, EnqueueError, PayloadValidationError, UnknownJobError
 from jobframework.jobs import Priority, Profile, lane_name, lane_priority, lane_profile
 
@@ -243,6 +243,16 @@ class RoutedJob:
         return None
 
 
+def _parameter_missing(exc: BaseException) -> bool:
+    """``exc`` was caused by SSM answering that the parameter does not exist."""
+    from botocore.exceptions import ClientError
+
+    cause = exc.__cause__
+    return (
+        isinstance(cause, ClientError) and cause.response.get("Error", {}).get("Code") == "ParameterNotFound"
+    )
+
+
 def _unreachable(exc: BaseException) -> bool:
     """``exc`` was caused by an endpoint that could not be reached (no connection, a timeout)."""
     from botocore.exceptions import ConnectionError as BotoConnectionError
@@ -273,6 +283,8 @@ class JobCatalog:
         self._jobs: dict[str, RoutedJob] = {}
         self._read_at: float | None = None
         self._read_error: str | None = None
+        self._missing = False
+        """The parameter is not there (a name to fix, not a grant to add)."""
         self._lock = threading.Lock()
 
     def get(self, name: str, *, known: list[str]) -> RoutedJob:
@@ -313,9 +325,11 @@ class JobCatalog:
                 self._read_at = None
                 raise EnqueueError(f"the job catalog could not be read: {exc}") from exc.__cause__
             self._read_error = str(exc).splitlines()[0]
+            self._missing = _parameter_missing(exc)
             log.warning("reading the job catalog failed: %s", self._read_error)
             return
         self._read_error = None
+        self._missing = False
         self._routes.update(read.jobs)
         self._source = f"SSM parameter {parameter}"
 
@@ -332,6 +346,9 @@ class JobCatalog:
                 f"set {ENV_TOPOLOGY_PARAMETER} to the SSM parameter the stack wrote (its TopologyParameter "
                 "output, e.g. /jf/prod/topology) or export what `jf dev` prints"
             )
+        elif self._missing:
+            looked = f"and there is no SSM parameter {parameter} to look in"
+            todo = f"{NAMED_BY_APP}: set {ENV_TOPOLOGY_PARAMETER} to it"
         elif self._read_error is not None:
             looked = f"and SSM parameter {parameter} could not be read ({self._read_error})"
             todo = "let this process read it (stack.grant_enqueue(role)), or check the endpoint and region"

@@ -68,6 +68,11 @@ ENV_IDEMPOTENCY_TABLE = "JF_IDEMPOTENCY_TABLE"
 ENV_ENDPOINT_URL = "JF_ENDPOINT_URL"
 ENV_REGION = "JF_REGION"
 ENV_TOPOLOGY_PARAMETER = "JF_TOPOLOGY_PARAMETER"
+NAMED_BY_APP = (
+    "the parameter is /<app>/<stage>/topology of the stack or `jf dev` that wrote it (`jf dev --app "
+    "webhooks` writes /webhooks/dev/topology; the default app and stage make /jf/dev/topology)"
+)
+"""Where a topology parameter's name comes from, for an error that found none."""
 ENV_JOBS = "JF_JOBS"
 
 OPTIONAL_SETTINGS: dict[str, str] = {
@@ -246,6 +251,14 @@ class RuntimeConfig(BaseModel):
         try:
             value = ssm_client.get_parameter(Name=name)["Parameter"]["Value"]
         except (ClientError, BotoCoreError) as exc:
+            if (
+                isinstance(exc, ClientError)
+                and exc.response.get("Error", {}).get("Code") == "ParameterNotFound"
+            ):
+                raise ConfigurationError(
+                    f"no topology parameter {name} here: {NAMED_BY_APP}; set {ENV_TOPOLOGY_PARAMETER} to "
+                    "the one your stack or `jf dev` wrote (export the lines `jf dev` prints)"
+                ) from exc
             raise ConfigurationError(f"cannot read the topology parameter {name}: {exc}") from exc
         try:
             config = cls.model_validate(json.loads(value))

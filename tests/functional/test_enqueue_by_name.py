@@ -109,9 +109,16 @@ def test_an_unknown_name_says_where_the_client_looked_and_what_to_set(named):
     ):
         producer(named, bare).enqueue("t.ok", {"name": "x"})
 
+    # A parameter that is not there is a name to fix, not a grant to add (it said grant_enqueue): a
+    # trial's `jf dev --app webhooks` wrote /webhooks/dev/topology, and the rest read /jf/dev/topology.
     missing = named.config.model_copy(update={"jobs": {}, "topology_parameter": "/jf/nowhere/topology"})
-    with pytest.raises(UnknownJobError, match=r"/jf/nowhere/topology could not be read .*grant_enqueue"):
+    with pytest.raises(UnknownJobError) as nowhere:
         producer(named, missing).enqueue("t.ok", {"name": "x"})
+    assert "there is no SSM parameter /jf/nowhere/topology to look in" in str(nowhere.value)
+    assert "`jf dev --app webhooks` writes /webhooks/dev/topology" in str(nowhere.value)
+    assert "grant_enqueue" not in str(nowhere.value)
+    with pytest.raises(ConfigurationError, match=r"no topology parameter /jf/nowhere/topology here: the "):
+        RuntimeConfig.from_parameter("/jf/nowhere/topology", ssm_client=named.ssm)
 
 
 def test_a_fifo_route_is_refused_rather_than_sent_without_a_message_group(named):
