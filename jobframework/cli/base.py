@@ -198,7 +198,7 @@ def parse_duration(text: str, *, option: str | None = None) -> float:
     m = _DURATION.match(text)
     if not m:
         raise typer.BadParameter(
-            f"{text!r} is not a duration: use a positive number of seconds, minutes, hours or days, e.g. "
+            f"{text!r} is not a duration: use a number (0 or more) of seconds, minutes, hours or days, e.g. "
             "90s, 15m, 2h or 1d",
             param_hint=option,
         )
