@@ -167,20 +167,22 @@ def _paused_lanes(ctx: typer.Context, config: RuntimeConfig) -> set[str]:
 
 
 @dlq_app.command("peek")
-def dlq_peek(
+def dlq_peek(  # noqa: PLR0917 (typer options)
     ctx: typer.Context,
     priority: PriorityArg,
     count: Annotated[int, typer.Option("-n", "--count", help="How many to show.", min=1, max=1000)] = 10,
+    job_type: TypeOption = None,
+    reason: ReasonOption = None,
     json_output: JsonOption = False,
 ) -> None:
     """Show dead letters (type, id, reason, error, attempts, dead-at) without removing anything.
 
-    Example: jf dlq peek default -n 5
+    Example: jf dlq peek default -n 5 --reason exhausted
     """
     from jobframework.dlq import UNTYPED
 
     letters, _ = _dead_letters(ctx)
-    found = letters.peek(priority, limit=count)
+    found = letters.peek(priority, limit=count, job_type=job_type, reason=reason)
     pointers = [_payload_pointer(d.body) for d in found]
     if json_output:
         print_json(

@@ -182,12 +182,21 @@ class DeadLetters:
         )["Attributes"]
         return int(attrs.get("ApproximateNumberOfMessages", 0))
 
-    def peek(self, priority: Priority | str, *, limit: int | None = 10) -> list[DeadLetter]:
-        """Up to ``limit`` dead letters (all with ``None``), each once, left in the DLQ and visible."""
+    def peek(
+        self,
+        priority: Priority | str,
+        *,
+        limit: int | None = 10,
+        job_type: str | None = None,
+        reason: str | None = None,
+    ) -> list[DeadLetter]:
+        """Up to ``limit`` dead letters (all with ``None``), each once, left in the DLQ and visible; with
+        ``job_type`` or ``reason``, only those (as :meth:`redrive` selects them)."""
         found: list[DeadLetter] = []
+        selection = Selection(job_type=job_type, reason=reason)
         with self.scan(self.dlq_url(priority), hold=READ_HOLD_SECONDS) as scan:
             for batch in scan:
-                found.extend(DeadLetter.of(m) for m in batch)
+                found.extend(d for d in map(DeadLetter.of, batch) if selection.matches(d))
                 if limit is not None and len(found) >= limit:
                     break
         return found if limit is None else found[:limit]

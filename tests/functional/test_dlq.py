@@ -49,6 +49,21 @@ def test_peek_shows_dead_letters_and_changes_nothing(sqs, jf_config, letters):
     assert after == before
 
 
+def test_peek_shows_only_the_type_or_reason_asked_for(sqs, jf_config, letters):
+    """A trial looked for the few other letters among 130 dead-lettered `budget` with --json and a script:
+    redrive selected by --type and --reason, peek could not."""
+    dead_letter(sqs, jf_config, "default", "reports.generate", {"report_id": "r-9"}, reason="version")
+    env = cli_env(jf_config)
+    reports = json.loads(
+        invoke(["dlq", "peek", "default", "--type", "reports.generate", "--json"], env).stdout
+    )
+    assert sorted(s["reason"] for s in reports) == ["exhausted", "exhausted", "version"]
+    versions = json.loads(invoke(["dlq", "peek", "default", "--reason", "version", "--json"], env).stdout)
+    assert [(s["type"], s["reason"]) for s in versions] == [("reports.generate", "version")]
+    misspelt = invoke(["dlq", "peek", "default", "--reason", "budgt"], env)
+    assert misspelt.exit_code == 2 and "'budgt' is not a dead-letter reason" in misspelt.output
+
+
 def _peek_raw(sqs, url):
     msgs = list(receive_all(sqs, url))
     for m in msgs:
