@@ -26,7 +26,13 @@ from typing import TYPE_CHECKING, Any
 
 from jobframework.catalog_schema import URL_SCHEMES, decimal_refusal
 from jobframework.config import ENV_TOPOLOGY_PARAMETER, NAMED_BY_APP, JobRoute, RuntimeConfig
-from jobframework.errors import ConfigurationError, EnqueueError, PayloadValidationError, UnknownJobError
+from jobframework.errors import (
+    ConfigurationError,
+    EnqueueError,
+    PayloadValidationError,
+    TopologyParameterNotFound,
+    UnknownJobError,
+)
 from jobframework.jobs import Priority, Profile, lane_name, lane_priority, lane_profile
 
 if TYPE_CHECKING:
@@ -243,16 +249,6 @@ class RoutedJob:
         return None
 
 
-def _parameter_missing(exc: BaseException) -> bool:
-    """``exc`` was caused by SSM answering that the parameter does not exist."""
-    from botocore.exceptions import ClientError
-
-    cause = exc.__cause__
-    return (
-        isinstance(cause, ClientError) and cause.response.get("Error", {}).get("Code") == "ParameterNotFound"
-    )
-
-
 def _unreachable(exc: BaseException) -> bool:
     """``exc`` was caused by an endpoint that could not be reached (no connection, a timeout)."""
     from botocore.exceptions import ConnectionError as BotoConnectionError
@@ -282,9 +278,7 @@ class JobCatalog:
             self._source = f"SSM parameter {config.topology_parameter}"
         self._jobs: dict[str, RoutedJob] = {}
         self._read_at: float | None = None
-        self._read_error: str | None = None
-        self._missing = False
-        """The parameter is not there (a name to fix, not a grant to add)."""
+        self._read_error: ConfigurationError | None = None
         self._lock = threading.Lock()
 
     def get(self, name: str, *, known: list[str]) -> RoutedJob:
@@ -324,12 +318,10 @@ class JobCatalog:
             if _unreachable(exc):  # the endpoint is the problem, not the job's name: say that
                 self._read_at = None
                 raise EnqueueError(f"the job catalog could not be read: {exc}") from exc.__cause__
-            self._read_error = str(exc).splitlines()[0]
-            self._missing = _parameter_missing(exc)
-            log.warning("reading the job catalog failed: %s", self._read_error)
+            self._read_error = exc
+            log.warning("reading the job catalog failed: %s", str(exc).splitlines()[0])
             return
         self._read_error = None
-        self._missing = False
         self._routes.update(read.jobs)
         self._source = f"SSM parameter {parameter}"
 
@@ -346,11 +338,13 @@ class JobCatalog:
                 f"set {ENV_TOPOLOGY_PARAMETER} to the SSM parameter the stack wrote (its TopologyParameter "
                 "output, e.g. /jf/prod/topology) or export what `jf dev` prints"
             )
-        elif self._missing:
+        elif isinstance(self._read_error, TopologyParameterNotFound):
             looked = f"and there is no SSM parameter {parameter} to look in"
             todo = f"{NAMED_BY_APP}: set {ENV_TOPOLOGY_PARAMETER} to it"
         elif self._read_error is not None:
-            looked = f"and SSM parameter {parameter} could not be read ({self._read_error})"
+            looked = (
+                f"and SSM parameter {parameter} could not be read ({str(self._read_error).splitlines()[0]})"
+            )
             todo = "let this process read it (stack.grant_enqueue(role)), or check the endpoint and region"
         else:
             looked = f"nor in the job catalog of SSM parameter {parameter} (it lists: {listed})"

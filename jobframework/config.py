@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_serializer, field_validator
 
 from jobframework.core import ConfigurationError, Priority
+from jobframework.errors import TopologyParameterNotFound
 
 if TYPE_CHECKING:
     from mypy_boto3_ssm import SSMClient
@@ -255,7 +256,7 @@ class RuntimeConfig(BaseModel):
                 isinstance(exc, ClientError)
                 and exc.response.get("Error", {}).get("Code") == "ParameterNotFound"
             ):
-                raise ConfigurationError(
+                raise TopologyParameterNotFound(
                     f"no topology parameter {name} here: {NAMED_BY_APP}; set {ENV_TOPOLOGY_PARAMETER} to "
                     "the one your stack or `jf dev` wrote (export the lines `jf dev` prints)"
                 ) from exc

@@ -28,6 +28,7 @@ __all__ = [
     "PermanentError",
     "RetryableError",
     "SignatureError",
+    "TopologyParameterNotFound",
     "UnknownJobError",
 ]
 
@@ -69,6 +70,10 @@ class JobCancelled(Exception):
 class EnqueueOptionError(ConfigurationError):
     """A bad value of an enqueue's option (``delay``, ``expires_in``, ``debounce``, ``dedup_window``) or a
     combination that cannot run: the caller's argument (``jf enqueue`` exits 2 for it)."""
+
+
+class TopologyParameterNotFound(ConfigurationError):
+    """No SSM parameter of the topology's name: a name to fix (its app and stage), not a grant to add."""
 
 
 class DuplicateJobError(ConfigurationError):
