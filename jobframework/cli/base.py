@@ -101,38 +101,39 @@ def require_jobs(modules: list[str] | None) -> list[str]:
     from jobframework.jobs import registry
     from jobframework.modules import no_jobs_message
 
-    held = _HeldWarnings()
-    modules_log = logging.getLogger("jobframework.modules")
-    modules_log.addHandler(held)
-    modules_log.propagate, propagated = False, modules_log.propagate
+    held = _HeldWarnings(logging.getLogger("jobframework.modules"))
     try:
         names = load_jobs(modules)
     except CliError:  # (a later module failed: what the earlier ones said still helps)
-        modules_log.removeHandler(held)
-        modules_log.propagate = propagated
-        for record in held.records:
-            modules_log.handle(record)
+        held.let_go()
         raise
-    finally:
-        modules_log.removeHandler(held)
-        modules_log.propagate = propagated
     if not len(registry):  # (the error says what the warnings of the modules that registered none say)
+        held.let_go(replay=False)
         raise CliError(no_jobs_message(names))
-    for record in held.records:  # some did register: the warnings name those that did not
-        modules_log.handle(record)
+    held.let_go()  # some did register: the warnings name those that did not
     warn_unlisted(names)
     return names
 
 
 class _HeldWarnings(logging.Handler):
-    """Keeps the records it is given, to be let go or dropped once it is known whether they matter."""
+    """Holds a logger's records (it stops propagating) until :meth:`let_go` lets them go or drops them,
+    once it is known whether they matter (not ``release``: a Handler's is its lock's)."""
 
-    def __init__(self) -> None:
+    def __init__(self, logger: logging.Logger) -> None:
         super().__init__()
         self.records: list[logging.LogRecord] = []
+        self.logger, self.propagated = logger, logger.propagate
+        logger.addHandler(self)
+        logger.propagate = False
 
     def emit(self, record: logging.LogRecord) -> None:
         self.records.append(record)
+
+    def let_go(self, *, replay: bool = True) -> None:
+        self.logger.removeHandler(self)
+        self.logger.propagate = self.propagated
+        for record in self.records if replay else ():
+            self.logger.handle(record)
 
 
 def warn_unlisted(names: list[str]) -> None:
