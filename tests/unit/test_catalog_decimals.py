@@ -9,10 +9,9 @@ import pytest
 from pydantic import BaseModel, Field, ValidationError
 
 from jobframework.catalog import RoutedJob
-from jobframework.catalog_schema import route_of
-from jobframework.config import JobRoute
 from jobframework.errors import PayloadValidationError
 from jobframework.jobs import JobRegistry, job
+from tests.unit.catalog_routes import as_routed
 
 
 class Line(BaseModel):
@@ -36,9 +35,7 @@ def render(invoice: Invoice) -> None:
 
 
 def routed() -> RoutedJob:
-    """The job as a producer without its module sees it: its route read back from the parameter's JSON."""
-    route = JobRoute.model_validate_json(route_of(registry.get("invoices.render")).model_dump_json())
-    return RoutedJob("invoices.render", route, "SSM parameter /jf/test/topology")
+    return as_routed(render)
 
 
 @pytest.mark.parametrize(

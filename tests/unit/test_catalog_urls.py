@@ -6,10 +6,9 @@ import pytest
 from pydantic import AnyUrl, BaseModel, HttpUrl, ValidationError
 
 from jobframework.catalog import RoutedJob
-from jobframework.catalog_schema import route_of
-from jobframework.config import JobRoute
 from jobframework.errors import PayloadValidationError
 from jobframework.jobs import JobRegistry, job
+from tests.unit.catalog_routes import as_routed
 
 
 class Hook(BaseModel):
@@ -26,9 +25,7 @@ def deliver(hook: Hook) -> None:
 
 
 def routed() -> RoutedJob:
-    """The job as a producer without its module sees it: its route read back from the parameter's JSON."""
-    route = JobRoute.model_validate_json(route_of(registry.get("webhooks.deliver")).model_dump_json())
-    return RoutedJob("webhooks.deliver", route, "SSM parameter /jf/test/topology")
+    return as_routed(deliver)
 
 
 def test_an_http_url_field_refuses_another_scheme_before_sending_saying_which_it_takes():
