@@ -140,10 +140,20 @@ _BOUNDS = {"gt": "exclusiveMinimum", "ge": "minimum", "lt": "exclusiveMaximum", 
 validator ignores, and JSON Schema's (they apply to the union's number branch, as they should)."""
 
 
+_DECIMAL_START = "^\\s*"
+"""How a decimal string's pattern begins: the spaces pydantic strips (then :data:`_NOT_NEGATIVE`, or not)."""
+
+
 def _decimal_pattern(inner: str, lower: float | None) -> str:
     """A decimal string's pattern: ``inner`` (pydantic's, unanchored) with the spaces around it that
     pydantic strips, and no minus sign when the lower bound is zero or more."""
-    return f"^\\s*{_NOT_NEGATIVE if lower is not None and lower >= 0 else ''}(?:{inner})\\s*$"
+    pattern = f"{_DECIMAL_START}(?:{inner})\\s*$"
+    return _unsigned(pattern) if lower is not None and lower >= 0 else pattern
+
+
+def _unsigned(pattern: str) -> str:
+    """A decimal string's pattern (:func:`_decimal_pattern`) refusing a minus sign."""
+    return _DECIMAL_START + _NOT_NEGATIVE + pattern.removeprefix(_DECIMAL_START)
 
 
 def _union_bounds(node: Any) -> Any:
@@ -168,8 +178,8 @@ def _union_bounds(node: Any) -> Any:
     if isinstance(lower, int | float) and lower >= 0:
         for branch in out["anyOf"]:
             pattern = branch.get("pattern", "") if isinstance(branch, dict) else ""
-            if branch.get("type") == "string" and pattern.startswith("^\\s*(?:"):
-                branch["pattern"] = "^\\s*" + _NOT_NEGATIVE + pattern.removeprefix("^\\s*")
+            if branch.get("type") == "string" and pattern.startswith(_DECIMAL_START + "(?:"):
+                branch["pattern"] = _unsigned(pattern)
     return out
 
 
