@@ -139,8 +139,8 @@ def render(
                 [
                     "",
                     "Reference (not a product): the same observable work written by hand from the",
-                    "framework's parts and nothing else (parse, find the job, validate the payload, the",
-                    "job's span and log keys, call, time, count in the batch's EMF) costs "
+                    "framework's parts and nothing else (the envelope and its payload parsed in one pass,",
+                    "the job's span and log keys, call, time, count in the batch's EMF) costs "
                     f"**{r['floor_us']:.1f} us/msg**, **{r['floor_ratio']:.2f}x** the bare baseline: the",
                     "least those features cost. `consumer()` is "
                     f"**{r['over_floor']:.2f}x** that reference (gates, settling, outcomes, heartbeat).",

@@ -1,9 +1,11 @@
-"""Admitting a record before its job runs: its signature, and its payload fetched, upgraded, validated.
+"""Admitting a record before its job runs: its envelope, its signature, and its payload fetched,
+upgraded, validated.
 
-Either raises what the consumer turns into an outcome: :class:`~jobframework.errors.SignatureError`
-(dead letter ``signature``), ``Unavailable`` (the key ring or the payload store cannot be read now:
-retried), :class:`~jobframework.errors.PayloadVersionError` (``version``), or a pydantic
-``ValidationError`` (``invalid-payload``).
+The envelope is read first (:func:`read_envelope`: :class:`~jobframework.errors.MalformedMessageError`
+when it cannot be). Then each step raises what the consumer turns into an outcome:
+:class:`~jobframework.errors.SignatureError` (dead letter ``signature``), ``Unavailable`` (the key ring
+or the payload store cannot be read now: retried), :class:`~jobframework.errors.PayloadVersionError`
+(``version``), or a pydantic ``ValidationError`` (``invalid-payload``).
 """
 
 from __future__ import annotations
@@ -21,6 +23,19 @@ if TYPE_CHECKING:
     from jobframework.signing import KeySource
 
 log = logging.getLogger(__name__)
+
+
+def read_envelope(record: dict[str, Any], body: str, registry: JobRegistry, *, signed: bool) -> Envelope:
+    """The record's envelope; with its payload validated as the job's model in the same pass when the
+    record's ``jf-type`` names a job of ``registry`` and no signature is to be checked (``signed``: the
+    signature covers the payload as JSON data). Raises :class:`MalformedMessageError`."""
+    job_type = None if signed else wire.record_attribute(record, wire.ATTR_TYPE)
+    job = registry.find(job_type) if job_type is not None else None
+    if job is not None:
+        typed = wire.parse_typed(body, job.name, job.payload_model, job.version)
+        if typed is not None:
+            return typed
+    return wire.parse_body(body)
 
 
 def verify_signature(d: Delivery, keys: KeySource, registry: JobRegistry) -> None:

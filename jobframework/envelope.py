@@ -15,7 +15,7 @@ import uuid
 from datetime import UTC, datetime
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
 from jobframework import core
 from jobframework.errors import MalformedMessageError
@@ -203,6 +203,40 @@ def parse_body(body: str | bytes | None) -> Envelope:
         raise MalformedMessageError(f"not a valid envelope: {fields}") from None
     except RecursionError:
         raise MalformedMessageError("body is nested too deeply") from None
+
+
+_typed: dict[type[BaseModel], type[Envelope]] = {}
+"""The envelope of each payload model whose payload is that model (made once, at its first record)."""
+
+
+def typed_envelope(payload_model: type[BaseModel]) -> type[Envelope]:
+    """An :class:`Envelope` whose ``payload`` is ``payload_model`` (a subclass: the rest is the same)."""
+    found = _typed.get(payload_model)
+    if found is None:
+        name = f"Envelope[{payload_model.__name__}]"
+        found = _typed[payload_model] = create_model(name, __base__=Envelope, payload=(payload_model, ...))
+    return found
+
+
+def parse_typed(body: str, job_type: str, payload_model: type[BaseModel], version: int) -> Envelope | None:
+    """The envelope of a job known before its body is read (the record's ``jf-type``), validated with its
+    payload in one pass from the JSON: ``payload`` is then the job's model, validated as JSON (a strict
+    model's datetime arrives as text). ``None`` for anything but a current envelope of ``job_type`` at
+    payload ``version`` that carries its payload (an offloaded, older or invalid one, or another type):
+    :func:`parse_body` and the job's own validation then say what it is, or what is wrong with it.
+    """
+    try:
+        env = typed_envelope(payload_model).model_validate_json(body)
+    except (ValidationError, ValueError, RecursionError):
+        return None
+    if (
+        env.v != ENVELOPE_VERSION
+        or env.type != job_type
+        or env.payload_version != version
+        or env.payload_ref is not None
+    ):
+        return None
+    return env
 
 
 def string_attribute(value: str) -> dict[str, Any]:

@@ -47,7 +47,7 @@ from jobframework.job_options import (
 from jobframework.registry import JobRegistry
 from jobframework.retry import RetryPolicy
 from jobframework.running import check_runnable
-from jobframework.validation import validation_problems
+from jobframework.validation import validate_data, validation_problems
 
 if TYPE_CHECKING:
     from jobframework.client import EnqueueRequest, EnqueueResult, JobClient
@@ -176,7 +176,7 @@ class Job(Generic[P]):
             return payload
         if isinstance(payload, BaseModel):
             payload = payload.model_dump(mode="json")
-        return self.payload_model.model_validate(payload)
+        return validate_data(self.payload_model, payload)
 
     def upgrade(self, payload: dict[str, Any], from_version: int) -> dict[str, Any]:
         """Bring a payload of an older schema version up to :attr:`version`, one step at a time.
@@ -384,7 +384,7 @@ def job(
         model, takes_context = payload_model_of(fn, name, batched=opts.batch is not None)
         if sched is not None:
             try:
-                model.model_validate(sched.payload)
+                validate_data(model, sched.payload)
             except ValidationError as exc:
                 raise ConfigurationError(
                     f"job {name}: the schedule's payload does not match {model.__name__}: "

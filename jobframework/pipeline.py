@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
-from jobframework.admission import load_payload, verify_signature
+from jobframework.admission import load_payload, read_envelope, verify_signature
 from jobframework.attempts import is_first_attempt, receive_count
 from jobframework.budget_keys import budget_key, budget_label
 from jobframework.delivery import (
@@ -38,7 +38,6 @@ from jobframework.delivery import (
     log_keys_of,
     queue_wait_ms_of,
 )
-from jobframework.envelope import parse_body
 from jobframework.errors import (
     JobCancelled,
     MalformedMessageError,
@@ -108,7 +107,7 @@ class Pipeline:
         try:
             if not isinstance(body, str):
                 raise MalformedMessageError(f"the body is {type(body).__name__}, not text")
-            d.envelope = env = parse_body(body)
+            d.envelope = env = read_envelope(d.record, body, c.registry, signed=c.keys is not None)
         except MalformedMessageError as exc:
             return refuse(d, Reason.MALFORMED, str(exc))
         job = c.registry.find(env.type)
