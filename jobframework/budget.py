@@ -179,10 +179,10 @@ class _Window:
 
 
 class BatchBudget:
-    """The budget as one batch sees it: one read of the window per queue, one atomic reservation per
-    retry, one write of the first attempts per queue.
+    """The budget as one batch sees it: one read of the window per budget, one atomic reservation per
+    retry, one write of the first attempts per budget.
 
-    Thread-safe: the records of a batch may run concurrently.
+    Thread-safe: the records of a batch may run concurrently (see :meth:`allow_retry`).
     """
 
     def __init__(
@@ -203,6 +203,8 @@ class BatchBudget:
         self._window: dict[str, _Window | None] = {}
         self._spent: set[tuple[str, int]] = set()
         self._lock = threading.Lock()
+        self._reading: dict[str, threading.Lock] = {}
+        """A lock per budget, held while its window is read (once a batch)."""
 
     def _bucket(self, now: float) -> int:
         return int(now // self.budget.bucket)
@@ -229,32 +231,44 @@ class BatchBudget:
         return self._window[queue]
 
     def allow_retry(self, queue: str) -> bool:
-        """Take one retry from the budget; ``False`` when it is spent (dead-letter with ``budget``)."""
+        """Take one retry from the budget; ``False`` when it is spent (dead-letter with ``budget``).
+
+        The batch's records may ask at once: the first to ask of a budget reads its window while the
+        others of that budget wait for it (one read a batch); the reservation is the counter's own
+        atomic write, made outside any lock, so records of other budgets, or of this one once read,
+        never wait on each other's requests.
+        """
         with self._lock:
             self._asked = True
             bucket = self._bucket(self.clock())
             if (queue, bucket) in self._spent:
                 return False
+            reading = self._reading.setdefault(queue, threading.Lock())
+        with reading:
             window = self._read(queue, bucket)
-            if window is None:
-                self._unreserved[queue] += 1
-                return True
-            # What the current bucket may hold in all: the window's room less the earlier buckets' use.
-            limit = retries_allowed(
-                window.first + self._first.unwritten(queue), window.earlier_retries, self.budget
-            )
-            if limit <= 0:
-                self._spent.add((queue, bucket))
-                return False
+        if window is None:
+            return self._unreserved_retry(queue)
+        # What the current bucket may hold in all: the window's room less the earlier buckets' use.
+        limit = retries_allowed(
+            window.first + self._first.unwritten(queue), window.earlier_retries, self.budget
+        )
+        taken = False
+        if limit > 0:
             try:
                 taken = self.counter.budget_reserve(queue, bucket, limit, int(self.budget.window * 2))
             except Exception:
                 log.warning("reserving a retry of %s failed; allowing it", queue, exc_info=True)
-                self._unreserved[queue] += 1
-                return True
-            if not taken:
+                return self._unreserved_retry(queue)
+        if not taken:
+            with self._lock:
                 self._spent.add((queue, bucket))
-            return taken
+        return taken
+
+    def _unreserved_retry(self, queue: str) -> bool:
+        """Allow a retry the counter could not reserve (fail open), to be written at :meth:`flush`."""
+        with self._lock:
+            self._unreserved[queue] += 1
+        return True
 
     def flush(self) -> None:
         """At a batch's end: write the retries it could not reserve, and the process's first attempts
