@@ -362,24 +362,20 @@ def classify(
     """Decide between a retry (with its delay) and a dead letter (with its reason).
 
     Order: the job's ``permanent=`` types, the job's ``transient=`` types, then
-    :class:`PermanentError` and payload validation errors (dead-lettered now), then
-    everything else (retried while ``attempt < policy.max_attempts``, else
-    ``exhausted``).
+    :class:`PermanentError` (dead-lettered now), then everything else (retried while
+    ``attempt < policy.max_attempts``, else ``exhausted``). A pydantic ``ValidationError`` here is
+    the job's own (a downstream's reply it parsed), retried as any failure: a payload its model
+    refuses never reaches the job (the consumer dead-letters it ``invalid-payload`` before).
 
     Example:
         >>> classify(PermanentError("card declined"), attempt=1, policy=RetryPolicy()).reason
         <Reason.PERMANENT: 'permanent'>
     """
-    from pydantic import ValidationError
-
     if permanent and isinstance(exc, permanent):
         return Decision(Action.DEAD_LETTER, Reason.PERMANENT)
     declared_transient = bool(transient) and isinstance(exc, transient)
-    if not declared_transient:
-        if isinstance(exc, PermanentError):
-            return Decision(Action.DEAD_LETTER, Reason.PERMANENT)
-        if isinstance(exc, ValidationError):
-            return Decision(Action.DEAD_LETTER, Reason.INVALID_PAYLOAD)
+    if not declared_transient and isinstance(exc, PermanentError):
+        return Decision(Action.DEAD_LETTER, Reason.PERMANENT)
     if attempt >= policy.max_attempts:
         return Decision(
             Action.DEAD_LETTER, Reason.EXHAUSTED, transient=declared_transient or is_transient(exc)

@@ -119,13 +119,19 @@ def _validation_error() -> ValidationError:
 POLICY = RetryPolicy(max_attempts=3, jitter="none")
 
 
-@pytest.mark.parametrize(
-    ("exc", "reason"),
-    [(PermanentError("no"), Reason.PERMANENT), (_validation_error(), Reason.INVALID_PAYLOAD)],
-)
-def test_permanent_failures_dead_letter_on_the_first_attempt(exc, reason):
-    decision = classify(exc, attempt=1, policy=POLICY)
-    assert decision.action is Action.DEAD_LETTER and decision.reason is reason
+def test_permanent_failures_dead_letter_on_the_first_attempt():
+    decision = classify(PermanentError("no"), attempt=1, policy=POLICY)
+    assert decision.action is Action.DEAD_LETTER and decision.reason is Reason.PERMANENT
+
+
+def test_a_validation_error_of_the_jobs_own_is_retried_as_any_failure():
+    """Raised by the job's code (a downstream's reply it parsed): the job ran, so not invalid-payload,
+    which says a payload never reached its job; the job's permanent= makes it one at once."""
+    assert classify(_validation_error(), attempt=1, policy=POLICY).action is Action.RETRY
+    final = classify(_validation_error(), attempt=3, policy=POLICY)
+    assert final.action is Action.DEAD_LETTER and final.reason is Reason.EXHAUSTED
+    declared = classify(_validation_error(), attempt=1, policy=POLICY, permanent=(ValidationError,))
+    assert declared.action is Action.DEAD_LETTER and declared.reason is Reason.PERMANENT
 
 
 def test_other_failures_retry_then_exhaust():
