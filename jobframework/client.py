@@ -9,8 +9,10 @@ entries a batch reports as failed.
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -340,17 +342,42 @@ class JobClient:
 
 
 _default: JobClient | None = None
+"""The client :func:`set_default_client` gave."""
+_from_env: JobClient | None = None
+"""The client made from ``JF_*`` variables, on first use."""
+_consumer_client: contextvars.ContextVar[Callable[[], JobClient] | None] = contextvars.ContextVar(
+    "jf_consumer_client", default=None
+)
+"""While a consumer given its configuration runs its jobs: its client (see :func:`consumer_client`)."""
 
 
 def default_client() -> JobClient:
-    """The client ``my_job.enqueue(...)`` uses: configured from ``JF_*`` variables on first use."""
-    global _default
-    if _default is None:
-        _default = JobClient()
-    return _default
+    """The client ``my_job.enqueue(...)`` uses: the one :func:`set_default_client` gave; inside a job
+    that a consumer given its ``config=`` runs (``jf dev``, ``jf worker``, a test's handler), that
+    consumer's topology; else one configured from ``JF_*`` variables on first use."""
+    global _from_env
+    if _default is not None:
+        return _default
+    running = _consumer_client.get()
+    if running is not None:
+        return running()
+    if _from_env is None:
+        _from_env = JobClient()
+    return _from_env
 
 
 def set_default_client(client: JobClient | None) -> None:
     """Replace (or, with ``None``, forget) the client that ``my_job.enqueue`` uses."""
-    global _default
-    _default = client
+    global _default, _from_env
+    _default, _from_env = client, None
+
+
+@contextlib.contextmanager
+def consumer_client(make: Callable[[], JobClient]) -> Iterator[None]:
+    """Jobs run in this block (and the threads and tasks they start with its context) enqueue with
+    the client ``make`` gives (made on their first enqueue), unless :func:`set_default_client` set one."""
+    token = _consumer_client.set(make)
+    try:
+        yield
+    finally:
+        _consumer_client.reset(token)

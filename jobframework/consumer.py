@@ -26,6 +26,7 @@ or as a decorator whose function runs first on each invocation (per-invocation s
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import threading
@@ -67,6 +68,7 @@ from jobframework.verdict import Kind, Verdict, returned
 if TYPE_CHECKING:
     from mypy_boto3_sqs import SQSClient
 
+    from jobframework.client import JobClient
     from jobframework.idempotency import IdempotentRunner
     from jobframework.signing import KeySource
 
@@ -95,6 +97,7 @@ class Consumer:
         self.registry = registry if registry is not None else default_registry
         self._config = config
         self._sqs = sqs_client
+        self._enqueuer: JobClient | None = None
         self._job_modules = list(job_modules) if job_modules is not None else None
         self._modules_loaded = False
         self.listeners = list(listeners)
@@ -221,7 +224,8 @@ class Consumer:
         )
         failures: list[str] = []
         try:
-            verdicts = self._verdicts(records, context, batch)
+            with self._enqueues_here():
+                verdicts = self._verdicts(records, context, batch)
             failures = self.settler.settle(verdicts, batch)
         finally:
             self._flush_statuses(batch)
@@ -229,6 +233,23 @@ class Consumer:
             if batch.budget is not None:
                 batch.budget.flush()
         return {"batchItemFailures": [{"itemIdentifier": m} for m in failures]}
+
+    def _enqueues_here(self) -> contextlib.AbstractContextManager[None]:
+        """Jobs that enqueue (``other_job.enqueue(...)``) send to this consumer's topology when it was
+        given one (``config=``: ``jf dev``, ``jf worker``, a test's handler); in Lambda the ``JF_*``
+        variables say the same."""
+        if self._config is None:
+            return contextlib.nullcontext()
+        from jobframework.client import consumer_client
+
+        return consumer_client(self._jobs_client)
+
+    def _jobs_client(self) -> JobClient:
+        if self._enqueuer is None:  # (at a job's first enqueue; then shared by the consumer's jobs)
+            from jobframework.client import JobClient
+
+            self._enqueuer = JobClient(self._config, registry=self.registry, sqs_client=self._sqs)
+        return self._enqueuer
 
     def _verdicts(self, records: list[dict[str, Any]], context: Any, batch: Batch) -> list[Verdict]:
         """One verdict per record, in the records' order: batched jobs first, the rest concurrently."""

@@ -1,0 +1,99 @@
+"""A job that enqueues another (a fan-out) sends it to the topology of the consumer that runs it when
+the consumer was given one (``consumer(config=...)``: a test's handler, ``jf dev``, ``jf worker``),
+with no ``JF_*`` variables and no ``set_default_client``: a trial's fan-out job failed with "jobframework
+is not configured ... or run `jf dev`" while ``jf dev`` ran it."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import pytest
+from pydantic import BaseModel
+
+from jobframework import consumer, job
+from jobframework.client import JobClient, default_client, set_default_client
+from jobframework.envelope import Envelope
+from jobframework.errors import ConfigurationError
+from jobframework.jobs import JobRegistry
+from jobframework.testing import FakeLambdaContext, consume_once, provision_fresh, receive_all, sqs_event
+
+registry = JobRegistry()
+
+
+class Page(BaseModel):
+    url: str
+
+
+class Site(BaseModel):
+    urls: list[str]
+
+
+@job("fan.fetch", registry=registry, idempotent=False)
+def fetch(page: Page) -> None:
+    """The child: never run here (the test reads its messages off the queue)."""
+
+
+@job("fan.crawl", registry=registry, idempotent=False)
+def crawl(site: Site) -> int:
+    for url in site.urls:
+        fetch.enqueue(Page(url=url))
+    return len(site.urls)
+
+
+@job("fan.crawl_async", registry=registry, idempotent=False)
+async def crawl_async(site: Site) -> int:
+    fetch.enqueue_many([Page(url=url) for url in site.urls])
+    return len(site.urls)
+
+
+@pytest.fixture
+def world(jf_aws: Any, monkeypatch: pytest.MonkeyPatch) -> tuple[Any, Any, Any]:
+    for name in [n for n in os.environ if n.startswith("JF_QUEUE_URL") or n == "JF_TOPOLOGY_PARAMETER"]:
+        monkeypatch.delenv(name)
+    set_default_client(None)
+    _, config = provision_fresh(jf_aws.endpoint_url, registry)
+    sqs = jf_aws.client("sqs")
+    return consumer(registry, config=config, sqs_client=sqs), sqs, config
+
+
+def _urls(sqs: Any, config: Any) -> list[str]:
+    bodies = [
+        Envelope.model_validate_json(m["Body"]) for m in receive_all(sqs, config.endpoints("default").url)
+    ]
+    return sorted(b.payload["url"] for b in bodies if b.type == "fan.fetch")
+
+
+def test_a_job_enqueues_into_the_topology_of_the_consumer_that_runs_it(world):
+    handler, sqs, config = world
+    with pytest.raises(ConfigurationError, match="not configured"):  # outside a job: no topology known
+        default_client()
+    event = sqs_event(
+        Envelope.new("fan.crawl", {"urls": ["a", "b"]}),
+        Envelope.new("fan.crawl_async", {"urls": ["c"]}),  # an async def job, on the consumer's loop
+        Envelope.new("fan.crawl", {"urls": ["d"]}),
+    )
+    assert handler(event, FakeLambdaContext()) == {"batchItemFailures": []}
+    assert _urls(sqs, config) == ["a", "b", "c", "d"]
+
+
+def test_a_default_client_that_was_set_still_wins(world, jf_aws):
+    handler, sqs, config = world
+    _, elsewhere = provision_fresh(jf_aws.endpoint_url, registry)
+    set_default_client(JobClient(elsewhere, registry=registry, sqs_client=sqs))
+    try:
+        handler(sqs_event(Envelope.new("fan.crawl", {"urls": ["x"]})), FakeLambdaContext())
+    finally:
+        set_default_client(None)
+    assert _urls(sqs, config) == []
+    assert _urls(sqs, elsewhere) == ["x"]
+
+
+def test_the_children_of_a_consumed_batch_are_on_the_queue(world):
+    """As a test drives it with consume_once (the README's way): the parent from the queue, its
+    children after it."""
+    handler, sqs, config = world
+    JobClient(config, registry=registry, sqs_client=sqs).enqueue(crawl, {"urls": ["p", "q"]})
+    records, response = consume_once(handler, sqs, config.endpoints("default").url)
+    assert len(records) == 1 and response == {"batchItemFailures": []}
+    assert _urls(sqs, config) == ["p", "q"]
