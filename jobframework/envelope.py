@@ -118,7 +118,7 @@ class Envelope(BaseModel):
     def new(
         cls,
         job_type: str,
-        payload: dict[str, Any],
+        payload: dict[str, Any] | BaseModel,
         *,
         key: str | None = None,
         payload_version: int | None = None,
@@ -131,7 +131,7 @@ class Envelope(BaseModel):
 
         Args:
             job_type: the registered job name, e.g. ``reports.generate``.
-            payload: the payload as JSON data (``model.model_dump(mode="json")``).
+            payload: the payload as JSON data, or the job's model (sent as its JSON data).
             key: the idempotency/dedup key; the job id when ``None``.
             payload_version: the payload schema version; ``None``: the ``version=`` of the job of that
                 name in the default registry (what the client sends now), else 1. Pass an older one
@@ -151,6 +151,8 @@ class Envelope(BaseModel):
             'job-1'
         """
         jid = job_id or new_job_id()
+        if isinstance(payload, BaseModel):
+            payload = payload.model_dump(mode="json")
         if payload_version is None:
             from jobframework.jobs import registry  # the producer's path passes it: no cycle at import
 

@@ -16,7 +16,8 @@ def validate_data(model: type[M], data: Any) -> M:
     A payload given as a dict is the JSON it came as (a message's, a saga's record, the command
     line's) or Python values (a test's ``datetime``); a strict model takes a datetime, a UUID or a
     Decimal only as an object in Python mode and only as text in JSON mode, so a payload either mode
-    takes is taken. When neither does, the error of the mode that finds fewer problems is raised.
+    takes is taken. When neither does, the JSON mode's error is raised, unless the Python mode's finds
+    fewer problems.
     """
     try:
         return model.model_validate(data)
@@ -31,9 +32,10 @@ def validate_data(model: type[M], data: Any) -> M:
     try:
         return model.model_validate_json(text)
     except ValidationError as exc:
-        # The one that names fewer fields read the data as it is (a strict model's Python mode names
-        # every datetime given as text, beside the field that is wrong).
-        raise (exc if exc.error_count() < python_error.error_count() else python_error) from None
+        # The JSON mode's reads the data as what it is (a strict model's Python mode asks for "an
+        # instance of UUID", which JSON cannot send, beside the field that is wrong), unless the
+        # Python mode's finds fewer problems.
+        raise (exc if exc.error_count() <= python_error.error_count() else python_error) from None
 
 
 def validation_problems(exc: ValidationError, limit: int = 10) -> str:

@@ -62,7 +62,7 @@ def _handler() -> Any:
 
 def _invoice() -> tuple[Invoice, Envelope]:
     invoice = Invoice(id=uuid4(), due=datetime(2027, 1, 31, tzinfo=UTC), total=Decimal("120.50"))
-    return invoice, Envelope.new("pm.invoice", invoice.model_dump(mode="json"))
+    return invoice, Envelope.new("pm.invoice", invoice)  # (a model is sent as its JSON data)
 
 
 @pytest.fixture(autouse=True)
@@ -118,6 +118,10 @@ def test_validate_data_takes_json_data_and_python_values_and_names_only_what_is_
     assert [e["loc"] for e in raised.value.errors()] == [("due",)]
     with pytest.raises(ValidationError):
         validate_data(Invoice, [as_json])  # not an object: no JSON reading of it either
+    with pytest.raises(ValidationError) as raised:  # every field wrong: said as JSON, not "an instance"
+        validate_data(Invoice, {"id": "nope", "due": "yesterday", "total": "abc"})
+    messages = " ".join(e["msg"] for e in raised.value.errors())
+    assert "instance" not in messages and "valid UUID" in messages, messages
 
 
 def test_a_schedules_payload_for_a_strict_model_is_taken_as_json():
