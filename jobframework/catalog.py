@@ -17,12 +17,14 @@ refuses ``ftp://``): :mod:`jobframework.catalog_schema` makes the schemas.
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 from collections.abc import Callable
-from datetime import date, datetime, time
+from datetime import date, datetime, time, timedelta
 from time import monotonic
 from typing import TYPE_CHECKING, Any
+from uuid import UUID
 
 from jobframework.catalog_schema import URL_SCHEMES, decimal_refusal
 from jobframework.config import ENV_TOPOLOGY_PARAMETER, NAMED_BY_APP, JobRoute, RuntimeConfig
@@ -59,23 +61,34 @@ _KNOWN_FORMATS = {
 """Formats ``fastjsonschema`` checks itself; the others are checked as pydantic reads them, or not."""
 
 
-def _iso(parse: Callable[[str], object]) -> Callable[[object], bool]:
+_PYDANTIC_FORMATS: dict[str, type] = {
+    "date-time": datetime,
+    "date": date,
+    "time": time,
+    "duration": timedelta,
+    "uuid": UUID,
+}
+"""Formats checked as pydantic reads them in the consumer (fastjsonschema's own date-time wants a
+zone; it knows no uuid nor duration, which went unchecked)."""
+
+
+def _format_check(name: str) -> Callable[[object], bool]:
+    """The check of the format ``name``: as pydantic reads a value of its type, or none."""
+    kind = _PYDANTIC_FORMATS.get(name)
+    if kind is None:
+        return lambda _value: True
+    from pydantic import TypeAdapter, ValidationError
+
+    adapter: TypeAdapter[Any] = TypeAdapter(kind)
+
     def check(value: object) -> bool:
         try:
-            parse(str(value).replace("Z", "+00:00"))
-        except ValueError:
+            adapter.validate_json(json.dumps(value))
+        except ValidationError:
             return False
         return True
 
     return check
-
-
-_FORMATS: dict[str, Callable[[object], bool]] = {
-    # pydantic reads ISO 8601 with or without a zone: fastjsonschema's own date-time wants one.
-    "date-time": _iso(datetime.fromisoformat),
-    "date": _iso(date.fromisoformat),
-    "time": _iso(time.fromisoformat),
-}
 
 
 def _formats(schema: Any, found: set[str]) -> set[str]:
@@ -97,9 +110,7 @@ def _compile(schema: dict[str, Any]) -> Callable[[Any], Any]:
     import fastjsonschema
 
     formats: dict[str, Callable[[object], bool]] = {
-        name: _FORMATS.get(name, lambda _value: True)
-        for name in _formats(schema, set())
-        if name not in _KNOWN_FORMATS
+        name: _format_check(name) for name in _formats(schema, set()) if name not in _KNOWN_FORMATS
     }
     return fastjsonschema.compile(schema, formats=formats, use_default=True)
 

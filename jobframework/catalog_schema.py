@@ -183,6 +183,12 @@ def _union_bounds(node: Any) -> Any:
     return out
 
 
+def _repeats_allowed(json_schema: JsonSchemaValue) -> JsonSchemaValue:
+    """A set's items may repeat in JSON: pydantic keeps one of each (``uniqueItems`` refused them)."""
+    json_schema.pop("uniqueItems", None)
+    return json_schema
+
+
 class _CatalogSchema(GenerateJsonSchema):
     """Pydantic's JSON Schema, with what it leaves unchecked checked where a pattern or a bound can:
 
@@ -192,7 +198,10 @@ class _CatalogSchema(GenerateJsonSchema):
       strings (``"-3"`` under ``gt=0``): it gets pydantic's decimal pattern and, under a lower bound of
       zero or more, no minus sign (upper bounds of decimal strings are left to the consumer);
     - a union's bounds (``Decimal | float = Field(gt=0)``), which pydantic writes under its own names
-      that a validator ignores, become JSON Schema's.
+      that a validator ignores, become JSON Schema's;
+    - a tuple's positions in draft 7's form, which the validator reads; a set's repeats allowed; a
+      datetime or a duration taken as a number too, unless strict (formats are checked as pydantic
+      reads them: :mod:`jobframework.catalog`).
     """
 
     def generate(
@@ -216,6 +225,39 @@ class _CatalogSchema(GenerateJsonSchema):
         inner = self.build_decimal_pattern(schema).removeprefix("^").removesuffix("$")
         inner = inner.replace("[0-9]", "[\\d_]")
         return _decimal_pattern(inner, None if lower is None else float(lower))
+
+    def datetime_schema(self, schema: core_schema.DatetimeSchema) -> JsonSchemaValue:
+        return self._or_number(super().datetime_schema(schema), schema)
+
+    def timedelta_schema(self, schema: core_schema.TimedeltaSchema) -> JsonSchemaValue:
+        return self._or_number(super().timedelta_schema(schema), schema)
+
+    def _or_number(self, json_schema: JsonSchemaValue, schema: Any) -> JsonSchemaValue:
+        """A datetime or a duration as text, or (as pydantic's lax mode reads them) as a number: a
+        Unix time, seconds."""
+        config = self._config_wrapper_stack.tail
+        strict = schema.get("strict") or (config is not None and config.config_dict.get("strict"))
+        if strict or json_schema.get("type") != "string":
+            return json_schema
+        return {"anyOf": [json_schema, {"type": "number"}]}
+
+    def tuple_schema(self, schema: core_schema.TupleSchema) -> JsonSchemaValue:
+        """Each position's schema as draft 7 writes it (``items`` a list), which ``fastjsonschema`` reads:
+        it ignores 2020-12's ``prefixItems``, and a tuple's positions went unchecked."""
+        json_schema = super().tuple_schema(schema)
+        positions = json_schema.pop("prefixItems", None)
+        if positions is not None:
+            rest = json_schema.pop("items", None)
+            json_schema["items"] = positions
+            if rest is not None:  # (``tuple[int, *tuple[str, ...]]``: what follows the positions)
+                json_schema["additionalItems"] = rest
+        return json_schema
+
+    def set_schema(self, schema: core_schema.SetSchema) -> JsonSchemaValue:
+        return _repeats_allowed(super().set_schema(schema))
+
+    def frozenset_schema(self, schema: core_schema.FrozenSetSchema) -> JsonSchemaValue:
+        return _repeats_allowed(super().frozenset_schema(schema))
 
     def url_schema(self, schema: core_schema.UrlSchema) -> JsonSchemaValue:
         return self._schemes(super().url_schema(schema), schema.get("allowed_schemes"))

@@ -1,0 +1,98 @@
+"""A producer without the job's module (the job catalog's schema) takes what the consumer's model takes
+and refuses what it refuses, for the types a trial found them to disagree on: a UUID, a tuple's
+positions, a set's repeats, datetimes and durations as numbers, a date given as a midnight datetime."""
+
+from __future__ import annotations
+
+import json
+from datetime import date, datetime, timedelta
+from typing import Any
+from uuid import UUID
+
+import pytest
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from jobframework import job
+from jobframework.errors import PayloadValidationError
+from jobframework.jobs import JobRegistry
+from tests.unit.catalog_routes import as_routed
+
+registry = JobRegistry()
+
+
+class Sync(BaseModel):
+    account: UUID | None = None
+    accounts: list[UUID] = []
+    pair: tuple[int, str] = (0, "")
+    tags: set[str] = set()
+    since: datetime | None = None
+    every: timedelta | None = None
+    day: date | None = None
+
+
+class StrictSync(BaseModel):
+    model_config = ConfigDict(strict=True)
+    since: datetime | None = None
+    every: timedelta | None = None
+
+
+@job("ct.sync", registry=registry)
+def sync(payload: Sync) -> None: ...
+
+
+@job("ct.strict", registry=registry)
+def strict(payload: StrictSync) -> None: ...
+
+
+def _model_takes(model: type[BaseModel], data: dict[str, Any]) -> bool:
+    """As the consumer reads the payload: JSON."""
+    try:
+        model.model_validate_json(json.dumps(data))
+    except ValidationError:
+        return False
+    return True
+
+
+def _catalog_takes(job_: Any, data: dict[str, Any]) -> bool:
+    try:
+        as_routed(job_).validate(data)
+    except PayloadValidationError:
+        return False
+    return True
+
+
+AGREED = [
+    {"account": "nope"},
+    {"account": "0b6e6b5e-3c3c-4f6a-9b1e-6a4f3c2b1a00"},
+    {"accounts": ["0b6e6b5e-3c3c-4f6a-9b1e-6a4f3c2b1a00", "nope"]},
+    {"pair": ["x", "a"]},
+    {"pair": [1, "a"]},
+    {"pair": [1, "a", "extra"]},
+    {"tags": ["a", "a"]},
+    {"since": 1_764_950_400},
+    {"since": "2026-12-05T10:00:00"},
+    {"since": "yesterday"},
+    {"every": 3600},
+    {"every": "PT1H"},
+    {"every": "soon"},
+    {"day": "2026-12-05"},
+    {"day": "2026-12-05T00:00:00Z"},
+    {"day": "2026-12-05T10:30:00Z"},
+]
+
+
+@pytest.mark.parametrize("data", AGREED, ids=lambda d: repr(d)[:50])
+def test_the_catalog_takes_what_the_model_takes(data):
+    assert _catalog_takes(sync, data) == _model_takes(Sync, data)
+
+
+@pytest.mark.parametrize(
+    "data", [{"since": 1_764_950_400}, {"every": 3600}, {"since": "2026-12-05T10:00:00Z"}, {"every": "PT1H"}]
+)
+def test_a_strict_model_is_read_as_strictly_by_the_catalog(data):
+    assert _catalog_takes(strict, data) == _model_takes(StrictSync, data)
+
+
+def test_a_bad_uuid_is_refused_by_name_before_sending():
+    with pytest.raises(PayloadValidationError, match="account"):
+        as_routed(sync).validate({"account": "nope"})
