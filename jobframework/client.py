@@ -236,6 +236,7 @@ class JobClient:
         tenant: str | None = None,
         track: bool | None = None,
         group: str | None = None,
+        payload_version: int | None = None,
     ) -> EnqueueResult:
         """Send one job.
 
@@ -266,6 +267,11 @@ class JobClient:
                 of one group run one after another in send order; ``MessageDeduplicationId`` is the
                 SHA-256 of the key (SQS drops a second send of one key within 5 minutes). An ordered
                 job takes no ``delay`` or ``debounce`` (a FIFO queue cannot delay one message).
+            payload_version: the version of the job's payload that ``payload`` is, when older than
+                the job's ``version=`` (a producer not yet moved to a new schema): sent with it, the
+                consumer upgrades it; checked here through the job's ``upgrade=`` steps when this
+                process has the job's module, sent unchecked by name (the catalog has the current
+                schema only). ``None``: the job's version.
 
         Raises:
             PayloadValidationError: the payload does not match (nothing sent).
@@ -288,6 +294,7 @@ class JobClient:
                     tenant=tenant,
                     track=track,
                     group=group,
+                    payload_version=payload_version,
                 )
             )
         )

@@ -105,6 +105,7 @@ class EnqueueRequest:
     tenant: str | None = None
     track: bool | None = None
     group: str | None = None
+    payload_version: int | None = None
 
 
 @dataclass(slots=True)

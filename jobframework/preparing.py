@@ -15,7 +15,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, cast
 
 from pydantic import BaseModel, ValidationError
-from pydantic_core import PydanticSerializationError
+from pydantic_core import PydanticSerializationError, to_jsonable_python
 
 from jobframework import envelope as wire
 from jobframework.config import RuntimeConfig
@@ -26,6 +26,7 @@ from jobframework.errors import (
     EnqueueOptionError,
     PayloadTooLargeError,
     PayloadValidationError,
+    PayloadVersionError,
 )
 from jobframework.errortext import shown
 from jobframework.flow.enqueue import flow_fields, tenant_of
@@ -83,6 +84,47 @@ def payload_data(
     except ValueError as exc:
         raise PayloadValidationError(f"payload for {job.name} fits no limit: {exc}") from exc
     return _sendable(job.name, lambda: model.model_dump(mode="json")), job.key_for(model)
+
+
+def payload_version(job: Job[Any] | RoutedJob, version: object) -> int:
+    """The payload version an enqueue sends: ``version``, else the job's.
+
+    Raises:
+        EnqueueOptionError: not a whole number from 1 to the job's version.
+    """
+    if version is None:
+        return job.version
+    if not isinstance(version, int) or isinstance(version, bool) or not 1 <= version <= job.version:
+        raise EnqueueOptionError(
+            f"payload_version must be a whole number from 1 to {job.name}'s version {job.version} (the "
+            f"version of the payload you send, when older), got {shown(version)}"
+        )
+    return version
+
+
+def older_payload_data(
+    job: Job[Any] | RoutedJob, payload: BaseModel | dict[str, Any], version: int
+) -> tuple[dict[str, Any], dict[str, Any], str | None]:
+    """A payload of an older ``version``: its JSON data as sent, the data it upgrades to (what the
+    consumer validates, and what the job's tenant or group function reads), and its ``key=``.
+
+    Raises:
+        PayloadValidationError: it is no JSON object, or does not upgrade to a payload the job takes.
+    """
+    if isinstance(payload, BaseModel) or not isinstance(cast(object, payload), dict):
+        raise PayloadValidationError(
+            f"payload for {job.name} at payload_version={version} must be a dict of that version's "
+            f"fields, got {type(payload).__name__}"
+        )
+    data = _sendable(job.name, lambda: to_jsonable_python(payload))
+    if not isinstance(job, Job):  # by name: the catalog has the current schema only; the consumer checks
+        return data, data, None
+    try:
+        upgraded = job.upgrade(dict(data), version)
+    except PayloadVersionError as exc:
+        raise PayloadValidationError(f"payload for {job.name}: {exc}") from exc
+    current, key = payload_data(job, upgraded)
+    return data, current, key
 
 
 def _sendable(name: str, dump: Callable[[], dict[str, Any]]) -> dict[str, Any]:
@@ -157,7 +199,12 @@ class Preparer:
     def prepare(self, request: EnqueueRequest) -> Prepared:
         """Validate, build the envelope and attributes, check the size; sends nothing."""
         job = self._job(request.job)
-        data, job_key = payload_data(job, request.payload)
+        version = payload_version(job, request.payload_version)
+        if version == job.version:
+            data, job_key = payload_data(job, request.payload)
+            current = data
+        else:  # an older shape: sent as it is, checked as the consumer will read it (upgraded)
+            data, current, job_key = older_payload_data(job, request.payload, version)
         priority = parse_priority(request.priority) if request.priority is not None else job.priority
         key = request.key if request.key is not None else job_key
         if key is not None and (not isinstance(key, str) or not key or len(key) > 1024):
@@ -168,14 +215,14 @@ class Preparer:
         delay = delay_seconds(request.delay)
         check_ordered_request(job, request, delay)
         ordered = is_ordered(job)
-        group = message_group(job, request, data) if ordered else tenant_of(job, request, data)
+        group = message_group(job, request, current) if ordered else tenant_of(job, request, current)
         env = Envelope.new(
             job.name,
             data,
             key=key,
             saga=request.saga,
             job_id=request.job_id,
-            payload_version=job.version,
+            payload_version=version,
         )
         env, delay, window = flow_fields(self._state(), job, request, env, delay=delay, window=window)
         track = request.track if request.track is not None else job.track

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import sys
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -43,13 +45,33 @@ def _delay_seconds(text: str | None) -> float | None:
     return seconds
 
 
+def _payload_text(payload: str) -> str:
+    """The payload argument's JSON: as given, from the file ``@FILE`` names, or from stdin (``-``)."""
+    if payload == "-":
+        return sys.stdin.read()
+    if payload.startswith("@"):
+        path = Path(payload[1:])
+        try:
+            return path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise typer.BadParameter(
+                f"cannot read the payload from {path}: {exc}", param_hint="JSON"
+            ) from None
+    return payload
+
+
 @app.command()
 def enqueue(  # noqa: PLR0917
     ctx: typer.Context,
     job_type: Annotated[
         str, typer.Argument(metavar="TYPE", help="Registered job name, e.g. reports.generate.")
     ],
-    payload: Annotated[str, typer.Argument(metavar="JSON", help="The payload as a JSON object.")],
+    payload: Annotated[
+        str,
+        typer.Argument(
+            metavar="JSON", help="The payload as a JSON object; @FILE reads it from a file, - from stdin."
+        ),
+    ],
     key: Annotated[
         str | None,
         typer.Option(
@@ -97,6 +119,14 @@ def enqueue(  # noqa: PLR0917
             metavar="DURATION", help="Window (5, 5s, 2m): of the enqueues of --key in it only the last runs."
         ),
     ] = None,
+    payload_version: Annotated[
+        int | None,
+        typer.Option(
+            help="The version of the payload's schema, when older than the job's (a producer not yet "
+            "moved to a new version=): the consumer upgrades it.",
+            min=1,
+        ),
+    ] = None,
     jobs: JobsOption = None,
     json_output: JsonOption = False,
 ) -> None:
@@ -108,8 +138,10 @@ def enqueue(  # noqa: PLR0917
     Example: jf enqueue reports.generate '{"report_id": "r-1"}' --key report:r-1
     """
     delay_seconds = _delay_seconds(delay)  # (a bad one before anything is read or sent)
+    if key is not None and not 0 < len(key) <= 1024:
+        raise typer.BadParameter("a key has 1 to 1024 characters", param_hint="--key")
     try:
-        data = json.loads(payload)
+        data = json.loads(_payload_text(payload))
     except ValueError as exc:
         raise typer.BadParameter(
             f"the payload is not JSON ({exc}): a JSON object in single quotes for the shell, e.g. "
@@ -140,6 +172,7 @@ def enqueue(  # noqa: PLR0917
             track=track,
             expires_in=parse_duration(expires_in, option="--expires-in") if expires_in is not None else None,
             debounce=parse_duration(debounce, option="--debounce") if debounce is not None else None,
+            payload_version=payload_version,
         )
     except EnqueueOptionError as exc:  # the options given: a bad argument
         raise UsageError(str(exc)) from exc

@@ -58,14 +58,14 @@ def send_duplicate(sqs: Any, url: str) -> None:
     )
 
 
-def invoke(args: list[str], env: dict[str, str] | None = None) -> Any:
+def invoke(args: list[str], env: dict[str, str] | None = None, stdin: str | None = None) -> Any:
     """Run `jf ARGS` through the real typer app (CliRunner), with the example jobs (``JF_JOBS``) unless
-    ``env`` says otherwise; returns the click Result."""
+    ``env`` says otherwise, ``stdin`` on its standard input; returns the click Result."""
     from jobframework.cli import app
 
     # Tables as wide as a pipe's (cli/base.PIPED_WIDTH): pytest-xdist sets COLUMNS=80 in its workers.
     environ = {"JF_JOBS": "handlers.jobs", "COLUMNS": "200", **(env or {})}
-    return CliRunner().invoke(app, args, env=environ, catch_exceptions=False)
+    return CliRunner().invoke(app, args, input=stdin, env=environ, catch_exceptions=False)
 
 
 @pytest.fixture(name="jf_config")

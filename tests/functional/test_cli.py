@@ -195,6 +195,26 @@ def test_enqueue_prints_the_job_id(sqs, jf_config):
     assert [b["id"] for b in critical] == [info["id"]]
 
 
+def test_enqueue_reads_the_payload_from_a_file_or_stdin(sqs, jf_config, tmp_path):
+    env = cli_env(jf_config)
+    (tmp_path / "report.json").write_text('{"report_id": "from-file"}')
+    from_file = invoke(["enqueue", "reports.generate", f"@{tmp_path / 'report.json'}"], env)
+    from_stdin = invoke(["enqueue", "reports.generate", "-"], env, stdin='{"report_id": "from-stdin"}')
+    assert from_file.exit_code == 0 and from_stdin.exit_code == 0, from_file.output + from_stdin.output
+    low = [json.loads(m["Body"]) for m in receive_all(sqs, jf_config.endpoints("low").url)]
+    assert sorted(b["payload"]["report_id"] for b in low) == ["from-file", "from-stdin"]
+    missing = invoke(["enqueue", "reports.generate", f"@{tmp_path / 'nope.json'}"], env)
+    assert missing.exit_code == 2 and "cannot read the payload from" in missing.stderr
+
+
+def test_enqueue_refuses_an_empty_key_and_a_payload_version_past_the_jobs(jf_config):
+    env = cli_env(jf_config)
+    empty = invoke(["enqueue", "reports.generate", '{"report_id": "r"}', "--key", ""], env)
+    assert empty.exit_code == 2 and "a key has 1 to 1024 characters" in empty.stderr
+    newer = invoke(["enqueue", "reports.generate", '{"report_id": "r"}', "--payload-version", "2"], env)
+    assert newer.exit_code == 2 and "payload_version must be a whole number from 1 to" in newer.stderr
+
+
 def test_retry_plan_as_json_and_table():
     result = invoke(["retry-plan", "webhooks.deliver", "--json"])
     assert result.exit_code == 0, result.output
