@@ -238,8 +238,7 @@ class RoutedJob:
                 problems.append(self._problem(exc, data[name], prefix=[name]))
         return problems or [self._problem(first, data)]
 
-    @staticmethod
-    def _problem(exc: Any, data: Any, prefix: list[str | int] | None = None) -> str:
+    def _problem(self, exc: Any, data: Any, prefix: list[str | int] | None = None) -> str:
         """What ``exc`` says of ``data``, named by its path (under ``prefix`` in the payload)."""
         path = list(exc.path or [])[1:]
         where = ".".join(map(str, [*(prefix or []), *path]))
@@ -252,8 +251,41 @@ class RoutedJob:
         if exc.rule == "pattern" and isinstance(schemes, list):
             message = f"must be a URL whose scheme is {' or '.join(map(str, schemes))}"
         elif exc.rule == "anyOf":
-            message = decimal_refusal(exc.definition) or message
+            message = decimal_refusal(exc.definition) or self._branches_refusal(exc) or message
+        elif exc.rule == "oneOf":  # (a discriminated union)
+            message = self._branches_refusal(exc) or message
         return f"{where or 'payload'}: {message}"
+
+    def _branches_refusal(self, exc: Any) -> str | None:
+        """What each type of a union (``HttpUrl | None``) says of the value, where the validator's own
+        message ("cannot be validated by any definition") says nothing of what to send."""
+        from fastjsonschema import JsonSchemaValueException
+
+        branches = exc.rule_definition
+        if not isinstance(branches, list):
+            return None
+        defs = self.route.payload_schema.get("$defs")
+        tag = exc.definition.get("discriminator") if isinstance(exc.definition, dict) else None
+        if isinstance(tag, dict) and isinstance(tag.get("mapping"), dict) and isinstance(exc.value, dict):
+            name, mapping = tag.get("propertyName"), tag["mapping"]
+            if exc.value.get(name) not in mapping:  # a tagged union: the tag says which type is meant
+                return f"{name}: must be one of {', '.join(map(repr, mapping))}"
+            branches = [{"$ref": mapping[exc.value[name]]}]
+        said: list[str] = []
+        for branch in branches:
+            if not isinstance(branch, dict):
+                return None
+            try:
+                _compile({**branch, "$defs": defs} if defs else branch)(exc.value)
+            except JsonSchemaValueException as refusal:
+                text = self._problem(refusal, exc.value).removeprefix("payload: ")
+                if text not in said:
+                    said.append(text)
+            except Exception:  # (a branch that does not compile alone: the validator's message stands)
+                return None
+        if len(said) == 1:
+            return said[0]
+        return f"matches none of its types: {'; or '.join(said)}" if said else None
 
     def key_for(self, payload: dict[str, Any]) -> str | None:
         """A catalog job has no key function here: the key is the caller's, else the job id."""

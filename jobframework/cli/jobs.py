@@ -190,7 +190,12 @@ def enqueue(  # noqa: PLR0917
     else:
         typer.echo(result.id)
     if result.duplicate:
-        typer.echo(f"jf: key {result.key} was enqueued already as job {result.id}; nothing sent", err=True)
+        typer.echo(
+            f"jf: key {result.key} was enqueued already as job {result.id}; nothing sent (the key dedups "
+            f"for its window whatever became of that job: jf status {result.id}; --dedup-window 0 sends "
+            "it anyway)",
+            err=True,
+        )
 
 
 @app.command()

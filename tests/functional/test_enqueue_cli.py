@@ -69,6 +69,9 @@ def test_enqueue_with_a_key_prints_the_first_id_again_and_sends_once(sqs, jf_con
     assert first.exit_code == again.exit_code == 0, again.output
     assert again.stdout.strip() == first.stdout.strip()
     assert "was enqueued already as job" in again.stderr
+    assert (
+        "whatever became of that job" in again.stderr and "--dedup-window 0 sends it anyway" in again.stderr
+    )
     forced = invoke([*args, "--dedup-window", "0", "--json"], env)
     info = json.loads(forced.stdout)
     assert info["duplicate"] is False and info["id"] != first.stdout.strip()

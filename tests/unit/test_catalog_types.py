@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import json
 from datetime import date, datetime, timedelta
-from typing import Any
+from typing import Annotated, Any, Literal
 from uuid import UUID
 
 import pytest
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, HttpUrl, ValidationError
 
 from jobframework import job
 from jobframework.errors import PayloadValidationError
@@ -96,3 +96,36 @@ def test_a_strict_model_is_read_as_strictly_by_the_catalog(data):
 def test_a_bad_uuid_is_refused_by_name_before_sending():
     with pytest.raises(PayloadValidationError, match="account"):
         as_routed(sync).validate({"account": "nope"})
+
+
+class Cat(BaseModel):
+    kind: Literal["cat"]
+    meow: int
+
+
+class Dog(BaseModel):
+    kind: Literal["dog"]
+    bark: int
+
+
+class Visit(BaseModel):
+    site: HttpUrl | None = None
+    pet: Annotated[Cat | Dog, Field(discriminator="kind")] | None = None
+
+
+@job("ct.visit", registry=registry)
+def visit(payload: Visit) -> None: ...
+
+
+@pytest.mark.parametrize(
+    ("data", "said"),
+    [
+        ({"site": "ftp://x"}, "site: matches none of its types: must be a URL whose scheme is http or https"),
+        ({"pet": {"kind": "cow"}}, "pet: matches none of its types: kind: must be one of 'cat', 'dog'"),
+        ({"pet": {"kind": "cat", "meow": "x"}}, "pet: matches none of its types: meow: must be integer"),
+    ],
+)
+def test_a_union_refused_by_name_says_what_each_of_its_types_wants(data, said):
+    with pytest.raises(PayloadValidationError) as refused:
+        as_routed(visit).validate(data)
+    assert said in str(refused.value) and "; or must be null" in str(refused.value)
