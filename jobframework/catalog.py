@@ -17,15 +17,13 @@ refuses ``ftp://``): :mod:`jobframework.catalog_schema` makes the schemas.
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 from collections.abc import Callable
-from datetime import date, datetime, time, timedelta
 from time import monotonic
 from typing import TYPE_CHECKING, Any
-from uuid import UUID
 
+from jobframework.catalog_check import compile_schema
 from jobframework.catalog_schema import URL_SCHEMES, decimal_refusal
 from jobframework.config import ENV_TOPOLOGY_PARAMETER, NAMED_BY_APP, JobRoute, RuntimeConfig
 from jobframework.errors import (
@@ -41,78 +39,6 @@ if TYPE_CHECKING:
     from pydantic import BaseModel
 
 log = logging.getLogger(__name__)
-
-_KNOWN_FORMATS = {
-    "email",
-    "hostname",
-    "idn-email",
-    "idn-hostname",
-    "ipv4",
-    "ipv6",
-    "iri",
-    "iri-reference",
-    "json-pointer",
-    "regex",
-    "relative-json-pointer",
-    "uri",
-    "uri-reference",
-    "uri-template",
-}
-"""Formats ``fastjsonschema`` checks itself; the others are checked as pydantic reads them, or not."""
-
-
-_PYDANTIC_FORMATS: dict[str, type] = {
-    "date-time": datetime,
-    "date": date,
-    "time": time,
-    "duration": timedelta,
-    "uuid": UUID,
-}
-"""Formats checked as pydantic reads them in the consumer (fastjsonschema's own date-time wants a
-zone; it knows no uuid nor duration, which went unchecked)."""
-
-
-def _format_check(name: str) -> Callable[[object], bool]:
-    """The check of the format ``name``: as pydantic reads a value of its type, or none."""
-    kind = _PYDANTIC_FORMATS.get(name)
-    if kind is None:
-        return lambda _value: True
-    from pydantic import TypeAdapter, ValidationError
-
-    adapter: TypeAdapter[Any] = TypeAdapter(kind)
-
-    def check(value: object) -> bool:
-        try:
-            adapter.validate_json(json.dumps(value))
-        except ValidationError:
-            return False
-        return True
-
-    return check
-
-
-def _formats(schema: Any, found: set[str]) -> set[str]:
-    if isinstance(schema, dict):
-        value = schema.get("format")
-        if isinstance(value, str):
-            found.add(value)
-        for sub in schema.values():
-            _formats(sub, found)
-    elif isinstance(schema, list):
-        for sub in schema:
-            _formats(sub, found)
-    return found
-
-
-def _compile(schema: dict[str, Any]) -> Callable[[Any], Any]:
-    """``schema`` compiled by ``fastjsonschema`` (formats it does not know checked as pydantic reads
-    them, or accepted), filling in defaults."""
-    import fastjsonschema
-
-    formats: dict[str, Callable[[object], bool]] = {
-        name: _format_check(name) for name in _formats(schema, set()) if name not in _KNOWN_FORMATS
-    }
-    return fastjsonschema.compile(schema, formats=formats, use_default=True)
 
 
 def _at(data: Any, path: list[str | int]) -> Any:
@@ -174,7 +100,7 @@ class RoutedJob:
     def _validator(self) -> Callable[[Any], Any]:
         with self._lock:
             if self._check is None:
-                self._check = _compile(self.route.payload_schema)
+                self._check = compile_schema(self.route.payload_schema)
             return self._check
 
     def _field_validator(self, name: str) -> Callable[[Any], Any]:
@@ -186,7 +112,7 @@ class RoutedJob:
                 sub = dict(schema["properties"][name])
                 if "$defs" in schema:
                     sub.setdefault("$defs", schema["$defs"])
-                check = self._field_checks[name] = _compile(sub)
+                check = self._field_checks[name] = compile_schema(sub)
             return check
 
     def validate(self, payload: BaseModel | dict[str, Any]) -> dict[str, Any]:
@@ -276,7 +202,7 @@ class RoutedJob:
             if not isinstance(branch, dict):
                 return None
             try:
-                _compile({**branch, "$defs": defs} if defs else branch)(exc.value)
+                compile_schema({**branch, "$defs": defs} if defs else branch)(exc.value)
             except JsonSchemaValueException as refusal:
                 text = self._problem(refusal, exc.value).removeprefix("payload: ")
                 if text not in said:
@@ -285,7 +211,7 @@ class RoutedJob:
                 return None
         if len(said) == 1:
             return said[0]
-        return f"matches none of its types: {'; or '.join(said)}" if said else None
+        return f"matches none of its types: {', or '.join(said)}" if said else None
 
     def key_for(self, payload: dict[str, Any]) -> str | None:
         """A catalog job has no key function here: the key is the caller's, else the job id."""

@@ -72,6 +72,36 @@ DECIMAL = "x-decimal"
 ``decimal_places``, else ``true``."""
 
 
+DECIMAL_BOUNDS = ("gt", "ge", "lt", "le", "multiple_of")
+DECIMAL_FORMAT = "x-decimal"
+"""A decimal string's bounds as a format, ``x-decimal(gt=0,le=100)``: JSON Schema bounds hold for
+numbers only, and a pattern can hold only a sign."""
+
+
+def decimal_format(bounds: dict[str, Any]) -> str:
+    """The format that names a decimal string's bounds (:data:`DECIMAL_FORMAT`).
+
+    Example:
+        >>> decimal_format({"gt": 0, "le": 99.5})
+        'x-decimal(gt=0,le=99.5)'
+    """
+    return f"{DECIMAL_FORMAT}({','.join(f'{name}={value}' for name, value in bounds.items())})"
+
+
+def decimal_bounds(name: str) -> dict[str, str] | None:
+    """The bounds a :func:`decimal_format` names, or ``None`` when ``name`` is another format.
+
+    Example:
+        >>> decimal_bounds("x-decimal(gt=0,le=99.5)")
+        {'gt': '0', 'le': '99.5'}
+    """
+    if not (name.startswith(DECIMAL_FORMAT + "(") and name.endswith(")")):
+        return None
+    pairs = (item.partition("=") for item in name[len(DECIMAL_FORMAT) + 1 : -1].split(","))
+    bounds = {key: value for key, _, value in pairs}
+    return bounds if bounds and set(bounds) <= set(DECIMAL_BOUNDS) else None
+
+
 def decimal_refusal(definition: Any) -> str | None:
     """What to say of a value a ``Decimal`` field's schema (``definition``: its ``anyOf``) refused, or
     ``None`` when it is not one.
@@ -196,7 +226,8 @@ class _CatalogSchema(GenerateJsonSchema):
       an ``HttpUrl`` field, which the consumer's model then refused (dead-lettered ``invalid-payload``);
     - a ``Decimal`` sent as a string matched any string (``"abc"``), and its lower bound did not hold for
       strings (``"-3"`` under ``gt=0``): it gets pydantic's decimal pattern and, under a lower bound of
-      zero or more, no minus sign (upper bounds of decimal strings are left to the consumer);
+      zero or more, no minus sign; its own bounds as a format checked as pydantic reads the string
+      (:func:`decimal_format`; a union's bounds hold for a string only as far as its sign);
     - a union's bounds (``Decimal | float = Field(gt=0)``), which pydantic writes under its own names
       that a validator ignores, become JSON Schema's;
     - a tuple's positions in draft 7's form, which the validator reads; a set's repeats allowed; a
@@ -212,10 +243,13 @@ class _CatalogSchema(GenerateJsonSchema):
 
     def decimal_schema(self, schema: core_schema.DecimalSchema) -> JsonSchemaValue:
         json_schema = super().decimal_schema(schema)
+        bounds = {name: schema[name] for name in DECIMAL_BOUNDS if schema.get(name) is not None}  # type: ignore[literal-required]
         for branch in json_schema.get("anyOf", [json_schema]):
             if branch.get("type") == "string":
                 places = schema.get("decimal_places")
                 branch[DECIMAL] = places if places is not None else True
+                if bounds:  # (checked as pydantic reads the string: jobframework.catalog)
+                    branch["format"] = decimal_format(bounds)
         return json_schema
 
     def get_decimal_pattern(self, schema: core_schema.DecimalSchema) -> str | None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from datetime import date, datetime, timedelta
+from decimal import Decimal
 from typing import Annotated, Any, Literal
 from uuid import UUID
 
@@ -128,4 +129,32 @@ def visit(payload: Visit) -> None: ...
 def test_a_union_refused_by_name_says_what_each_of_its_types_wants(data, said):
     with pytest.raises(PayloadValidationError) as refused:
         as_routed(visit).validate(data)
-    assert said in str(refused.value) and "; or must be null" in str(refused.value)
+    assert said in str(refused.value) and ", or must be null" in str(refused.value)
+
+
+class Price(BaseModel):
+    amount: Decimal = Field(gt=0)
+    quantity: Decimal = Field(ge=1, le=100)
+    step: Decimal | None = Field(default=None, multiple_of=0.5)
+
+
+@job("ct.price", registry=registry)
+def price(payload: Price) -> None: ...
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        {"amount": "0", "quantity": "1"},
+        {"amount": "0.01", "quantity": "1"},
+        {"amount": "1", "quantity": "0.5"},
+        {"amount": "1", "quantity": "100"},
+        {"amount": "1", "quantity": "100.01"},
+        {"amount": "1", "quantity": 101},
+        {"amount": "1", "quantity": "2", "step": "0.75"},
+        {"amount": "1", "quantity": "2", "step": "1.5"},
+    ],
+    ids=lambda d: repr(d)[:60],
+)
+def test_a_decimal_strings_bounds_are_checked_by_name_as_the_model_reads_them(data):
+    assert _catalog_takes(price, data) == _model_takes(Price, data)

@@ -1,0 +1,94 @@
+"""A job catalog's payload schema compiled into a check (``fastjsonschema``, what Powertools' validation
+utility uses), with the formats pydantic reads checked as pydantic reads them."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from datetime import date, datetime, time, timedelta
+from typing import Any
+from uuid import UUID
+
+from jobframework.catalog_schema import decimal_bounds
+
+_KNOWN_FORMATS = {
+    "email",
+    "hostname",
+    "idn-email",
+    "idn-hostname",
+    "ipv4",
+    "ipv6",
+    "iri",
+    "iri-reference",
+    "json-pointer",
+    "regex",
+    "relative-json-pointer",
+    "uri",
+    "uri-reference",
+    "uri-template",
+}
+"""Formats ``fastjsonschema`` checks itself; the others are checked as pydantic reads them, or not."""
+
+
+_PYDANTIC_FORMATS: dict[str, type] = {
+    "date-time": datetime,
+    "date": date,
+    "time": time,
+    "duration": timedelta,
+    "uuid": UUID,
+}
+"""Formats checked as pydantic reads them in the consumer (fastjsonschema's own date-time wants a
+zone; it knows no uuid nor duration, which went unchecked)."""
+
+
+def _format_check(name: str) -> Callable[[object], bool]:
+    """The check of the format ``name``: as pydantic reads a value of its type, or none."""
+    kind: Any = _PYDANTIC_FORMATS.get(name)
+    bounds = decimal_bounds(name)
+    if bounds is not None:  # a decimal string's bounds (catalog_schema.decimal_format)
+        from decimal import Decimal
+        from typing import Annotated
+
+        import annotated_types
+
+        made = {"gt": annotated_types.Gt, "ge": annotated_types.Ge, "lt": annotated_types.Lt}
+        made |= {"le": annotated_types.Le, "multiple_of": annotated_types.MultipleOf}
+        kind = Annotated[(Decimal, *(made[key](Decimal(value)) for key, value in bounds.items()))]
+    if kind is None:
+        return lambda _value: True
+    from pydantic import TypeAdapter, ValidationError
+
+    adapter: TypeAdapter[Any] = TypeAdapter(kind)
+
+    def check(value: object) -> bool:
+        try:
+            adapter.validate_json(json.dumps(value))
+        except ValidationError:
+            return False
+        return True
+
+    return check
+
+
+def _formats(schema: Any, found: set[str]) -> set[str]:
+    if isinstance(schema, dict):
+        value = schema.get("format")
+        if isinstance(value, str):
+            found.add(value)
+        for sub in schema.values():
+            _formats(sub, found)
+    elif isinstance(schema, list):
+        for sub in schema:
+            _formats(sub, found)
+    return found
+
+
+def compile_schema(schema: dict[str, Any]) -> Callable[[Any], Any]:
+    """``schema`` compiled by ``fastjsonschema`` (formats it does not know checked as pydantic reads
+    them, or accepted), filling in defaults."""
+    import fastjsonschema
+
+    formats: dict[str, Callable[[object], bool]] = {
+        name: _format_check(name) for name in _formats(schema, set()) if name not in _KNOWN_FORMATS
+    }
+    return fastjsonschema.compile(schema, formats=formats, use_default=True)
