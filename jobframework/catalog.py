@@ -194,9 +194,10 @@ class RoutedJob:
         tag = exc.definition.get("discriminator") if isinstance(exc.definition, dict) else None
         if isinstance(tag, dict) and isinstance(tag.get("mapping"), dict) and isinstance(exc.value, dict):
             name, mapping = tag.get("propertyName"), tag["mapping"]
-            if exc.value.get(name) not in mapping:  # a tagged union: the tag says which type is meant
+            given = exc.value.get(name)
+            if not isinstance(given, str) or given not in mapping:  # a tagged union: the tag says which
                 return f"{name}: must be one of {', '.join(map(repr, mapping))}"
-            branches = [{"$ref": mapping[exc.value[name]]}]
+            branches = [{"$ref": mapping[given]}]
         said: list[str] = []
         for branch in branches:
             if not isinstance(branch, dict):

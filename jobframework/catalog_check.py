@@ -9,7 +9,7 @@ from datetime import date, datetime, time, timedelta
 from typing import Any
 from uuid import UUID
 
-from jobframework.catalog_schema import decimal_bounds
+from jobframework.catalog_schema import STRICT_FORMAT, decimal_bounds
 
 _KNOWN_FORMATS = {
     "email",
@@ -42,7 +42,10 @@ zone; it knows no uuid nor duration, which went unchecked)."""
 
 
 def _format_check(name: str) -> Callable[[object], bool]:
-    """The check of the format ``name``: as pydantic reads a value of its type, or none."""
+    """The check of the format ``name``: as pydantic reads a value of its type (strictly for a strict
+    field's, ``date-time:strict``), or none."""
+    strict = name.endswith(STRICT_FORMAT)
+    name = name.removesuffix(STRICT_FORMAT)
     kind: Any = _PYDANTIC_FORMATS.get(name)
     bounds = decimal_bounds(name)
     if bounds is not None:  # a decimal string's bounds (catalog_schema.decimal_format)
@@ -62,7 +65,7 @@ def _format_check(name: str) -> Callable[[object], bool]:
 
     def check(value: object) -> bool:
         try:
-            adapter.validate_json(json.dumps(value))
+            adapter.validate_json(json.dumps(value), strict=strict)
         except ValidationError:
             return False
         return True

@@ -72,6 +72,8 @@ DECIMAL = "x-decimal"
 ``decimal_places``, else ``true``."""
 
 
+STRICT_FORMAT = ":strict"
+"""Ends the format of a strict field (``date-time:strict``)."""
 DECIMAL_BOUNDS = ("gt", "ge", "lt", "le", "multiple_of")
 DECIMAL_FORMAT = "x-decimal"
 """A decimal string's bounds as a format, ``x-decimal(gt=0,le=100)``: JSON Schema bounds hold for
@@ -266,13 +268,32 @@ class _CatalogSchema(GenerateJsonSchema):
     def timedelta_schema(self, schema: core_schema.TimedeltaSchema) -> JsonSchemaValue:
         return self._or_number(super().timedelta_schema(schema), schema)
 
+    def date_schema(self, schema: core_schema.DateSchema) -> JsonSchemaValue:
+        return self._strictly(super().date_schema(schema), schema)
+
+    def time_schema(self, schema: core_schema.TimeSchema) -> JsonSchemaValue:
+        return self._strictly(super().time_schema(schema), schema)
+
+    def uuid_schema(self, schema: core_schema.UuidSchema) -> JsonSchemaValue:
+        return self._strictly(super().uuid_schema(schema), schema)
+
+    def _strict(self, schema: Any) -> bool:
+        """The field is strict (``Strict()``, or its model's ``ConfigDict(strict=True)``)."""
+        config = self._config_wrapper_stack.tail
+        return bool(schema.get("strict") or (config is not None and config.config_dict.get("strict")))
+
+    def _strictly(self, json_schema: JsonSchemaValue, schema: Any) -> JsonSchemaValue:
+        """A strict field's format marked so (``date:strict``): checked as pydantic's strict mode reads
+        it (:mod:`jobframework.catalog_check`); a validator that knows no such format takes the value."""
+        if self._strict(schema) and isinstance(json_schema.get("format"), str):
+            json_schema["format"] += STRICT_FORMAT
+        return json_schema
+
     def _or_number(self, json_schema: JsonSchemaValue, schema: Any) -> JsonSchemaValue:
         """A datetime or a duration as text, or (as pydantic's lax mode reads them) as a number: a
         Unix time, seconds."""
-        config = self._config_wrapper_stack.tail
-        strict = schema.get("strict") or (config is not None and config.config_dict.get("strict"))
-        if strict or json_schema.get("type") != "string":
-            return json_schema
+        if self._strict(schema) or json_schema.get("type") != "string":
+            return self._strictly(json_schema, schema)
         return {"anyOf": [json_schema, {"type": "number"}]}
 
     def tuple_schema(self, schema: core_schema.TupleSchema) -> JsonSchemaValue:

@@ -200,6 +200,10 @@ class Consumer:
 
     def handle(self, event: Mapping[str, Any], context: Any = None) -> dict[str, list[dict[str, str]]]:
         """Process one SQS event; returns ``{"batchItemFailures": [{"itemIdentifier": id}, ...]}``."""
+        with self._enqueues_here():  # (the setup hook's, the jobs' and the listeners' enqueues)
+            return self._handle(event, context)
+
+    def _handle(self, event: Mapping[str, Any], context: Any) -> dict[str, list[dict[str, str]]]:
         self._load_modules()
         if self._setup is not None:
             self._setup(dict(event), context)
@@ -224,8 +228,7 @@ class Consumer:
         )
         failures: list[str] = []
         try:
-            with self._enqueues_here():
-                verdicts = self._verdicts(records, context, batch)
+            verdicts = self._verdicts(records, context, batch)
             failures = self.settler.settle(verdicts, batch)
         finally:
             self._flush_statuses(batch)
@@ -235,9 +238,9 @@ class Consumer:
         return {"batchItemFailures": [{"itemIdentifier": m} for m in failures]}
 
     def _enqueues_here(self) -> contextlib.AbstractContextManager[None]:
-        """Jobs that enqueue (``other_job.enqueue(...)``) send to this consumer's topology when it was
-        given one (``config=``: ``jf dev``, ``jf worker``, a test's handler); in Lambda the ``JF_*``
-        variables say the same."""
+        """Jobs that enqueue (``other_job.enqueue(...)``, also from the setup hook and listeners) send to
+        this consumer's topology when it was given one (``config=``: ``jf dev``, ``jf worker``, a test's
+        handler); in Lambda the ``JF_*`` variables say the same."""
         if self._config is None:
             return contextlib.nullcontext()
         from jobframework.client import consumer_client

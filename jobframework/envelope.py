@@ -229,7 +229,7 @@ def parse_typed(body: str, job_type: str, payload_model: type[BaseModel], versio
     """
     try:
         env = typed_envelope(payload_model).model_validate_json(body)
-    except (ValidationError, ValueError, RecursionError):
+    except Exception:  # (a validator's own TypeError too: the general path meets it with the envelope read)
         return None
     if (
         env.v != ENVELOPE_VERSION

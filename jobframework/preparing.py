@@ -9,6 +9,7 @@ with :class:`~jobframework.sender.Sender`.
 
 from __future__ import annotations
 
+import copy
 import logging
 import math
 from collections.abc import Callable
@@ -120,7 +121,7 @@ def older_payload_data(
     if not isinstance(job, Job):  # by name: the catalog has the current schema only; the consumer checks
         return data, data, None
     try:
-        upgraded = job.upgrade(dict(data), version)
+        upgraded = job.upgrade(copy.deepcopy(data), version)  # (a step may change nested objects)
     except PayloadVersionError as exc:
         raise PayloadValidationError(f"payload for {job.name}: {exc}") from exc
     current, key = payload_data(job, upgraded)

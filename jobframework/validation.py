@@ -15,15 +15,15 @@ def validate_data(model: type[M], data: Any) -> M:
 
     A payload given as a dict is the JSON it came as (a message's, a saga's record, the command
     line's) or Python values (a test's ``datetime``); a strict model takes a datetime, a UUID or a
-    Decimal only as an object in Python mode and only as text in JSON mode, so a payload either mode
-    takes is taken. When neither does, the JSON mode's error is raised, unless the Python mode's finds
-    fewer problems.
+    Decimal only as an object in Python mode and only as text in JSON mode, so a dict that holds only
+    JSON's types is taken if either mode takes it (one that holds Python values, in Python mode only).
+    When neither does, the JSON mode's error is raised, unless the Python mode's finds fewer problems.
     """
     try:
         return model.model_validate(data)
     except ValidationError as exc:
         python_error = exc
-    if not isinstance(data, dict):
+    if not isinstance(data, dict) or not _is_json(data):  # (Python values: the Python mode's reading)
         raise python_error
     try:
         text = to_json(data)
@@ -36,6 +36,21 @@ def validate_data(model: type[M], data: Any) -> M:
         # instance of UUID", which JSON cannot send, beside the field that is wrong), unless the
         # Python mode's finds fewer problems.
         raise (exc if exc.error_count() <= python_error.error_count() else python_error) from None
+
+
+def _is_json(value: Any, depth: int = 0) -> bool:
+    """``value`` holds only what JSON carries (objects with text keys, arrays, text, numbers, booleans,
+    null): data that came as JSON, not Python values (a ``datetime`` given for a ``str`` field is a
+    mistake the JSON reading would hide by making it text)."""
+    if value is None or isinstance(value, str | int | float | bool):
+        return True
+    if depth > 100:
+        return False
+    if isinstance(value, list):
+        return all(_is_json(item, depth + 1) for item in value)
+    if isinstance(value, dict):
+        return all(isinstance(k, str) and _is_json(v, depth + 1) for k, v in value.items())
+    return False
 
 
 def validation_problems(exc: ValidationError, limit: int = 10) -> str:

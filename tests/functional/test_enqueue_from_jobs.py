@@ -97,3 +97,16 @@ def test_the_children_of_a_consumed_batch_are_on_the_queue(world):
     records, response = consume_once(handler, sqs, config.endpoints("default").url)
     assert len(records) == 1 and response == {"batchItemFailures": []}
     assert _urls(sqs, config) == ["p", "q"]
+
+
+def test_a_listener_enqueues_into_the_consumers_topology_too(world):
+    _, sqs, config = world
+
+    def follow_up(outcome: Any) -> None:  # told each settled record, after its job ran
+        if outcome.job_type == "fan.crawl":
+            fetch.enqueue(Page(url=f"after-{outcome.job_id}"))
+
+    handler = consumer(registry, config=config, sqs_client=sqs, listeners=[follow_up])
+    env = Envelope.new("fan.crawl", {"urls": []})
+    assert handler(sqs_event(env), FakeLambdaContext()) == {"batchItemFailures": []}
+    assert _urls(sqs, config) == [f"after-{env.id}"]

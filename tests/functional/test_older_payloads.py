@@ -36,6 +36,24 @@ def export(payload: Export) -> None:
     exported.append(payload)
 
 
+class Where(BaseModel):
+    city: str
+
+
+class Move(BaseModel):  # version 2: where.town was renamed where.city
+    where: Where
+
+
+def _town_to_city(v1: dict[str, Any]) -> dict[str, Any]:
+    v1["where"]["city"] = v1["where"].pop("town")  # (changes the nested object it was given)
+    return v1
+
+
+@job("old.move", registry=registry, idempotent=False, version=2, upgrade={1: _town_to_city})
+def move(payload: Move) -> None:
+    exported.append(payload)
+
+
 @pytest.fixture
 def world(jf_aws: Any) -> tuple[Any, Any, Any]:
     exported.clear()
@@ -85,3 +103,11 @@ def test_a_producer_by_name_sends_an_older_payload_unchecked_for_the_consumer_to
     by_name.enqueue("old.export", {"account_id": "a-1", "dest": "s3://x"}, payload_version=1)
     consume_once(consumer(registry, config=config, sqs_client=sqs), sqs, config.endpoints("default").url)
     assert exported == [Export(account_id="a-1", destination="s3://x")]
+
+
+def test_an_upgrade_that_changes_a_nested_object_leaves_what_is_sent_as_given(world):
+    config, sqs, _ = world
+    client = JobClient(config, registry=registry, sqs_client=sqs)
+    client.enqueue(move, {"where": {"town": "Lyon"}}, payload_version=1)
+    (body,) = _sent(sqs, config)
+    assert body["payload"] == {"where": {"town": "Lyon"}}

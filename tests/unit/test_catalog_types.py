@@ -35,6 +35,8 @@ class StrictSync(BaseModel):
     model_config = ConfigDict(strict=True)
     since: datetime | None = None
     every: timedelta | None = None
+    day: date | None = None
+    account: UUID | None = None
 
 
 @job("ct.sync", registry=registry)
@@ -88,7 +90,18 @@ def test_the_catalog_takes_what_the_model_takes(data):
 
 
 @pytest.mark.parametrize(
-    "data", [{"since": 1_764_950_400}, {"every": 3600}, {"since": "2026-12-05T10:00:00Z"}, {"every": "PT1H"}]
+    "data",
+    [
+        {"since": 1_764_950_400},
+        {"every": 3600},
+        {"since": "2026-12-05T10:00:00Z"},
+        {"since": "2026-12-05"},
+        {"every": "PT1H"},
+        {"day": "2026-12-05T00:00:00Z"},
+        {"day": "2026-12-05"},
+        {"account": "0b6e6b5e-3c3c-4f6a-9b1e-6a4f3c2b1a00"},
+    ],
+    ids=lambda d: repr(d)[:50],
 )
 def test_a_strict_model_is_read_as_strictly_by_the_catalog(data):
     assert _catalog_takes(strict, data) == _model_takes(StrictSync, data)
@@ -124,6 +137,7 @@ def visit(payload: Visit) -> None: ...
         ({"site": "ftp://x"}, "site: matches none of its types: must be a URL whose scheme is http or https"),
         ({"pet": {"kind": "cow"}}, "pet: matches none of its types: kind: must be one of 'cat', 'dog'"),
         ({"pet": {"kind": "cat", "meow": "x"}}, "pet: matches none of its types: meow: must be integer"),
+        ({"pet": {"kind": ["cat"]}}, "pet: matches none of its types: kind: must be one of 'cat', 'dog'"),
     ],
 )
 def test_a_union_refused_by_name_says_what_each_of_its_types_wants(data, said):

@@ -78,6 +78,16 @@ def test_a_strict_payload_runs_when_the_record_names_its_job():
     assert ran == [invoice]
 
 
+def test_the_record_that_names_its_job_is_read_in_one_pass(monkeypatch):
+    def two_passes(body: str) -> Envelope:
+        raise AssertionError("the envelope was read without its payload")
+
+    monkeypatch.setattr("jobframework.envelope.parse_body", two_passes)
+    invoice, env = _invoice()
+    assert _handler()(sqs_event(env), FakeLambdaContext()) == {"batchItemFailures": []}
+    assert ran == [invoice]
+
+
 def test_a_strict_payload_runs_from_a_body_alone():
     invoice, env = _invoice()
     assert _handler()(sqs_event(env.to_body()), FakeLambdaContext()) == {"batchItemFailures": []}
@@ -118,6 +128,8 @@ def test_validate_data_takes_json_data_and_python_values_and_names_only_what_is_
     assert [e["loc"] for e in raised.value.errors()] == [("due",)]
     with pytest.raises(ValidationError):
         validate_data(Invoice, [as_json])  # not an object: no JSON reading of it either
+    with pytest.raises(ValidationError):  # Python values are read as Python: a datetime is no str
+        validate_data(Renamed, {"full_name": datetime(2027, 1, 31, tzinfo=UTC)})
     with pytest.raises(ValidationError) as raised:  # every field wrong: said as JSON, not "an instance"
         validate_data(Invoice, {"id": "nope", "due": "yesterday", "total": "abc"})
     messages = " ".join(e["msg"] for e in raised.value.errors())
