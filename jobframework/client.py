@@ -342,7 +342,7 @@ class JobClient:
             if count == 1:
                 raise
             try:
-                named = type(exc)(f"entry {index} of {count}: {exc}")
+                named = type(exc)(f"entry {index + 1} of {count} (requests[{index}]): {exc}")
             except Exception:  # (an error class that takes more than its message: as it was)
                 raise exc from None
             raise named from exc

@@ -3,18 +3,24 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from pydantic import BaseModel
 
+from jobframework.client import consumer_client
 from jobframework.envelope import Envelope
+from jobframework.errors import ConfigurationError
 from jobframework.errortext import shown
 from jobframework.jobs import Job, JobContext
 from jobframework.local.context import LocalLambdaContext
 from jobframework.running import call
 from jobframework.tracing import new_trace
+
+if TYPE_CHECKING:
+    from jobframework.client import JobClient
+    from jobframework.recorder import EnqueueRecorder
 
 
 def run_inline(
@@ -26,6 +32,7 @@ def run_inline(
     timeout: float | None = None,
     job_id: str | None = None,
     payload_version: int | None = None,
+    client: JobClient | EnqueueRecorder | None = None,
 ) -> Any:
     """Run a job in-process as the consumer would (payload upgraded and validated, a real
     ``JobContext``).
@@ -41,10 +48,16 @@ def run_inline(
         key: ``ctx.key``; the job's ``key=`` function's, else the job id, when ``None``.
         timeout: seconds of the fake Lambda invocation (``ctx.remaining_time``); the job's timeout + 5.
         job_id: ``ctx.job_id``; a new UUIDv7 when ``None``.
+        client: where the jobs it enqueues (``other_job.enqueue(...)``) go: an
+            :class:`~jobframework.testing.EnqueueRecorder` records them and sends nothing, a
+            ``JobClient(jf_config)`` sends them to the embedded AWS. Without one an enqueue raises
+            ``ConfigurationError`` (it would go where ``JF_*`` points), unless ``set_default_client``
+            set a client.
 
     Returns what the job returns (an ``async def`` job is awaited; a batched job's one outcome per
     payload, values and exception instances alike); its exceptions propagate, so a test can assert on
-    them. Nothing touches AWS: no queue, no idempotency record, no status.
+    them. Nothing touches AWS: no queue, no idempotency record, no status (what the job enqueues goes to
+    ``client``).
     """
     if not isinstance(job, Job):
         raise TypeError(
@@ -92,11 +105,23 @@ def run_inline(
     )
     # An async def job is awaited, as the consumer awaits it; a batched one gets the list, and its
     # outcomes are checked as the consumer checks them.
-    if job.batch is not None:
-        from jobframework.batched import checked_outcomes
+    with consumer_client(cast(Any, (lambda: client) if client is not None else _refused(job))):
+        if job.batch is not None:
+            from jobframework.batched import checked_outcomes
 
-        return checked_outcomes(job, call(job, models, ctx), len(models))
-    return call(job, model, ctx)
+            return checked_outcomes(job, call(job, models, ctx), len(models))
+        return call(job, model, ctx)
+
+
+def _refused(job: Job[Any]) -> Callable[[], JobClient]:
+    def refuse() -> JobClient:
+        raise ConfigurationError(
+            f"{job.name} enqueued a job while run_inline ran it, and run_inline sends nothing: pass "
+            "client=EnqueueRecorder() (from jobframework.testing) to record what it enqueues, or "
+            "client=JobClient(jf_config) to send it to the embedded AWS"
+        )
+
+    return refuse
 
 
 def _inline_payload(job: Job[Any], payload: BaseModel | dict[str, Any], version: int | None) -> Any:

@@ -87,6 +87,22 @@ def payload_data(
     return _sendable(job.name, lambda: model.model_dump(mode="json")), job.key_for(model)
 
 
+def _current_payload_data(
+    job: Job[Any] | RoutedJob, payload: BaseModel | dict[str, Any]
+) -> tuple[dict[str, Any], str | None]:
+    """:func:`payload_data` at the job's version; a refusal of a job past version 1 says how a producer
+    still sending an older version's shape says so."""
+    try:
+        return payload_data(job, payload)
+    except PayloadValidationError as exc:
+        if job.version == 1 or isinstance(payload, BaseModel):
+            raise
+        raise PayloadValidationError(
+            f"{exc} ({job.name} takes payload version {job.version}: a payload of an older version is "
+            "sent with payload_version=N, jf enqueue --payload-version N)"
+        ) from exc
+
+
 def payload_version(job: Job[Any] | RoutedJob, version: object) -> int:
     """The payload version an enqueue sends: ``version``, else the job's.
 
@@ -202,7 +218,7 @@ class Preparer:
         job = self._job(request.job)
         version = payload_version(job, request.payload_version)
         if version == job.version:
-            data, job_key = payload_data(job, request.payload)
+            data, job_key = _current_payload_data(job, request.payload)
             current = data
         else:  # an older shape: sent as it is, checked as the consumer will read it (upgraded)
             data, current, job_key = older_payload_data(job, request.payload, version)

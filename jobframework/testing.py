@@ -23,6 +23,7 @@ from jobframework.envelope import Envelope, lambda_record, string_attribute
 from jobframework.inline import run_inline
 from jobframework.jobs import JobRegistry
 from jobframework.local.context import LocalLambdaContext
+from jobframework.recorder import EnqueueRecorder
 from jobframework.settler import Settler
 from jobframework.stores.job_records import InMemoryJobRecords
 from jobframework.topology import RuntimeConfig, Topology, TopologySettings
@@ -344,6 +345,7 @@ def consume_once(
 __all__ = [
     "DEFAULT_QUEUE_ARN",
     "NOWHERE",
+    "EnqueueRecorder",  # (from jobframework.recorder)
     "FakeLambdaContext",
     "consume_once",
     "in_memory_consumer",

@@ -55,7 +55,9 @@ def test_a_bad_payload_is_a_clear_value_error_and_nothing_is_sent(rt):
         PayloadValidationError, match=r"t\.ok is a Receipt; it takes Work: name: Field required"
     ):
         rt.client.enqueue("t.ok", Receipt(email="a@example.com"))  # another job's model
-    with pytest.raises(PayloadValidationError, match=r"^entry 1 of 2: payload for t\.ok .*fail_times"):
+    with pytest.raises(
+        PayloadValidationError, match=r"^entry 2 of 2 \(requests\[1\]\): payload for t\.ok .*fail_times"
+    ):
         rt.client.enqueue_many(
             [
                 EnqueueRequest("t.ok", {"name": "fine"}),

@@ -14,9 +14,17 @@ from pydantic import BaseModel
 from jobframework import consumer, job
 from jobframework.client import JobClient, default_client, set_default_client
 from jobframework.envelope import Envelope
-from jobframework.errors import ConfigurationError
+from jobframework.errors import ConfigurationError, PayloadValidationError
 from jobframework.jobs import JobRegistry
-from jobframework.testing import FakeLambdaContext, consume_once, provision_fresh, receive_all, sqs_event
+from jobframework.testing import (
+    EnqueueRecorder,
+    FakeLambdaContext,
+    consume_once,
+    provision_fresh,
+    receive_all,
+    run_inline,
+    sqs_event,
+)
 
 registry = JobRegistry()
 
@@ -110,3 +118,38 @@ def test_a_listener_enqueues_into_the_consumers_topology_too(world):
     env = Envelope.new("fan.crawl", {"urls": []})
     assert handler(sqs_event(env), FakeLambdaContext()) == {"batchItemFailures": []}
     assert _urls(sqs, config) == [f"after-{env.id}"]
+
+
+@job("fan.crawl_badly", registry=registry, idempotent=False)
+def crawl_badly(site: Site) -> None:
+    fetch.enqueue({"link": site.urls[0]})  # not a Page
+
+
+def test_run_inline_sends_nothing_it_was_not_told_to(world, monkeypatch):
+    _, sqs, config = world
+    for lane, queue in config.queues.items():  # a shell with `jf dev`'s exports (a trial's test sent
+        name = lane.upper().replace("-", "_")  # its job's children to the jobs jf dev ran)
+        monkeypatch.setenv(f"JF_QUEUE_URL_{name}", queue.url)
+        monkeypatch.setenv(f"JF_DLQ_URL_{name}", queue.dlq_url)
+    monkeypatch.setenv("JF_ENDPOINT_URL", str(config.endpoint_url))
+    with pytest.raises(
+        ConfigurationError, match=r"run_inline sends nothing: pass client=EnqueueRecorder\(\)"
+    ):
+        run_inline(crawl, {"urls": ["a"]})
+    assert _urls(sqs, config) == []
+
+
+def test_run_inline_records_what_a_job_enqueues(world):
+    sent = EnqueueRecorder()
+    assert run_inline(crawl, {"urls": ["a", "b"]}, client=sent) == 2
+    assert run_inline(crawl_async, {"urls": ["c"]}, client=sent) == 1  # an async def job's too
+    assert sent.payloads(fetch) == [Page(url="a"), Page(url="b"), Page(url="c")]
+    assert sent.payloads("fan.fetch") == sent.payloads(fetch)
+    with pytest.raises(PayloadValidationError, match="does not match Page"):  # as a client refuses it
+        run_inline(crawl_badly, {"urls": ["x"]}, client=EnqueueRecorder())
+
+
+def test_run_inline_sends_what_a_job_enqueues_through_the_client_it_is_given(world):
+    _, sqs, config = world
+    run_inline(crawl, {"urls": ["q"]}, client=JobClient(config, registry=registry, sqs_client=sqs))
+    assert _urls(sqs, config) == ["q"]

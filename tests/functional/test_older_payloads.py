@@ -98,8 +98,11 @@ def test_a_producer_by_name_sends_an_older_payload_unchecked_for_the_consumer_to
         sqs_client=sqs,
         clients={"ssm": aws.client("ssm")},
     )
-    with pytest.raises(PayloadValidationError, match="destination"):  # the catalog's schema is version 2
+    with pytest.raises(PayloadValidationError, match="destination") as refused:  # the catalog's: version 2
         by_name.enqueue("old.export", {"account_id": "a-1", "dest": "s3://x"})
+    assert "takes payload version 2: a payload of an older version is sent with payload_version=N" in str(
+        refused.value
+    )
     by_name.enqueue("old.export", {"account_id": "a-1", "dest": "s3://x"}, payload_version=1)
     consume_once(consumer(registry, config=config, sqs_client=sqs), sqs, config.endpoints("default").url)
     assert exported == [Export(account_id="a-1", destination="s3://x")]
