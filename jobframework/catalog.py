@@ -23,7 +23,7 @@ from collections.abc import Callable
 from time import monotonic
 from typing import TYPE_CHECKING, Any
 
-from jobframework.catalog_check import compile_schema
+from jobframework.catalog_check import compile_schema, format_refusal
 from jobframework.catalog_schema import URL_SCHEMES, decimal_refusal
 from jobframework.config import ENV_TOPOLOGY_PARAMETER, NAMED_BY_APP, JobRoute, RuntimeConfig
 from jobframework.errors import (
@@ -180,6 +180,8 @@ class RoutedJob:
             message = decimal_refusal(exc.definition) or self._branches_refusal(exc) or message
         elif exc.rule == "oneOf":  # (a discriminated union)
             message = self._branches_refusal(exc) or message
+        elif exc.rule in ("format", "type"):  # "must be date-time", "must be string": say what is meant
+            message = format_refusal(exc.definition) or message
         return f"{where or 'payload'}: {message}"
 
     def _branches_refusal(self, exc: Any) -> str | None:
@@ -212,6 +214,8 @@ class RoutedJob:
                 return None
         if len(said) == 1:
             return said[0]
+        if said and all(text.startswith("must be ") for text in said):  # "must be A, or null"
+            return "must be " + ", or ".join(text.removeprefix("must be ") for text in said)
         return f"matches none of its types: {', or '.join(said)}" if said else None
 
     def key_for(self, payload: dict[str, Any]) -> str | None:

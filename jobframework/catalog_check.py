@@ -9,7 +9,7 @@ from datetime import date, datetime, time, timedelta
 from typing import Any
 from uuid import UUID
 
-from jobframework.catalog_schema import STRICT_FORMAT, decimal_bounds
+from jobframework.catalog_schema import NUMBER_MEANS, STRICT_FORMAT, decimal_bounds
 
 _KNOWN_FORMATS = {
     "email",
@@ -95,3 +95,30 @@ def compile_schema(schema: dict[str, Any]) -> Callable[[Any], Any]:
         name: _format_check(name) for name in _formats(schema, set()) if name not in _KNOWN_FORMATS
     }
     return fastjsonschema.compile(schema, formats=formats, use_default=True)
+
+
+_FORMAT_WORDS = {
+    "date-time": "a date and time as ISO 8601 text (2026-12-05T10:00:00Z)",
+    "date": "a date as ISO 8601 text (2026-12-05)",
+    "time": "a time of day as ISO 8601 text (10:00:00)",
+    "duration": "a duration as ISO 8601 text (PT1H) or [-][D days, ]HH:MM:SS",
+    "uuid": "a UUID as text (0b6e6b5e-3c3c-4f6a-9b1e-6a4f3c2b1a00)",
+}
+
+
+def format_refusal(definition: Any) -> str | None:
+    """What to say of a value a field of a known format (``definition``) refused, or ``None``.
+
+    Example:
+        >>> format_refusal({"type": "string", "format": "uuid"})
+        'must be a UUID as text (0b6e6b5e-3c3c-4f6a-9b1e-6a4f3c2b1a00)'
+    """
+    if isinstance(definition, dict) and isinstance(definition.get(NUMBER_MEANS), str):
+        return f"must be a number ({definition[NUMBER_MEANS]})"
+    name = definition.get("format") if isinstance(definition, dict) else None
+    if not isinstance(name, str):
+        return None
+    if decimal_bounds(name) is not None:
+        return None  # (a Decimal's branch: its refusal is the union's, catalog_schema.decimal_refusal)
+    words = _FORMAT_WORDS.get(name.removesuffix(STRICT_FORMAT))
+    return f"must be {words}" if words else None

@@ -72,6 +72,8 @@ DECIMAL = "x-decimal"
 ``decimal_places``, else ``true``."""
 
 
+NUMBER_MEANS = "x-number-means"
+"""What a number stands for where text is the usual form (a datetime's Unix time), for the refusal."""
 STRICT_FORMAT = ":strict"
 """Ends the format of a strict field (``date-time:strict``)."""
 DECIMAL_BOUNDS = ("gt", "ge", "lt", "le", "multiple_of")
@@ -263,10 +265,10 @@ class _CatalogSchema(GenerateJsonSchema):
         return _decimal_pattern(inner, None if lower is None else float(lower))
 
     def datetime_schema(self, schema: core_schema.DatetimeSchema) -> JsonSchemaValue:
-        return self._or_number(super().datetime_schema(schema), schema)
+        return self._or_number(super().datetime_schema(schema), schema, "a Unix time")
 
     def timedelta_schema(self, schema: core_schema.TimedeltaSchema) -> JsonSchemaValue:
-        return self._or_number(super().timedelta_schema(schema), schema)
+        return self._or_number(super().timedelta_schema(schema), schema, "seconds")
 
     def date_schema(self, schema: core_schema.DateSchema) -> JsonSchemaValue:
         return self._strictly(super().date_schema(schema), schema)
@@ -289,12 +291,12 @@ class _CatalogSchema(GenerateJsonSchema):
             json_schema["format"] += STRICT_FORMAT
         return json_schema
 
-    def _or_number(self, json_schema: JsonSchemaValue, schema: Any) -> JsonSchemaValue:
+    def _or_number(self, json_schema: JsonSchemaValue, schema: Any, means: str) -> JsonSchemaValue:
         """A datetime or a duration as text, or (as pydantic's lax mode reads them) as a number: a
-        Unix time, seconds."""
+        Unix time, seconds (``means``, for the refusal)."""
         if self._strict(schema) or json_schema.get("type") != "string":
             return self._strictly(json_schema, schema)
-        return {"anyOf": [json_schema, {"type": "number"}]}
+        return {"anyOf": [json_schema, {"type": "number", NUMBER_MEANS: means}]}
 
     def tuple_schema(self, schema: core_schema.TupleSchema) -> JsonSchemaValue:
         """Each position's schema as draft 7 writes it (``items`` a list), which ``fastjsonschema`` reads:
