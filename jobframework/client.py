@@ -352,10 +352,10 @@ _default: JobClient | None = None
 """The client :func:`set_default_client` gave."""
 _from_env: JobClient | None = None
 """The client made from ``JF_*`` variables, on first use."""
-_consumer_client: contextvars.ContextVar[Callable[[], JobClient] | None] = contextvars.ContextVar(
-    "jf_consumer_client", default=None
+_enqueues_with: contextvars.ContextVar[Callable[[], JobClient] | None] = contextvars.ContextVar(
+    "jf_enqueues_with", default=None
 )
-"""While a consumer given its configuration runs its jobs: its client (see :func:`consumer_client`)."""
+"""While a consumer given its configuration runs its jobs: its client (see :func:`enqueues_with`)."""
 
 
 def default_client() -> JobClient:
@@ -365,7 +365,7 @@ def default_client() -> JobClient:
     global _from_env
     if _default is not None:
         return _default
-    running = _consumer_client.get()
+    running = _enqueues_with.get()
     if running is not None:
         return running()
     if _from_env is None:
@@ -380,11 +380,11 @@ def set_default_client(client: JobClient | None) -> None:
 
 
 @contextlib.contextmanager
-def consumer_client(make: Callable[[], JobClient]) -> Iterator[None]:
+def enqueues_with(make: Callable[[], JobClient]) -> Iterator[None]:
     """Jobs run in this block (and the threads and tasks they start with its context) enqueue with
     the client ``make`` gives (made on their first enqueue), unless :func:`set_default_client` set one."""
-    token = _consumer_client.set(make)
+    token = _enqueues_with.set(make)
     try:
         yield
     finally:
-        _consumer_client.reset(token)
+        _enqueues_with.reset(token)

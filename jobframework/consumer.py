@@ -243,15 +243,17 @@ class Consumer:
         handler); in Lambda the ``JF_*`` variables say the same."""
         if self._config is None:
             return contextlib.nullcontext()
-        from jobframework.client import consumer_client
+        from jobframework.client import enqueues_with
 
-        return consumer_client(self._jobs_client)
+        return enqueues_with(self.jobs_client)
 
-    def _jobs_client(self) -> JobClient:
-        if self._enqueuer is None:  # (at a job's first enqueue; then shared by the consumer's jobs)
+    def jobs_client(self) -> JobClient:
+        """The client of this consumer's configuration and SQS client: what its jobs enqueue with
+        (given ``config=``) and what advances its sagas; made at its first use."""
+        if self._enqueuer is None:
             from jobframework.client import JobClient
 
-            self._enqueuer = JobClient(self._config, registry=self.registry, sqs_client=self._sqs)
+            self._enqueuer = JobClient(self.config, registry=self.registry, sqs_client=self.sqs)
         return self._enqueuer
 
     def _verdicts(self, records: list[dict[str, Any]], context: Any, batch: Batch) -> list[Verdict]:

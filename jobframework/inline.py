@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from pydantic import BaseModel
 
-from jobframework.client import consumer_client
+from jobframework.client import enqueues_with
 from jobframework.envelope import Envelope
 from jobframework.errors import ConfigurationError
 from jobframework.errortext import shown
@@ -105,7 +105,7 @@ def run_inline(
     )
     # An async def job is awaited, as the consumer awaits it; a batched one gets the list, and its
     # outcomes are checked as the consumer checks them.
-    with consumer_client(cast(Any, (lambda: client) if client is not None else _refused(job))):
+    with enqueues_with(cast(Any, (lambda: client) if client is not None else _refused(job))):
         if job.batch is not None:
             from jobframework.batched import checked_outcomes
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import logging
-import weakref
 from typing import TYPE_CHECKING, Any
 
 from jobframework.errors import ConfigurationError
@@ -14,22 +13,9 @@ from jobframework.saga.record import SagaNotFoundError, UnknownSagaError, load_s
 from jobframework.saga.transitions import StepEvent, advance, awaits_step, parse_step
 
 if TYPE_CHECKING:
-    from jobframework.client import JobClient
     from jobframework.envelope import Envelope
 
 log = logging.getLogger("jobframework.saga")  # the package's one logger, named as before the split
-
-_clients: weakref.WeakKeyDictionary[Any, JobClient] = weakref.WeakKeyDictionary()
-
-
-def _consumer_client(consumer: Any) -> JobClient:
-    client = _clients.get(consumer)
-    if client is None:
-        from jobframework.client import JobClient
-
-        client = JobClient(consumer.config, registry=consumer.registry, sqs_client=consumer.sqs)
-        _clients[consumer] = client
-    return client
 
 
 def on_step_event(consumer: Any, envelope: Envelope, event: str, **details: Any) -> None:
@@ -87,7 +73,7 @@ def on_step_event(consumer: Any, envelope: Envelope, event: str, **details: Any)
         attempts=attempts,
         started_at=started_at,
     )
-    engine = SagaEngine(defn, _consumer_client(consumer), store)
+    engine = SagaEngine(defn, consumer.jobs_client(), store)
     engine.apply(ref.id, lambda record, now: advance(defn, record, step_event, now))
 
 
