@@ -152,6 +152,13 @@ def outcome_text(keys: dict[str, Any]) -> str:
         >>> outcome_text({"outcome": "skipped", "job_type": "reports.daily", "job_id": "j-4",
         ...               "priority": "low", "attempt": 1, "reason": "cancelled"})
         'skipped        reports.daily     j-4  low  not run  cancelled'
+        >>> outcome_text({"outcome": "retried", "job_type": "orders.place", "job_id": "j-5",
+        ...               "priority": "default", "attempt": 1, "delay": 61,
+        ...               "error": "another delivery runs it"})
+        'back in 1m     orders.place      j-5  default  not run  another delivery runs it'
+
+    A record handed back unrun (it waits for another delivery of its key, or a backlogged schedule
+    defers it) comes "back in" its delay, "not run": no attempt was spent.
 
     The lane (what ``jf dlq`` takes) is shown, else the priority.
     """
@@ -160,8 +167,8 @@ def outcome_text(keys: dict[str, Any]) -> str:
     ident = keys.get("job_id") or f"message {keys.get('message_id') or '?'}"
     parts = [f"{what:<13}", f"{job_type:<16}", ident, keys.get("lane") or keys.get("priority") or "-"]
     duration = keys.get("duration_ms")
-    if keys.get("outcome") == Outcome.SKIPPED and duration is None:
-        parts.append("not run")  # (cancelled, expired, a skipped schedule: no attempt was made)
+    if keys.get("outcome") in (Outcome.SKIPPED, Outcome.RETRIED) and duration is None:
+        parts.append("not run")  # (cancelled, expired, handed back unrun: no attempt was made)
     else:
         parts.append(f"attempt {keys.get('attempt') or 1}")
     if duration is not None:
@@ -176,8 +183,9 @@ def outcome_text(keys: dict[str, Any]) -> str:
 
 def _what(keys: dict[str, Any]) -> str:
     outcome = keys.get("outcome")
-    if outcome == Outcome.RETRIED:
-        return f"retry in {_seconds(keys.get('delay'))}"
+    if outcome == Outcome.RETRIED:  # (handed back unrun when it did not run: no attempt spent)
+        verb = "retry in" if keys.get("duration_ms") is not None else "back in"
+        return f"{verb} {_seconds(keys.get('delay'))}"
     if outcome == Outcome.SUCCEEDED and keys.get("duplicate"):
         return "duplicate"  # its key had completed: acknowledged, the job did not run again
     return str(outcome).replace("_", "-")
