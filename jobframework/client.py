@@ -352,10 +352,11 @@ _default: JobClient | None = None
 """The client :func:`set_default_client` gave."""
 _from_env: JobClient | None = None
 """The client made from ``JF_*`` variables, on first use."""
-_enqueues_with: contextvars.ContextVar[Callable[[], JobClient] | None] = contextvars.ContextVar(
+_enqueues_with: contextvars.ContextVar[tuple[Callable[[], JobClient], bool] | None] = contextvars.ContextVar(
     "jf_enqueues_with", default=None
 )
-"""While a consumer given its configuration runs its jobs: its client (see :func:`enqueues_with`)."""
+"""While a consumer given its configuration, or ``run_inline``, runs a job: what makes the client its
+enqueues go to, and whether that wins over :func:`set_default_client`'s (see :func:`enqueues_with`)."""
 
 
 def default_client() -> JobClient:
@@ -363,11 +364,13 @@ def default_client() -> JobClient:
     that a consumer given its ``config=`` runs (``jf dev``, ``jf worker``, a test's handler), that
     consumer's topology; else one configured from ``JF_*`` variables on first use."""
     global _from_env
+    running = _enqueues_with.get()
+    if running is not None and running[1]:
+        return running[0]()
     if _default is not None:
         return _default
-    running = _enqueues_with.get()
     if running is not None:
-        return running()
+        return running[0]()
     if _from_env is None:
         _from_env = JobClient()
     return _from_env
@@ -380,10 +383,11 @@ def set_default_client(client: JobClient | None) -> None:
 
 
 @contextlib.contextmanager
-def enqueues_with(make: Callable[[], JobClient]) -> Iterator[None]:
+def enqueues_with(make: Callable[[], JobClient], *, first: bool = False) -> Iterator[None]:
     """Jobs run in this block (and the threads and tasks they start with its context) enqueue with
-    the client ``make`` gives (made on their first enqueue), unless :func:`set_default_client` set one."""
-    token = _enqueues_with.set(make)
+    the client ``make`` gives (made on their first enqueue), unless :func:`set_default_client` set one
+    and ``first`` is false (``run_inline(client=...)``'s is first: the test named it)."""
+    token = _enqueues_with.set((make, first))
     try:
         yield
     finally:

@@ -81,6 +81,9 @@ class RecordOutcome:
     """The lane of the queue the record came from (``default-fifo``: its DLQ is that lane's)."""
     started_at: float | None = None
     """When the job started (epoch seconds), if it ran."""
+    unrun: bool = False
+    """Handed back without running (it waits for another delivery of its key, a deferred schedule, a
+    limit): no attempt was spent."""
 
 
 Listener = Callable[[RecordOutcome], None]

@@ -101,7 +101,7 @@ def release(
     item, so a ``queued`` written here would hide a ``cancelled``, or a retry's error, until a
     later copy settled).
     """
-    details: dict[str, Any] = {"delay": delay} if outcome != Outcome.RELEASED else {}
+    details: dict[str, Any] = {"delay": delay, "unrun": True} if outcome != Outcome.RELEASED else {}
     if why:
         details["reason" if outcome == Outcome.RETRIED and why == "backlogged" else "error"] = why
     return Verdict(

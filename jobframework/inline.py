@@ -50,9 +50,9 @@ def run_inline(
         job_id: ``ctx.job_id``; a new UUIDv7 when ``None``.
         client: where the jobs it enqueues (``other_job.enqueue(...)``) go: an
             :class:`~jobframework.testing.EnqueueRecorder` records them and sends nothing, a
-            ``JobClient(jf_config)`` sends them to the embedded AWS. Without one an enqueue raises
-            ``ConfigurationError`` (it would go where ``JF_*`` points), unless ``set_default_client``
-            set a client.
+            ``JobClient(jf_config)`` sends them to the embedded AWS (either wins over
+            ``set_default_client``'s). Without one an enqueue raises ``ConfigurationError`` (it would
+            go where ``JF_*`` points), unless ``set_default_client`` set a client.
 
     Returns what the job returns (an ``async def`` job is awaited; a batched job's one outcome per
     payload, values and exception instances alike); its exceptions propagate, so a test can assert on
@@ -105,7 +105,8 @@ def run_inline(
     )
     # An async def job is awaited, as the consumer awaits it; a batched one gets the list, and its
     # outcomes are checked as the consumer checks them.
-    with enqueues_with(cast(Any, (lambda: client) if client is not None else _refused(job))):
+    given = cast(Any, (lambda: client) if client is not None else _refused(job))
+    with enqueues_with(given, first=client is not None):
         if job.batch is not None:
             from jobframework.batched import checked_outcomes
 

@@ -3,15 +3,16 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable
 from typing import Any
 
 from pydantic import BaseModel
 
 from jobframework.envelope import new_job_id
-from jobframework.jobs import Job, Priority, registry
+from jobframework.jobs import Job, Priority, parse_priority, registry
 from jobframework.outgoing import EnqueueRequest, EnqueueResult
-from jobframework.preparing import payload_data
+from jobframework.preparing import older_payload_data, payload_data, payload_version
 
 
 class EnqueueRecorder:
@@ -28,7 +29,8 @@ class EnqueueRecorder:
 
     def __init__(self) -> None:
         self.requests: list[EnqueueRequest] = []
-        """Every enqueue, in order; a job's payload as its model (a name's, as it was given)."""
+        """Every enqueue (a copy of its request), in order; a job's payload as its model (an older
+        version's as upgraded; a job known only by name, as it was given)."""
 
     def enqueue(
         self, job: Job[Any] | str, payload: BaseModel | dict[str, Any], **options: Any
@@ -37,19 +39,26 @@ class EnqueueRecorder:
         return self.enqueue_many([EnqueueRequest(job, payload, **options)])[0]
 
     def enqueue_many(self, requests: Iterable[EnqueueRequest]) -> list[EnqueueResult]:
-        """Record each request; the results in their order."""
-        results = []
-        for request in requests:
-            job = registry.find(request.job) if isinstance(request.job, str) else request.job
-            if isinstance(job, Job):
-                payload_data(job, request.payload)  # (refused as the client refuses it)
-                request.payload = job.validate(request.payload)
-            job_id = request.job_id or new_job_id()
-            self.requests.append(request)
-            name = request.job if isinstance(request.job, str) else request.job.name
-            priority = job.priority if isinstance(job, Job) else Priority.DEFAULT
-            results.append(EnqueueResult(job_id, request.key or job_id, name, priority))
-        return results
+        """Record each request (a copy); the results in their order."""
+        return [self._record(request) for request in requests]
+
+    def _record(self, request: EnqueueRequest) -> EnqueueResult:
+        job = registry.find(request.job) if isinstance(request.job, str) else request.job
+        recorded = dataclasses.replace(request)
+        key, priority = request.key, Priority.DEFAULT
+        if isinstance(job, Job):  # validated, keyed and routed as the client does (by name: as given)
+            version = payload_version(job, request.payload_version)
+            if version == job.version:
+                data, job_key = payload_data(job, request.payload)
+            else:  # an older shape: recorded as the job's model it upgrades to
+                _, data, job_key = older_payload_data(job, request.payload, version)
+            recorded.payload = job.validate(data)
+            key = key if key is not None else job_key
+            priority = parse_priority(request.priority) if request.priority is not None else job.priority
+        self.requests.append(recorded)
+        job_id = request.job_id or new_job_id()
+        name = request.job if isinstance(request.job, str) else request.job.name
+        return EnqueueResult(job_id, key or job_id, name, priority)
 
     def payloads(self, job: Job[Any] | str) -> list[Any]:
         """The payloads enqueued of ``job`` (the job or its name), in order."""

@@ -132,6 +132,7 @@ def outcome_keys(outcome: RecordOutcome) -> dict[str, Any]:
         "delay": outcome.delay,
         "duration_ms": round(outcome.processing_ms, 1) if outcome.processing_ms is not None else None,
         "duplicate": outcome.duplicate or None,
+        "unrun": outcome.unrun or None,
     }
 
 
@@ -153,7 +154,7 @@ def outcome_text(keys: dict[str, Any]) -> str:
         ...               "priority": "low", "attempt": 1, "reason": "cancelled"})
         'skipped        reports.daily     j-4  low  not run  cancelled'
         >>> outcome_text({"outcome": "retried", "job_type": "orders.place", "job_id": "j-5",
-        ...               "priority": "default", "attempt": 1, "delay": 61,
+        ...               "priority": "default", "attempt": 1, "delay": 61, "unrun": True,
         ...               "error": "another delivery runs it"})
         'back in 1m     orders.place      j-5  default  not run  another delivery runs it'
 
@@ -167,7 +168,7 @@ def outcome_text(keys: dict[str, Any]) -> str:
     ident = keys.get("job_id") or f"message {keys.get('message_id') or '?'}"
     parts = [f"{what:<13}", f"{job_type:<16}", ident, keys.get("lane") or keys.get("priority") or "-"]
     duration = keys.get("duration_ms")
-    if keys.get("outcome") in (Outcome.SKIPPED, Outcome.RETRIED) and duration is None:
+    if (keys.get("outcome") == Outcome.SKIPPED and duration is None) or keys.get("unrun"):
         parts.append("not run")  # (cancelled, expired, handed back unrun: no attempt was made)
     else:
         parts.append(f"attempt {keys.get('attempt') or 1}")
@@ -184,7 +185,7 @@ def outcome_text(keys: dict[str, Any]) -> str:
 def _what(keys: dict[str, Any]) -> str:
     outcome = keys.get("outcome")
     if outcome == Outcome.RETRIED:  # (handed back unrun when it did not run: no attempt spent)
-        verb = "retry in" if keys.get("duration_ms") is not None else "back in"
+        verb = "back in" if keys.get("unrun") else "retry in"
         return f"{verb} {_seconds(keys.get('delay'))}"
     if outcome == Outcome.SUCCEEDED and keys.get("duplicate"):
         return "duplicate"  # its key had completed: acknowledged, the job did not run again

@@ -58,9 +58,15 @@ _TERMINAL_METRIC = {
 
 
 def client_or_default(client: JobClient | None) -> JobClient:
-    from jobframework.client import default_client
+    from jobframework.client import JobClient, default_client
 
-    return client if client is not None else default_client()
+    found = client if client is not None else default_client()
+    if not isinstance(found, JobClient):  # (an EnqueueRecorder: run_inline(client=EnqueueRecorder()))
+        raise ConfigurationError(
+            f"a saga needs a JobClient (its record is kept in the state table), got {type(found).__name__}: "
+            "run the job with run_inline(..., client=JobClient(jf_config))"
+        )
+    return found
 
 
 class SagaEngine:

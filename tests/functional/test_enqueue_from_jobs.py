@@ -153,3 +153,49 @@ def test_run_inline_sends_what_a_job_enqueues_through_the_client_it_is_given(wor
     _, sqs, config = world
     run_inline(crawl, {"urls": ["q"]}, client=JobClient(config, registry=registry, sqs_client=sqs))
     assert _urls(sqs, config) == ["q"]
+
+
+def test_the_client_given_to_run_inline_wins_over_the_default_one(world):
+    _, sqs, config = world
+    set_default_client(JobClient(config, registry=registry, sqs_client=sqs))
+    try:
+        sent = EnqueueRecorder()
+        run_inline(crawl, {"urls": ["r"]}, client=sent)
+    finally:
+        set_default_client(None)
+    assert sent.payloads(fetch) == [Page(url="r")]
+    assert _urls(sqs, config) == []
+
+
+class Move(BaseModel):  # version 2: "to" was renamed "destination"
+    destination: str
+
+
+@job(
+    "fan.move",
+    registry=registry,
+    idempotent=False,
+    version=2,
+    priority="low",
+    key=lambda m: f"move:{m.destination}",
+    upgrade={1: lambda v1: {"destination": v1["to"]}},
+)
+def move(payload: Move) -> None: ...
+
+
+def test_the_recorder_keys_routes_and_upgrades_as_a_client_does(world):
+    sent = EnqueueRecorder()
+    request = move.request({"to": "b"}, payload_version=1)
+    (old,) = sent.enqueue_many([request])
+    keyed = sent.enqueue(move, {"destination": "c"}, priority="high")
+    assert (old.key, old.priority, keyed.key, keyed.priority) == ("move:b", "low", "move:c", "high")
+    assert sent.payloads(move) == [Move(destination="b"), Move(destination="c")]  # as the job reads them
+    assert request.payload == {"to": "b"}  # (the caller's request is left as it was)
+    assert [r.payload_version for r in sent.requests] == [1, None]
+
+
+def test_a_saga_needs_a_client_not_a_recorder():
+    from jobframework.saga.engine import client_or_default
+
+    with pytest.raises(ConfigurationError, match=r"run_inline\(\.\.\., client=JobClient\(jf_config\)\)"):
+        client_or_default(EnqueueRecorder())  # type: ignore[arg-type]

@@ -59,3 +59,22 @@ def test_what_a_job_gives_its_logger_beside_the_message_is_shown():
     assert line.endswith("INFO    [invoices.render j-1] rendered inv-1  pages=3"), line
     plain = logging.makeLogRecord({"msg": "plain", "levelname": "INFO", "levelno": 20})
     assert formatter.format(plain).endswith("INFO    plain")
+
+
+def test_a_retry_that_did_not_time_its_run_still_reads_as_a_retry():
+    """A record whose key ring or payload store could not be read is retried as an attempt (it has no
+    duration): "retry in", not "back in ... not run", which is for records handed back unrun."""
+    from jobframework.local.console import outcome_text
+
+    line = outcome_text(
+        {
+            "outcome": "retried",
+            "job_type": "a.b",
+            "job_id": "j",
+            "priority": "default",
+            "attempt": 2,
+            "delay": 30,
+            "error": "payload store unavailable",
+        }
+    )
+    assert line.startswith("retry in 30s") and "attempt 2" in line and "not run" not in line
