@@ -87,6 +87,25 @@ def payload_data(
     return _sendable(job.name, lambda: model.model_dump(mode="json")), job.key_for(model)
 
 
+def checked_payload(
+    job: Job[Any] | RoutedJob, request: EnqueueRequest
+) -> tuple[int, dict[str, Any], dict[str, Any], str | None]:
+    """What an enqueue sends of its payload, checked: its version, its JSON data, the data at the job's
+    version (what the consumer validates, and the job's tenant or group function reads), and the key
+    the job's ``key=`` function gives.
+
+    Raises:
+        EnqueueOptionError: a bad ``payload_version``.
+        PayloadValidationError: the payload does not match (an older one: once upgraded).
+    """
+    version = _payload_version(job, request.payload_version)
+    if version == job.version:
+        data, key = _current_payload_data(job, request.payload)
+        return version, data, data, key
+    data, current, key = _older_payload_data(job, request.payload, version)  # sent as it is
+    return version, data, current, key
+
+
 def _current_payload_data(
     job: Job[Any] | RoutedJob, payload: BaseModel | dict[str, Any]
 ) -> tuple[dict[str, Any], str | None]:
@@ -103,7 +122,7 @@ def _current_payload_data(
         ) from exc
 
 
-def payload_version(job: Job[Any] | RoutedJob, version: object) -> int:
+def _payload_version(job: Job[Any] | RoutedJob, version: object) -> int:
     """The payload version an enqueue sends: ``version``, else the job's.
 
     Raises:
@@ -119,7 +138,7 @@ def payload_version(job: Job[Any] | RoutedJob, version: object) -> int:
     return version
 
 
-def older_payload_data(
+def _older_payload_data(
     job: Job[Any] | RoutedJob, payload: BaseModel | dict[str, Any], version: int
 ) -> tuple[dict[str, Any], dict[str, Any], str | None]:
     """A payload of an older ``version``: its JSON data as sent, the data it upgrades to (what the
@@ -216,12 +235,7 @@ class Preparer:
     def prepare(self, request: EnqueueRequest) -> Prepared:
         """Validate, build the envelope and attributes, check the size; sends nothing."""
         job = self._job(request.job)
-        version = payload_version(job, request.payload_version)
-        if version == job.version:
-            data, job_key = _current_payload_data(job, request.payload)
-            current = data
-        else:  # an older shape: sent as it is, checked as the consumer will read it (upgraded)
-            data, current, job_key = older_payload_data(job, request.payload, version)
+        version, data, current, job_key = checked_payload(job, request)
         priority = parse_priority(request.priority) if request.priority is not None else job.priority
         key = request.key if request.key is not None else job_key
         if key is not None and (not isinstance(key, str) or not key or len(key) > 1024):

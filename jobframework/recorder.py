@@ -12,7 +12,7 @@ from pydantic import BaseModel
 from jobframework.envelope import new_job_id
 from jobframework.jobs import Job, Priority, parse_priority, registry
 from jobframework.outgoing import EnqueueRequest, EnqueueResult
-from jobframework.preparing import older_payload_data, payload_data, payload_version
+from jobframework.preparing import checked_payload
 
 
 class EnqueueRecorder:
@@ -47,12 +47,8 @@ class EnqueueRecorder:
         recorded = dataclasses.replace(request)
         key, priority = request.key, Priority.DEFAULT
         if isinstance(job, Job):  # validated, keyed and routed as the client does (by name: as given)
-            version = payload_version(job, request.payload_version)
-            if version == job.version:
-                data, job_key = payload_data(job, request.payload)
-            else:  # an older shape: recorded as the job's model it upgrades to
-                _, data, job_key = older_payload_data(job, request.payload, version)
-            recorded.payload = job.validate(data)
+            _, _, current, job_key = checked_payload(job, request)
+            recorded.payload = job.validate(current)  # (an older shape: the model it upgrades to)
             key = key if key is not None else job_key
             priority = parse_priority(request.priority) if request.priority is not None else job.priority
         self.requests.append(recorded)

@@ -26,11 +26,7 @@ def validate_data(model: type[M], data: Any) -> M:
     if not isinstance(data, dict) or not _is_json(data):  # (Python values: the Python mode's reading)
         raise python_error
     try:
-        text = to_json(data)
-    except Exception:  # (not JSON data: the Python mode's error says why)
-        raise python_error from None
-    try:
-        return model.model_validate_json(text)
+        return model.model_validate_json(to_json(data))
     except ValidationError as exc:
         # The JSON mode's reads the data as what it is (a strict model's Python mode asks for "an
         # instance of UUID", which JSON cannot send, beside the field that is wrong), unless the
