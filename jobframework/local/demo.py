@@ -76,7 +76,7 @@ class Tally:
             elif outcome.outcome == Outcome.DEAD_LETTERED:
                 self.dead[prio] += 1
                 self.reasons[str(outcome.reason)] += 1
-            elif outcome.outcome == Outcome.RETRIED:
+            elif outcome.outcome == Outcome.RETRIED and not outcome.unrun:  # (a wait is no retry)
                 self.retried[prio] += 1
                 if outcome.job_id:
                     self.retried_ids.add(outcome.job_id)

@@ -24,8 +24,9 @@ class OutcomeTally:
         >>> tally = OutcomeTally()
         >>> tally(RecordOutcome("m-1", Outcome.SUCCEEDED, "a.job", "j-1", "high", 1))
         >>> tally(RecordOutcome("m-2", Outcome.RETRIED, "a.job", "j-2", "high", 1))
+        >>> tally(RecordOutcome("m-3", Outcome.RETRIED, "a.job", "j-3", "high", 1, unrun=True))
         >>> tally.text()
-        '1 succeeded, 1 retried, 0 dead-lettered'
+        '1 succeeded, 1 retried, 0 dead-lettered, 1 released'
     """
 
     def __init__(self) -> None:
@@ -33,8 +34,11 @@ class OutcomeTally:
         self._lock = threading.Lock()
 
     def __call__(self, outcome: RecordOutcome) -> None:
+        # A record handed back unrun (it waits for another delivery of its key, a deferred schedule)
+        # spent no attempt: counted with the other hand-backs, not as a retry.
+        counted = Outcome.RELEASED if outcome.unrun else outcome.outcome
         with self._lock:
-            self._counts[outcome.outcome] += 1
+            self._counts[counted] += 1
 
     def counts(self) -> dict[str, int]:
         """Records by outcome (``succeeded``, ``retried``, ``dead_lettered``, ...) so far."""

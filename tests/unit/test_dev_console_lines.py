@@ -78,3 +78,19 @@ def test_a_retry_that_did_not_time_its_run_still_reads_as_a_retry():
         }
     )
     assert line.startswith("retry in 30s") and "attempt 2" in line and "not run" not in line
+
+
+def test_a_record_handed_back_unrun_is_not_counted_as_a_retry_when_jf_dev_stops():
+    """A trial's jf dev stop line said "2 retried" for deliveries that only waited for another delivery
+    of their key (``back in 1m ... not run``): no attempt was spent, so they are ``released``."""
+    from jobframework.delivery import Outcome, RecordOutcome
+    from jobframework.local.pollers import BatchStats
+    from jobframework.local.tally import OutcomeTally, stop_counts
+
+    tally = OutcomeTally()
+    tally(RecordOutcome("m-1", Outcome.SUCCEEDED, "a.job", "j-1", "default", 1))
+    tally(RecordOutcome("m-2", Outcome.RETRIED, "a.job", "j-2", "default", 1, delay=61, unrun=True))
+    tally(RecordOutcome("m-3", Outcome.RETRIED, "a.job", "j-3", "default", 1, delay=2, error="boom"))
+    counts = stop_counts(BatchStats(batches=1, records=3, deleted=1, failed=2), tally, drained=True)
+    assert (counts["succeeded"], counts["retried"], counts["released"]) == (1, 1, 1)
+    assert tally.text() == "1 succeeded, 1 retried, 0 dead-lettered, 1 released"
