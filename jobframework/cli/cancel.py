@@ -8,7 +8,7 @@ import typer
 
 from jobframework.cli.aws import aws_of
 from jobframework.cli.base import JsonOption, app, parse_duration, print_json
-from jobframework.cli.errors import CliError
+from jobframework.cli.errors import EXIT_FAILED, CliError
 
 if TYPE_CHECKING:
     from jobframework.state import JobState
@@ -32,7 +32,7 @@ def cancel(  # noqa: PLR0917
     json_output: JsonOption = False,
 ) -> None:
     """Cancel a job: not started, it is acknowledged unrun (status cancelled); running, it sees
-    ctx.cancelled and may stop. Safe to repeat.
+    ctx.cancelled and may stop. Safe to repeat. Exits 1 when it was too late (the job had ended).
 
     Example: jf cancel --type reports.generate --older-than 1h --dry-run
     """
@@ -73,6 +73,8 @@ def cancel(  # noqa: PLR0917
             typer.echo(f"{job_id}: too late, it had already ended: {before} (nothing changed)")
         else:
             typer.echo(f"{job_id}: {result.outcome.value} (status {after}, was {before})")
+        if result.outcome.value == "finished":  # not cancelled: a script's `jf cancel ID || ...` sees it
+            raise typer.Exit(EXIT_FAILED)
         return
     assert job_type is not None and older_than is not None
     seconds = parse_duration(older_than, option="--older-than")

@@ -207,10 +207,12 @@ def test_cancel_json_says_the_status_after_the_cancel_and_the_one_before(flow):
 
     flow.consume("high")  # runs the other two
     done = invoke(["cancel", finished, "--json"], env)
+    assert done.exit_code == 1  # not cancelled: `jf cancel ID || ...` in a script sees it
     assert json.loads(done.output)["outcome"] == "finished"
     assert (json.loads(done.output)["status"], json.loads(done.output)["status_before"]) == ("succeeded",) * 2
     text = invoke(["cancel", finished], env)
     assert text.output.strip() == f"{finished}: too late, it had already ended: succeeded (nothing changed)"
+    assert text.exit_code == 1
     again = invoke(["cancel", queued], env)  # a second cancel: the first one stands
     assert again.exit_code == 0 and again.output.strip() == f"{queued}: already cancelled (nothing changed)"
 
