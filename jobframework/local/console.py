@@ -136,8 +136,14 @@ def outcome_keys(outcome: RecordOutcome) -> dict[str, Any]:
     }
 
 
-def outcome_text(keys: dict[str, Any]) -> str:
-    """One line for an outcome's keys (without the time).
+TYPE_WIDTH = 16
+"""The job type's column in an outcome line, at least (wider for the longest job registered)."""
+MAX_TYPE_WIDTH = 40
+"""A job type longer than this shifts its own line's columns rather than widening every line."""
+
+
+def outcome_text(keys: dict[str, Any], type_width: int = TYPE_WIDTH) -> str:
+    """One line for an outcome's keys (without the time), the job type padded to ``type_width``.
 
     Example:
         >>> outcome_text({"outcome": "retried", "job_type": "webhooks.deliver", "job_id": "j-1",
@@ -166,7 +172,12 @@ def outcome_text(keys: dict[str, Any]) -> str:
     what = _what(keys)
     job_type = keys.get("job_type") or "(no job type)"
     ident = keys.get("job_id") or f"message {keys.get('message_id') or '?'}"
-    parts = [f"{what:<13}", f"{job_type:<16}", ident, keys.get("lane") or keys.get("priority") or "-"]
+    parts = [
+        f"{what:<13}",
+        f"{job_type:<{type_width}}",
+        ident,
+        keys.get("lane") or keys.get("priority") or "-",
+    ]
     duration = keys.get("duration_ms")
     if (keys.get("outcome") == Outcome.SKIPPED and duration is None) or keys.get("unrun"):
         parts.append("not run")  # (cancelled, expired, handed back unrun: no attempt was made)
@@ -215,6 +226,18 @@ class ReadableFormatter(LambdaPowertoolsFormatter):
 
     def __init__(self) -> None:
         super().__init__(datefmt="%H:%M:%S.%F")
+        self.type_width = 0
+        """The job type column's width: the longest job registered when the first outcome is printed
+        (jf dev imports the jobs after it installs the console), growing for a longer one seen later."""
+
+    def _type_width(self, job_type: str | None) -> int:
+        if not self.type_width:
+            from jobframework.jobs import registry
+
+            self.type_width = max([TYPE_WIDTH, *(len(j.name) for j in registry)])
+        if job_type and len(job_type) > self.type_width:
+            self.type_width = len(job_type)
+        return min(self.type_width, MAX_TYPE_WIDTH)
 
     def format(self, record: logging.LogRecord) -> str:
         if _restates_outcome(record):  # not through the filter: keep where the job raised, at least
@@ -225,7 +248,7 @@ class ReadableFormatter(LambdaPowertoolsFormatter):
         keys: dict[str, Any] = dict(log)
         when = keys.get("timestamp", "")
         if keys.get("outcome"):
-            line = f"{when} {outcome_text(keys)}"
+            line = f"{when} {outcome_text(keys, self._type_width(keys.get('job_type')))}"
             frames = _pending.take(keys.get("job_id") or f"message {keys.get('message_id')}")
             if frames:
                 line = f"{line}\n{frames}"

@@ -94,3 +94,24 @@ def test_a_record_handed_back_unrun_is_not_counted_as_a_retry_when_jf_dev_stops(
     counts = stop_counts(BatchStats(batches=1, records=3, deleted=1, failed=2), tally, drained=True)
     assert (counts["succeeded"], counts["retried"], counts["released"]) == (1, 1, 1)
     assert tally.text() == "1 succeeded, 1 retried, 0 dead-lettered, 1 released"
+
+
+def test_outcome_lines_keep_their_columns_for_a_long_job_name():
+    """A trial's jf dev lines lost their columns once a job's name was longer than 16 characters: the
+    job type's column is as wide as the longest name seen (up to 40)."""
+    from jobframework.delivery import RecordOutcome
+    from jobframework.local.console import outcome_keys
+
+    formatter = ReadableFormatter()
+
+    def line(job_type: str, job_id: str) -> str:
+        keys = outcome_keys(RecordOutcome("m", "succeeded", job_type, job_id, "default", 1, processing_ms=3))
+        record = logging.makeLogRecord({"msg": "done", "levelname": "INFO", "levelno": 20, **keys})
+        return formatter.format(record)
+
+    long_name = "billing.reconcile_partner_ledgers"
+    first, second = line(long_name, "j-long"), line("a.b", "j-short")
+    assert first.index("j-long") == second.index("j-short"), (first, second)
+    huge = line("x" * 60, "j-huge")  # its own line shifts; the others widen to 40 at most
+    after = line("a.b", "j-2")
+    assert huge.index("j-huge") > after.index("j-2") == first.index("j-long") + (40 - len(long_name))
