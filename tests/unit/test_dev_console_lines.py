@@ -107,7 +107,7 @@ def test_outcome_lines_keep_their_columns_for_a_long_job_name():
     def line(job_type: str, job_id: str) -> str:
         keys = outcome_keys(RecordOutcome("m", "succeeded", job_type, job_id, "default", 1, processing_ms=3))
         record = logging.makeLogRecord({"msg": "done", "levelname": "INFO", "levelno": 20, **keys})
-        return formatter.format(record)
+        return str(formatter.format(record))
 
     long_name = "billing.reconcile_partner_ledgers"
     first, second = line(long_name, "j-long"), line("a.b", "j-short")
