@@ -215,6 +215,10 @@ class Pipeline:
                 "job %s (%s) is running in another delivery; checking again in %ds", env.id, env.type, delay
             )
             # No status: the run that holds the key writes its own (this batch may end after it did).
+            if keyed is None and c.state is not None:  # (keyed by its id: its key's claim is its start)
+                from jobframework.flow.cancel import undo_start_claim
+
+                undo_start_claim(c.state, env, d.attempt)
             return release(d, delay, why=str(exc), outcome=Outcome.RETRIED)
         except JobCancelled:
             log.info("job %s (%s) stopped after a cancel", env.id, env.type)

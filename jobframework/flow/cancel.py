@@ -223,6 +223,20 @@ class CancelGate:
         return None
 
 
+def undo_start_claim(store: StateStore, env: Envelope, attempt: int) -> None:
+    """Undo the cancel gate's start claim of a run that did not start (another delivery holds its
+    key): the job reads ``queued`` again, not ``running`` until the claim lapses. One write, on that
+    rare path; a failure is logged (the job reads ``running`` until its claim lapses)."""
+    if not env.track:
+        return
+    try:
+        store.jobs.unclaim_start(env.id, attempt=attempt)
+    except Exception:
+        log.warning(
+            "undoing the start claim of job %s failed; it reads running a while", env.id, exc_info=True
+        )
+
+
 # -- ctx.cancelled --------------------------------------------------------------------------------------
 
 

@@ -101,6 +101,11 @@ class JobRecords(Protocol):
         """Claim the start of a run; ``False`` (nothing written) when the job was cancelled."""
         ...
 
+    def unclaim_start(self, job_id: str, *, attempt: int) -> None:
+        """Undo the start claim of ``attempt`` when its run did not start (its key is held by another
+        delivery): the job reads as it did before the claim (``queued``, not ``running``)."""
+        ...
+
     def cancel_marked(self, job_id: str) -> bool:
         """Whether the job carries a cancel marker (a consistent read)."""
         ...
@@ -252,6 +257,13 @@ class InMemoryJobRecords:
                 expires_at=int(now) + STATUS_TTL_SECONDS,
             )
         return True
+
+    def unclaim_start(self, job_id: str, *, attempt: int) -> None:
+        with self._lock:
+            flow = self.items.get((job_id, "flow"), {})
+            if flow.get("started_attempt") == attempt:
+                for name in ("started_at", "runs_until", "started_attempt"):
+                    flow.pop(name, None)
 
     def cancel_marked(self, job_id: str) -> bool:
         with self._lock:

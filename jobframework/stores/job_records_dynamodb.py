@@ -175,6 +175,16 @@ class DynamoJobRecords:
             return False
         return True
 
+    def unclaim_start(self, job_id: str, *, attempt: int) -> None:
+        with contextlib.suppress(self.client.exceptions.ConditionalCheckFailedException):  # not its claim
+            self.client.update_item(
+                TableName=self.table,
+                Key=_key(job_id, FLOW_SK),
+                UpdateExpression="REMOVE started_at, runs_until, started_attempt",
+                ConditionExpression="started_attempt = :attempt",
+                ExpressionAttributeValues=to_item({":attempt": attempt}),
+            )
+
     def cancel_marked(self, job_id: str) -> bool:
         item = self.client.get_item(
             TableName=self.table,

@@ -162,3 +162,26 @@ def test_a_status_and_its_cancel_last_as_long_as_asked(records):
     soon = records.get_status("j11")
     assert soon is not None and soon.expires_at is not None
     assert abs(soon.expires_at - (now + 7 * 24 * 3600)) < 5
+
+
+def test_a_start_claim_undone_reads_queued_again_and_only_its_own_attempt_is_undone(records):
+    """A run that did not start (its key held by another delivery) undoes its start claim: the job
+    reads queued, not running, and a later cancel finds no run to signal."""
+    records.set_status("j-u", JobState.QUEUED, job_type="t.a", attempts=0)
+    now = time.time()
+    assert records.claim_start("j-u", attempt=1, runs_until=now + 60, now=now)
+    running = records.get_status("j-u")
+    assert running is not None and (running.status, running.attempts) == (JobState.RUNNING, 1)
+    records.unclaim_start("j-u", attempt=2)  # not its claim: nothing changes
+    still = records.get_status("j-u")
+    assert still is not None and still.status is JobState.RUNNING
+    records.unclaim_start("j-u", attempt=1)
+    queued = records.get_status("j-u")
+    assert queued is not None and (queued.status, queued.attempts, queued.started_at) == (
+        JobState.QUEUED,
+        0,
+        None,
+    )
+    assert records.mark_cancelled("j-u", time.time()) == StartClaim(0.0, 0)
+    records.unclaim_start("never-claimed", attempt=1)  # no record at all: nothing made
+    assert records.get_status("never-claimed") is None

@@ -302,3 +302,37 @@ def test_a_job_whose_key_had_completed_reads_succeeded_and_says_it_did_not_run(r
         JobState.SUCCEEDED,
         "duplicate: key work:same-key had already completed, so this job did not run",
     )
+
+
+def test_a_job_that_waits_for_its_keys_run_elsewhere_reads_queued_not_running(rt):
+    """Two jobs of one key (``dedup_window=0``): the second's delivery finds the key held by the
+    first's run and is handed back unrun. A trial's ``jf status`` said the waiting job was
+    ``running``, attempt 1, for a minute (its start claim outlived the run that never started)."""
+    first = rt.client.enqueue(nap, Nap(name="holder", seconds=1.0), key="shared", dedup_window=0)
+    waiting = rt.client.enqueue(nap, Nap(name="waiter", seconds=0.0), key="shared", dedup_window=0)
+    url = rt.url("high")
+    arn = rt.sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+    messages = rt.sqs.receive_message(
+        QueueUrl=url,
+        MaxNumberOfMessages=10,
+        VisibilityTimeout=60,
+        AttributeNames=["All"],
+        MessageAttributeNames=["All"],
+    )["Messages"]
+    by_name = {
+        ("holder" if '"holder"' in r["body"] else "waiter"): r
+        for r in (lambda_record(m, queue_arn=arn) for m in messages)
+    }
+    run = threading.Thread(target=rt.handler, args=({"Records": [by_name["holder"]]}, None))
+    run.start()
+    try:
+        time.sleep(0.4)  # the first job's run holds the key
+        assert rt.handler({"Records": [by_name["waiter"]]}, None) == {"batchItemFailures": []}
+        status = rt.client.status(waiting.id)
+        assert status is not None
+        assert (status.status, status.attempts) == (JobState.QUEUED, 0)
+        holder = rt.client.status(first.id)
+        assert holder is not None and holder.status is JobState.RUNNING
+    finally:
+        run.join()
+    assert calls["holder"] == 1 and "waiter" not in calls
