@@ -20,7 +20,7 @@ from pydantic import BaseModel
 
 from jobframework.aws_clients import AwsClients
 from jobframework.config import RuntimeConfig
-from jobframework.errors import ConfigurationError, JobFrameworkError
+from jobframework.errors import ConfigurationError
 from jobframework.errortext import shown
 from jobframework.jobs import Job, JobRegistry, Priority
 from jobframework.jobs import registry as default_registry
@@ -36,7 +36,7 @@ from jobframework.outgoing import (
     Prepared,
     delay_seconds,
 )
-from jobframework.preparing import Preparer
+from jobframework.preparing import Preparer, of_entry
 from jobframework.sender import Sender
 from jobframework.state import JobStatus, StateStore
 
@@ -332,20 +332,8 @@ class JobClient:
                     "enqueue_many takes EnqueueRequest entries: job.request(payload, key=...) or "
                     f"EnqueueRequest(job, payload), got {type(entry).__name__} {shown(entry)}"
                 )
-        return self.sender.send_many([self._prepare_entry(r, i, len(entries)) for i, r in enumerate(entries)])
-
-    def _prepare_entry(self, request: EnqueueRequest, index: int, count: int) -> Prepared:
-        """:meth:`prepare` of one entry of ``enqueue_many``; an error of one of several names it."""
-        try:
-            return self.prepare(request)
-        except JobFrameworkError as exc:
-            if count == 1:
-                raise
-            try:
-                named = type(exc)(f"entry {index + 1} of {count} (requests[{index}]): {exc}")
-            except Exception:  # (an error class that takes more than its message: as it was)
-                raise exc from None
-            raise named from exc
+        count = len(entries)
+        return self.sender.send_many([of_entry(i, count, self.prepare, r) for i, r in enumerate(entries)])
 
 
 _default: JobClient | None = None

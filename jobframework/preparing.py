@@ -13,7 +13,8 @@ import copy
 import logging
 import math
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, cast
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from pydantic import BaseModel, ValidationError
 from pydantic_core import PydanticSerializationError, to_jsonable_python
@@ -25,15 +26,16 @@ from jobframework.envelope import Envelope
 from jobframework.errors import (
     ConfigurationError,
     EnqueueOptionError,
+    JobFrameworkError,
     PayloadTooLargeError,
     PayloadValidationError,
     PayloadVersionError,
 )
 from jobframework.errortext import shown
-from jobframework.flow.enqueue import flow_fields, tenant_of
+from jobframework.flow.enqueue import FlowRequest, check_flow_request, flow_fields, tenant_of
 from jobframework.flow.options import check_limit_keys
 from jobframework.flow.ordered import check_ordered_request, deduplication_id, is_ordered, message_group
-from jobframework.jobs import Job, lane_name, parse_priority
+from jobframework.jobs import Job, Priority, lane_name, parse_priority
 from jobframework.outgoing import (
     DEFAULT_DEDUP_WINDOW,
     MAX_DELAY_SECONDS,
@@ -54,6 +56,8 @@ if TYPE_CHECKING:
     from jobframework.state import StateStore
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 
 def payload_data(
@@ -200,6 +204,66 @@ def _non_finite(data: Any, path: str = "") -> tuple[str, float] | None:
     return None
 
 
+@dataclass(frozen=True, slots=True)
+class CheckedOptions:
+    """An enqueue's options as :func:`checked_options` resolved them."""
+
+    priority: Priority
+    key: str | None
+    delay: int
+    group: str | None
+    """The ``MessageGroupId``: an ordered job's group, else its tenant (``None``: none)."""
+    flow: FlowRequest
+    track: bool
+
+
+def checked_options(
+    job: Job[Any] | RoutedJob, request: EnqueueRequest, current: dict[str, Any], job_key: str | None
+) -> CheckedOptions:
+    """The options of an enqueue checked as the client checks them, before anything is sent or stored
+    (what :class:`~jobframework.recorder.EnqueueRecorder` checks too): priority, key, dedup window,
+    delay, ordering, tenant, expiry, debounce and ``track``. ``current`` is the payload's data at the
+    job's version and ``job_key`` its ``key=`` function's key (:func:`checked_payload`).
+
+    Raises:
+        EnqueueOptionError, ConfigurationError: an option the job cannot be sent with.
+    """
+    priority = parse_priority(request.priority) if request.priority is not None else job.priority
+    key = request.key if request.key is not None else job_key
+    if key is not None and (not isinstance(key, str) or not key or len(key) > 1024):
+        raise ConfigurationError(f"key must be a non-empty str of at most 1024 characters, got {shown(key)}")
+    given = request.dedup_window if request.dedup_window is not None else job.dedup_window
+    if key is None and given is not None and dedup_window_seconds(given):
+        # (the caller's dedup_window: a bad argument; the job's: its missing key=)
+        error = EnqueueOptionError if request.dedup_window is not None else ConfigurationError
+        raise error(
+            f"dedup of {job.name} needs a key: pass key= (jf enqueue --key) or give the job a key= function"
+        )
+    delay = delay_seconds(request.delay)
+    check_ordered_request(job, request, delay)
+    group = message_group(job, request, current) if is_ordered(job) else tenant_of(job, request, current)
+    flow = check_flow_request(job, request, delay)
+    track = request.track if request.track is not None else job.track
+    if not isinstance(track, bool):
+        raise ConfigurationError(f"track must be True or False, got {track!r}")
+    return CheckedOptions(priority, key, delay, group, flow, track)
+
+
+def of_entry(index: int, count: int, prepare: Callable[[EnqueueRequest], T], request: EnqueueRequest) -> T:
+    """``prepare(request)`` for entry ``index`` of ``count`` of an ``enqueue_many``: an error of one of
+    several names its entry (``entry 2 of 3 (requests[1]): ...``)."""
+    try:
+        return prepare(request)
+    except JobFrameworkError as exc:
+        if count == 1:
+            raise
+        try:
+            named = type(exc)(f"entry {index + 1} of {count} (requests[{index}]): {exc}")
+        except Exception:  # (an error class that takes more than its message: as it was)
+            raise exc from None
+        raise named from exc
+
+
 class Preparer:
     """Builds :class:`~jobframework.outgoing.Prepared` messages for one client.
 
@@ -236,17 +300,10 @@ class Preparer:
         """Validate, build the envelope and attributes, check the size; sends nothing."""
         job = self._job(request.job)
         version, data, current, job_key = checked_payload(job, request)
-        priority = parse_priority(request.priority) if request.priority is not None else job.priority
-        key = request.key if request.key is not None else job_key
-        if key is not None and (not isinstance(key, str) or not key or len(key) > 1024):
-            raise ConfigurationError(
-                f"key must be a non-empty str of at most 1024 characters, got {shown(key)}"
-            )
+        options = checked_options(job, request, current, job_key)
+        priority, key, delay, group = options.priority, options.key, options.delay, options.group
         window = self._dedup_window(job, request, key)
-        delay = delay_seconds(request.delay)
-        check_ordered_request(job, request, delay)
         ordered = is_ordered(job)
-        group = message_group(job, request, current) if ordered else tenant_of(job, request, current)
         env = Envelope.new(
             job.name,
             data,
@@ -255,11 +312,8 @@ class Preparer:
             job_id=request.job_id,
             payload_version=version,
         )
-        env, delay, window = flow_fields(self._state(), job, request, env, delay=delay, window=window)
-        track = request.track if request.track is not None else job.track
-        if not isinstance(track, bool):
-            raise ConfigurationError(f"track must be True or False, got {track!r}")
-        if track:
+        env, delay, window = flow_fields(self._state(), options.flow, env, delay=delay, window=window)
+        if options.track:
             env = env.model_copy(update={"track": True})
         trace = current_trace()
         if delay > MAX_DELAY_SECONDS:  # EventBridge Scheduler sends it: no attributes, so in the body
@@ -308,14 +362,8 @@ class Preparer:
             return DEFAULT_DEDUP_WINDOW
         else:
             return None
-        if not window:
+        if not window or key is None:  # (none without a key: checked_options refused one given)
             return None
-        if key is None:  # (the caller's dedup_window: a bad argument; the job's: its missing key=)
-            error = EnqueueOptionError if request.dedup_window is not None else ConfigurationError
-            raise error(
-                f"dedup of {job.name} needs a key: pass key= (jf enqueue --key) or give the job a key= "
-                "function"
-            )
         if self.config.state_table is None:
             raise ConfigurationError("enqueue dedup needs the state table: set JF_STATE_TABLE")
         return window

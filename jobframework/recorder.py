@@ -10,14 +10,15 @@ from typing import Any
 from pydantic import BaseModel
 
 from jobframework.envelope import new_job_id
-from jobframework.jobs import Job, Priority, parse_priority, registry
+from jobframework.jobs import Job, Priority, registry
 from jobframework.outgoing import EnqueueRequest, EnqueueResult
-from jobframework.preparing import checked_payload
+from jobframework.preparing import checked_options, checked_payload, of_entry
 
 
 class EnqueueRecorder:
     """Stands for a :class:`~jobframework.client.JobClient` in a test: each enqueue is validated as the
-    client validates it (``PayloadValidationError``), recorded in :attr:`requests` with its payload as
+    client validates it (``PayloadValidationError``; its options as the client checks them:
+    ``EnqueueOptionError``, ``ConfigurationError``), recorded in :attr:`requests` with its payload as
     the job's model, and answered with a new job id; nothing is sent.
 
     Example::
@@ -40,7 +41,8 @@ class EnqueueRecorder:
 
     def enqueue_many(self, requests: Iterable[EnqueueRequest]) -> list[EnqueueResult]:
         """Record each request (a copy); the results in their order."""
-        return [self._record(request) for request in requests]
+        entries = list(requests)
+        return [of_entry(i, len(entries), self._record, r) for i, r in enumerate(entries)]
 
     def _record(self, request: EnqueueRequest) -> EnqueueResult:
         job = registry.find(request.job) if isinstance(request.job, str) else request.job
@@ -48,9 +50,9 @@ class EnqueueRecorder:
         key, priority = request.key, Priority.DEFAULT
         if isinstance(job, Job):  # validated, keyed and routed as the client does (by name: as given)
             _, _, current, job_key = checked_payload(job, request)
+            options = checked_options(job, request, current, job_key)  # (the client's own checks)
             recorded.payload = job.validate(current)  # (an older shape: the model it upgrades to)
-            key = key if key is not None else job_key
-            priority = parse_priority(request.priority) if request.priority is not None else job.priority
+            key, priority = options.key, options.priority
         self.requests.append(recorded)
         job_id = request.job_id or new_job_id()
         name = request.job if isinstance(request.job, str) else request.job.name

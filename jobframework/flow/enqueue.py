@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 import re
 import time
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -44,60 +45,79 @@ def debounce_seconds(value: float | timedelta) -> float:
     return float(seconds)
 
 
+@dataclass(frozen=True, slots=True)
+class FlowRequest:
+    """An enqueue's flow options, checked: its lifetime and debounce window (seconds, or ``None``)."""
+
+    expires: float | None
+    debounce: float | None
+
+
+def check_flow_request(job: Job[Any] | RoutedJob, request: EnqueueRequest, delay: int) -> FlowRequest:
+    """Check an enqueue's ``expires_in`` and ``debounce`` (with its key and delay); stores nothing.
+
+    Raises:
+        EnqueueOptionError: a bad ``expires_in`` or ``debounce``, a debounce without a key or with a
+            ``delay`` of its own, or a deadline that comes before the delay ends (it could never run).
+    """
+    options = getattr(job, "flow", None)
+    expires = expiry_seconds(request.expires_in)
+    if expires is None and options is not None:
+        expires = options.expires_after
+    if expires is not None and delay >= expires and request.debounce is None:
+        # (a debounced one may be its window's last)
+        raise EnqueueOptionError(
+            f"{job.name} would expire ({expires:g} s after the enqueue) before its delay ends "
+            f"({delay} s): it could never run; give it a deadline after the delay"
+        )
+    if request.debounce is None:
+        return FlowRequest(expires, None)
+    seconds = debounce_seconds(request.debounce)
+    key = request.key
+    if key is None:
+        raise EnqueueOptionError(
+            f"debounce of {job.name} needs key= (jf enqueue: --key): the enqueues of one key are debounced"
+        )
+    if len(key) > MAX_DEBOUNCE_KEY_CHARS:
+        raise EnqueueOptionError(f"a debounce key has at most {MAX_DEBOUNCE_KEY_CHARS} characters")
+    if delay:
+        raise EnqueueOptionError("debounce= delays the job to its window's close: do not pass delay= too")
+    if expires is not None and expires <= seconds:  # before joining: the window's last would not run
+        raise EnqueueOptionError(
+            f"{job.name} would expire ({expires:g} s after the enqueue) before its debounce window "
+            f"({seconds:g} s) closes: it could never run; give it a deadline after the window"
+        )
+    return FlowRequest(expires, seconds)
+
+
 def flow_fields(
     state: StateStore | None,
-    job: Job[Any] | RoutedJob,
-    request: EnqueueRequest,
+    flow: FlowRequest,
     env: Envelope,
     *,
     delay: int,
     window: float | None,
 ) -> tuple[Envelope, int, float | None]:
-    """The envelope with its deadline and debounce window, the delay, and the dedup window.
+    """The envelope with its deadline and debounce window, the delay, and the dedup window, for an
+    enqueue whose options :func:`check_flow_request` checked (``flow``).
 
     A debounced enqueue joins (or opens) its key's window here, is delayed to the window's close, and
     is not deduplicated by key (every enqueue of the window is sent; the last one runs).
 
     Raises:
-        EnqueueOptionError: a bad ``expires_in`` or ``debounce``, a debounce without a key or with a
-            ``delay`` of its own, or a deadline that comes before the delay ends (it could never run).
         ConfigurationError: a debounce without a state table.
     """
     from jobframework.envelope import DebounceRef
 
-    options = getattr(job, "flow", None)
-    expires = expiry_seconds(request.expires_in)
-    if expires is None and options is not None:
-        expires = options.expires_after
     update: dict[str, Any] = {}
-    if expires is not None:
-        if delay >= expires and request.debounce is None:  # (a debounced one may be its window's last)
-            raise EnqueueOptionError(
-                f"{job.name} would expire ({expires:g} s after the enqueue) before its delay ends "
-                f"({delay} s): it could never run; give it a deadline after the delay"
-            )
-        update["deadline"] = deadline_of(env.enqueued_at, expires)
-    if request.debounce is not None:
-        seconds = debounce_seconds(request.debounce)
-        key = request.key
-        if key is None:
-            raise EnqueueOptionError(
-                f"debounce of {job.name} needs key= (jf enqueue: --key): the enqueues of one key are "
-                "debounced"
-            )
-        if len(key) > MAX_DEBOUNCE_KEY_CHARS:
-            raise EnqueueOptionError(f"a debounce key has at most {MAX_DEBOUNCE_KEY_CHARS} characters")
-        if delay:
-            raise EnqueueOptionError("debounce= delays the job to its window's close: do not pass delay= too")
-        if expires is not None and expires <= seconds:  # before joining: the window's last would not run
-            raise EnqueueOptionError(
-                f"{job.name} would expire ({expires:g} s after the enqueue) before its debounce window "
-                f"({seconds:g} s) closes: it could never run; give it a deadline after the window"
-            )
+    if flow.expires is not None:
+        update["deadline"] = deadline_of(env.enqueued_at, flow.expires)
+    if flow.debounce is not None:
         if state is None:
             raise ConfigurationError("debounce needs the state table: set JF_STATE_TABLE")
+        key = env.key  # (the request's key: a debounce needs one)
         now = time.time()
-        window_id, closes = join(state, key, env.id, seconds, now)
+        window_id, closes = join(state, key, env.id, flow.debounce, now)
         update["debounce"] = DebounceRef(key=key, window=window_id)
         update["key"] = f"{key}#{window_id}"
         delay, window = delay_to_close(closes, now), None

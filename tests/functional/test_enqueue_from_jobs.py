@@ -14,7 +14,12 @@ from pydantic import BaseModel
 from jobframework import consumer, job
 from jobframework.client import JobClient, default_client, set_default_client
 from jobframework.envelope import Envelope
-from jobframework.errors import ConfigurationError, PayloadValidationError
+from jobframework.errors import (
+    ConfigurationError,
+    EnqueueOptionError,
+    JobFrameworkError,
+    PayloadValidationError,
+)
 from jobframework.jobs import JobRegistry
 from jobframework.testing import (
     EnqueueRecorder,
@@ -199,3 +204,37 @@ def test_a_saga_needs_a_client_not_a_recorder():
 
     with pytest.raises(ConfigurationError, match=r"run_inline\(\.\.\., client=JobClient\(jf_config\)\)"):
         client_or_default(EnqueueRecorder())  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"debounce": 2},  # without a key
+        {"debounce": 901, "key": "k"},
+        {"debounce": 2, "delay": 5, "key": "k"},
+        {"delay": 10, "expires_in": 2},
+        {"expires_in": 0},
+        {"tenant": "a b\n"},
+        {"delay": -1},
+        {"dedup_window": 60},  # without a key
+        {"key": ""},
+        {"track": "yes"},
+    ],
+)
+def test_the_recorder_refuses_the_options_a_client_refuses_with_its_words(world, options):
+    """A trial's unit test passed with ``debounce=2`` and no key, which the client refuses in
+    production: the recorder checks an enqueue's options as the client does."""
+    _, sqs, config = world
+    client = JobClient(config, registry=registry, sqs_client=sqs)
+    with pytest.raises(JobFrameworkError) as refused:
+        client.enqueue(fetch, Page(url="u"), **options)
+    with pytest.raises(type(refused.value)) as recorded:
+        EnqueueRecorder().enqueue(fetch, Page(url="u"), **options)
+    assert str(recorded.value) == str(refused.value)
+    assert _urls(sqs, config) == []
+
+
+def test_the_recorder_names_the_entry_of_enqueue_many_it_refuses():
+    sent = EnqueueRecorder()
+    with pytest.raises(EnqueueOptionError, match=r"^entry 2 of 2 \(requests\[1\]\): debounce of fan.fetch"):
+        sent.enqueue_many([fetch.request(Page(url="a")), fetch.request(Page(url="b"), debounce=2)])
