@@ -287,15 +287,22 @@ def payload_model_of(
     if not params or params[0].kind not in (params[0].POSITIONAL_ONLY, params[0].POSITIONAL_OR_KEYWORD):
         raise ConfigurationError(
             f"job {name}: the function must take the payload as its first parameter, annotated with a "
-            "pydantic model (def my_job(payload: MyModel, ctx: JobContext) -> None)"
+            f"pydantic model ({_SHAPE})"
+        )
+    if params[0].name in ("self", "cls"):
+        raise ConfigurationError(
+            f"job {name}: decorate a function, not a method (its first parameter is {params[0].name!r}): "
+            f"a module-level function that calls your object's method ({_SHAPE})"
         )
     try:
         hints = typing.get_type_hints(fn)
     except Exception as exc:
         raise ConfigurationError(
-            f"job {name}: cannot resolve the type hints of {fn.__qualname__}: {exc}"
+            f"job {name}: cannot resolve the type hints of {getattr(fn, '__qualname__', fn)!r}: {exc}"
         ) from exc
     model = hints.get(params[0].name)
+    if model is JobContext:
+        raise ConfigurationError(f"job {name}: the payload comes first, then the JobContext ({_SHAPE})")
     if batched:
         args = typing.get_args(model)
         if typing.get_origin(model) is not list or len(args) != 1:
@@ -310,15 +317,27 @@ def payload_model_of(
             f"subclass (got {model!r})"
         )
     extra = params[1:]
-    if len(extra) > 1 or (
+    if len(extra) > 1:
+        raise ConfigurationError(
+            f"job {name}: after the payload a job takes at most one parameter, the JobContext ({_SHAPE}); "
+            f"it has {len(extra)}: {', '.join(p.name for p in extra)}"
+        )
+    if (
         extra
         and extra[0].default is inspect.Parameter.empty
         and hints.get(extra[0].name) not in (JobContext, None)
     ):
+        hint = hints[extra[0].name]
         raise ConfigurationError(
-            f"job {name}: after the payload a job takes at most one parameter, the JobContext"
+            f"job {name}: its second parameter {extra[0].name!r} is annotated "
+            f"{getattr(hint, '__name__', hint)}: a job's second parameter is the JobContext "
+            f"({extra[0].name}: JobContext), or it has none"
         )
     return model, bool(extra)
+
+
+_SHAPE = "def my_job(payload: MyModel, ctx: JobContext) -> None"
+"""A job's signature, as the refusals show it."""
 
 
 def exception_types(value: Any, option: str, name: str) -> tuple[type[BaseException], ...]:

@@ -256,7 +256,7 @@ registry = JobRegistry()
 
 
 def job(
-    name: str,
+    name: str | None = None,  # (None: @job() is refused, saying what to write)
     *,
     priority: Priority | str = Priority.DEFAULT,
     retry: RetryPolicy | None = None,
@@ -348,6 +348,10 @@ def job(
     Raises:
         ConfigurationError: on a bad name, option or signature, naming what to change.
     """
+    if name is None:  # (@job() with nothing in the brackets)
+        raise ConfigurationError(
+            '@job needs the job\'s name: @job("area.verb"), e.g. @job("reports.generate")'
+        )
     opts = checked_options(
         name,
         priority=priority,

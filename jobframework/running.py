@@ -24,6 +24,7 @@ Example:
 from __future__ import annotations
 
 import contextvars
+import functools
 import inspect
 import threading
 from collections.abc import Awaitable, Callable, Coroutine
@@ -54,6 +55,11 @@ def check_runnable(fn: Any, name: str) -> None:
     if inspect.isclass(fn) or not callable(fn):
         raise ConfigurationError(
             f"@job({name!r}) must decorate a function (def or async def), got {type(fn).__name__} {fn!r}"
+        )
+    if isinstance(fn, functools.partial):
+        raise ConfigurationError(
+            f"job {name}: decorate a function (def or async def), not functools.partial(...): write one "
+            "that calls it (def my_job(payload: MyModel) -> None: return f(payload, y=3))"
         )
     candidates: list[Any] = [fn, inspect.unwrap(fn) if inspect.isfunction(fn) else fn]
     if not inspect.isroutine(fn):

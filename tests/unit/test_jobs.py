@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from datetime import UTC, datetime, timedelta
@@ -199,6 +200,57 @@ def test_the_payload_must_be_annotated_with_a_model(reg):
         @job("orders.none", registry=reg)
         def nothing() -> None:
             pass
+
+
+async def _charge(order: Order, retries: int) -> None: ...
+
+
+class _Service:
+    async def run(self, order: Order) -> None: ...
+
+
+def _context_first(ctx: JobContext, order: Order) -> None: ...
+
+
+def _context_as_dict(order: Order, ctx: dict) -> None: ...  # type: ignore[type-arg]
+
+
+def _two_more(order: Order, ctx: JobContext, extra: int) -> None: ...
+
+
+@pytest.mark.parametrize(
+    ("make", "says"),
+    [
+        (lambda reg: job(registry=reg), r'@job needs the job\'s name: @job\("area.verb"\)'),
+        (
+            lambda reg: job("o.partial", registry=reg)(functools.partial(_charge, retries=3)),
+            "not functools.partial",
+        ),
+        (
+            lambda reg: job("o.method", registry=reg)(_Service.run),
+            "not a method \\(its first parameter is 'self'\\)",
+        ),
+        (
+            lambda reg: job("o.ctx", registry=reg)(_context_first),
+            "the payload comes first, then the JobContext",
+        ),
+        (
+            lambda reg: job("o.dict", registry=reg)(_context_as_dict),
+            "second parameter 'ctx' is annotated dict",
+        ),
+        (lambda reg: job("o.more", registry=reg)(_two_more), "at most one parameter.*it has 2: ctx, extra"),
+    ],
+)
+def test_a_function_decorated_wrongly_is_told_what_to_write(reg, make, says):
+    """A trial got a TypeError for @job(), an AttributeError for a functools.partial, and messages that
+    did not say a method, a context before the payload or a mistyped context was the matter."""
+    with pytest.raises(ConfigurationError, match=says):
+        make(reg)
+
+
+def test_a_bound_method_is_a_job_like_any_function(reg):
+    ran = job("o.bound", registry=reg)(_Service().run)
+    assert ran.payload_model is Order and not ran.takes_context
 
 
 def test_a_duplicate_name_is_an_error(reg):
