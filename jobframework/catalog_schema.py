@@ -57,10 +57,33 @@ def route_of(job: Job[Any], *, fifo: bool = False) -> JobRoute:
         dedup_window=job.dedup_window,
         track=job.track,
         retry_horizon=retry_horizon(job.retry),
-        payload_schema=compact_schema(
-            job.payload_model.model_json_schema(mode="validation", schema_generator=_CatalogSchema)
-        ),
+        payload_schema=compact_schema(_payload_schema(job)),
     )
+
+
+def _payload_schema(job: Job[Any]) -> dict[str, Any]:
+    """The JSON Schema of the job's payload model; a model with a field that cannot travel as JSON
+    (an arbitrary type, such as ``asyncio.Event``) is refused, naming the job and the field."""
+    from pydantic import PydanticInvalidForJsonSchema, TypeAdapter
+
+    model = job.payload_model
+    try:
+        return dict(model.model_json_schema(mode="validation", schema_generator=_CatalogSchema))
+    except PydanticInvalidForJsonSchema as exc:
+        fields = []
+        for name, field in model.model_fields.items():  # (which of them: the refusal names it)
+            try:
+                TypeAdapter(field.annotation).json_schema(mode="validation")
+            except Exception:
+                fields.append(f"{name}: {field.annotation!r}")
+        from jobframework.errors import ConfigurationError
+
+        raise ConfigurationError(
+            f"job {job.name}: its payload model {model.__name__} has a field that cannot travel as JSON "
+            f"({'; '.join(fields) or exc.message.splitlines()[0]}): a payload is sent as JSON, so each "
+            "field needs a JSON type (str, int, float, bool, a list, a dict, a pydantic model, datetime, "
+            "UUID, Decimal, ...); keep other objects out of the payload and make them in the job"
+        ) from None
 
 
 URL_SCHEMES = "x-url-schemes"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import json
 import re
@@ -9,7 +10,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError
 
 from jobframework.envelope import Envelope, parse_body
 from jobframework.errors import (
@@ -572,3 +573,22 @@ def test_run_inline_checks_a_batched_jobs_outcomes_as_the_consumer_does(reg):
 
     with pytest.raises(TypeError, match=r"one outcome per payload \(2\), got 1 outcomes"):
         run_inline(short, [{"order_id": "a"}, {"order_id": "b"}])
+
+
+class _SyncWithEvent(BaseModel):
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+    record_id: str
+    ev: asyncio.Event | None = None
+
+
+def test_a_payload_field_that_cannot_travel_as_json_is_refused_naming_the_job_and_the_field(reg):
+    """A trial's model had ``ev: asyncio.Event | None``: jf dev and the jf_config fixture failed with
+    pydantic's "Cannot generate a JsonSchema for core_schema.IsInstanceSchema", naming neither."""
+
+    @job("sync.record", registry=reg)
+    def sync(payload: _SyncWithEvent) -> None: ...
+
+    with pytest.raises(
+        ConfigurationError, match=r"job sync\.record: .* has a field that cannot travel as JSON \(ev: "
+    ):
+        Topology.from_registry(reg, TopologySettings())
