@@ -77,9 +77,17 @@ def summarize(result: Any) -> str | None:
 
 
 def no_status(job_id: str) -> str:
-    """What to tell someone who asked for a job that has no status record."""
+    """What to tell someone who asked for a job that has no status record.
+
+    Example:
+        >>> no_status("0190B8A4-6F1E").split(": ")[0]
+        'no job 0190B8A4-6F1E in the state table (ids are lowercase as made: 0190b8a4-6f1e)'
+    """
+    shown = repr(job_id) if job_id != job_id.strip() or not job_id.isprintable() else job_id
+    if job_id.strip().lower() != job_id.strip():
+        shown += f" (ids are lowercase as made: {job_id.strip().lower()})"
     return (
-        f"no job {job_id} in the state table: an unknown id, an expired status (kept 7 days after its last "
+        f"no job {shown} in the state table: an unknown id, an expired status (kept 7 days after its last "
         "change, or after its run time for a delayed job), or a job that "
         "is not tracked (@job(..., track=True) or enqueue(..., track=True) keeps a status)"
     )

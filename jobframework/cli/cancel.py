@@ -58,6 +58,7 @@ def cancel(  # noqa: PLR0917
         delete_one_time_schedule(aws.client("scheduler", config=config), config.schedule_group, found_id)
 
     if job_id is not None:
+        job_id = job_id.strip()  # (a pasted id with a space or a newline around it)
         if not 0 < len(job_id) <= 128:
             raise typer.BadParameter("a job id has 1 to 128 characters", param_hint="ID")
         result = cancel_job(store, job_id, unschedule=unschedule)

@@ -208,6 +208,7 @@ def status(
 
     Example: jf status 0190b8a4-6f1e-7c3a-9d2b-1a2b3c4d5e6f
     """
+    job_id = job_id.strip()  # (a pasted id with a space or a newline around it)
     if not 0 < len(job_id) <= 128:
         raise typer.BadParameter("a job id has 1 to 128 characters", param_hint="ID")
     from jobframework.client import JobClient

@@ -104,6 +104,18 @@ def test_status_of_an_unknown_id_is_one_line_and_exit_1(env_config):
     assert "not tracked (@job(..., track=True)" in line  # says how to get a status
 
 
+def test_status_takes_a_pasted_id_with_spaces_and_says_ids_are_lowercase(env_config):
+    """A trial's paste (a leading space) and an uppercased id both read "no job ..." for a job that
+    was there; the paste printed as if the id were right."""
+    config, client, _ = env_config
+    sent = client.enqueue("eo.effect", {"name": "pasted"})
+    pasted = invoke(["status", f" {sent.id}\n"], cli_env(config))
+    assert pasted.exit_code == 0 and f"id:           {sent.id}" in pasted.stdout, pasted.output
+    upper = invoke(["status", sent.id.upper()], cli_env(config))
+    assert upper.exit_code == 1
+    assert f"(ids are lowercase as made: {sent.id})" in _one_error_line(upper)
+
+
 @pytest.mark.parametrize("args", [["status"], ["status", "x" * 129], ["status", "id", "--jsn"]])
 def test_status_with_bad_arguments_exits_2(args):
     result = invoke(args, {"JF_ENDPOINT_URL": "http://127.0.0.1:9"})
