@@ -14,11 +14,10 @@ from typer.core import TyperGroup
 
 from jobframework.cli.aws import aws_of
 from jobframework.cli.base import JsonOption, age_text, app, parse_duration, print_json, rich_console
+from jobframework.cli.dlq_args import IdOption, PriorityArg, ReasonOption, TypeOption, dead_letters_of
 from jobframework.cli.errors import CliError
-from jobframework.errors import ConfigurationError
 
 if TYPE_CHECKING:
-    from jobframework.dlq import DeadLetters
     from jobframework.topology import RuntimeConfig
 
 dlq_app = typer.Typer(
@@ -28,69 +27,6 @@ dlq_app = typer.Typer(
     rich_markup_mode=None,
 )
 app.add_typer(dlq_app, name="dlq")
-
-
-def _lane(value: str) -> str:
-    """A DLQ's lane: a priority, or a lane of one (``low-cpu``, ``default-fifo``)."""
-    from jobframework.jobs import lane_priority
-
-    try:
-        lane_priority(value)
-    except ConfigurationError:
-        raise typer.BadParameter(
-            f"{value!r}: name a priority (critical, high, default, low) or a lane such as low-cpu or "
-            "default-fifo (`jf dlq ls` lists them)"
-        ) from None
-    return value
-
-
-PriorityArg = Annotated[
-    str,
-    typer.Argument(
-        metavar="LANE",
-        callback=_lane,
-        help="Which DLQ: critical, high, default or low, or a lane's (low-cpu, default-fifo).",
-    ),
-]
-
-
-TypeOption = Annotated[
-    str | None,
-    typer.Option("--type", help="Only this job type ('?': letters whose type cannot be read)."),
-]
-
-
-def _known_reason(value: str | None) -> str | None:
-    """A ``--reason`` the consumer writes (a misspelt one matched nothing, which a scan found out)."""
-    from jobframework.retry import Reason
-
-    known = [r.value for r in Reason]
-    if value is not None and value not in known:
-        raise typer.BadParameter(f"{value!r} is not a dead-letter reason; they are: {', '.join(known)}")
-    return value
-
-
-ReasonOption = Annotated[
-    str | None,
-    typer.Option(
-        help="Only this dead-letter reason (exhausted, permanent, malformed, ...; see peek).",
-        callback=_known_reason,
-    ),
-]
-IdOption = Annotated[
-    list[str] | None,
-    typer.Option("--id", help="Only this letter: a job id or an SQS message id (repeat for more)."),
-]
-
-
-def _dead_letters(ctx: typer.Context, *, attempts: int = 2) -> tuple[DeadLetters, RuntimeConfig]:
-    from jobframework.dlq import DeadLetters
-
-    aws = aws_of(ctx)
-    config = aws.runtime_config()
-    sqs = aws.sqs(config, attempts=attempts)
-    s3 = aws.client("s3", config=config, attempts=attempts) if config.payload_bucket else None
-    return DeadLetters(config, sqs, s3_client=s3, wait_time_seconds=0 if config.endpoint_url else 1), config
 
 
 def _progress(verb: str, total: int | None) -> Any:
@@ -138,7 +74,7 @@ def dlq_ls(
 
     Example: jf dlq ls
     """
-    letters, config = _dead_letters(ctx)
+    letters, config = dead_letters_of(ctx)
     depths = letters.depths(sample=sample)
     stopped = _paused_lanes(ctx, config)
     if json_output:
@@ -181,7 +117,7 @@ def dlq_peek(  # noqa: PLR0917 (typer options)
     """
     from jobframework.dlq import UNTYPED
 
-    letters, _ = _dead_letters(ctx)
+    letters, _ = dead_letters_of(ctx, priority)
     found = letters.peek(priority, limit=count, job_type=job_type, reason=reason)
     pointers = [_payload_pointer(d.body) for d in found]
     if json_output:
@@ -238,7 +174,7 @@ def dlq_export(
 
     Example: jf dlq export low --out low-dlq.jsonl
     """
-    letters, _ = _dead_letters(ctx)
+    letters, _ = dead_letters_of(ctx, priority)
     if str(out) == "-":
         count = letters.export(priority, sys.stdout)
         return
@@ -271,7 +207,7 @@ def dlq_purge(  # noqa: PLR0917
     """
     if not yes:
         raise UsageError("purge deletes dead letters for good; add --yes to confirm")
-    letters, _ = _dead_letters(ctx)
+    letters, _ = dead_letters_of(ctx, priority)
     deleted = letters.purge(priority, job_type=job_type, reason=reason, ids=ids)
     if json_output:
         print_json({"priority": priority, "type": job_type, "reason": reason, "ids": ids, "deleted": deleted})
@@ -322,14 +258,14 @@ def dlq_redrive(  # noqa: PLR0917
                 "--native moves the whole DLQ: it takes no --type, --reason, --id, --older-than, --limit "
                 "or --dry-run"
             )
-        letters, _ = _dead_letters(ctx, attempts=1)
+        letters, _ = dead_letters_of(ctx, priority, attempts=1)
         handle = letters.start_native_redrive(priority, rate=int(rate) if rate else None)
         if json_output:
             print_json({"task_handle": handle})
         else:
             typer.echo(f"started message move task {handle}; follow it with `jf dlq tasks {priority}`")
         return
-    letters, _ = _dead_letters(ctx)
+    letters, _ = dead_letters_of(ctx, priority)
     select: dict[str, Any] = {"job_type": job_type, "reason": reason, "older_than": seconds}
     select["message_ids"] = ids or None
     if json_output:
@@ -391,7 +327,7 @@ def dlq_tasks(ctx: typer.Context, priority: PriorityArg, json_output: JsonOption
 
     Example: jf dlq tasks default
     """
-    letters, _ = _dead_letters(ctx, attempts=1)
+    letters, _ = dead_letters_of(ctx, priority, attempts=1)
     tasks = letters.native_tasks(priority)
     if json_output:
         print_json(tasks)

@@ -1,0 +1,87 @@
+"""The arguments the ``jf dlq`` commands share: the lane, the filters, and the configuration's dead
+letters (a lane it has no queue of is a usage error, exit 2)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from jobframework.cli.aws import aws_of
+from jobframework.errors import ConfigurationError
+
+if TYPE_CHECKING:
+    from jobframework.dlq import DeadLetters
+    from jobframework.topology import RuntimeConfig
+
+
+def lane_argument(value: str) -> str:
+    """A DLQ's lane: a priority, or a lane of one (``low-cpu``, ``default-fifo``)."""
+    from jobframework.jobs import lane_priority
+
+    try:
+        lane_priority(value)
+    except ConfigurationError:
+        raise typer.BadParameter(
+            f"{value!r}: name a priority (critical, high, default, low) or a lane such as low-cpu or "
+            "default-fifo (`jf dlq ls` lists them)"
+        ) from None
+    return value
+
+
+PriorityArg = Annotated[
+    str,
+    typer.Argument(
+        metavar="LANE",
+        callback=lane_argument,
+        help="Which DLQ: critical, high, default or low, or a lane's (low-cpu, default-fifo).",
+    ),
+]
+
+
+TypeOption = Annotated[
+    str | None,
+    typer.Option("--type", help="Only this job type ('?': letters whose type cannot be read)."),
+]
+
+
+def known_reason(value: str | None) -> str | None:
+    """A ``--reason`` the consumer writes (a misspelt one matched nothing, which a scan found out)."""
+    from jobframework.retry import Reason
+
+    known = [r.value for r in Reason]
+    if value is not None and value not in known:
+        raise typer.BadParameter(f"{value!r} is not a dead-letter reason; they are: {', '.join(known)}")
+    return value
+
+
+ReasonOption = Annotated[
+    str | None,
+    typer.Option(
+        help="Only this dead-letter reason (exhausted, permanent, malformed, ...; see peek).",
+        callback=known_reason,
+    ),
+]
+IdOption = Annotated[
+    list[str] | None,
+    typer.Option("--id", help="Only this letter: a job id or an SQS message id (repeat for more)."),
+]
+
+
+def dead_letters_of(
+    ctx: typer.Context, lane: str | None = None, *, attempts: int = 2
+) -> tuple[DeadLetters, RuntimeConfig]:
+    """The dead letters of the configuration (``lane``: refused, exit 2, when it has no such queue)."""
+    from jobframework.dlq import DeadLetters
+
+    aws = aws_of(ctx)
+    config = aws.runtime_config()
+    if lane is not None and lane not in config.queues:
+        raise typer.BadParameter(
+            f"{lane!r}: no such queue here (its lanes: {', '.join(config.queues) or 'none'}; `jf dlq ls` "
+            "lists their DLQs)",
+            param_hint="LANE",
+        )
+    sqs = aws.sqs(config, attempts=attempts)
+    s3 = aws.client("s3", config=config, attempts=attempts) if config.payload_bucket else None
+    return DeadLetters(config, sqs, s3_client=s3, wait_time_seconds=0 if config.endpoint_url else 1), config
