@@ -117,9 +117,12 @@ def dlq_peek(  # noqa: PLR0917 (typer options)
     """
     from jobframework.dlq import UNTYPED
 
-    letters, _ = dead_letters_of(ctx, priority)
+    letters, config = dead_letters_of(ctx, priority)
+    depth = letters.depth(priority)  # (before the peek, which holds what it reads for a moment)
     found = letters.peek(priority, limit=count, job_type=job_type, reason=reason)
     pointers = [_payload_pointer(d.body) for d in found]
+    if not found and (job_type or reason):
+        _none_selected(priority, config, job_type)
     if json_output:
         print_json(
             [
@@ -130,7 +133,12 @@ def dlq_peek(  # noqa: PLR0917 (typer options)
         return
     from rich.table import Table
 
-    table = Table(title=f"{priority} DLQ: {len(found)} shown", title_justify="left")
+    shown = f"{len(found)} shown"
+    if depth > len(found):  # (SQS's count is approximate)
+        shown += f" of about {depth} in the DLQ" + (
+            f" (-n {min(depth, 1000)} for more)" if len(found) == count else ""
+        )
+    table = Table(title=f"{priority} DLQ: {shown}", title_justify="left")
     columns = ["type", "id", "reason", "error", "attempts", "dead at"]
     if any(pointers):
         columns.append("payload")
@@ -207,18 +215,27 @@ def dlq_purge(  # noqa: PLR0917
     """
     if not yes:
         raise UsageError("purge deletes dead letters for good; add --yes to confirm")
-    letters, _ = dead_letters_of(ctx, priority)
+    letters, config = dead_letters_of(ctx, priority)
     deleted = letters.purge(priority, job_type=job_type, reason=reason, ids=ids)
     if json_output:
         print_json({"priority": priority, "type": job_type, "reason": reason, "ids": ids, "deleted": deleted})
     else:
         typer.echo(f"deleted {deleted} dead letters from the {priority} DLQ")
     if not deleted and (job_type or reason or ids):
-        _none_selected(priority)
+        _none_selected(priority, config, job_type)
 
 
-def _none_selected(lane: str) -> None:
-    """Say, when a selection took nothing, where to see what the DLQ holds (a mistyped type, say)."""
+def _none_selected(lane: str, config: RuntimeConfig, job_type: str | None) -> None:
+    """Say, when a selection took nothing, where to see what the DLQ holds (a mistyped type, say), and
+    the lane of a job type whose letters are in another DLQ (the topology's job catalog knows it)."""
+    route = config.jobs.get(job_type) if job_type else None
+    if route is not None and route.lane != lane:
+        typer.echo(
+            f"no dead letter of the {lane} DLQ matched; {job_type} runs on {route.lane}: its letters are "
+            f"in the {route.lane} DLQ (`jf dlq peek {route.lane} --type {job_type}`)",
+            err=True,
+        )
+        return
     typer.echo(
         f"no dead letter of the {lane} DLQ matched; `jf dlq peek {lane}` shows their types, ids and reasons",
         err=True,
@@ -265,7 +282,7 @@ def dlq_redrive(  # noqa: PLR0917
         else:
             typer.echo(f"started message move task {handle}; follow it with `jf dlq tasks {priority}`")
         return
-    letters, _ = dead_letters_of(ctx, priority)
+    letters, config = dead_letters_of(ctx, priority)
     select: dict[str, Any] = {"job_type": job_type, "reason": reason, "older_than": seconds}
     select["message_ids"] = ids or None
     if json_output:
@@ -308,7 +325,7 @@ def dlq_redrive(  # noqa: PLR0917
             "shows their job ids and message ids"
         )
     if not result.matched and (job_type or reason or older_than):
-        _none_selected(priority)
+        _none_selected(priority, config, job_type)
     if result.payload_missing:
         typer.echo(
             f"{result.payload_missing} dead letters stay in the DLQ because their offloaded payload is gone "

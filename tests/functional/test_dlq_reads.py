@@ -10,12 +10,20 @@ import json
 import time
 from typing import Any
 
+from pydantic import BaseModel
+
 from jobframework import envelope as wire
 from jobframework.dlq import DeadLetters
-from jobframework.testing import receive_all
+from jobframework.jobs import JobRegistry, job
+from jobframework.local.aws import FAKE_CREDENTIALS
+from jobframework.testing import provision_fresh, receive_all
 from tests.functional.conftest_local import cli_env, dead_letter, invoke, jf_aws, jf_config, queue_counts, sqs
 
 __all__ = ["jf_aws", "jf_config", "sqs"]
+
+
+class ReportPayload(BaseModel):
+    report_id: str
 
 
 def _slow_receives(client: Any, seconds: float) -> list[float]:
@@ -133,3 +141,35 @@ def test_redrive_by_type_where_most_letters_do_not_match_considers_each_once(sqs
     )
     left = receive_all(sqs, ep.dlq_url)
     assert sorted(json.loads(m["Body"])["id"] for m in left) == sorted(e.id for e in others)
+
+
+report_jobs = JobRegistry()
+
+
+@job("dl.report", registry=report_jobs, priority="low")
+def report(payload: ReportPayload) -> None:
+    """Never run: its letters are made by hand."""
+
+
+def test_peek_says_how_many_the_dlq_holds_and_where_a_job_types_letters_are(sqs, jf_aws):
+    """A trial's `jf dlq peek high` said "10 shown" of 11, and a peek or redrive of a job type on the
+    wrong DLQ printed an empty table or "redrove 0" with nothing said."""
+    topology, config = provision_fresh(jf_aws.endpoint_url, report_jobs)
+    for i in range(12):
+        dead_letter(sqs, config, "low", "dl.report", {"report_id": f"r-{i}"})
+    env = {  # as jf dev's exports: the topology parameter, whose job catalog knows each job's lane
+        **FAKE_CREDENTIALS,
+        "JF_ENDPOINT_URL": jf_aws.endpoint_url,
+        "JF_TOPOLOGY_PARAMETER": topology.topology_parameter,
+    }
+    peeked = invoke(["dlq", "peek", "low", "-n", "5"], env)
+    assert peeked.exit_code == 0, peeked.output
+    assert "low DLQ: 5 shown of about 12 in the DLQ (-n 12 for more)" in peeked.stdout
+    everything = invoke(["dlq", "peek", "low", "-n", "20"], env)
+    assert "low DLQ: 12 shown" in everything.stdout and "of about" not in everything.stdout
+    elsewhere = invoke(["dlq", "peek", "high", "--type", "dl.report"], env)
+    assert elsewhere.exit_code == 0
+    assert "dl.report runs on low: its letters are in the low DLQ" in elsewhere.stderr
+    moved = invoke(["dlq", "redrive", "high", "--type", "dl.report"], env)
+    assert "dl.report runs on low" in moved.stderr
+    assert queue_counts(sqs, config.endpoints("low").dlq_url)[0] == 12
