@@ -15,7 +15,7 @@ from jobframework.client import JobClient
 from jobframework.consumer import consumer
 from jobframework.delays import create_one_time_schedule, fire_due, schedule_name
 from jobframework.envelope import Envelope
-from jobframework.local.aws import free_port
+from jobframework.local.aws import FAKE_CREDENTIALS, free_port
 from jobframework.local.scheduler import LocalScheduler
 from jobframework.testing import consume_once, provision_fresh, receive_all
 from jobframework.topology import RuntimeConfig
@@ -150,6 +150,18 @@ def test_a_table_or_queue_that_is_not_there_says_the_exports_may_be_an_earlier_j
     peek = invoke(["dlq", "peek", "high"], env)
     assert peek.exit_code == 1, peek.output
     assert "paste the export lines it printed this time" in _one_error_line(peek)
+
+
+def test_a_topology_parameter_that_is_not_there_is_said_once(env_config):
+    """A trial's error gave its advice twice: the parameter's own, then the generic one in brackets."""
+    config, _, _ = env_config
+    env = {**FAKE_CREDENTIALS, "JF_ENDPOINT_URL": str(config.endpoint_url)}
+    env["JF_TOPOLOGY_PARAMETER"] = "/webhooks/dev/topology"
+    result = invoke(["dlq", "ls"], env)
+    assert result.exit_code == 1
+    line = _one_error_line(result)
+    assert "no topology parameter /webhooks/dev/topology here" in line
+    assert line.count("JF_TOPOLOGY_PARAMETER") == 1 and "JF_QUEUE_URL" not in line, line
 
 
 def test_status_without_a_state_table_says_what_to_set(env_config):
