@@ -270,25 +270,19 @@ def retry_plan(
     except UnknownJobError:
         known = ", ".join(j.name for j in registry) or "none"
         raise CliError(f"no job named {job_type!r} is registered (known: {known})") from None
-    from jobframework.retry import visibility_delay
+    from jobframework.retry_plan import OWN_DELAY_NOTE, retry_plan
 
-    rows = []
-    low_total = high_total = 0.0
-    for attempt, exact_low, exact_high in job.retry.schedule():
-        # As the consumer sets them: SQS hides a message for whole seconds (rounded up).
-        low, high = visibility_delay(exact_low), visibility_delay(exact_high)
-        low_total += low
-        high_total += high
-        rows.append(
-            {
-                "attempt": attempt,
-                "next_attempt": attempt + 1,
-                "delay_min": round(low, 3),
-                "delay_max": round(high, 3),
-                "cumulative_min": round(low_total, 3),
-                "cumulative_max": round(high_total, 3),
-            }
-        )
+    rows = [
+        {
+            "attempt": row.attempt,
+            "next_attempt": row.attempt + 1,
+            "delay_min": row.delay_min,
+            "delay_max": row.delay_max,
+            "cumulative_min": row.cumulative_min,
+            "cumulative_max": row.cumulative_max,
+        }
+        for row in retry_plan(job.retry)
+    ]
     if json_output:
         print_json({"type": job.name, "max_attempts": job.retry.max_attempts, "retries": rows})
         return
@@ -297,7 +291,10 @@ def retry_plan(
     table = Table(
         title=f"{job.name}: {job.retry.max_attempts} attempts, then the DLQ",
         title_justify="left",
-        caption="as SQS applies them: the policy's delay and jitter rounded up to whole seconds",
+        caption=(
+            "as SQS applies them: the policy's delay and jitter rounded up to whole seconds; "
+            f"{OWN_DELAY_NOTE}"
+        ),
         caption_justify="left",
     )
     for name in ("failed attempt", "next attempt after", "cumulative"):

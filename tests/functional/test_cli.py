@@ -228,6 +228,7 @@ def test_retry_plan_as_json_and_table():
     table = invoke(["retry-plan", "webhooks.deliver"])
     assert "webhooks.deliver: 4 attempts" in table.stdout
     assert "1 s - 2 s" in table.stdout and "rounded up to whole seconds" in table.stdout  # not "1.0s"
+    assert "RetryableError(delay=N)" in " ".join(table.stdout.split())  # (the caption may wrap)
 
 
 def test_every_command_has_help():

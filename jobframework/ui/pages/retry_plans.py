@@ -1,40 +1,26 @@
 """Retry plans: each loaded job's policy as a schedule of delays (what ``jf retry-plan`` prints).
 
-The delays are :meth:`jobframework.retry.RetryPolicy.schedule`: after each failed attempt, the
-shortest and longest delay the jitter allows, and the cumulative time since the first attempt.
+The delays are :func:`jobframework.retry_plan.retry_plan`'s, as ``jf retry-plan`` prints them: after
+each failed attempt, the shortest and longest delay the jitter allows in whole seconds (as SQS hides a
+message), and the cumulative time since the first attempt.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from jobframework import retry_plan as plans
 from jobframework.jobs import Job
 from jobframework.ui.console import Console
 from jobframework.ui.templating import render
 
 
-@dataclass
-class PlanRow:
-    attempt: int
-    delay_min: float
-    delay_max: float
-    cumulative_min: float
-    cumulative_max: float
-
-
-def plan(job: Job[Any]) -> list[PlanRow]:
-    rows = []
-    low_total = high_total = 0.0
-    for attempt, low, high in job.retry.schedule():
-        low_total += low
-        high_total += high
-        rows.append(PlanRow(attempt, low, high, low_total, high_total))
-    return rows
+def plan(job: Job[Any]) -> list[plans.PlanRow]:
+    return plans.retry_plan(job.retry)
 
 
 def retry_plans(request: Request) -> Response:
@@ -50,7 +36,9 @@ def retry_plan(request: Request) -> Response:
     if job is None:
         known = ", ".join(sorted(j.name for j in console.registry or [])) or "none"
         raise LookupError(f"no job named {name!r} is loaded (known: {known}; start jf ui with --jobs)")
-    return render(request, "retry_plan.html", page="retry", job=job, rows=plan(job))
+    return render(
+        request, "retry_plan.html", page="retry", job=job, rows=plan(job), own_delay_note=plans.OWN_DELAY_NOTE
+    )
 
 
 routes = [
