@@ -80,8 +80,8 @@ def no_status(job_id: str) -> str:
     """What to tell someone who asked for a job that has no status record.
 
     Example:
-        >>> no_status("0190B8A4-6F1E").split(": ")[0]
-        'no job 0190B8A4-6F1E in the state table (ids are lowercase as made: 0190b8a4-6f1e)'
+        >>> no_status("0190B8A4-6F1E").split(" in the state table")[0]
+        'no job 0190B8A4-6F1E (ids are lowercase as made: 0190b8a4-6f1e)'
     """
     shown = repr(job_id) if job_id != job_id.strip() or not job_id.isprintable() else job_id
     if job_id.strip().lower() != job_id.strip():

@@ -242,8 +242,8 @@ def test_retry_plan_of_a_job(page: Any, console_url: str):
     page.get_by_role("link", name="shop.export").click()
     expect(page.locator("h1")).to_contain_text("shop.export: 4 attempts, then the DLQ")
     expect(page.locator("#retry-plan tbody tr")).to_have_count(3)
-    # What `jf retry-plan` prints: whole seconds as SQS hides a message (it showed 700 ms – 1.3s)
-    expect(page.locator("#retry-plan tbody tr").first).to_contain_text("1.0s – 2.0s")
+    # What `jf retry-plan` prints: whole seconds as SQS hides a message (it showed 700 ms - 1.3s)
+    expect(page.locator("#retry-plan tbody tr").first).to_contain_text("1.0s \u2013 2.0s")
     expect(page.locator("p.note")).to_contain_text("RetryableError(delay=N)")
 
 
