@@ -124,6 +124,12 @@ def test_search_and_read_a_dead_letter(page: Any, console_url: str, clean: Shop)
     expect(page.locator("#letter-body")).to_contain_text('"order_id": "o-search"')
     expect(page.locator("#letter-attributes")).to_contain_text("jf-reason")
     expect(page.locator("#letter-attributes")).to_contain_text("traceparent")
+    # A letter's address takes its job's id too, as `jf dlq --id` does (a trial's typed URL was a 404
+    # that said the letter was gone)
+    page.goto(f"{console_url}/dlq/high/letters/{job_id}")
+    expect(page.locator("#letter-error")).to_have_text("PermanentError: card of order o-search declined")
+    page.goto(f"{console_url}/dlq/low/letters/{job_id}")
+    expect(page.locator("body")).to_contain_text("or in another lane's DLQ")
 
 
 def test_purge_needs_the_dlq_name_typed(page: Any, console_url: str, clean: Shop):

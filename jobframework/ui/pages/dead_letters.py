@@ -95,14 +95,20 @@ def dlq_lane(request: Request) -> Response:
 def dlq_letter(request: Request) -> Response:
     console: Console = request.app.state.console
     lane = console.lane(request.path_params["lane"])
-    message_id = request.path_params["message_id"]
+    wanted = request.path_params["message_id"].strip()  # the letter's message id, or (as --id) its job's
     letter = next(
-        (d for d in console.letters.peek(lane, limit=READ_LIMIT) if d.message_id == message_id), None
+        (
+            d
+            for d in console.letters.peek(lane, limit=READ_LIMIT)
+            if wanted in (d.message_id, d.dead_message_id, d.job_id)
+        ),
+        None,
     )
     if letter is None:
         raise LookupError(
-            f"no dead letter {message_id} among the first {READ_LIMIT} of the {lane} DLQ "
-            "(redriven or purged meanwhile?)"
+            f"no dead letter {wanted} (a job id or a message id) among the first {READ_LIMIT} of the "
+            f"{lane} DLQ: redriven or purged meanwhile, or in another lane's DLQ (a dead job's page "
+            "links its letter)"
         )
     return render(request, "dlq_letter.html", page="dlq", lane=lane, letter=letter)
 
