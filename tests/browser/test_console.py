@@ -10,7 +10,9 @@ from typing import Any
 from playwright.sync_api import expect
 
 from jobframework.client import JobClient
+from jobframework.envelope import Envelope
 from jobframework.state import JobState, StateStore
+from jobframework.testing import receive_all
 from tests.browser import console_jobs
 from tests.browser.harness import LEAK_KEY_ID, LEAK_SECRET, Shop
 
@@ -90,6 +92,31 @@ def test_a_selected_letter_that_left_the_dlq_is_said_to_be_no_longer_there(
     expect(page.locator("#dry-run-count")).to_contain_text("the selected dead letter is no longer in the DLQ")
     expect(page.locator("#confirm-redrive")).to_have_count(0)
     assert clean.dlq_depth("high") == 1
+
+
+def test_a_filter_redrive_takes_a_reason(page: Any, console_url: str, clean: Shop):
+    """A trial could redrive by reason from the CLI (what the README advises after an outage: the
+    letters dead-lettered because the retry budget was spent) but not from the console's form."""
+    from tests.functional.conftest_local import dead_letter
+
+    budget = [
+        dead_letter(clean.sqs, clean.config, "high", "shop.charge", {"order_id": f"o-b{n}"}, reason="budget")
+        for n in range(2)
+    ]
+    _dead_charge(clean, "o-declined")  # permanent: stays
+    page.goto(f"{console_url}/dlq/high")
+    form = page.locator("#redrive-filter")
+    form.locator('select[name="reason"]').select_option("budget")
+    form.get_by_role("button", name="Count (dry run)").click()
+    expect(page.locator("#dry-run-count")).to_have_text("2")
+    page.locator("#confirm-redrive").click()
+    expect(page.locator("#moved-count")).to_have_text("2")
+    assert clean.dlq_depth("high") == 1  # the permanent one did not match
+    moved = {e.id for e in budget}
+    assert moved <= {
+        Envelope.model_validate_json(m["Body"]).id
+        for m in receive_all(clean.sqs, clean.config.endpoints("high").url)
+    }
 
 
 def test_dry_run_count_matches_what_a_filter_redrive_moves(page: Any, console_url: str, clean: Shop):

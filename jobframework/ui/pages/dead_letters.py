@@ -85,6 +85,7 @@ def dlq_lane(request: Request) -> Response:
         groups=groups(read),
         letters=shown,
         types=sorted({d.job_type or "?" for d in read}),
+        reasons=sorted({d.reason for d in read if d.reason}),
         q=q,
         job_type=job_type,
         reason=reason,

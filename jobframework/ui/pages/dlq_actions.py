@@ -20,6 +20,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from jobframework.dlq import RedriveResult
+from jobframework.retry import Reason
 from jobframework.ui.console import Console
 from jobframework.ui.tasks import Tasks
 from jobframework.ui.templating import render
@@ -37,6 +38,8 @@ class RedriveRequest:
     older_than: str | None = None
     limit: int | None = None
     ids: list[str] = field(default_factory=list)
+    reason: str | None = None
+    """Only letters of this dead-letter reason (``jf-reason``: ``budget``, ``exhausted``, ...)."""
 
     @classmethod
     def of(cls, lane: str, form: FormData) -> RedriveRequest:
@@ -54,6 +57,10 @@ class RedriveRequest:
         older = str(form.get("older_than", "")).strip() or None
         if older is not None:
             seconds(older)  # a bad duration is refused before anything is read
+        reason = str(form.get("reason", "")).strip() or None
+        known = [r.value for r in Reason]
+        if reason is not None and reason not in known:
+            raise ValueError(f"{reason!r} is not a dead-letter reason; they are: {', '.join(known)}")
         return cls(
             lane=lane,
             mode=mode,
@@ -61,6 +68,7 @@ class RedriveRequest:
             older_than=older,
             limit=int(limit_text) if limit_text else None,
             ids=ids,
+            reason=reason,
         )
 
     def describe(self, count: int | None) -> str:
@@ -81,6 +89,7 @@ class RedriveRequest:
         return console.letters.redrive(
             self.lane,
             job_type=self.job_type,
+            reason=self.reason,
             older_than=seconds(self.older_than) if self.older_than else None,
             limit=self.limit,
             dry_run=dry_run,
