@@ -60,9 +60,11 @@ def describe_error(exc: BaseException) -> tuple[int, str]:
     if isinstance(exc, NoCredentialsError):
         return 502, "no AWS credentials: start jf ui with a profile (--profile/AWS_PROFILE) or against jf dev"
     if isinstance(exc, ClientError):
+        from jobframework.cli.errors import missing_resource_hint  # (an earlier jf dev's exports, say)
+
         error = exc.response.get("Error", {})
         message = " ".join(str(error.get("Message", "")).split())
-        return 502, f"AWS refused the request: {error.get('Code')}: {message}"
+        return 502, f"AWS refused the request: {error.get('Code')}: {message}{missing_resource_hint(exc)}"
     if isinstance(exc, LookupError):
         return 404, text
     if isinstance(exc, ConfigurationError | ValueError):

@@ -118,6 +118,22 @@ def test_jf_ui_says_when_the_endpoint_cannot_be_reached():
     assert "Traceback" not in done.stderr
 
 
+def test_a_page_whose_table_is_not_there_says_the_exports_may_be_an_earlier_jf_devs(monkeypatch):
+    """A trial restarted jf dev with another --app: the console's pages said only "AWS refused the
+    request: ResourceNotFoundException", where the CLI says what to do."""
+    from botocore.exceptions import ClientError
+
+    from jobframework.ui.app import describe_error
+
+    monkeypatch.setenv("JF_ENDPOINT_URL", "http://127.0.0.1:4566")
+    gone = ClientError(
+        {"Error": {"Code": "ResourceNotFoundException", "Message": "Requested resource not found"}}, "Query"
+    )
+    status, line = describe_error(gone)
+    assert status == 502 and line.startswith("AWS refused the request: ResourceNotFoundException")
+    assert "may be from an earlier `jf dev` with another --app or --stage" in line
+
+
 def test_jf_ui_on_a_taken_port_says_so_in_one_line_before_announcing_anything(the_shop: Shop):
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
