@@ -283,6 +283,7 @@ def flow_gate(admitted: Admitted, consumer: Consumer) -> Verdict | None:
     if isinstance(decided, Drop):
         return dropped(d, decided, attempts=d.attempt - 1)  # unrun: this delivery was no attempt
     handed = release(d, decided.delay)
+    handed.back_at = decided.back_at
     if decided.rate_slot is not None:
         handed.attributes = {ATTR_RATE_SLOT: f"{decided.rate_slot:.3f}:{d.attempt}"}
     return dataclasses.replace(

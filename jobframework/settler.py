@@ -25,6 +25,8 @@ The partial batch response then names only what did not settle (:attr:`Verdict.a
 from __future__ import annotations
 
 import logging
+import math
+import time
 from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -144,7 +146,7 @@ class Settler:
                 raise ValueError("a record without a text body cannot be copied")
             return copy_message(
                 v.delivery.record,
-                delay=v.delay,
+                delay=delay_now(v),
                 executions=v.executions,
                 deferred=v.deferred,
                 attributes=v.attributes,
@@ -216,7 +218,7 @@ class Settler:
                     {
                         "Id": str(n),
                         "ReceiptHandle": str(v.delivery.record.get("receiptHandle", "")),
-                        "VisibilityTimeout": int(v.delay),
+                        "VisibilityTimeout": delay_now(v),
                     }
                     for n, v in enumerate(group)
                 ]
@@ -256,6 +258,21 @@ class Settler:
                 listener(outcome)
             except Exception:
                 log.warning("consumer listener failed", exc_info=True)
+
+
+def delay_now(v: Verdict) -> int:
+    """The verdict's delay as its request goes out: counted from now to ``back_at`` when it has one (a
+    rate turn: the batch's other records ran since its gate), never more than ``delay``.
+
+    Example:
+        >>> from jobframework.verdict import Kind
+        >>> turn = Verdict(None, Kind.RELEASE, delay=3, back_at=time.time() + 1.5)  # type: ignore[arg-type]
+        >>> delay_now(turn), delay_now(Verdict(None, Kind.RELEASE, delay=3))  # type: ignore[arg-type]
+        (2, 3)
+    """
+    if v.back_at is None:
+        return int(v.delay)
+    return max(0, min(int(v.delay), math.ceil(v.back_at - time.time())))
 
 
 def status_of(

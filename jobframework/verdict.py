@@ -45,6 +45,9 @@ class Verdict:
     kind: Kind
     delay: int = 0
     """Seconds before the record is seen again (``RETRY`` and ``RELEASE``)."""
+    back_at: float | None = None
+    """When the record should be seen again (epoch seconds), if that matters to the second (a rate
+    turn): the settler then counts ``delay`` from its request, at most ``delay``."""
     copy: bool = False
     """Hand back a fresh copy instead of changing the visibility in place."""
     executions: int = 0

@@ -215,13 +215,15 @@ class LimitGate:
             wait = self.rate.acquire(limit_key(job, payload, "rate"), limit, per, now, want, reserve=reserve)
             if wait > 0 and not reserve:
                 log.info("job %s (%s) over its rate; back in %.2fs", env.id, env.type, wait)
-                return HandBack(max(1, math.ceil(wait)), "rate limit", rate_slot=rate.reserved)
+                return HandBack(
+                    max(1, math.ceil(wait)), "rate limit", rate_slot=rate.reserved, back_at=now + wait
+                )
             turn = now + wait
         hold = turn - now
         if hold > 0 and hold > min(EARLY_SECONDS, rate.may_wait):
             delay = max(1, math.ceil(hold - EARLY_SECONDS))  # back at most a second early
             log.info("job %s (%s) over its rate; its turn in %.2fs", env.id, env.type, hold)
-            return HandBack(delay, "rate limit", rate_slot=turn)
+            return HandBack(delay, "rate limit", rate_slot=turn, back_at=turn - EARLY_SECONDS)
         return turn
 
     def release(self, job_id: str) -> None:

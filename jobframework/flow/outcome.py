@@ -26,6 +26,10 @@ class HandBack:
     reason: str
     rate_slot: float | None = None
     """A rate token reserved (or taken) for the record: its copy carries it (``jf-rate-slot``)."""
+    back_at: float | None = None
+    """When the record should be seen again (epoch seconds) where that matters to the second (its
+    rate turn): the settler counts the delay from the hand-back's send, which waits for the batch's
+    other records (a delay counted from the gate came back late by as long as they ran)."""
 
 
 @dataclass(frozen=True, slots=True)

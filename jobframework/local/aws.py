@@ -22,6 +22,7 @@ from pydantic import ValidationError
 from jobframework.config import OPTIONAL_SETTINGS
 from jobframework.errors import ConfigurationError
 from jobframework.local.fifo_receive import install as install_fifo_receive
+from jobframework.local.long_poll import install as install_long_poll
 from jobframework.topology import QueueEndpoints, RuntimeConfig, Topology
 
 if TYPE_CHECKING:
@@ -103,6 +104,7 @@ class EmbeddedAWS:
         if self.separate_process:
             serve = (
                 "from jobframework.local.fifo_receive import install; install(); "
+                "from jobframework.local.long_poll import install as wakes; wakes(); "
                 f"from moto.server import main; main(['-H', '127.0.0.1', '-p', '{self.port}'])"
             )
             self._process = subprocess.Popen(
@@ -122,6 +124,7 @@ class EmbeddedAWS:
         if not any(f is unimplemented_action for f in server_log.filters):
             server_log.addFilter(unimplemented_action)
         install_fifo_receive()
+        install_long_poll()
         self._server = ThreadedMotoServer(ip_address="127.0.0.1", port=self.port, verbose=False)
         self._server.start()
         return self

@@ -320,3 +320,24 @@ def test_a_stop_without_waiting_for_receives_hands_back_what_a_waiting_receive_r
     assert _wait(lambda: not emulator.running)  # the receive got it, and the worker is gone
     assert ran == []
     assert queue_counts(sqs, url) == (1, 0)  # visible again at once
+
+
+def test_a_long_poll_returns_when_a_delayed_message_comes_due(jf_aws, jf_config):
+    """The embedded AWS, like SQS, answers a long poll when a message sent with DelaySeconds becomes
+    receivable (moto looked again only once a second: a hand-back due at its rate turn came back up to
+    a second late, and turns came back together)."""
+    sqs = jf_aws.client("sqs")
+    url = jf_config.endpoints("default").url
+    got: list[float] = []
+
+    def poll() -> None:
+        messages = sqs.receive_message(QueueUrl=url, WaitTimeSeconds=5).get("Messages", [])
+        got.append(time.monotonic() if messages else float("inf"))
+
+    waiting = threading.Thread(target=poll)
+    waiting.start()
+    time.sleep(0.3)  # the poll is waiting
+    sent = time.monotonic()
+    sqs.send_message(QueueUrl=url, MessageBody="later", DelaySeconds=1)
+    waiting.join(10)
+    assert got and 0.9 <= got[0] - sent < 1.5, got[0] - sent  # (moto's own wait: 1.7 s, its next look)

@@ -7,6 +7,7 @@ import time
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from itertools import pairwise
+from typing import Any
 
 import pytest
 
@@ -193,3 +194,40 @@ def test_a_payload_whose_limit_key_is_no_key_is_refused_at_enqueue_and_dead_lett
     assert (outcome.outcome, outcome.reason) == ("dead_lettered", "invalid-payload")
     assert "concurrency_key= must return a non-empty str" in (outcome.error or "")
     assert flow_jobs.ran == []
+
+
+def test_a_turns_hand_back_is_timed_from_its_send_not_from_its_gate(flow):
+    """A record handed back to come back for its rate turn is sent when the batch settles, after its
+    other records ran (here a dead letter whose send takes 1.5 s): a delay counted from the gate
+    brought copies back after their turn, and under jf dev they started in a clump (a trial: 10 starts
+    in a second of a 5/second job)."""
+    sends: list[tuple[float, str, list[dict[str, Any]]]] = []
+
+    def slow_dlq(params: dict[str, Any], **_: Any) -> None:
+        if params["QueueUrl"].endswith("-dlq"):
+            time.sleep(1.5)
+        sends.append((time.time(), params["QueueUrl"], params["Entries"]))
+
+    flow.handler.sqs.meta.events.register("provide-client-params.sqs.SendMessageBatch", slow_dlq)
+    flow.client.enqueue_many([flow_jobs.per_minute.request(Item(name=f"t{n}")) for n in range(8)])
+    flow.sqs.send_message(QueueUrl=flow.url("low"), MessageBody="not an envelope")
+    flow.consume("low", max_messages=10)
+    copies = [
+        (
+            at,
+            entry.get("DelaySeconds", 0),
+            float(entry["MessageAttributes"]["jf-rate-slot"]["StringValue"].split(":")[0]),
+        )
+        for at, url, entries in sends
+        if url == flow.url("low")
+        for entry in entries
+        if "jf-rate-slot" in entry.get("MessageAttributes", {})
+    ]
+    assert len(copies) >= 3, sends
+    for sent, delay, turn in copies:
+        # Back within the second before its turn, to wait it out in the consumer; at once if its turn
+        # has come while the batch ran.
+        back = sent + delay
+        assert back <= max(turn, sent) + 0.05, (sent, delay, turn)
+        assert delay == 0 or back >= turn - 1.05, (sent, delay, turn)
+    assert any(delay > 0 for _, delay, _ in copies)  # (the later turns were still to come)
