@@ -78,11 +78,9 @@ def load_payload(d: Delivery, job: Job[Any], s3: Callable[[], Any]) -> Any:
     payload = job.validate(data)
     if env.key == env.id and job.key_fn is not None:
         # Sent without a key by a producer that knows the job only from the catalog (it cannot run
-        # the job's key= function): the key function gives the idempotency key here instead.
-        try:
-            key = job.key_for(payload)
-        except Exception as exc:
-            raise ValueError(f"the job's key= function failed: {exc!r}") from exc
+        # the job's key= function): the key function gives the idempotency key here instead. (Its
+        # failure, a ConfigurationError naming the job, is the job's code failing: classified as one.)
+        key = job.key_for(payload)
         if key is not None:
             d.envelope = env.model_copy(update={"key": key})
     return payload

@@ -39,6 +39,7 @@ from jobframework.delivery import (
     queue_wait_ms_of,
 )
 from jobframework.errors import (
+    ConfigurationError,
     JobCancelled,
     MalformedMessageError,
     PayloadMissingError,
@@ -133,6 +134,8 @@ class Pipeline:
             return self.failed(d, job, exc, None, batch)
         except PayloadVersionError as exc:
             return refuse(d, Reason.VERSION, str(exc))
+        except ConfigurationError as exc:  # the job's own code (its key= function) failed: as any failure
+            return self.failed(d, job, exc, None, batch)
         except (ValidationError, ValueError) as exc:
             error = f"payload does not match {job.payload_model.__name__}: {describe(exc)}"
             if env.payload_version < job.version:  # what the job's upgrade= steps made of it

@@ -175,3 +175,24 @@ def test_a_payload_its_upgrade_left_invalid_says_it_was_upgraded(caplog):
     handler(sqs_event(v1), FakeLambdaContext())  # (its dead letter is an SQS send: refused here)
     refused = [r.getMessage() for r in caplog.records if "invalid-payload" in r.getMessage()]
     assert refused and all("after its upgrade from payload version 1 to 2" in m for m in refused), refused
+
+
+class Box(BaseModel):
+    id: str
+
+
+@job("u.keyed", registry=registry, track=True, key=lambda p: f"parcel:{p.nope}")
+def keyed(box: Box) -> None: ...
+
+
+def test_a_key_function_that_raises_is_the_jobs_failure_not_an_invalid_payload(world):
+    """A trial's key= function raised on a by-name enqueue (its key runs in the consumer): the record
+    was dead-lettered invalid-payload, "payload does not match ... key= function failed:
+    ConfigurationError(...)", though the payload was fine and the code was wrong."""
+    handler, records = world
+    env = Envelope.new("u.keyed", {"id": "p1"}, track=True)  # no key: the consumer runs key=
+    handler(sqs_event(env), FakeLambdaContext())
+    status = records.get_status(env.id)
+    assert status is not None and status.status is JobState.RETRYING, status
+    assert status.error is not None and "job u.keyed: its key= function raised AttributeError" in status.error
+    assert "does not match" not in status.error and "failed: ConfigurationError(" not in status.error
