@@ -30,7 +30,8 @@ class JobContext:
     xray_trace_header: str | None = None
     saga: dict[str, Any] | None = None
     logger: Any = field(default_factory=lambda: logging.getLogger("jobframework.job"))
-    """Powertools Logger in the consumer (job id, type and trace id on every line); a std logger inline."""
+    """Powertools Logger in the consumer (job id, type and trace id on every line); inline
+    (``run_inline``) a standard logger whose records carry the same keys (``record.job_id``, ...)."""
     _remaining: Callable[[], float] = field(default=lambda: float("inf"), repr=False)
 
     @property

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, cast
@@ -101,6 +102,16 @@ def run_inline(
         enqueued_at=datetime.now(UTC),
         trace_id=trace.trace_id,
         traceparent=trace.traceparent,
+        logger=KeyedLogger(
+            logging.getLogger("jobframework.job"),
+            {
+                "job_id": env.id,
+                "job_type": job.name,
+                "job_key": env.key,
+                "attempt": attempt,
+                "trace_id": trace.trace_id,
+            },
+        ),
         _remaining=lambda: context.get_remaining_time_in_millis() / 1000,
     )
     # An async def job is awaited, as the consumer awaits it; a batched one gets the list, and its
@@ -112,6 +123,16 @@ def run_inline(
 
             return checked_outcomes(job, call(job, models, ctx), len(models))
         return call(job, model, ctx)
+
+
+class KeyedLogger(logging.LoggerAdapter):  # type: ignore[type-arg]
+    """``ctx.logger`` under :func:`run_inline`: a standard logger whose records carry the job's keys
+    (``record.job_id``, ``job_type``, ``job_key``, ``attempt``, ``trace_id``, as the consumer's lines
+    do) beside the ``extra=`` a call gives (``caplog`` sees both)."""
+
+    def process(self, msg: Any, kwargs: Any) -> tuple[Any, Any]:
+        kwargs["extra"] = {**(self.extra or {}), **(kwargs.get("extra") or {})}
+        return msg, kwargs
 
 
 def _refused(job: Job[Any]) -> Callable[[], JobClient]:

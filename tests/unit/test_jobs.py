@@ -592,3 +592,20 @@ def test_a_payload_field_that_cannot_travel_as_json_is_refused_naming_the_job_an
         ConfigurationError, match=r"job sync\.record: .* has a field that cannot travel as JSON \(ev: "
     ):
         Topology.from_registry(reg, TopologySettings())
+
+
+@job("orders.logged", registry=JobRegistry())
+def _logged(order: Order, ctx: JobContext) -> None:
+    ctx.logger.info("packing %s", order.order_id, extra={"boxes": 2})
+
+
+def test_run_inline_logs_with_the_jobs_keys_beside_the_calls_extra(caplog):
+    """A trial's ctx.logger lines under run_inline carried no job id or type, though the README says
+    the logger carries them."""
+    import logging
+
+    with caplog.at_level(logging.INFO, logger="jobframework.job"):
+        run_inline(_logged, {"order_id": "o-9"}, job_id="j-1", attempt=2)
+    [record] = [r for r in caplog.records if r.getMessage() == "packing o-9"]
+    assert (record.job_id, record.job_type, record.attempt, record.boxes) == ("j-1", "orders.logged", 2, 2)  # type: ignore[attr-defined]
+    assert len(record.trace_id) == 32  # type: ignore[attr-defined]
