@@ -109,15 +109,20 @@ def dlq_peek(  # noqa: PLR0917 (typer options)
     count: Annotated[int, typer.Option("-n", "--count", help="How many to show.", min=1, max=1000)] = 10,
     job_type: TypeOption = None,
     reason: ReasonOption = None,
+    ids: IdOption = None,
     json_output: JsonOption = False,
 ) -> None:
-    """Show dead letters (type, id, reason, error, attempts, dead-at) without removing anything.
+    """Show dead letters (type, id, reason, error, attempts, dead-at) without removing anything; with
+    --id, those letters in full (body and attributes).
 
     Example: jf dlq peek default -n 5 --reason exhausted
     """
     from jobframework.dlq import UNTYPED
 
     letters, config = dead_letters_of(ctx, priority)
+    if ids:
+        _show_in_full(priority, letters.peek(priority, limit=None, ids=ids), ids, json_output=json_output)
+        return
     depth = letters.depth(priority)  # (before the peek, which holds what it reads for a moment)
     found = letters.peek(priority, limit=count, job_type=job_type, reason=reason)
     pointers = [_payload_pointer(d.body) for d in found]
@@ -159,6 +164,34 @@ def dlq_peek(  # noqa: PLR0917 (typer options)
             row.append(f"{ref['uri']} ({ref['size']:,} bytes)" if ref else "inline")
         table.add_row(*row)
     rich_console().print(table)
+
+
+def _show_in_full(lane: str, found: list[Any], ids: list[str], *, json_output: bool) -> None:
+    """``peek --id``: each letter as ``export`` writes it (JSON), or its fields, body and attributes."""
+    if not found:
+        raise CliError(
+            f"no dead letter of the {lane} DLQ has the id {', '.join(ids)}; `jf dlq peek {lane}` shows "
+            "their job ids and message ids"
+        )
+    if json_output:
+        print_json([d.export_record() for d in found])
+        return
+    console = rich_console()
+    for d in found:
+        record = d.export_record()
+        for name in ("type", "id", "key", "reason", "error", "attempts", "dead_at", "source", "message_id"):
+            if record.get(name) is not None:
+                console.print(f"{name + ':':<12} {record[name]}", markup=False, highlight=False)
+        try:
+            body = json.dumps(json.loads(d.body), indent=2, ensure_ascii=False)
+        except ValueError:
+            body = d.body
+        console.print("body:", markup=False)
+        console.print(body, markup=False, highlight=False)
+        console.print("attributes:", markup=False)
+        for name, value in sorted(record["attributes"].items()):
+            console.print(f"  {name}: {value}", markup=False, highlight=False)
+        console.print()
 
 
 def _payload_pointer(body: str) -> dict[str, Any] | None:

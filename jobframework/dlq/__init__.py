@@ -189,11 +189,13 @@ class DeadLetters:
         limit: int | None = 10,
         job_type: str | None = None,
         reason: str | None = None,
+        ids: Collection[str] | None = None,
     ) -> list[DeadLetter]:
         """Up to ``limit`` dead letters (all with ``None``), each once, left in the DLQ and visible; with
-        ``job_type`` or ``reason``, only those (as :meth:`redrive` selects them)."""
+        ``job_type``, ``reason`` or ``ids`` (job ids or message ids), only those (as :meth:`redrive`
+        selects them)."""
         found: list[DeadLetter] = []
-        selection = Selection(job_type=job_type, reason=reason)
+        selection = Selection(job_type=job_type, reason=reason, ids=frozenset(ids) if ids else None)
         with self.scan(self.dlq_url(priority), hold=READ_HOLD_SECONDS) as scan:
             for batch in scan:
                 found.extend(d for d in map(DeadLetter.of, batch) if selection.matches(d))

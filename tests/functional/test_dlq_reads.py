@@ -173,3 +173,20 @@ def test_peek_says_how_many_the_dlq_holds_and_where_a_job_types_letters_are(sqs,
     moved = invoke(["dlq", "redrive", "high", "--type", "dl.report"], env)
     assert "dl.report runs on low" in moved.stderr
     assert queue_counts(sqs, config.endpoints("low").dlq_url)[0] == 12
+
+
+def test_peek_by_id_shows_a_letter_in_full(sqs, jf_config):
+    """A trial found no way to read one letter's body from the CLI but `jf dlq export ... | grep`."""
+    env = cli_env(jf_config)
+    wanted = dead_letter(sqs, jf_config, "low", "reports.generate", {"report_id": "r-full", "pages": 3})
+    dead_letter(sqs, jf_config, "low", "reports.generate", {"report_id": "r-other"})
+    shown = invoke(["dlq", "peek", "low", "--id", wanted.id], env)
+    assert shown.exit_code == 0, shown.output
+    assert f"id:          {wanted.id}" in shown.stdout and '"report_id": "r-full"' in shown.stdout
+    assert "jf-reason: exhausted" in shown.stdout and "r-other" not in shown.stdout
+    [letter] = json.loads(invoke(["dlq", "peek", "low", "--id", wanted.id, "--json"], env).stdout)
+    assert json.loads(letter["body"])["payload"] == {"report_id": "r-full", "pages": 3}
+    assert letter["attributes"]["jf-reason"] == "exhausted"
+    missing = invoke(["dlq", "peek", "low", "--id", "no-such-id"], env)
+    assert missing.exit_code == 1 and "no dead letter of the low DLQ has the id no-such-id" in missing.output
+    assert queue_counts(sqs, jf_config.endpoints("low").dlq_url)[0] == 2  # nothing removed
