@@ -155,8 +155,16 @@ def enqueue(  # noqa: PLR0917
         raise typer.BadParameter(f"the payload must be a JSON object{hint}", param_hint="JSON")
     optional_jobs(jobs)
     aws = aws_of(ctx)
-    client = aws.job_client(aws.runtime_config())
+    config = aws.runtime_config()
+    client = aws.job_client(config)
     client.job(job_type)  # an unknown type fails before anything is sent
+    if config.jobs and job_type not in config.jobs:  # (known here from --jobs, not from the catalog)
+        typer.echo(
+            f"jf: warning: {job_type} is not in the topology's job catalog ({config.topology_parameter}): "
+            "the consumers it describes may not have it and would dead-letter it unknown-type (restart "
+            "jf dev, or deploy, with its module)",
+            err=True,
+        )
     from jobframework.errors import EnqueueOptionError
 
     try:

@@ -128,3 +128,32 @@ def test_a_fifo_route_is_refused_rather_than_sent_without_a_message_group(named)
     config = named.config.model_copy(update={"jobs": {"orders.ship": route}})
     with pytest.raises(ConfigurationError, match="pass group="):
         producer(named, config).enqueue("orders.ship", {})
+
+
+def test_jf_enqueue_warns_of_a_job_the_topologys_catalog_does_not_have(named, jf_aws):
+    """A trial enqueued with --jobs of a module its running jf dev had not loaded: no word, and the job
+    was dead-lettered unknown-type."""
+    from jobframework.local.aws import FAKE_CREDENTIALS
+    from tests.functional.conftest_local import invoke
+
+    env = {
+        **FAKE_CREDENTIALS,
+        "JF_ENDPOINT_URL": jf_aws.endpoint_url,
+        "JF_TOPOLOGY_PARAMETER": str(named.topology.topology_parameter),
+    }
+    known = invoke(
+        ["enqueue", "t.ok", '{"name": "cataloged"}', "--jobs", "tests.functional.jobs_under_test"], env
+    )
+    assert known.exit_code == 0 and "warning" not in known.stderr, known.output
+    extra = invoke(
+        [
+            "enqueue",
+            "webhooks.deliver",
+            '{"url": "https://x.example/h", "event": "e"}',
+            "--jobs",
+            "handlers.jobs",
+        ],
+        env,
+    )
+    assert extra.exit_code == 0, extra.output  # sent: the catalog may lag a deploy; the warning says so
+    assert "jf: warning: webhooks.deliver is not in the topology's job catalog" in extra.stderr
