@@ -195,6 +195,7 @@ def dev(  # noqa: PLR0917
             schedules=scheduler.describe(),
             workers=emulator is not None,
             json_lines=json_logs,
+            retry_budget=config.retry_budget,
         ):
             typer.echo(line)
         sys.stdout.flush()

@@ -19,6 +19,7 @@ def ready_lines(
     schedules: Sequence[Mapping[str, Any]],
     workers: bool,
     json_lines: bool,
+    retry_budget: float | None = None,
 ) -> list[str]:
     """The lines of ``jf dev``'s banner, as text, or as one JSON line with ``json_lines``.
 
@@ -47,6 +48,7 @@ def ready_lines(
         *(f"# schedule {s['job']} {s['expression']}, next {s['next']}" for s in schedules),
     ]
     if workers:
+        lines.append(budget_line(retry_budget))
         lines.append("# ready: one line per job outcome below; Ctrl-C stops")
     else:
         lines.append(
@@ -55,3 +57,24 @@ def ready_lines(
         )
     lines.append("")
     return lines
+
+
+def budget_line(retry_budget: float | None) -> str:
+    """What the banner says of the retry budget (two trials testing retries met it unawares).
+
+    Example:
+        >>> budget_line(0.2)
+        '# retry budget: 20 % of first attempts, at least 10 retries in 5 min a queue; past it a retry is dead-lettered budget (JF_RETRY_BUDGET=off to try retries freely)'
+        >>> budget_line(None)
+        '# retry budget: off (JF_RETRY_BUDGET=off)'
+    """  # noqa: E501
+    if retry_budget is None:
+        return "# retry budget: off (JF_RETRY_BUDGET=off)"
+    from jobframework.budget import RetryBudget
+
+    budget = RetryBudget()
+    return (
+        f"# retry budget: {retry_budget * 100:g} % of first attempts, at least {budget.floor} retries in "
+        f"{budget.window / 60:g} min a queue; past it a retry is dead-lettered budget (JF_RETRY_BUDGET=off "
+        "to try retries freely)"
+    )

@@ -34,7 +34,8 @@ def _env(extra: dict[str, str]) -> dict[str, str]:
 def start_jf_dev(
     port: int, *, stderr: int = subprocess.PIPE, args: tuple[str, ...] = ()
 ) -> tuple[subprocess.Popen[str], dict[str, str]]:
-    """`jf dev --port PORT` as a subprocess, and the variables it printed (read up to its ready line)."""
+    """`jf dev --port PORT` as a subprocess, and the variables it printed (read up to its ready line;
+    its ``#`` comment lines under the key ``"#"``)."""
     proc = subprocess.Popen(
         [JF, "dev", "--port", str(port), "--jobs", "handlers.jobs", *args],
         env=_env({"POWERTOOLS_LOG_LEVEL": "WARNING"}),
@@ -45,6 +46,8 @@ def start_jf_dev(
     exports: dict[str, str] = {}
     assert proc.stdout is not None
     for line in proc.stdout:
+        if line.startswith("#"):
+            exports["#"] = exports.get("#", "") + line
         if line.startswith("export "):
             name, _, value = line[len("export ") :].strip().partition("=")
             exports[name] = value
@@ -254,6 +257,8 @@ def test_dev_prints_its_environment_and_runs_jobs_until_stopped():
     try:
         assert exports["JF_ENDPOINT_URL"] == f"http://127.0.0.1:{port}"
         assert exports["JF_TOPOLOGY_PARAMETER"] == "/jf/dev/topology"
+        # The retry budget, which two trials testing retries met unawares, is said before the jobs run.
+        assert "# retry budget: 20 % of first attempts, at least 10 retries in 5 min a queue" in exports["#"]
         # Other jf commands reach it with what it printed (the SSM parameter gives the queues).
         env = _env(
             {k: v for k, v in exports.items() if not k.startswith("JF_QUEUE") and not k.startswith("JF_DLQ")}
