@@ -275,7 +275,12 @@ def flow_gate(admitted: Admitted, consumer: Consumer) -> Verdict | None:
     from jobframework.flow.outcome import NO_RATE_INPUTS  # loaded with the gates above
 
     rate = rate_inputs(admitted) if job.flow.rate is not None else NO_RATE_INPUTS
-    decided = flow.flow_gates(consumer).check(env, job, admitted.payload, d.attempt, time.time(), rate=rate)
+    from jobframework.flow.cancel import claimant_of  # (loaded with the flow gates)
+
+    claimant = claimant_of(d.record)
+    decided = flow.flow_gates(consumer).check(
+        env, job, admitted.payload, d.attempt, time.time(), rate=rate, claimant=claimant
+    )
     if decided is None:
         return None
     from jobframework.flow.outcome import Drop  # a record the gates stopped: the rare path

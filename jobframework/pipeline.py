@@ -219,9 +219,9 @@ class Pipeline:
             )
             # No status: the run that holds the key writes its own (this batch may end after it did).
             if keyed is None and c.state is not None:  # (keyed by its id: its key's claim is its start)
-                from jobframework.flow.cancel import undo_start_claim
+                from jobframework.flow.cancel import claimant_of, undo_start_claim
 
-                undo_start_claim(c.state, env, d.attempt)
+                undo_start_claim(c.state, env, claimant_of(d.record))
             return release(d, delay, why=str(exc), outcome=Outcome.RETRIED)
         except JobCancelled:
             log.info("job %s (%s) stopped after a cancel", env.id, env.type)

@@ -21,6 +21,7 @@ marker does not start; a cancel that finds the key held answers ``signalled``.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import threading
 import time
@@ -203,7 +204,10 @@ class CancelGate:
         self.store = store
         self.runner_table = runner_table
 
-    def __call__(self, env: Envelope, job: Job[Any], payload: Any, attempt: int, now: float) -> Drop | None:
+    def __call__(
+        self, env: Envelope, job: Job[Any], payload: Any, attempt: int, now: float, *, claimant: str = ""
+    ) -> Drop | None:
+        """``claimant``: the delivery (:func:`claimant_of` its record), whose claim only it undoes."""
         if not env.track:  # only a tracked job can be cancelled (its status is how a cancel finds it)
             return None
         if claims_key(self.runner_table, self.store.key_table, env, job):
@@ -211,7 +215,7 @@ class CancelGate:
             return None
         try:
             started = self.store.jobs.claim_start(
-                env.id, attempt=attempt, runs_until=now + job.timeout, now=now
+                env.id, attempt=attempt, runs_until=now + job.timeout, now=now, claimant=claimant
             )
         except Exception:
             log.warning("checking job %s for a cancel failed; running it", env.id, exc_info=True)
@@ -223,14 +227,24 @@ class CancelGate:
         return None
 
 
-def undo_start_claim(store: StateStore, env: Envelope, attempt: int) -> None:
+def claimant_of(record: dict[str, Any]) -> str:
+    """Who claims a run's start: this receive of the record (a digest of its receipt handle, which
+    each receive has its own of; two deliveries of one message are two claimants), else its id."""
+    handle = record.get("receiptHandle")
+    if isinstance(handle, str) and handle:
+        return hashlib.blake2b(handle.encode(), digest_size=12).hexdigest()
+    return str(record.get("messageId", ""))
+
+
+def undo_start_claim(store: StateStore, env: Envelope, claimant: str) -> None:
     """Undo the cancel gate's start claim of a run that did not start (another delivery holds its
-    key): the job reads ``queued`` again, not ``running`` until the claim lapses. One write, on that
-    rare path; a failure is logged (the job reads ``running`` until its claim lapses)."""
+    key): the job reads ``queued`` again, not ``running`` until the claim lapses. Only this delivery's
+    claim (``claimant``): a running delivery's of the same job stands. One write, on that rare path; a
+    failure is logged (the job reads ``running`` until its claim lapses)."""
     if not env.track:
         return
     try:
-        store.jobs.unclaim_start(env.id, attempt=attempt)
+        store.jobs.unclaim_start(env.id, claimant=claimant)
     except Exception:
         log.warning(
             "undoing the start claim of job %s failed; it reads running a while", env.id, exc_info=True

@@ -18,6 +18,7 @@ from jobframework.flow.outcome import NO_RATE_INPUTS, Gate, GateOutcome, RateInp
 if TYPE_CHECKING:
     from jobframework.delivery import RecordOutcome
     from jobframework.envelope import Envelope
+    from jobframework.flow.cancel import CancelGate
     from jobframework.flow.limits import LimitGate
     from jobframework.jobs import Job
     from jobframework.state import StateStore
@@ -38,13 +39,15 @@ class FlowGates:
         self.state = state
         self.gates: list[Gate] = [expiry_gate]
         self.limits: LimitGate | None = None
+        self.cancel: CancelGate | None = None
         if state is not None:
             from jobframework.flow.cancel import CancelGate
             from jobframework.flow.debounce import DebounceGate
             from jobframework.flow.limits import LimitGate
 
             self.limits = LimitGate(state)
-            self.gates += [DebounceGate(state), self.limits, CancelGate(state, runner_table)]
+            self.cancel = CancelGate(state, runner_table)
+            self.gates += [DebounceGate(state), self.limits, self.cancel]
 
     def check(
         self,
@@ -55,13 +58,17 @@ class FlowGates:
         now: float,
         *,
         rate: RateInputs = NO_RATE_INPUTS,
+        claimant: str = "",
     ) -> GateOutcome | None:
         """The first gate's verdict that is not "go on", or ``None`` to run the job (``rate``: what
-        the limits need to know of the record besides its job)."""
+        the limits need to know of the record besides its job; ``claimant``: the delivery, whose start
+        claim the cancel gate writes)."""
         for gate in self.gates:
             verdict: GateOutcome | None
             if gate is self.limits:
                 verdict = self.limits(env, job, payload, attempt, now, rate=rate)
+            elif gate is self.cancel:
+                verdict = self.cancel(env, job, payload, attempt, now, claimant=claimant)
             else:
                 verdict = gate(env, job, payload, attempt, now)
             if verdict is not None:

@@ -65,6 +65,22 @@ class StartCheck:
     its outcome as any run does."""
 
 
+CLAIM_FIELDS = ("started_at", "runs_until", "started_attempt", "claimed_by")
+"""The start claim's attributes of a job's flow item."""
+
+
+def replaces_claim(flow: dict[str, Any], attempt: int, now: float, claimant: str) -> bool:
+    """Whether a start claim of ``attempt`` by ``claimant`` takes the place of the one in ``flow``:
+    none, a lapsed one, an earlier attempt's, its own, or one older than claimants (the state table's
+    condition says the same)."""
+    return (
+        "runs_until" not in flow
+        or float(flow["runs_until"]) < now
+        or int(flow.get("started_attempt") or 0) < attempt
+        or flow.get("claimed_by", claimant) == claimant
+    )
+
+
 class JobRecords(Protocol):
     """What the package asks of a job's records (see the module's docstring)."""
 
@@ -97,13 +113,18 @@ class JobRecords(Protocol):
         """The job's status (``running`` while a claimed run has not ended), ``None`` if it has none."""
         ...
 
-    def claim_start(self, job_id: str, *, attempt: int, runs_until: float, now: float) -> bool:
-        """Claim the start of a run; ``False`` (nothing written) when the job was cancelled."""
+    def claim_start(
+        self, job_id: str, *, attempt: int, runs_until: float, now: float, claimant: str = ""
+    ) -> bool:
+        """Claim the start of a run for ``claimant`` (the delivery); ``False`` (nothing written) when
+        the job was cancelled. Another delivery's live claim of this attempt is left as it is (``True``:
+        this one goes on; its key, if any, decides whether it runs)."""
         ...
 
-    def unclaim_start(self, job_id: str, *, attempt: int) -> None:
-        """Undo the start claim of ``attempt`` when its run did not start (its key is held by another
-        delivery): the job reads as it did before the claim (``queued``, not ``running``)."""
+    def unclaim_start(self, job_id: str, *, claimant: str) -> None:
+        """Undo ``claimant``'s start claim when its run did not start (its key is held by another
+        delivery): the job reads as it did before the claim (``queued``, not ``running``). Another
+        delivery's claim is left as it is."""
         ...
 
     def cancel_marked(self, job_id: str) -> bool:
@@ -245,24 +266,29 @@ class InMemoryJobRecords:
             flow = dict(self.items.get((job_id, "flow"), {}))
         return merged_status(job_id, status, flow, time.time())
 
-    def claim_start(self, job_id: str, *, attempt: int, runs_until: float, now: float) -> bool:
+    def claim_start(
+        self, job_id: str, *, attempt: int, runs_until: float, now: float, claimant: str = ""
+    ) -> bool:
         with self._lock:
             flow = self.items.setdefault((job_id, "flow"), {})
             if "cancelled_at" in flow:
                 return False
+            if not replaces_claim(flow, attempt, now, claimant):
+                return True  # another delivery's live claim of this attempt stands
             flow.update(
                 started_at=now_iso(),
                 runs_until=runs_until,
                 started_attempt=attempt,
+                claimed_by=claimant,
                 expires_at=int(now) + STATUS_TTL_SECONDS,
             )
         return True
 
-    def unclaim_start(self, job_id: str, *, attempt: int) -> None:
+    def unclaim_start(self, job_id: str, *, claimant: str) -> None:
         with self._lock:
             flow = self.items.get((job_id, "flow"), {})
-            if flow.get("started_attempt") == attempt:
-                for name in ("started_at", "runs_until", "started_attempt"):
+            if "runs_until" in flow and flow.get("claimed_by") == claimant:
+                for name in CLAIM_FIELDS:
                     flow.pop(name, None)
 
     def cancel_marked(self, job_id: str) -> bool:

@@ -14,6 +14,7 @@ from jobframework.status import FINAL_STATES, STATUS_TTL_SECONDS, JobState, JobS
 from jobframework.stores import key_records
 from jobframework.stores.items import from_item, to_item
 from jobframework.stores.job_records import (
+    CLAIM_FIELDS,
     EARLY_STATES,
     STATUS_FIELDS,
     StartCheck,
@@ -153,36 +154,48 @@ class DynamoJobRecords:
             return None
         return key_records.holder(self.client, self.key_table, job_type, job_id)
 
-    def claim_start(self, job_id: str, *, attempt: int, runs_until: float, now: float) -> bool:
+    def claim_start(
+        self, job_id: str, *, attempt: int, runs_until: float, now: float, claimant: str = ""
+    ) -> bool:
         try:
             self.client.update_item(
                 TableName=self.table,
                 Key=_key(job_id, FLOW_SK),
                 UpdateExpression=(
-                    "SET started_at = :at, runs_until = :until, started_attempt = :attempt, expires_at = :exp"
+                    "SET started_at = :at, runs_until = :until, started_attempt = :attempt, "
+                    "claimed_by = :me, expires_at = :exp"
                 ),
-                ConditionExpression="attribute_not_exists(cancelled_at)",
+                # (what replaces_claim says: another delivery's live claim of this attempt stands)
+                ConditionExpression=(
+                    "attribute_not_exists(cancelled_at) AND (attribute_not_exists(runs_until) OR "
+                    "runs_until < :now OR started_attempt < :attempt OR attribute_not_exists(claimed_by) "
+                    "OR claimed_by = :me)"
+                ),
                 ExpressionAttributeValues=to_item(
                     {
                         ":at": now_iso(),
                         ":until": round(runs_until, 3),
                         ":attempt": attempt,
+                        ":me": claimant,
+                        ":now": round(now, 3),
                         ":exp": int(now) + STATUS_TTL_SECONDS,
                     }
                 ),
+                ReturnValuesOnConditionCheckFailure="ALL_OLD",
             )
-        except self.client.exceptions.ConditionalCheckFailedException:
-            return False
+        except self.client.exceptions.ConditionalCheckFailedException as exc:
+            old = getattr(exc, "response", {}).get("Item") or {}
+            return "cancelled_at" not in old  # cancelled: False; another's live claim: it stands
         return True
 
-    def unclaim_start(self, job_id: str, *, attempt: int) -> None:
+    def unclaim_start(self, job_id: str, *, claimant: str) -> None:
         with contextlib.suppress(self.client.exceptions.ConditionalCheckFailedException):  # not its claim
             self.client.update_item(
                 TableName=self.table,
                 Key=_key(job_id, FLOW_SK),
-                UpdateExpression="REMOVE started_at, runs_until, started_attempt",
-                ConditionExpression="started_attempt = :attempt",
-                ExpressionAttributeValues=to_item({":attempt": attempt}),
+                UpdateExpression="REMOVE " + ", ".join(CLAIM_FIELDS),
+                ConditionExpression="attribute_exists(runs_until) AND claimed_by = :me",
+                ExpressionAttributeValues=to_item({":me": claimant}),
             )
 
     def cancel_marked(self, job_id: str) -> bool:

@@ -164,18 +164,18 @@ def test_a_status_and_its_cancel_last_as_long_as_asked(records):
     assert abs(soon.expires_at - (now + 7 * 24 * 3600)) < 5
 
 
-def test_a_start_claim_undone_reads_queued_again_and_only_its_own_attempt_is_undone(records):
-    """A run that did not start (its key held by another delivery) undoes its start claim: the job
+def test_a_start_claim_undone_reads_queued_again_and_only_its_own_claim_is_undone(records):
+    """A run that did not start (its key held by another job's run) undoes its start claim: the job
     reads queued, not running, and a later cancel finds no run to signal."""
     records.set_status("j-u", JobState.QUEUED, job_type="t.a", attempts=0)
     now = time.time()
-    assert records.claim_start("j-u", attempt=1, runs_until=now + 60, now=now)
+    assert records.claim_start("j-u", attempt=1, runs_until=now + 60, now=now, claimant="waiter")
     running = records.get_status("j-u")
     assert running is not None and (running.status, running.attempts) == (JobState.RUNNING, 1)
-    records.unclaim_start("j-u", attempt=2)  # not its claim: nothing changes
+    records.unclaim_start("j-u", claimant="someone-else")  # not its claim: nothing changes
     still = records.get_status("j-u")
     assert still is not None and still.status is JobState.RUNNING
-    records.unclaim_start("j-u", attempt=1)
+    records.unclaim_start("j-u", claimant="waiter")
     queued = records.get_status("j-u")
     assert queued is not None and (queued.status, queued.attempts, queued.started_at) == (
         JobState.QUEUED,
@@ -183,5 +183,28 @@ def test_a_start_claim_undone_reads_queued_again_and_only_its_own_attempt_is_und
         None,
     )
     assert records.mark_cancelled("j-u", time.time()) == StartClaim(0.0, 0)
-    records.unclaim_start("never-claimed", attempt=1)  # no record at all: nothing made
+    records.unclaim_start("never-claimed", claimant="waiter")  # no record at all: nothing made
     assert records.get_status("never-claimed") is None
+
+
+def test_a_second_delivery_of_a_running_job_neither_takes_nor_undoes_its_claim(records):
+    """Review: two deliveries of one job (an SQS duplicate, a copy whose original's delete failed): the
+    second finds the key held and undid the claim, so the running job read queued and a cancel said
+    cancelled, not signalled."""
+    records.set_status("j-d", JobState.QUEUED, job_type="t.a", attempts=0)
+    now = time.time()
+    assert records.claim_start("j-d", attempt=1, runs_until=now + 60, now=now, claimant="first")
+    assert records.claim_start("j-d", attempt=1, runs_until=now + 61, now=now + 1, claimant="second")
+    records.unclaim_start("j-d", claimant="second")
+    status = records.get_status("j-d")
+    assert status is not None and (status.status, status.attempts) == (JobState.RUNNING, 1)
+    claim = records.mark_cancelled("j-d", time.time())  # the first delivery's claim: a run to signal
+    assert claim.started_attempt == 1 and claim.runs_until == pytest.approx(now + 60, abs=0.01)
+
+
+def test_a_later_attempt_or_a_lapsed_claim_is_claimed_anew(records):
+    now = time.time()
+    assert records.claim_start("j-l", attempt=1, runs_until=now + 60, now=now, claimant="crashed")
+    assert records.claim_start("j-l", attempt=2, runs_until=now + 60, now=now, claimant="retry")
+    records.unclaim_start("j-l", claimant="retry")  # its own: the job reads as before any claim
+    assert records.mark_cancelled("j-l", time.time()) == StartClaim(0.0, 0)
