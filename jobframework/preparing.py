@@ -232,8 +232,10 @@ def checked_options(
     key = request.key if request.key is not None else job_key
     if key is not None and (not isinstance(key, str) or not key or len(key) > 1024):
         raise ConfigurationError(f"key must be a non-empty str of at most 1024 characters, got {shown(key)}")
-    given = request.dedup_window if request.dedup_window is not None else job.dedup_window
-    if key is None and given is not None and dedup_window_seconds(given):
+    given = (
+        dedup_window_seconds(request.dedup_window) if request.dedup_window is not None else job.dedup_window
+    )
+    if key is None and given:
         # (the caller's dedup_window: a bad argument; the job's: its missing key=)
         error = EnqueueOptionError if request.dedup_window is not None else ConfigurationError
         raise error(

@@ -9,7 +9,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from jobframework.envelope import new_job_id
+from jobframework.envelope import Envelope, new_job_id
 from jobframework.jobs import Job, Priority, registry
 from jobframework.outgoing import EnqueueRequest, EnqueueResult
 from jobframework.preparing import checked_options, checked_payload, of_entry
@@ -40,23 +40,26 @@ class EnqueueRecorder:
         return self.enqueue_many([EnqueueRequest(job, payload, **options)])[0]
 
     def enqueue_many(self, requests: Iterable[EnqueueRequest]) -> list[EnqueueResult]:
-        """Record each request (a copy); the results in their order."""
+        """Record each request (a copy); the results in their order. As the client sends nothing when
+        one entry is refused, a refused entry records none of them."""
         entries = list(requests)
-        return [of_entry(i, len(entries), self._record, r) for i, r in enumerate(entries)]
+        checked = [of_entry(i, len(entries), self._checked, r) for i, r in enumerate(entries)]
+        self.requests.extend(recorded for recorded, _ in checked)
+        return [result for _, result in checked]
 
-    def _record(self, request: EnqueueRequest) -> EnqueueResult:
+    def _checked(self, request: EnqueueRequest) -> tuple[EnqueueRequest, EnqueueResult]:
         job = registry.find(request.job) if isinstance(request.job, str) else request.job
         recorded = dataclasses.replace(request)
-        key, priority = request.key, Priority.DEFAULT
+        key, priority, job_id = request.key, Priority.DEFAULT, request.job_id or new_job_id()
         if isinstance(job, Job):  # validated, keyed and routed as the client does (by name: as given)
-            _, _, current, job_key = checked_payload(job, request)
+            version, data, current, job_key = checked_payload(job, request)
             options = checked_options(job, request, current, job_key)  # (the client's own checks)
             recorded.payload = job.validate(current)  # (an older shape: the model it upgrades to)
             key, priority = options.key, options.priority
-        self.requests.append(recorded)
-        job_id = request.job_id or new_job_id()
+            env = Envelope.new(job.name, data, key=key, job_id=request.job_id, payload_version=version)
+            job_id = env.id  # (the id checked as the client's envelope checks it)
         name = request.job if isinstance(request.job, str) else request.job.name
-        return EnqueueResult(job_id, key or job_id, name, priority)
+        return recorded, EnqueueResult(job_id, key or job_id, name, priority)
 
     def payloads(self, job: Job[Any] | str) -> list[Any]:
         """The payloads enqueued of ``job`` (the job or its name), in order."""

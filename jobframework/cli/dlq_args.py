@@ -62,9 +62,20 @@ ReasonOption = Annotated[
         callback=known_reason,
     ),
 ]
+
+
+def stripped_ids(values: list[str] | None) -> list[str] | None:
+    """``--id`` values without the spaces a paste brings (as ``jf status`` takes an id)."""
+    return [v.strip() for v in values] if values else values
+
+
 IdOption = Annotated[
     list[str] | None,
-    typer.Option("--id", help="Only this letter: a job id or an SQS message id (repeat for more)."),
+    typer.Option(
+        "--id",
+        help="Only this letter: a job id or an SQS message id (repeat for more).",
+        callback=stripped_ids,
+    ),
 ]
 
 
