@@ -49,6 +49,20 @@ def _record(rt: Any, job_type: str, job_id: str) -> dict[str, Any]:
     return from_item(item)
 
 
+def _received(rt: Any, lane: str) -> list[dict[str, Any]]:
+    """The lane's messages, received (held a minute) as the Lambda records a handler is given."""
+    url = rt.url(lane)
+    arn = rt.sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+    messages = rt.sqs.receive_message(
+        QueueUrl=url,
+        MaxNumberOfMessages=10,
+        VisibilityTimeout=60,
+        AttributeNames=["All"],
+        MessageAttributeNames=["All"],
+    )["Messages"]
+    return [lambda_record(m, queue_arn=arn) for m in messages]
+
+
 def test_its_run_claims_its_key_not_its_start_writes_no_outcome_and_the_status_reads_succeeded(rt):
     writes = _consumer_writes(rt)
     sent = rt.client.enqueue(result_job, Work(name="floor"))
@@ -239,17 +253,7 @@ def test_a_copy_handed_back_while_its_job_runs_elsewhere_leaves_the_outcome_alon
     running = rt.client.enqueue(nap, Nap(name="running", seconds=1.0))
     rt.client.enqueue(nap, Nap(name="beside", seconds=2.5))
     url = rt.url("high")
-    arn = rt.sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
-    messages = rt.sqs.receive_message(
-        QueueUrl=url,
-        MaxNumberOfMessages=10,
-        VisibilityTimeout=60,
-        AttributeNames=["All"],
-        MessageAttributeNames=["All"],
-    )["Messages"]
-    records = {
-        r["body"].count('"running"') > 0: r for r in (lambda_record(m, queue_arn=arn) for m in messages)
-    }
+    records = {r["body"].count('"running"') > 0: r for r in _received(rt, "high")}
     first, beside = records[True], records[False]
     duplicate = {**first, "messageId": "duplicate-of-" + first["messageId"]}
     run = threading.Thread(target=rt.handler, args=({"Records": [first]}, None))
@@ -310,19 +314,7 @@ def test_a_job_that_waits_for_its_keys_run_elsewhere_reads_queued_not_running(rt
     ``running``, attempt 1, for a minute (its start claim outlived the run that never started)."""
     first = rt.client.enqueue(nap, Nap(name="holder", seconds=1.0), key="shared", dedup_window=0)
     waiting = rt.client.enqueue(nap, Nap(name="waiter", seconds=0.0), key="shared", dedup_window=0)
-    url = rt.url("high")
-    arn = rt.sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
-    messages = rt.sqs.receive_message(
-        QueueUrl=url,
-        MaxNumberOfMessages=10,
-        VisibilityTimeout=60,
-        AttributeNames=["All"],
-        MessageAttributeNames=["All"],
-    )["Messages"]
-    by_name = {
-        ("holder" if '"holder"' in r["body"] else "waiter"): r
-        for r in (lambda_record(m, queue_arn=arn) for m in messages)
-    }
+    by_name = {("holder" if '"holder"' in r["body"] else "waiter"): r for r in _received(rt, "high")}
     run = threading.Thread(target=rt.handler, args=({"Records": [by_name["holder"]]}, None))
     run.start()
     try:
