@@ -81,11 +81,11 @@ def no_status(job_id: str) -> str:
 
     Example:
         >>> no_status("0190B8A4-6F1E").split(" in the state table")[0]
-        'no job 0190B8A4-6F1E (ids are lowercase as made: 0190b8a4-6f1e)'
+        'no job 0190B8A4-6F1E (ids the client makes are lowercase: 0190b8a4-6f1e)'
     """
     shown = repr(job_id) if job_id != job_id.strip() or not job_id.isprintable() else job_id
     if job_id.strip().lower() != job_id.strip():
-        shown += f" (ids are lowercase as made: {job_id.strip().lower()})"
+        shown += f" (ids the client makes are lowercase: {job_id.strip().lower()})"
     return (
         f"no job {shown} in the state table: an unknown id, an expired status (kept 7 days after its last "
         "change, or after its run time for a delayed job), or a job that "

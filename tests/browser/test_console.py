@@ -111,6 +111,7 @@ def test_a_filter_redrive_takes_a_reason(page: Any, console_url: str, clean: Sho
     expect(page.locator("#dry-run-count")).to_have_text("2")
     page.locator("#confirm-redrive").click()
     expect(page.locator("#moved-count")).to_have_text("2")
+    expect(page.locator(".task").first).to_contain_text("of reason budget")  # (the task says what it took)
     assert clean.dlq_depth("high") == 1  # the permanent one did not match
     moved = {e.id for e in budget}
     assert moved <= {

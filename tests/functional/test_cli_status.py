@@ -113,7 +113,7 @@ def test_status_takes_a_pasted_id_with_spaces_and_says_ids_are_lowercase(env_con
     assert pasted.exit_code == 0 and f"id:           {sent.id}" in pasted.stdout, pasted.output
     upper = invoke(["status", sent.id.upper()], cli_env(config))
     assert upper.exit_code == 1
-    assert f"(ids are lowercase as made: {sent.id})" in _one_error_line(upper)
+    assert f"(ids the client makes are lowercase: {sent.id})" in _one_error_line(upper)
 
 
 @pytest.mark.parametrize("args", [["status"], ["status", "x" * 129], ["status", "id", "--jsn"]])

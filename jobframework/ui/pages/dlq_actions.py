@@ -72,12 +72,25 @@ class RedriveRequest:
         )
 
     def describe(self, count: int | None) -> str:
-        """What a task redrives: ``redrive of 1 selected high dead letter``."""
+        """What a task redrives: ``redrive of 1 selected high dead letter``, ``redrive of 3 high dead
+        letters of reason budget (the dry run count)``."""
         n = count if count is not None else "the"
         letters = "dead letter" if count == 1 else "dead letters"
         if self.mode == "selection":
             return f"redrive of {n} selected {self.lane} {letters}"
-        return f"redrive of {n} {self.lane} {letters}{' (the dry run count)' if count is not None else ''}"
+        chosen = [
+            f"{what} {value}"
+            for what, value in (
+                ("of type", self.job_type),
+                ("of reason", self.reason),
+                ("older than", self.older_than),
+                ("at most", self.limit),
+            )
+            if value
+        ]
+        which = f" {', '.join(chosen)}" if chosen else ""
+        counted = " (the dry run count)" if count is not None else ""
+        return f"redrive of {n} {self.lane} {letters}{which}{counted}"
 
     def run(
         self, console: Console, *, dry_run: bool, progress: Callable[[int], None] | None = None
