@@ -143,8 +143,8 @@ class JobRecords(Protocol):
         ...
 
     def finish_cancelled(self, job_id: str, reason: str, *, keep_until: float = 0) -> None:
-        """Status ``cancelled`` with ``reason``, unless the job already reached another final state
-        (kept 7 days, or until ``keep_until`` if later)."""
+        """Status ``cancelled`` with ``reason``, unless the job already reached a final state (a
+        repeated cancel changes nothing); kept 7 days, or until ``keep_until`` if later."""
         ...
 
     def key_holder(self, job_id: str, job_type: str) -> KeyHolder | None:
@@ -313,7 +313,7 @@ class InMemoryJobRecords:
     def finish_cancelled(self, job_id: str, reason: str, *, keep_until: float = 0) -> None:
         with self._lock:
             item = self.items.get((job_id, "status"))
-            if item is not None and JobState(item["status"]) in FINAL_STATES - {JobState.CANCELLED}:
+            if item is not None and JobState(item["status"]) in FINAL_STATES:  # (cancelled too: as it was)
                 return
             now = now_iso()
             self.items[(job_id, "status")] = {

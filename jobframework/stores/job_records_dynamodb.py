@@ -237,7 +237,7 @@ class DynamoJobRecords:
         return StartClaim(float(plain.get("runs_until", 0)), int(plain.get("started_attempt", 0)))
 
     def finish_cancelled(self, job_id: str, reason: str, *, keep_until: float = 0) -> None:
-        finals = sorted(s.value for s in FINAL_STATES if s is not JobState.CANCELLED)
+        finals = sorted(s.value for s in FINAL_STATES)  # (cancelled too: a repeated cancel writes nothing)
         plain: dict[str, Any] = {
             ":cancelled": JobState.CANCELLED.value,
             ":reason": reason,
@@ -245,7 +245,7 @@ class DynamoJobRecords:
             ":exp": kept_until(time.time(), keep_until),
         }
         plain |= {f":f{n}": final for n, final in enumerate(finals)}
-        with contextlib.suppress(self.client.exceptions.ConditionalCheckFailedException):  # finished first
+        with contextlib.suppress(self.client.exceptions.ConditionalCheckFailedException):  # final already
             self.client.update_item(
                 TableName=self.table,
                 Key=_key(job_id, "status"),

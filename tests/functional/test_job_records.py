@@ -208,3 +208,20 @@ def test_a_later_attempt_or_a_lapsed_claim_is_claimed_anew(records):
     assert records.claim_start("j-l", attempt=2, runs_until=now + 60, now=now, claimant="retry")
     records.unclaim_start("j-l", claimant="retry")  # its own: the job reads as before any claim
     assert records.mark_cancelled("j-l", time.time()) == StartClaim(0.0, 0)
+
+
+def test_a_repeated_cancel_changes_nothing(records):
+    """A trial's second `jf cancel` said "already cancelled (nothing changed)" and moved the job's
+    finished_at and updated_at."""
+    records.set_status("j-c", JobState.QUEUED, job_type="t.a", attempts=0)
+    records.finish_cancelled("j-c", "cancelled before it started")
+    first = records.get_status("j-c")
+    time.sleep(0.01)
+    records.finish_cancelled("j-c", "cancelled again")
+    again = records.get_status("j-c")
+    assert first is not None and again is not None and first.status is JobState.CANCELLED
+    assert (again.finished_at, again.updated_at, again.reason) == (
+        first.finished_at,
+        first.updated_at,
+        first.reason,
+    )
