@@ -179,7 +179,10 @@ def _show_in_full(lane: str, found: list[Any], ids: list[str], *, json_output: b
     console = rich_console()
     for d in found:
         record = d.export_record()
-        for name in ("type", "id", "key", "reason", "error", "attempts", "dead_at", "source", "message_id"):
+        for name in (
+            *("type", "id", "key", "reason", "error", "attempts", "dead_at", "source"),
+            *("dead_message_id", "message_id"),  # the record that died (jf dev's), the letter's own
+        ):
             if record.get(name) is not None:
                 console.print(f"{name + ':':<12} {record[name]}", markup=False, highlight=False)
         try:
@@ -325,8 +328,9 @@ def dlq_redrive(  # noqa: PLR0917
         # the start; a --limit ends it early (its total is not the limit: more letters than that may be
         # considered before that many match).
         total = letters.depth(priority)
-        verb = "matching" if dry_run else "redriving"
-        label = f"{verb} {priority} DLQ" + (f" (at most {limit})" if limit else "")
+        # (the letters read, matching or not: "1/1" of a redrive that moved none read as one moved)
+        verb = "dry run" if dry_run else "redrive"
+        label = f"{verb}: {priority} DLQ letters read" + (f" (at most {limit} moved)" if limit else "")
         with _progress(label, total) as bar:
             result = letters.redrive(
                 priority, **select, limit=limit, rate=rate, dry_run=dry_run, progress=bar.advance

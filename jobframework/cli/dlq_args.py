@@ -22,9 +22,13 @@ def lane_argument(value: str) -> str:
     try:
         lane_priority(value)
     except ConfigurationError:
+        import difflib
+
+        close = difflib.get_close_matches(value.lower(), ("critical", "high", "default", "low"), n=1)
+        hint = f"did you mean {close[0]}? " if close else ""
         raise typer.BadParameter(
-            f"{value!r}: name a priority (critical, high, default, low) or a lane such as low-cpu or "
-            "default-fifo (`jf dlq ls` lists them)"
+            f"{value!r}: {hint}name a priority (critical, high, default, low) or a lane of one such as "
+            "low-cpu or default-fifo (`jf dlq ls` lists this topology's)"
         ) from None
     return value
 
@@ -88,9 +92,11 @@ def dead_letters_of(
     aws = aws_of(ctx)
     config = aws.runtime_config()
     if lane is not None and lane not in config.queues:
+        from jobframework.core import lane_sort_key
+
+        lanes = ", ".join(sorted(config.queues, key=lane_sort_key)) or "none"
         raise typer.BadParameter(
-            f"{lane!r}: no such queue here (its lanes: {', '.join(config.queues) or 'none'}; `jf dlq ls` "
-            "lists their DLQs)",
+            f"{lane!r}: no such queue here (its lanes: {lanes}; `jf dlq ls` lists their DLQs)",
             param_hint="LANE",
         )
     sqs = aws.sqs(config, attempts=attempts)

@@ -184,6 +184,9 @@ def test_peek_by_id_shows_a_letter_in_full(sqs, jf_config):
     assert shown.exit_code == 0, shown.output
     assert f"id:          {wanted.id}" in shown.stdout and '"report_id": "r-full"' in shown.stdout
     assert "jf-reason: exhausted" in shown.stdout and "r-other" not in shown.stdout
+    assert (
+        "message_id:" in shown.stdout
+    )  # the letter's own (dead_message_id: the record that died, when kept)
     [letter] = json.loads(invoke(["dlq", "peek", "low", "--id", wanted.id, "--json"], env).stdout)
     assert json.loads(letter["body"])["payload"] == {"report_id": "r-full", "pages": 3}
     assert letter["attributes"]["jf-reason"] == "exhausted"

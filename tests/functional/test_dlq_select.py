@@ -96,7 +96,7 @@ def test_the_cli_selects_letters_by_reason_by_id_and_the_untyped_ones(sqs, jf_co
 
     limited = ["dlq", "redrive", "default", "--type", "reports.generate", "--limit", "1", "--dry-run"]
     bar = invoke(limited, env).stderr  # letters considered, of the DLQ's depth (it said 5/1)
-    assert "matching default DLQ (at most 1)" in bar and "5/5 " in bar, bar
+    assert "dry run: default DLQ letters read (at most 1 moved)" in bar and "5/5 " in bar, bar
 
     by_reason = invoke(["dlq", "redrive", "default", "--reason", "version", "--json"], env)
     assert by_reason.exit_code == 0, by_reason.output
