@@ -13,8 +13,9 @@ from tests.functional.conftest_local import jf_aws  # noqa: F401 (the fixture)
 
 def test_a_long_poll_never_takes_a_group_another_receiver_holds(jf_aws):  # noqa: F811
     """A receiver long-polls before a group's messages are visible (the queue delays them 1 s);
-    another takes the group's first two the moment they show. The long poll, looking again, must
-    not take the other two while those are in flight (moto's own receive looked once, at its start)."""
+    another polls for them the moment they show. Whichever takes the group first, the other, looking
+    again, must not take the rest while those are in flight (moto's own receive looked once, at its
+    start)."""
     sqs = jf_aws.client("sqs")
     url = sqs.create_queue(
         QueueName=f"jf-group-{uuid.uuid4().hex[:8]}.fifo",
@@ -44,16 +45,19 @@ def test_a_long_poll_never_takes_a_group_another_receiver_holds(jf_aws):  # noqa
             "Messages", []
         )
     polling.join()
-    # (the batch's messages show a moment apart, each delayed from its own send: the receive may have
-    # come when only m0 showed, and then holds the group with m0 alone)
-    taken = [m["Body"] for m in first]
-    assert taken in (["m0"], ["m0", "m1"]), taken
-    assert long_poll == []  # the rest of the group waits until what is in flight is done
+    # Whichever receiver the group showed to first holds it (the long poll now wakes when a delayed
+    # message comes due, so it may be that one); the other must take none of it while it is in flight.
+    # (The batch's messages show a moment apart, each delayed from its own send: the holder may have
+    # come when only m0 showed, and then holds the group with m0 alone.)
+    assert not (first and long_poll), (first, long_poll)
+    held = first or long_poll
+    taken = [m["Body"] for m in held]
+    assert taken and taken == [f"m{n}" for n in range(len(taken))], taken
 
     client = jf_aws.client("sqs")  # once they are, the rest of the group comes, in order
     client.delete_message_batch(
         QueueUrl=url,
-        Entries=[{"Id": str(n), "ReceiptHandle": m["ReceiptHandle"]} for n, m in enumerate(first)],
+        Entries=[{"Id": str(n), "ReceiptHandle": m["ReceiptHandle"]} for n, m in enumerate(held)],
     )
     rest = client.receive_message(QueueUrl=url, MaxNumberOfMessages=10, WaitTimeSeconds=1).get("Messages", [])
     assert [m["Body"] for m in rest] == [f"m{n}" for n in range(len(taken), 4)]
