@@ -277,7 +277,7 @@ def flow_gate(admitted: Admitted, consumer: Consumer) -> Verdict | None:
     rate = rate_inputs(admitted) if job.flow.rate is not None else NO_RATE_INPUTS
     from jobframework.flow.cancel import claimant_of  # (loaded with the flow gates)
 
-    claimant = claimant_of(d.record)
+    claimant = claimant_of(d.record) if env.track else ""  # (only a tracked job's start is claimed)
     decided = flow.flow_gates(consumer).check(
         env, job, admitted.payload, d.attempt, time.time(), rate=rate, claimant=claimant
     )
