@@ -228,10 +228,15 @@ def checked_options(
     Raises:
         EnqueueOptionError, ConfigurationError: an option the job cannot be sent with.
     """
-    priority = parse_priority(request.priority) if request.priority is not None else job.priority
+    try:
+        priority = parse_priority(request.priority) if request.priority is not None else job.priority
+    except ConfigurationError as exc:  # (the caller's priority=: a bad option like the others)
+        raise EnqueueOptionError(str(exc)) from None
     key = request.key if request.key is not None else job_key
     if key is not None and (not isinstance(key, str) or not key or len(key) > 1024):
-        raise ConfigurationError(f"key must be a non-empty str of at most 1024 characters, got {shown(key)}")
+        # (the caller's key=, or what the job's key= function returned)
+        error = EnqueueOptionError if request.key is not None else ConfigurationError
+        raise error(f"key must be a non-empty str of at most 1024 characters, got {shown(key)}")
     given = (
         dedup_window_seconds(request.dedup_window) if request.dedup_window is not None else job.dedup_window
     )
@@ -247,7 +252,7 @@ def checked_options(
     flow = check_flow_request(job, request, delay)
     track = request.track if request.track is not None else job.track
     if not isinstance(track, bool):
-        raise ConfigurationError(f"track must be True or False, got {track!r}")
+        raise EnqueueOptionError(f"track must be True or False, got {track!r}")
     return CheckedOptions(priority, key, delay, group, flow, track)
 
 

@@ -43,19 +43,19 @@ def check_ordered_request(job: Job[Any] | RoutedJob, request: EnqueueRequest, de
     """Refuse what a FIFO lane cannot do, before anything is sent or recorded.
 
     Raises:
-        ConfigurationError: a ``delay``, ``debounce`` or ``tenant`` on an ordered job; or a ``group``
-            on a job that is not ordered.
+        EnqueueOptionError: a ``delay``, ``debounce`` or ``tenant`` on an ordered job; or a ``group``
+            on a job that is not ordered (the caller's options, as every bad enqueue option).
     """
     if not is_ordered(job):
         if request.group is not None:
-            raise ConfigurationError(
+            raise EnqueueOptionError(
                 f"group= applies to ordered jobs (@job(ordered_by=...)); {job.name} is not one: use "
                 "tenant= for the message group of a standard queue"
             )
         return
     for option, given in (("delay", delay > 0), ("debounce", request.debounce is not None)):
         if given:
-            raise ConfigurationError(
+            raise EnqueueOptionError(
                 f"{job.name} is an ordered job (a FIFO lane) and cannot take {option}=: a FIFO queue "
                 "cannot delay one message (only the whole queue), and a later send of its group would "
                 "overtake it; enqueue it when it is due, or drop ordered_by="

@@ -10,7 +10,7 @@ import pytest
 
 from jobframework.client import EnqueueRequest, JobClient
 from jobframework.config import RuntimeConfig
-from jobframework.errors import ConfigurationError
+from jobframework.errors import ConfigurationError, EnqueueOptionError
 from jobframework.jobs import JobRegistry
 from jobframework.testing import provision_fresh, receive_all
 
@@ -73,16 +73,17 @@ def test_a_job_that_is_not_ordered_keeps_its_standard_queue(fifo):
 
 
 def test_a_delay_or_debounce_on_an_ordered_job_is_refused_saying_why(fifo):
+    # (the caller's options: EnqueueOptionError, as every bad enqueue option; jf enqueue exits 2)
     _, _, client = fifo
-    with pytest.raises(ConfigurationError, match="cannot take delay=: a FIFO queue cannot delay one message"):
+    with pytest.raises(EnqueueOptionError, match="cannot take delay=: a FIFO queue cannot delay one message"):
         client.enqueue(fifo_jobs.apply, {"account_id": "a", "seq": 1}, delay=5)
-    with pytest.raises(ConfigurationError, match="cannot take debounce="):
+    with pytest.raises(EnqueueOptionError, match="cannot take debounce="):
         client.enqueue(fifo_jobs.apply, {"account_id": "a", "seq": 1}, key="k", debounce=5)
-    with pytest.raises(ConfigurationError, match="not tenant="):
+    with pytest.raises(EnqueueOptionError, match="not tenant="):
         client.enqueue(fifo_jobs.apply, {"account_id": "a", "seq": 1}, tenant="t")
-    with pytest.raises(ConfigurationError, match="group= applies to ordered jobs"):
+    with pytest.raises(EnqueueOptionError, match="group= applies to ordered jobs"):
         client.enqueue(fifo_jobs.audit, {"account_id": "a", "seq": 1}, group="g")
-    with pytest.raises(ConfigurationError, match=r"group='b' is not the group .* \('a'\): leave group= out"):
+    with pytest.raises(EnqueueOptionError, match=r"group='b' is not the group .* \('a'\): leave group= out"):
         client.enqueue(fifo_jobs.apply, {"account_id": "a", "seq": 1}, group="b")  # a's events, out of order
 
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from jobframework.errors import ConfigurationError, UnknownJobError
+from jobframework.errors import ConfigurationError, EnqueueOptionError, UnknownJobError
 from jobframework.jobs import JobRegistry, Schedule, job
 from jobframework.scheduling import schedule_input
 from jobframework.testing import FakeLambdaContext, receive_all
@@ -85,8 +85,16 @@ def test_track_must_be_a_bool_on_the_decorator_and_per_enqueue(rt):
         @job("t.bad", registry=JobRegistry(), track="yes")  # type: ignore[arg-type]
         def bad(work: Work) -> None: ...
 
-    with pytest.raises(ConfigurationError, match=r"track must be True or False, got 1"):
+    with pytest.raises(EnqueueOptionError, match=r"track must be True or False, got 1"):
         rt.client.enqueue(ok, Work(name="x"), track=1)  # type: ignore[arg-type]
+    assert _bodies(rt) == []
+
+
+def test_a_bad_priority_or_key_of_an_enqueue_is_an_option_error_and_sends_nothing(rt):
+    with pytest.raises(EnqueueOptionError, match=r"unknown priority 'urgent'; use one of"):
+        rt.client.enqueue(ok, Work(name="x"), priority="urgent")
+    with pytest.raises(EnqueueOptionError, match=r"key must be a non-empty str"):
+        rt.client.enqueue(ok, Work(name="x"), key="")
     assert _bodies(rt) == []
 
 
