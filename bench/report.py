@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.report_summary import failed, summary_rows
+from jobframework.budget import RetryBudget
 
 ROOT = Path(__file__).resolve().parent.parent
 PY = ".venv/bin/python"
@@ -273,7 +274,8 @@ def render(
             "Every retry decision is the framework's own: `retry.classify` with a real `RetryPolicy`",
             "(`compute_backoff`, jitter from `random.Random(seed)`), and `budget.BatchBudget` over an",
             "`InMemoryBudgetCounter` on the simulated clock (default `RetryBudget`: 20 % of first attempts",
-            "in a 5-minute window, floor 10), flushed per batch of 10; delays rounded up to whole seconds",
+            f"in a 5-minute window, floor {RetryBudget().floor}), flushed per batch of 10; delays rounded up "
+            "to whole seconds",
             "as `ChangeMessageVisibility` requires. Consumers are not a bottleneck (unlimited capacity),",
             "so the peaks are the herd that the retries themselves form. Dead letters with reason",
             "`budget` wait in the DLQ for a redrive; 'drain after recovery' counts until the source",

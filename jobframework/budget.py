@@ -3,7 +3,7 @@
 During an outage every job fails; without a budget each failure multiplies into
 ``max_attempts`` requests against the struggling downstream. With it, retries in a
 rolling window are capped at ``fraction`` (20 %) of the first attempts in that
-window, plus a small ``floor`` so that a quiet queue can still retry. Past the
+window, plus a ``floor`` so that a quiet queue can still retry. Past the
 budget a failing job is dead-lettered with reason ``budget`` (and can be redriven
 once the downstream is back).
 
@@ -42,13 +42,17 @@ class RetryBudget:
     Args:
         fraction: retries allowed per first attempt in the window (0.2 = 20 %).
         window: seconds of the rolling window.
-        floor: retries always allowed in a window, however quiet the queue.
+        floor: retries always allowed in a window, however quiet the queue: 100 in 5 minutes by
+            default (one every 3 s), so a quiet queue's jobs ride out a short outage on their backoff
+            (20 jobs of 5 attempts retry 80 times). It was 10, which two trials running a flaky job
+            under ``jf dev`` spent within minutes; the references allow more (Finagle's RetryBudget at
+            least 10 retries a second, the AWS SDKs' standard mode a burst of about 100).
         bucket: seconds per counter bucket (the window's resolution).
     """
 
     fraction: float = 0.2
     window: float = 300.0
-    floor: int = 10
+    floor: int = 100
     bucket: float = 60.0
 
     def __post_init__(self) -> None:
@@ -66,8 +70,10 @@ def retries_allowed(first_attempts: int, retries: int, budget: RetryBudget) -> i
     Example:
         >>> retries_allowed(1000, 150, RetryBudget())
         50
+        >>> retries_allowed(1000, 150, RetryBudget(floor=10))
+        50
         >>> retries_allowed(0, 3, RetryBudget())   # a quiet queue keeps its floor
-        7
+        97
     """
     return max(0, max(budget.floor, int(budget.fraction * first_attempts)) - retries)
 

@@ -16,7 +16,7 @@ Whatever the option, a record whose payload could not be read (the payload store
 unavailable) counts in its queue's budget: that failure is not the job's downstream's.
 
 Each name is a budget of its own: its own counters (a write per process every few seconds while it
-has first attempts, two reads in a batch that retries it) and its own floor (10 retries a window). A
+has first attempts, two reads in a batch that retries it) and its own floor (100 retries a window). A
 function should give a few names (a host, a provider), not one per job.
 
 Example:

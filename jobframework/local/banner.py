@@ -64,7 +64,7 @@ def budget_line(retry_budget: float | None) -> str:
 
     Example:
         >>> budget_line(0.2)
-        '# retry budget: 20 % of first attempts, at least 10 retries in 5 min a queue; past it a retry is dead-lettered budget (JF_RETRY_BUDGET=off to try retries freely)'
+        '# retry budget: 20 % of first attempts, at least 100 retries in 5 min a queue; past it a retry is dead-lettered budget (JF_RETRY_BUDGET=off to try retries freely)'
         >>> budget_line(None)
         '# retry budget: off (JF_RETRY_BUDGET=off)'
     """  # noqa: E501

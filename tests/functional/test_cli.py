@@ -258,7 +258,7 @@ def test_dev_prints_its_environment_and_runs_jobs_until_stopped():
         assert exports["JF_ENDPOINT_URL"] == f"http://127.0.0.1:{port}"
         assert exports["JF_TOPOLOGY_PARAMETER"] == "/jf/dev/topology"
         # The retry budget, which two trials testing retries met unawares, is said before the jobs run.
-        assert "# retry budget: 20 % of first attempts, at least 10 retries in 5 min a queue" in exports["#"]
+        assert "# retry budget: 20 % of first attempts, at least 100 retries in 5 min a queue" in exports["#"]
         # Other jf commands reach it with what it printed (the SSM parameter gives the queues).
         env = _env(
             {k: v for k, v in exports.items() if not k.startswith("JF_QUEUE") and not k.startswith("JF_DLQ")}

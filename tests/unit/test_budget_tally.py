@@ -24,8 +24,10 @@ class CountingCounter(InMemoryBudgetCounter):
         super().budget_add(queue, bucket, first_attempts, retries, ttl)
 
 
-def _batch(counter: CountingCounter, clock: Clock, tally: FirstAttempts, *, firsts: int) -> BatchBudget:
-    budget = BatchBudget(RetryBudget(), counter, clock=clock, first_attempts=tally)
+def _batch(
+    counter: CountingCounter, clock: Clock, tally: FirstAttempts, *, firsts: int, floor: int = 10
+) -> BatchBudget:
+    budget = BatchBudget(RetryBudget(floor=floor), counter, clock=clock, first_attempts=tally)
     for _ in range(firsts):
         budget.first_attempt("q")
     return budget
@@ -72,3 +74,17 @@ def test_without_a_shared_tally_every_batch_writes_its_first_attempts() -> None:
         budget.first_attempt("q")
         budget.flush()
     assert counter.adds == 3
+
+
+def test_the_default_budget_lets_a_quiet_queues_jobs_ride_out_an_outage() -> None:
+    """20 jobs of 5 attempts on a quiet queue, all failing for a few minutes: every retry is allowed
+    (the default floor; it was 10, which dead-lettered most of them `budget` within a minute)."""
+    counter, clock = CountingCounter(), Clock()
+    budget = BatchBudget(RetryBudget(), counter, clock=clock)
+    for _ in range(20):
+        budget.first_attempt("q")
+    assert sum(budget.allow_retry("q") for _ in range(20 * 4)) == 80
+    budget.flush()
+    clock.now += 60  # a minute on, in the same window: a retry storm of a busy queue is still capped
+    later = BatchBudget(RetryBudget(), counter, clock=clock)
+    assert sum(later.allow_retry("q") for _ in range(100)) == 20  # 100 a window, 80 spent
