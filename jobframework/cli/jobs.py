@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from typer._click.exceptions import UsageError  # typer carries its own copy of click
@@ -25,6 +25,12 @@ from jobframework.cli.base import (
 )
 from jobframework.cli.errors import CliError
 
+if TYPE_CHECKING:
+    from jobframework.catalog import RoutedJob
+    from jobframework.cli.aws import Aws
+    from jobframework.config import JobRoute, RuntimeConfig
+    from jobframework.jobs import Job
+
 MAX_DELAY_SECONDS = 365 * 24 * 3600
 """The client's limit (``jobframework.client.MAX_SCHEDULED_DELAY_SECONDS``): one year."""
 MAX_DELAY_HELP = (
@@ -43,6 +49,68 @@ def _delay_seconds(text: str | None) -> float | None:
             f"{text} is over the one-year limit ({MAX_DELAY_SECONDS:,} s, 365d)", param_hint="--delay"
         )
     return seconds
+
+
+def _catalog_of(aws: Aws, config: RuntimeConfig) -> dict[str, JobRoute]:
+    """The topology's job catalog: the configuration's, else its parameter's (the ``JF_*`` exports of
+    ``jf dev`` name the parameter and carry no catalog); empty when there is none to read."""
+    if config.jobs or not config.topology_parameter:
+        return dict(config.jobs)
+    from jobframework.config import RuntimeConfig
+    from jobframework.errors import ConfigurationError
+
+    try:
+        read = RuntimeConfig.from_parameter(
+            config.topology_parameter,
+            ssm_client=aws.client("ssm", config=config),
+            endpoint_url=config.endpoint_url,
+            region=config.region,
+        )
+    except ConfigurationError:  # (no parameter to compare with: nothing to warn of)
+        return {}
+    return dict(read.jobs)
+
+
+def _catalog_warning(
+    found: Job[Any] | RoutedJob, catalog: dict[str, JobRoute], parameter: str | None, sent_version: int | None
+) -> str | None:
+    """What to warn of a job known here from ``--jobs`` that the consumers the catalog describes
+    would dead-letter: one the catalog lacks (``unknown-type``), or a payload version newer than the
+    catalog's (``version``). ``None``: nothing (a job of the catalog itself, or no catalog).
+
+    Example:
+        >>> from pydantic import BaseModel
+        >>> from jobframework.config import JobRoute
+        >>> from jobframework.jobs import JobRegistry, job
+        >>> class P(BaseModel):
+        ...     n: int
+        >>> @job("t.new", registry=JobRegistry(), version=2, upgrade={1: lambda d: d})
+        ... def new(p: P) -> None: ...
+        >>> v1 = {"t.new": JobRoute(priority="default", lane="default", payload_schema={})}
+        >>> print(_catalog_warning(new, v1, "/jf/dev/topology", None))  # doctest: +ELLIPSIS
+        t.new is payload version 2 here and version 1 in the topology's job catalog (/jf/dev/topology)...
+        >>> _catalog_warning(new, v1, "/jf/dev/topology", 1) is None  # (sent at the catalog's version)
+        True
+    """
+    from jobframework.jobs import Job
+
+    if not isinstance(found, Job) or not catalog:
+        return None
+    route = catalog.get(found.name)
+    where = f"the topology's job catalog ({parameter or 'the configuration'})"
+    if route is None:
+        return (
+            f"{found.name} is not in {where}: the consumers it describes may not have it and would "
+            "dead-letter it unknown-type (restart jf dev, or deploy, with its module)"
+        )
+    version = sent_version or found.version
+    if version > route.version:
+        return (
+            f"{found.name} is payload version {version} here and version {route.version} in {where}: "
+            "its consumers would dead-letter it `version` (restart jf dev, or deploy, with the new "
+            f"module first; or send a version-{route.version} payload with --payload-version {route.version})"
+        )
+    return None
 
 
 def _payload_text(payload: str) -> str:
@@ -157,14 +225,10 @@ def enqueue(  # noqa: PLR0917
     aws = aws_of(ctx)
     config = aws.runtime_config()
     client = aws.job_client(config)
-    client.job(job_type)  # an unknown type fails before anything is sent
-    if config.jobs and job_type not in config.jobs:  # (known here from --jobs, not from the catalog)
-        typer.echo(
-            f"jf: warning: {job_type} is not in the topology's job catalog ({config.topology_parameter}): "
-            "the consumers it describes may not have it and would dead-letter it unknown-type (restart "
-            "jf dev, or deploy, with its module)",
-            err=True,
-        )
+    found = client.job(job_type)  # an unknown type fails before anything is sent
+    warning = _catalog_warning(found, _catalog_of(aws, config), config.topology_parameter, payload_version)
+    if warning:
+        typer.echo(f"jf: warning: {warning}", err=True)
     from jobframework.errors import EnqueueOptionError
 
     try:

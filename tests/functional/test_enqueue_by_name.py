@@ -157,3 +157,69 @@ def test_jf_enqueue_warns_of_a_job_the_topologys_catalog_does_not_have(named, jf
     )
     assert extra.exit_code == 0, extra.output  # sent: the catalog may lag a deploy; the warning says so
     assert "jf: warning: webhooks.deliver is not in the topology's job catalog" in extra.stderr
+
+
+V2_MODULE = '''
+from pydantic import BaseModel
+
+from jobframework import job
+
+
+class Sized(BaseModel):
+    width: int
+    height: int = 0
+
+
+@job("t.catalog_v2", version=2, upgrade={1: lambda d: {"width": d["size"]}})
+def resize(p: Sized) -> None:
+    """Version 2 of a payload the catalog knows at version 1."""
+'''
+
+
+def test_jf_enqueue_with_jf_devs_exports_warns_of_a_job_or_version_its_catalog_lacks(
+    named, jf_aws, tmp_path, monkeypatch
+):
+    """A trial pasted jf dev's exports (the queue URLs and the parameter): `jf enqueue --jobs` of a job
+    the running jf dev had not loaded said nothing (the warning read only a catalog in the
+    configuration), nor of a payload version newer than the catalog's (dead-lettered `version`)."""
+    from jobframework.config import JobRoute
+    from jobframework.local.aws import FAKE_CREDENTIALS
+    from tests.functional.conftest_local import invoke
+
+    (tmp_path / "catalog_v2_jobs.py").write_text(V2_MODULE)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    route = JobRoute(priority="default", lane="default", version=1, payload_schema={"type": "object"})
+    parameter = "/jftest-v2/dev/topology"
+    catalog = named.config.model_copy(update={"jobs": {"t.catalog_v2": route}, "topology_parameter": None})
+    named.ssm.put_parameter(Name=parameter, Value=catalog.model_dump_json(), Type="String", Overwrite=True)
+    env = {
+        **FAKE_CREDENTIALS,
+        **named.config.model_copy(update={"jobs": {}}).to_env(),  # what jf dev prints: no catalog
+        "JF_ENDPOINT_URL": jf_aws.endpoint_url,
+        "JF_TOPOLOGY_PARAMETER": parameter,
+    }
+    assert env.get("JF_QUEUE_URL_DEFAULT")
+
+    newer = invoke(["enqueue", "t.catalog_v2", '{"width": 3}', "--jobs", "catalog_v2_jobs"], env)
+    assert newer.exit_code == 0, newer.output  # sent (a deploy may be on its way); the warning says what
+    assert (
+        "jf: warning: t.catalog_v2 is payload version 2 here and version 1 in the topology's job "
+        f"catalog ({parameter}): its consumers would dead-letter it `version`"
+    ) in newer.stderr
+    older = invoke(
+        ["enqueue", "t.catalog_v2", '{"size": 3}', "--payload-version", "1", "--jobs", "catalog_v2_jobs"], env
+    )
+    assert older.exit_code == 0 and "warning" not in older.stderr, older.output
+
+    extra = invoke(
+        [
+            "enqueue",
+            "webhooks.deliver",
+            '{"url": "https://x.example/h", "event": "e"}',
+            "--jobs",
+            "handlers.jobs",
+        ],
+        env,
+    )
+    assert extra.exit_code == 0, extra.output
+    assert f"jf: warning: webhooks.deliver is not in the topology's job catalog ({parameter})" in extra.stderr
