@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from jobframework import envelope as wire
 from jobframework.delivery import Delivery, Unavailable
+from jobframework.errors import MalformedMessageError
 
 if TYPE_CHECKING:
     from jobframework.envelope import Envelope
@@ -59,12 +60,22 @@ def verify_signature(d: Delivery, keys: KeySource, registry: JobRegistry) -> Non
     ring.verify(env, kid, mac)
 
 
-def load_payload(d: Delivery, job: Job[Any], s3: Callable[[], Any]) -> Any:
+def load_payload(d: Delivery, job: Job[Any], s3: Callable[[], Any], *, bucket: str | None = None) -> Any:
     """The validated payload: fetched from S3 (``s3()`` gives the client) if offloaded, upgraded to the
     job's version. A record sent without a key (its key is its id) takes the key the job's ``key=``
-    function gives, so that idempotency holds for producers that enqueue by name."""
+    function gives, so that idempotency holds for producers that enqueue by name.
+
+    Raises:
+        MalformedMessageError: the payload is offloaded to a bucket other than ``bucket`` (this
+            topology's; ``None``: any), which its producers never write to.
+    """
     env = d.require_envelope()
     data = env.payload
+    if env.payload_ref is not None and bucket is not None and env.payload_ref.bucket != bucket:
+        raise MalformedMessageError(
+            f"its payload is offloaded to s3://{env.payload_ref.bucket}/{env.payload_ref.key}, not to this "
+            f"topology's payload bucket {bucket} (JF_PAYLOAD_BUCKET): the consumer reads no other bucket"
+        )
     if env.payload_ref is not None:
         from jobframework.errors import PayloadStoreError
         from jobframework.payloads import fetch

@@ -118,6 +118,8 @@ class Consumer:
         self.state: StateStore | None = state
         self.idempotency: IdempotentRunner | None = None
         self.keys: KeySource | None = None
+        self.payload_bucket: str | None = None
+        """This topology's payload bucket: an offloaded payload elsewhere is refused (``malformed``)."""
         self.retry_budget: RetryBudget | None = None
         self.first_attempts = FirstAttempts(every=FIRST_ATTEMPTS_EVERY_SECONDS)
         """This process's first attempts for the retry budget, written every few seconds, not per batch."""
@@ -158,6 +160,7 @@ class Consumer:
     def _set_up_features(self) -> None:
         config = self._config if self._config is not None else env_config()
         if config is not None:
+            self.payload_bucket = config.payload_bucket
             if config.state_table and self.state is None:
                 self.state = StateStore.of(config, self.aws.lazy("dynamodb"))
             if config.idempotency_table:

@@ -125,7 +125,9 @@ class Pipeline:
         try:
             if c.keys is not None:
                 verify_signature(d, c.keys, c.registry)
-            payload = load_payload(d, job, lambda: c._client("s3"))
+            payload = load_payload(d, job, lambda: c._client("s3"), bucket=c.payload_bucket)
+        except MalformedMessageError as exc:  # (an offloaded payload in a bucket not this topology's)
+            return refuse(d, Reason.MALFORMED, str(exc))
         except SignatureError as exc:
             return refuse(d, Reason.SIGNATURE, str(exc))
         except PayloadMissingError as exc:  # gone from S3: no retry can bring it back

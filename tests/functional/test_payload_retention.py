@@ -132,3 +132,26 @@ def test_redrive_moves_a_letter_whose_payload_cannot_be_refreshed_now(rt: Runtim
 
     assert calls == [ref["key"]]
     assert (result.moved, result.payload_missing) == (1, 0)  # its first horizon still covers this redrive
+
+
+def test_a_payload_offloaded_to_another_bucket_is_dead_lettered_malformed_unread(rt: Runtime):
+    """A trial sent a pointer to someone else's bucket: the consumer fetched from it (NoSuchBucket; deployed,
+    AccessDenied), retried three times and dead-lettered `exhausted`."""
+    from jobframework.envelope import Envelope, PayloadRef
+
+    env = Envelope.new("t.ok", {}).model_copy(
+        update={
+            "payload_ref": PayloadRef(bucket="someone-elses-bucket", key="x/p.json", size=2, sha256="0" * 64)
+        }
+    )
+    rt.sqs.send_message(QueueUrl=rt.url("high"), MessageBody=env.to_body())
+    reads = _s3_fails(rt.handler._client("s3"), "GetObject")
+
+    _, response = rt.consume("high")
+
+    assert response == {"batchItemFailures": []} and reads == []  # settled at once, nothing read
+    (dead,) = receive_all(rt.sqs, rt.dlq("high"))
+    assert wire.message_attribute(dead, "jf-reason") == "malformed"
+    error = wire.message_attribute(dead, "jf-error") or ""
+    assert "offloaded to s3://someone-elses-bucket/x/p.json, not to this topology's payload bucket" in error
+    assert jobs_under_test.calls == {}
