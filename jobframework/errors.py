@@ -46,14 +46,24 @@ class RetryableError(Exception):
         >>> err = RetryableError("rate limited", delay=30)
         >>> err.delay
         30.0
+        >>> RetryableError("busy", delay="30")  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        TypeError: RetryableError('busy') delay must be ... got '30'
     """
 
     def __init__(self, message: str = "", *, delay: float | timedelta | None = None) -> None:
         super().__init__(message)
         if isinstance(delay, timedelta):
             delay = delay.total_seconds()
-        if delay is not None and not (0 <= delay < float("inf")):
-            raise ValueError(f"RetryableError delay must be a finite number of seconds >= 0, got {delay}")
+        if delay is not None and (
+            isinstance(delay, bool) or not isinstance(delay, int | float) or not 0 <= delay < float("inf")
+        ):
+            # (raised where the job raises its RetryableError: its message goes along, not lost)
+            number = isinstance(delay, int | float) and not isinstance(delay, bool)
+            raise (ValueError if number else TypeError)(
+                f"RetryableError({message!r}) delay must be a finite number of seconds >= 0 or a timedelta, "
+                f"got {delay!r}"
+            )
         self.delay: float | None = None if delay is None else float(delay)
 
 

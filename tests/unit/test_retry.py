@@ -202,6 +202,12 @@ def test_retryable_error_refuses_a_delay_that_is_not_a_finite_number():
         RetryableError("x", delay=float("nan"))
     with pytest.raises(ValueError, match="finite"):
         RetryableError("x", delay=float("inf"))
+    # A string (from a config file, a header) is refused saying so, with the job's own message: raised
+    # in a job, this error is what its status and log show (a trial's said "'<=' not supported").
+    with pytest.raises(TypeError, match=r"RetryableError\('busy'\) delay must be .* got '30'"):
+        RetryableError("busy", delay="30")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="got True"):
+        RetryableError("busy", delay=True)
 
 
 def test_a_forged_non_ascii_signature_is_rejected_not_a_crash():
