@@ -71,6 +71,61 @@ def lane_limit(lane: str | None, batch_size: int, concurrency: Mapping[str, int]
     return max(1, min(limit, batch_size))
 
 
+def checked_concurrency(
+    concurrency: Mapping[str, int] | int | None,
+) -> Mapping[str, int] | int | None:
+    """``consumer(concurrency=...)`` as given, once checked: a whole number of records at least 1, or
+    a mapping of lane names (``high``, ``high-cpu``, ``default-fifo``) to such numbers.
+
+    Raises:
+        ConfigurationError: anything else, saying what to pass (a misspelt lane, with the lane it is
+            close to).
+
+    Example:
+        >>> checked_concurrency({"high-cpu": 2})
+        {'high-cpu': 2}
+        >>> checked_concurrency({"hihg": 4})
+        Traceback (most recent call last):
+        jobframework.errors.ConfigurationError: concurrency= names no lane 'hihg' (did you mean 'high'?): \
+lanes are a priority (critical, high, default, low), -io or -cpu after it for a worker profile, -fifo \
+last for ordered jobs
+    """
+    from jobframework.errors import ConfigurationError
+
+    def count(value: object, where: str) -> None:
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ConfigurationError(
+                f"{where} must be a whole number of records at least 1 (1: one at a time), got {value!r}"
+            )
+
+    if concurrency is None:
+        return None
+    if not isinstance(concurrency, Mapping):
+        if not isinstance(concurrency, int) or isinstance(concurrency, bool):
+            raise ConfigurationError(
+                "concurrency= takes a whole number of records (every lane) or a mapping of lane to "
+                f"number, e.g. {{'high': 4, 'high-cpu': 2}}; got {concurrency!r}"
+            )
+        count(concurrency, "concurrency=")
+        return concurrency
+    import difflib
+
+    from jobframework.core import Priority, Profile, lane_name
+
+    lanes = [lane_name(p, f, o) for p in Priority for f in (None, *Profile) for o in (False, True)]
+    for lane, value in concurrency.items():
+        if lane not in lanes:
+            close = difflib.get_close_matches(str(lane), lanes, n=1)
+            raise ConfigurationError(
+                f"concurrency= names no lane {lane!r}"
+                + (f" (did you mean {close[0]!r}?)" if close else "")
+                + ": lanes are a priority (critical, high, default, low), -io or -cpu after it for a "
+                "worker profile, -fifo last for ordered jobs"
+            )
+        count(value, f"concurrency[{lane!r}]")
+    return concurrency
+
+
 def lane_variable(lane: str) -> str:
     """The environment variable bounding ``lane``'s records at once.
 
@@ -89,13 +144,17 @@ def _env_limit(lane: str) -> int | None:
         raw = os.environ.get(lane_variable(lane)) if lane else None
         raw = raw or os.environ.get(ENV_CONCURRENCY)
         try:
-            _env_limits[lane] = int(raw) if raw else None
+            limit = int(raw) if raw else None
         except ValueError:
+            limit = 0
+        if limit is not None and limit < 1:
             from jobframework.errors import ConfigurationError
 
             raise ConfigurationError(
-                f"{ENV_CONCURRENCY} (or its lane form) must be a whole number of records, got {raw!r}"
-            ) from None
+                f"{ENV_CONCURRENCY} (or its lane form) must be a whole number of records at least 1, "
+                f"got {raw!r}"
+            )
+        _env_limits[lane] = limit
     return _env_limits[lane]
 
 

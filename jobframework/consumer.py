@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any
 from jobframework.aws_clients import AwsClients
 from jobframework.batched import has_batched_jobs, run_batched
 from jobframework.budget import BatchBudget, FirstAttempts, RetryBudget
-from jobframework.concurrency import lane_limit, run_all
+from jobframework.concurrency import checked_concurrency, lane_limit, run_all
 from jobframework.config import ENV_JOBS, RuntimeConfig
 from jobframework.dead_letter import KEPT_ATTRIBUTES
 from jobframework.delivery import (
@@ -103,7 +103,7 @@ class Consumer:
         self.listeners = list(listeners)
         self._setup = setup
         self.gates = list(gates)
-        self._concurrency = concurrency
+        self._concurrency = checked_concurrency(concurrency)
         self.queues = QueueDirectory(
             lambda: self._config if self._config is not None else env_config(), lambda: self.sqs
         )

@@ -83,3 +83,31 @@ def test_lane_limits_and_a_bad_environment_value(monkeypatch):
     monkeypatch.setenv("JF_CONCURRENCY", "many")
     with pytest.raises(ConfigurationError, match="whole number"):
         lane_limit("low", 10, None)
+    for bad in ("0", "-1"):  # (were taken: 0 and -1 ran one at a time, saying nothing)
+        monkeypatch.setattr(concurrency, "_env_limits", {})
+        monkeypatch.setenv("JF_CONCURRENCY", bad)
+        with pytest.raises(ConfigurationError, match=rf"at least 1, got '{bad}'"):
+            lane_limit("low", 10, None)
+
+
+@pytest.mark.parametrize(
+    ("given", "message"),
+    [
+        (-1, r"concurrency= must be a whole number of records at least 1 \(1: one at a time\), got -1"),
+        (0, r"at least 1 \(1: one at a time\), got 0"),
+        ("x", r"takes a whole number of records \(every lane\) or a mapping of lane to number"),
+        (2.5, "got 2.5"),
+        ({"hihg": 4}, r"names no lane 'hihg' \(did you mean 'high'\?\)"),
+        ({"urgent": 2}, "names no lane 'urgent': lanes are a priority"),
+        ({"high": 0}, r"concurrency\['high'\] must be a whole number of records at least 1"),
+    ],
+)
+def test_a_bad_concurrency_is_refused_when_the_consumer_is_made(given, message):
+    """A trial's concurrency=-1, 0 and misspelt lanes were taken silently ('x' and 2.5 failed every
+    invocation later with AttributeError)."""
+    from jobframework.consumer import consumer
+    from jobframework.jobs import JobRegistry
+
+    with pytest.raises(ConfigurationError, match=message):
+        consumer(JobRegistry(), concurrency=given)
+    assert consumer(JobRegistry(), concurrency={"high-cpu-fifo": 2, "low": 1}) is not None
