@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_serializer, field_validator
 
 from jobframework.core import ConfigurationError, Priority
-from jobframework.errors import TopologyParameterNotFound
+from jobframework.errors import SettingError, TopologyParameterNotFound
 
 if TYPE_CHECKING:
     from mypy_boto3_ssm import SSMClient
@@ -89,6 +89,33 @@ OPTIONAL_SETTINGS: dict[str, str] = {
     "retry_budget": "JF_RETRY_BUDGET",
 }
 """Each optional setting of :class:`RuntimeConfig` and the environment variable that carries it."""
+
+
+SETTING_VALUES: dict[str, str] = {
+    "offload_threshold": "it takes bytes from 1024 to 1048576 (SQS's 1 MiB); 262144 by default",
+    "retry_budget": "it takes retries per first attempt, a fraction from 0 to 10 (0.2 is 20 %), or off",
+}
+"""What each numeric setting takes, for the error of a bad ``JF_*`` value."""
+
+
+def _bad_settings(exc: ValidationError, given: Mapping[str, str]) -> str:
+    """Each bad ``JF_*`` value by its variable: what it was and what it takes (not pydantic's dump).
+
+    Example:
+        >>> try:
+        ...     RuntimeConfig(queues={}, retry_budget="lots")
+        ... except ValidationError as exc:
+        ...     print(_bad_settings(exc, {"retry_budget": "lots"}))
+        JF_RETRY_BUDGET='lots' is not valid: it takes retries per first attempt, a fraction from 0 to 10 \
+(0.2 is 20 %), or off
+    """
+    lines = []
+    for error in exc.errors():
+        field = str(error["loc"][0]) if error["loc"] else ""
+        name = OPTIONAL_SETTINGS.get(field, field)
+        takes = SETTING_VALUES.get(field, str(error["msg"]))
+        lines.append(f"{name}={given.get(field, error.get('input'))!r} is not valid: {takes}")
+    return "; ".join(lines)
 
 
 def _env_name(template: str, lane: str) -> str:
@@ -225,7 +252,7 @@ class RuntimeConfig(BaseModel):
             try:
                 return cls(queues=queues, topology_parameter=parameter, **settings)
             except ValidationError as exc:
-                raise ConfigurationError(f"bad JF_* setting: {exc}") from exc
+                raise SettingError(_bad_settings(exc, settings)) from None
         if not parameter:
             raise ConfigurationError(
                 "jobframework is not configured: set JF_QUEUE_URL_<PRIORITY> and JF_DLQ_URL_<PRIORITY>, "

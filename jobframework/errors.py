@@ -82,6 +82,10 @@ class EnqueueOptionError(ConfigurationError):
     combination that cannot run: the caller's argument (``jf enqueue`` exits 2 for it)."""
 
 
+class SettingError(ConfigurationError):
+    """A ``JF_*`` variable's value is not one its setting takes (the message names the variable)."""
+
+
 class TopologyParameterNotFound(ConfigurationError):
     """No SSM parameter of the topology's name: a name to fix (its app and stage), not a grant to add."""
 

@@ -76,7 +76,7 @@ class Aws:
 
     def runtime_config(self) -> RuntimeConfig:
         """The topology's queue URLs: ``JF_*`` variables, else the SSM parameter."""
-        from jobframework.errors import ConfigurationError, TopologyParameterNotFound
+        from jobframework.errors import ConfigurationError, SettingError, TopologyParameterNotFound
         from jobframework.topology import ENV_TOPOLOGY_PARAMETER, RuntimeConfig
 
         env = dict(os.environ)
@@ -94,7 +94,7 @@ class Aws:
                     f"cannot reach the AWS endpoint: {one_line(str(conn))}{unreachable_hint(conn)}",
                     EXIT_UNREACHABLE,
                 ) from exc
-            if isinstance(exc, TopologyParameterNotFound):  # (it says what to set already)
+            if isinstance(exc, TopologyParameterNotFound | SettingError):  # (it says what to set already)
                 raise CliError(one_line(str(exc))) from exc
             raise CliError(
                 f"{one_line(str(exc))} (set JF_QUEUE_URL_<PRIORITY>/JF_DLQ_URL_<PRIORITY>, or "

@@ -30,3 +30,30 @@ def test_a_bad_setting_says_which_variable(jf_aws, monkeypatch):
     monkeypatch.setenv("JF_RETRY_BUDGET", "lots")
     with pytest.raises(ConfigurationError, match="JF_RETRY_BUDGET"):
         provision_fresh(jf_aws.endpoint_url, registry)
+
+
+def test_a_bad_jf_variable_names_itself_and_what_it_takes_in_the_cli_and_the_client(monkeypatch):
+    """A trial's JF_RETRY_BUDGET=lots printed pydantic's dump of RuntimeConfig and advice to set the
+    queue URLs, which were set."""
+    from jobframework.client import JobClient
+    from jobframework.errors import SettingError
+    from tests.functional.conftest_local import invoke
+
+    env = {
+        "JF_QUEUE_URL_LOW": "http://127.0.0.1:9/123456789012/q",
+        "JF_DLQ_URL_LOW": "http://127.0.0.1:9/123456789012/d",
+        "JF_RETRY_BUDGET": "lots",
+        "JF_OFFLOAD_THRESHOLD": "12",
+    }
+    result = invoke(["status", "01a24935-a98f-7163-86d0-bb610abbfdaa"], env)
+    assert result.exit_code == 1
+    assert result.stderr == (
+        "jf: error: JF_OFFLOAD_THRESHOLD='12' is not valid: it takes bytes from 1024 to 1048576 (SQS's "
+        "1 MiB); 262144 by default; JF_RETRY_BUDGET='lots' is not valid: it takes retries per first "
+        "attempt, a fraction from 0 to 10 (0.2 is 20 %), or off\n"
+    )
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    with pytest.raises(SettingError, match=r"^JF_OFFLOAD_THRESHOLD='12' is not valid") as caught:
+        JobClient()
+    assert caught.value.__cause__ is None and caught.value.__suppress_context__  # one error, not a chain
