@@ -297,7 +297,8 @@ def job(
         key: a function of the payload giving the deterministic idempotency/dedup key.
         timeout: seconds one attempt may take. The consumer does not start a job when less time than
             this is left in the invocation. Up to 900 (Lambda's limit) a job runs on Lambda; longer (up
-            to 12 hours) it runs on ``jf worker`` (a container lane: ``-c container_workers=<lane>``).
+            to 12 hours) it runs on ``jf worker`` (a container lane: the stack's ``container_lanes=``;
+            the example app's ``-c container_workers=<lane>``).
         schedule: run on a schedule: a :class:`Schedule` or an expression such as ``rate(1 hour)``,
             checked as EventBridge Scheduler checks it (:mod:`jobframework.schedule_expr`).
         version: the payload schema version this job reads (and producers send).

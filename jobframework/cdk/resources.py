@@ -134,8 +134,8 @@ class JobResources(Construct):
         unknown = [lane for lane in container_lanes if lane not in lanes]
         if unknown:
             raise ConfigurationError(
-                f"container_workers names {', '.join(unknown)}, not a lane of this topology "
-                f"({', '.join(lanes)})"
+                f"container_lanes (the example app's -c container_workers) names {', '.join(unknown)}, "
+                f"not a lane of this topology ({', '.join(lanes)})"
             )
 
         for spec in topology.queues:
@@ -145,8 +145,9 @@ class JobResources(Construct):
                 )
                 raise ConfigurationError(
                     f"job {longest} may run {spec.longest_job_timeout}s, longer than Lambda's "
-                    f"{LAMBDA_MAX_TIMEOUT:g}s: run its lane on container workers "
-                    f"(-c container_workers={spec.lane}) or shorten the job"
+                    f"{LAMBDA_MAX_TIMEOUT:g}s: run its lane on container workers (JobFrameworkStack("
+                    f"..., container_lanes=[{spec.lane!r}], container_image=...); the example app's "
+                    f"-c container_workers={spec.lane}) or shorten the job"
                 )
 
         self.queues: dict[str, PriorityQueue] = {}

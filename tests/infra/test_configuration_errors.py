@@ -106,7 +106,10 @@ def test_a_job_longer_than_lambda_allows_needs_a_container_lane_naming_the_job()
     def transcode(p: Ping) -> None: ...
 
     with pytest.raises(
-        ConfigurationError, match=r"job video\.transcode may run 3600s.*container_workers=low-cpu"
+        ConfigurationError,
+        # (the construct's props first: a trial's own app has no -c container_workers)
+        match=r"job video\.transcode may run 3600s.*container_lanes=\['low-cpu'\], container_image=\.\.\.\); "
+        r"the example app's -c container_workers=low-cpu\)",
     ):
         build_app(App(context={"jobs": "handlers.jobs"}), registry=registry, nag=False)
 

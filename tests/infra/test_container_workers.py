@@ -158,7 +158,10 @@ def test_unknown_container_lane_fails_the_synth_naming_the_lanes():
     from stacks.application import build_app
     from tests.infra.conftest import profiles_registry
 
-    with pytest.raises(ConfigurationError, match=r"container_workers names high-cpu, not a lane"):
+    with pytest.raises(
+        ConfigurationError,
+        match=r"container_lanes \(the example app's -c container_workers\) names high-cpu, not a lane",
+    ):
         build_app(
             App(context={"jobs": "handlers.jobs", "container_workers": "high-cpu"}),
             registry=profiles_registry(),
