@@ -237,9 +237,22 @@ class Job(Generic[P]):
     def enqueue_many(
         self, payloads: list[P] | list[dict[str, Any]], *, client: JobClient | None = None, **options: Any
     ) -> list[EnqueueResult]:
-        """Send many payloads of this job, ten per SQS call."""
-        from jobframework.client import default_client
+        """Send many payloads of this job, ten per SQS call (the same ``options`` for each; requests
+        with options of their own go to ``client.enqueue_many([job.request(p, key=...), ...])``).
 
+        Raises:
+            ConfigurationError: an entry is already a request (an ``EnqueueRequest``), not a payload.
+        """
+        from jobframework.client import default_client
+        from jobframework.outgoing import EnqueueRequest
+
+        for n, p in enumerate(payloads):
+            if isinstance(p, EnqueueRequest):
+                raise ConfigurationError(
+                    f"enqueue_many of job {self.name} takes payloads, and entry {n} is an EnqueueRequest "
+                    "(job.request(...)): send requests with client.enqueue_many([...]), or pass the "
+                    "payloads here (with the same options for each: delay=, priority=, ...)"
+                )
         return (client or default_client()).enqueue_many([self.request(p, **options) for p in payloads])
 
 

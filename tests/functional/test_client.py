@@ -65,6 +65,13 @@ def test_a_bad_payload_is_a_clear_value_error_and_nothing_is_sent(rt):
             ]
         )
     assert bodies(rt, "high") == []  # not even the valid one of the batch
+    with pytest.raises(
+        ConfigurationError,
+        match=r"enqueue_many of job t\.ok takes payloads, and entry 0 is an EnqueueRequest \(job\.request"
+        r"\(\.\.\.\)\): send requests with client\.enqueue_many",
+    ):  # (a trial's said "payload: Input should be a valid dictionary or instance of Work")
+        ok.enqueue_many([ok.request({"name": "x"})], client=rt.client)  # type: ignore[list-item]
+    assert bodies(rt, "high") == []
 
 
 class Upload(BaseModel):
