@@ -147,8 +147,8 @@ def dlq_peek(  # noqa: PLR0917 (typer options)
     columns = ["type", "id", "reason", "error", "attempts", "dead at"]
     if any(pointers):
         columns.append("payload")
-    for name in columns:
-        table.add_column(name, overflow="fold")
+    for name in columns:  # (the id whole: it is what --id, jf status and the console take)
+        table.add_column(name, overflow="fold", no_wrap=name == "id")
     for d, ref in zip(found, pointers, strict=True):
         s = d.summary()
         row = [

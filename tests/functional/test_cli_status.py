@@ -192,6 +192,9 @@ def test_dlq_peek_shows_the_pointer_of_an_offloaded_payload(env_config):
     # Written to a pipe (not a terminal), the table is wide enough that each job id stays whole.
     ids = [d["id"] for d in json.loads(result.stdout)]
     assert all(job_id in table.stdout for job_id in ids), table.stdout
+    # And in a terminal of 110 columns too (a trial's id was cut in two by the payload column's width).
+    narrow = invoke(["dlq", "peek", "high"], {**cli_env(config), "COLUMNS": "110"})
+    assert all(job_id in narrow.stdout for job_id in ids), narrow.stdout
 
 
 def test_the_local_scheduler_fires_due_delay_schedules_as_a_task(env_config, jf_aws):
