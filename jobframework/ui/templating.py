@@ -81,6 +81,21 @@ def pretty_json(value: Any) -> str:
     return json.dumps(value, indent=2, sort_keys=True, default=str)
 
 
+def deployment(parameter: str | None) -> str | None:
+    """The app and stage a console reads, from its topology parameter's name (``None``: another shape).
+
+    Example:
+        >>> deployment("/uploads/dev/topology"), deployment("/custom/name"), deployment(None)
+        ('uploads/dev', None, None)
+    """
+    from jobframework.topology import app_of_parameter, settings_of_parameter
+
+    if app_of_parameter(parameter) is None:
+        return None
+    settings = settings_of_parameter(parameter, "dev")
+    return f"{settings.app}/{settings.stage}"
+
+
 def make_templates() -> Jinja2Templates:
     env = jinja2.Environment(
         loader=jinja2.PackageLoader("jobframework.ui", "templates"),
@@ -91,6 +106,7 @@ def make_templates() -> Jinja2Templates:
     )
     env.filters.update(duration=duration, when=when, ago=ago, percent=percent, pretty_json=pretty_json)
     env.globals["nav"] = NAV
+    env.globals["deployment"] = deployment
     return Jinja2Templates(env=env)
 
 

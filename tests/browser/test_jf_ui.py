@@ -50,6 +50,7 @@ def jf_ui(the_shop: Shop) -> Any:
     env = {
         **os.environ,
         **the_shop.config.to_env(),
+        "JF_TOPOLOGY_PARAMETER": str(the_shop.config.topology_parameter),  # (as jf dev's exports)
         "JF_JOBS": "handlers.jobs",
         "POWERTOOLS_METRICS_DISABLED": "true",
     }
@@ -74,13 +75,17 @@ def jf_ui(the_shop: Shop) -> Any:
         proc.wait(10)
 
 
-def test_jf_ui_serves_the_console_on_loopback_with_the_jobs_loaded(jf_ui: Any):
+def test_jf_ui_serves_the_console_on_loopback_with_the_jobs_loaded(jf_ui: Any, the_shop: Shop):
     port, first = jf_ui
     assert first.startswith(f"jf ui: http://127.0.0.1:{port}/ (read-only;")
     assert "jobs from handlers.jobs" in first
     status, body = _request(f"http://127.0.0.1:{port}/retry-plans")
     assert status == 200
     assert "payments.capture" in body and "read-only" in body
+    # The app and stage it reads, beside the brand and in the title (a trial's app read "jf").
+    where = str(the_shop.config.topology_parameter).removeprefix("/").removesuffix("/topology")
+    assert f'jf console · <span id="deployment">{where}</span>' in body
+    assert f"· {where}</title>" in body
     status, body = _request(
         f"http://127.0.0.1:{port}/dlq/high/purge",
         method="POST",
