@@ -363,16 +363,21 @@ def dlq_redrive(  # noqa: PLR0917
         )
     if not result.matched and (job_type or reason or older_than):
         _none_selected(priority, config, job_type)
-    if result.payload_missing:
-        typer.echo(
-            f"{result.payload_missing} dead letters stay in the DLQ because their offloaded payload is gone "
-            "(expired or deleted): keep them with `jf dlq export`, then `jf dlq purge`",
-            err=True,
-        )
+    # Letters selected and left behind fail the command (exit 1), so that a script hears of them.
+    missing = (
+        f"{result.payload_missing} dead letters stay in the DLQ because their offloaded payload is gone "
+        "(expired or deleted): keep them with `jf dlq export`, then `jf dlq purge`"
+        if result.payload_missing
+        else ""
+    )
     if result.failed:
+        if missing:
+            typer.echo(f"jf: {missing}", err=True)
         raise CliError(
             f"{result.failed} dead letters could not be sent (they stay in the DLQ): {result.errors[0]}"
         )
+    if missing:
+        raise CliError(missing)
 
 
 @dlq_app.command("tasks")

@@ -172,6 +172,28 @@ def test_status_without_a_state_table_says_what_to_set(env_config):
     assert "JF_STATE_TABLE" in _one_error_line(result)
 
 
+def test_a_redrive_that_leaves_letters_whose_payload_is_gone_exits_1_saying_so(env_config):
+    """A trial's redrive moved nothing (its letter's payload was gone) and exited 0."""
+    import boto3
+
+    config, client, sqs = env_config
+    client.enqueue("eo.blob", {"name": "reject-gone", "data": "q" * 300_000})
+    consume_once(consumer(jobs.registry, config=config, sqs_client=sqs), sqs, config.endpoints("high").url)
+    peeked = invoke(["dlq", "peek", "high", "--json"], cli_env(config))
+    (letter,) = json.loads(peeked.stdout)
+    bucket, _, key = letter["payload_ref"]["uri"].removeprefix("s3://").partition("/")
+    s3 = boto3.client("s3", endpoint_url=config.endpoint_url, region_name="us-east-1")
+    s3.delete_object(Bucket=bucket, Key=key)  # what the lifecycle rule does
+
+    result = invoke(["dlq", "redrive", "high"], cli_env(config))
+
+    assert result.exit_code == 1, result.output
+    assert "redrove 0 (none); 0 not matching; 0 failed; 1 left: payload gone" in result.stdout
+    gone = "\njf: error: 1 dead letters stay in the DLQ because their offloaded payload is gone"
+    assert gone in result.stderr
+    assert len(receive_all(sqs, config.endpoints("high").dlq_url)) == 1  # kept for export
+
+
 def test_dlq_peek_shows_the_pointer_of_an_offloaded_payload(env_config):
     config, client, sqs = env_config
     client.enqueue("eo.blob", {"name": "reject-big", "data": "q" * 300_000})
