@@ -44,6 +44,7 @@ from jobframework.job_options import (
     checked_options,
     payload_model_of,
 )
+from jobframework.job_unknown import refusing_unknown_options
 from jobframework.registry import JobRegistry
 from jobframework.retry import RetryPolicy
 from jobframework.running import check_runnable
@@ -268,6 +269,7 @@ registry = JobRegistry()
 """The default registry that :func:`job` registers into."""
 
 
+@refusing_unknown_options
 def job(
     name: str | None = None,  # (None: @job() is refused, saying what to write)
     *,

@@ -609,3 +609,24 @@ def test_run_inline_logs_with_the_jobs_keys_beside_the_calls_extra(caplog):
     [record] = [r for r in caplog.records if r.getMessage() == "packing o-9"]
     assert (record.job_id, record.job_type, record.attempt, record.boxes) == ("j-1", "orders.logged", 2, 2)  # type: ignore[attr-defined]
     assert len(record.trace_id) == 32  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"retries": 3}, r"@job takes no option retries=: write retry=RetryPolicy\(max_attempts=N\)"),
+        ({"max_retries": 5}, r"max_retries=: write retry=RetryPolicy\(max_attempts=N \+ 1\)"),
+        ({"rate_limit": "10/s"}, r"rate_limit=: write rate=\"10/second\""),
+        ({"soft_time_limit": 30}, r"soft_time_limit=: write timeout="),
+        ({"bind": True}, r"bind=: write a JobContext parameter after the payload"),
+        ({"countdown": 60}, r"countdown=: write enqueue\(payload, delay=\.\.\.\)"),
+        ({"prority": "high"}, r"@job takes no option prority=: did you mean priority=\?"),
+        ({"colour": "red"}, r"colour=: it takes priority=, retry=, .*, registry=$"),
+    ],
+)
+def test_an_option_job_does_not_take_says_what_to_write(reg, options, message):
+    """A trial's @job(retries=3) was a bare TypeError (unexpected keyword argument); teams bring Celery's
+    option names."""
+    with pytest.raises(ConfigurationError, match=message):
+        job("t.unknown_option", registry=reg, **options)
+    assert reg.find("t.unknown_option") is None
