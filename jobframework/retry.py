@@ -351,6 +351,19 @@ def is_transient(exc: BaseException) -> bool:
     return False
 
 
+def _closer(
+    exc: BaseException, first: tuple[type[BaseException], ...], second: tuple[type[BaseException], ...]
+) -> bool:
+    """Whether a type of ``first`` is nearer ``exc``'s class than every type of ``second`` (its MRO
+    order; a type matched only through an ABC's registration counts as farthest)."""
+    mro = type(exc).__mro__
+
+    def distance(types: tuple[type[BaseException], ...]) -> int:
+        return min((mro.index(t) for t in types if t in mro), default=len(mro))
+
+    return distance(first) < distance(second)
+
+
 def classify(
     exc: BaseException,
     *,
@@ -361,8 +374,10 @@ def classify(
 ) -> Decision:
     """Decide between a retry (with its delay) and a dead letter (with its reason).
 
-    Order: the job's ``permanent=`` types, the job's ``transient=`` types, then
-    :class:`PermanentError` (dead-lettered now), then everything else (retried while
+    Order: the job's ``permanent=`` and ``transient=`` types (an error of both takes the more
+    specific: with ``permanent=(Exception,), transient=(ConnectionError,)`` a ``ConnectionError`` is
+    retried, as an ``except`` clause for it would catch it first), then :class:`PermanentError`
+    (dead-lettered now, unless its type is in ``transient=``), then everything else (retried while
     ``attempt < policy.max_attempts``, else ``exhausted``). A pydantic ``ValidationError`` here is
     the job's own (a downstream's reply it parsed), retried as any failure: a payload its model
     refuses never reaches the job (the consumer dead-letters it ``invalid-payload`` before).
@@ -370,10 +385,17 @@ def classify(
     Example:
         >>> classify(PermanentError("card declined"), attempt=1, policy=RetryPolicy()).reason
         <Reason.PERMANENT: 'permanent'>
+        >>> classify(ConnectionError("reset"), attempt=1, policy=RetryPolicy(),
+        ...          permanent=(Exception,), transient=(ConnectionError,)).action
+        <Action.RETRY: 'retry'>
     """
-    if permanent and isinstance(exc, permanent):
-        return Decision(Action.DEAD_LETTER, Reason.PERMANENT)
     declared_transient = bool(transient) and isinstance(exc, transient)
+    if (
+        permanent
+        and isinstance(exc, permanent)
+        and not (declared_transient and _closer(exc, transient, permanent))
+    ):
+        return Decision(Action.DEAD_LETTER, Reason.PERMANENT)
     if not declared_transient and isinstance(exc, PermanentError):
         return Decision(Action.DEAD_LETTER, Reason.PERMANENT)
     if attempt >= policy.max_attempts:

@@ -267,3 +267,17 @@ def test_spanning_no_window_is_refused_saying_how_to_retry_not_at_all(window):
         ConfigurationError, match=r"needs a window longer than 0 .*RetryPolicy\(max_attempts=1\)"
     ):
         RetryPolicy.spanning(**window)  # (it gave max_attempts=1 without a word)
+
+
+def test_the_nearer_of_permanent_and_transient_decides_an_error_of_both():
+    """Celery's autoretry_for as a trial wrote it: permanent=(Exception,), transient=(ConnectionError,)
+    dead-lettered the first ConnectionError `permanent`."""
+    only_connections = {"permanent": (Exception,), "transient": (ConnectionError,)}
+    retried = classify(ConnectionResetError("reset"), attempt=1, policy=POLICY, **only_connections)
+    assert retried.action is Action.RETRY and retried.transient
+    assert (
+        classify(ValueError("bad"), attempt=1, policy=POLICY, **only_connections).reason is Reason.PERMANENT
+    )
+    # The other way round: a narrower permanent type inside a broad transient one is still permanent.
+    narrow = classify(KeyError("k"), attempt=1, policy=POLICY, permanent=(KeyError,), transient=(Exception,))
+    assert narrow.reason is Reason.PERMANENT
