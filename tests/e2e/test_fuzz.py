@@ -108,7 +108,9 @@ class World:
 @pytest.fixture(scope="module")
 def world(jf_aws: Any) -> World:
     _topology, config = provision_fresh(jf_aws.endpoint_url, registry)
-    config = config.model_copy(update={"state_table": None})  # status writes are not under test here
+    # No status writes (not under test here); a payload bucket that is not there, so that a pointer to
+    # it (the consumer reads only its own bucket) finds the payload store unavailable: retried.
+    config = config.model_copy(update={"state_table": None, "payload_bucket": MISSING_BUCKET})
     sqs = jf_aws.client("sqs")
     ring_doc = {"current": "k2", "keys": {"k1": "old-secret-0123456789", "k2": "new-secret-0123456789"}}
     parameter = f"/jf/{config.endpoints('default').name}/signing-keys"
@@ -137,6 +139,8 @@ def world(jf_aws: Any) -> World:
 
 HEALTHY = "healthy"
 RETRIED = "retried"
+MISSING_BUCKET = "jf-fuzz-missing"
+"""The world's payload bucket, which does not exist."""
 """Transient by design: reported in batchItemFailures, not dead-lettered."""
 
 # Characters SQS accepts in a body (XML 1.0), U+FFFD included: what invalid UTF-8 turns into.
@@ -307,8 +311,8 @@ def rejected_cases(draw: st.DrawFn) -> Case:
 
 
 def _offloaded() -> Case:
-    """A payload pointer whose object is missing: retried (S3 may be briefly unavailable)."""
-    ref = {"bucket": "jf-fuzz-missing", "key": f"p/{uuid.uuid4().hex}", "size": 10, "sha256": "0" * 64}
+    """A payload pointer into a bucket that cannot be read: retried (S3 may be briefly unavailable)."""
+    ref = {"bucket": MISSING_BUCKET, "key": f"p/{uuid.uuid4().hex}", "size": 10, "sha256": "0" * 64}
     env = Envelope.model_validate({**_base_dict({}), "payload_ref": ref})
     return Case("missing-offloaded-payload", env.to_body(), RETRIED, envelope=env)
 
