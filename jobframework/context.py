@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import logging
+import math
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -15,7 +17,9 @@ from jobframework.core import Priority
 class JobContext:
     """What a running job knows about itself.
 
-    Durations are seconds; ``remaining_time`` is what is left of the Lambda invocation.
+    Durations are seconds; ``remaining_time`` is what is left of the Lambda invocation (or of the
+    emulated one: ``jf dev``'s is its shared function's timeout, ``run_inline``'s the job's timeout and
+    5 s), ``time_left`` what is left of the job's own ``timeout`` within it: the same in every one.
     """
 
     job_id: str
@@ -32,12 +36,31 @@ class JobContext:
     logger: Any = field(default_factory=lambda: logging.getLogger("jobframework.job"))
     """Powertools Logger in the consumer (job id, type and trace id on every line); inline
     (``run_inline``) a standard logger whose records carry the same keys (``record.job_id``, ...)."""
+    timeout: float = math.inf
+    """The job's ``timeout=``: what this attempt may take. It is not enforced (Python cannot stop a
+    running thread): past it the job's key and message stay held and the overrun is logged and
+    counted. A job that must stop in time checks :attr:`time_left` (Celery's soft time limit)."""
     _remaining: Callable[[], float] = field(default=lambda: float("inf"), repr=False)
+    _started: float = field(default_factory=time.monotonic, repr=False)
 
     @property
     def remaining_time(self) -> float:
         """Seconds left before the Lambda invocation is cut off (``inf`` outside Lambda)."""
         return self._remaining()
+
+    @property
+    def time_left(self) -> float:
+        """Seconds left of the job's ``timeout`` since this attempt started, never more than
+        :attr:`remaining_time` (0 once it is past).
+
+        Example:
+            >>> from datetime import UTC, datetime
+            >>> ctx = JobContext("j-1", "a.job", "j-1", 1, 3, Priority.DEFAULT, datetime.now(UTC), timeout=30)
+            >>> 29 < ctx.time_left <= 30
+            True
+        """
+        left = self.timeout - (time.monotonic() - self._started)
+        return max(0.0, min(left, self.remaining_time))
 
     @property
     def is_last_attempt(self) -> bool:

@@ -319,5 +319,6 @@ def job_context_of(
         xray_trace_header=parent.xray_header,
         saga=env.saga.model_dump() if env.saga else None,
         logger=logger,
+        timeout=job.timeout,
         _remaining=lambda: remaining_seconds_of(context),
     )

@@ -112,6 +112,7 @@ def run_inline(
                 "trace_id": trace.trace_id,
             },
         ),
+        timeout=job.timeout,
         _remaining=lambda: context.get_remaining_time_in_millis() / 1000,
     )
     # An async def job is awaited, as the consumer awaits it; a batched one gets the list, and its
