@@ -13,7 +13,7 @@ import contextlib
 import contextvars
 import logging
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
@@ -228,7 +228,7 @@ class JobClient:
         payload: BaseModel | dict[str, Any],
         *,
         key: str | None = None,
-        delay: float | timedelta | None = None,
+        delay: float | timedelta | datetime | None = None,
         priority: Priority | str | None = None,
         dedup_window: float | timedelta | None = None,
         expires_in: float | timedelta | None = None,
@@ -247,8 +247,9 @@ class JobClient:
                 An explicit key dedups the enqueue for :data:`DEFAULT_DEDUP_WINDOW` (24 hours) unless
                 ``dedup_window`` says otherwise: a second enqueue with the key sends nothing and returns
                 the first job's id with ``duplicate=True``.
-            delay: seconds (or ``timedelta``) before the job becomes visible: up to 900 via SQS
-                ``DelaySeconds``, up to a year via an EventBridge Scheduler one-time schedule.
+            delay: seconds (or ``timedelta``) before the job becomes visible, or a ``datetime`` (with
+                its time zone) to run at: up to 900 s via SQS ``DelaySeconds``, up to a year via an
+                EventBridge Scheduler one-time schedule.
             priority: send to another priority's queue than the job's own.
             dedup_window: seconds in which another enqueue with the same key sends nothing and
                 returns this job's id (``duplicate=True``), up to 7 days; ``0`` turns dedup off; the

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from pydantic import BaseModel
@@ -34,17 +34,34 @@ the room its dead letter needs for the reason attributes, so that a dead letter 
 must (signature, trace, type) and is never cut to fit."""
 
 
-def delay_seconds(delay: float | timedelta | None) -> int:
-    """A delay as whole seconds (up to 900 via SQS ``DelaySeconds``, up to a year via Scheduler).
+def delay_seconds(delay: float | timedelta | datetime | None) -> int:
+    """A delay as whole seconds (up to 900 via SQS ``DelaySeconds``, up to a year via Scheduler); a
+    ``datetime`` (with its time zone) is when to run: the seconds until then, none once it is past
+    (Celery's ``eta``).
 
     Raises:
-        EnqueueOptionError: negative, not a number, or longer than a year.
+        EnqueueOptionError: negative, not a number, a datetime without a time zone, or over a year.
+
+    Example:
+        >>> delay_seconds(90), delay_seconds(timedelta(minutes=2))
+        (90, 120)
+        >>> from datetime import UTC
+        >>> 3599 <= delay_seconds(datetime.now(UTC) + timedelta(hours=1)) <= 3600
+        True
     """
     if delay is None:
         return 0
+    if isinstance(delay, datetime):
+        if delay.tzinfo is None or delay.utcoffset() is None:
+            raise EnqueueOptionError(
+                f"delay as a time to run at needs its time zone (datetime(..., tzinfo=UTC)), got {delay!r}"
+            )
+        return delay_seconds(max(0.0, (delay - datetime.now(delay.tzinfo)).total_seconds()))
     seconds = delay.total_seconds() if isinstance(delay, timedelta) else delay
     if isinstance(seconds, bool) or not isinstance(seconds, int | float) or math.isnan(seconds):
-        raise EnqueueOptionError(f"delay must be seconds (a number) or a timedelta, got {delay!r}")
+        raise EnqueueOptionError(
+            f"delay must be seconds (a number), a timedelta or a datetime to run at, got {delay!r}"
+        )
     if seconds < 0:
         raise EnqueueOptionError(f"delay must be >= 0 seconds, got {seconds:g}")
     if seconds > MAX_SCHEDULED_DELAY_SECONDS:
@@ -95,7 +112,7 @@ class EnqueueRequest:
     job: Job[Any] | str
     payload: BaseModel | dict[str, Any]
     key: str | None = None
-    delay: float | timedelta | None = None
+    delay: float | timedelta | datetime | None = None
     priority: Priority | str | None = None
     saga: SagaRef | None = None
     job_id: str | None = None

@@ -322,6 +322,21 @@ def test_a_two_hour_delay_is_a_one_time_schedule_that_fire_due_sends_and_deletes
     assert jobs.effects["later"] == 1
 
 
+def test_a_datetime_delay_runs_the_job_at_that_time_and_a_past_one_now(eo, jf_aws):
+    """Celery's eta: a trial's enqueue(..., delay=tomorrow) was refused (seconds or a timedelta)."""
+    scheduler = jf_aws.client("scheduler")
+    at = datetime.now(UTC) + timedelta(hours=3)
+    sent = eo.client.enqueue("eo.effect", {"name": "at-three"}, delay=at)
+    due = due_time(
+        scheduler.get_schedule(Name=schedule_name(sent.id), GroupName="default")["ScheduleExpression"]
+    )
+    assert due is not None and abs((due - at).total_seconds()) < 60
+    late = eo.client.enqueue("eo.effect", {"name": "was-due"}, delay=datetime.now(UTC) - timedelta(minutes=5))
+    (message,) = receive_all(eo.sqs, eo.url("high"))
+    assert json.loads(message["Body"])["id"] == late.id  # due already: sent now, with no delay
+    scheduler.delete_schedule(Name=schedule_name(sent.id), GroupName="default")  # (others count them)
+
+
 def test_fire_due_takes_an_aware_datetime_and_says_so(eo, jf_aws):
     with pytest.raises(TypeError, match=r"now must be an aware datetime, e.g. datetime.now\(UTC\)"):
         fire_due(jf_aws.client("scheduler"), eo.sqs, now=time.time() + 3600)  # type: ignore[arg-type]
@@ -380,7 +395,15 @@ def test_a_job_scheduled_a_month_ahead_keeps_its_status_and_its_cancel_until_aft
 
 @pytest.mark.parametrize(
     ("delay", "message"),
-    [(-1, r"delay must be >= 0"), (timedelta(days=366), r"over the one-year limit"), ("soon", "seconds")],
+    [
+        (-1, r"delay must be >= 0"),
+        (timedelta(days=366), r"over the one-year limit"),
+        ("soon", "seconds"),
+        (
+            datetime(2030, 1, 1, 9),
+            r"delay as a time to run at needs its time zone \(datetime\(\.\.\., tzinfo=UTC\)\)",
+        ),
+    ],
 )
 def test_bad_delays_are_clear_errors_and_nothing_is_sent(eo, jf_aws, delay, message):
     with pytest.raises(ConfigurationError, match=message):
