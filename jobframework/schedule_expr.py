@@ -31,6 +31,7 @@ _RATE_UNITS = ("minute", "hour", "day")
 _MONTHS = ("JAN", "FEB", "MAR", "APR", "MAY", "JUN", "JUL", "AUG", "SEP", "OCT", "NOV", "DEC")
 _DAYS = ("SUN", "MON", "TUE", "WED", "THU", "FRI", "SAT")
 _FORMS = "use 'rate(5 minutes)', 'cron(0 3 * * ? *)' (six fields) or 'at(2027-01-31T09:00:00)'"
+_RECURRING_FORMS = "use 'rate(5 minutes)' or 'cron(0 3 * * ? *)' (six fields: a year last, ? in a day field)"
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,8 +53,9 @@ _FIELDS = (
 )
 
 
-def check_expression(expression: str) -> str:
-    """The expression, stripped, if EventBridge Scheduler accepts it; else a one-line error.
+def check_expression(expression: str, *, recurring: bool = False) -> str:
+    """The expression, stripped, if EventBridge Scheduler accepts it; else a one-line error (naming
+    only the recurring forms when ``recurring``: a job's schedule).
 
     Example:
         >>> check_expression("rate(1 hour)")
@@ -64,8 +66,9 @@ def check_expression(expression: str) -> str:
     Raises:
         ConfigurationError: not one of the forms, or a value outside what Scheduler takes.
     """
+    forms = _RECURRING_FORMS if recurring else _FORMS
     if not isinstance(expression, str):
-        raise ConfigurationError(f"a schedule expression is a str, got {expression!r}; {_FORMS}")
+        raise ConfigurationError(f"a schedule expression is a str, got {expression!r}; {forms}")
     text = expression.strip()
     if text.startswith("rate("):
         _check_rate(text)
@@ -75,9 +78,33 @@ def check_expression(expression: str) -> str:
         _check_at(text)
     else:
         raise ConfigurationError(
-            f"schedule {expression!r} is not an EventBridge Scheduler expression; {_FORMS}"
+            f"schedule {expression!r} is not an EventBridge Scheduler expression; {forms}"
+            + _unix_cron_hint(text)
         )
     return text
+
+
+def _unix_cron_hint(text: str) -> str:
+    """For a five-field Unix crontab line (Celery beat's ``crontab``, cron's), its EventBridge form.
+
+    Example:
+        >>> _unix_cron_hint("0 2 * * *")
+        " (a crontab's '0 2 * * *' is 'cron(0 2 * * ? *)' here)"
+        >>> _unix_cron_hint("30 9 * * 1-5")
+        " (a crontab's '30 9 * * 1-5' is 'cron(30 9 ? * <days> *)' here, its days of the week by name \
+(MON-FRI) or from SUN=1, not 0)"
+    """
+    fields = text.split()
+    if len(fields) != 5:
+        return ""
+    minute, hour, dom, month, dow = fields
+    if dow == "*":
+        return f" (a crontab's {text!r} is 'cron({minute} {hour} {dom} {month} ? *)' here)"
+    dom = "?" if dom == "*" else dom
+    return (
+        f" (a crontab's {text!r} is 'cron({minute} {hour} {dom} {month} <days> *)' here, its days of "
+        "the week by name (MON-FRI) or from SUN=1, not 0)"
+    )
 
 
 def check_schedule(expression: str, timezone: str, payload: object) -> str:
@@ -87,7 +114,7 @@ def check_schedule(expression: str, timezone: str, payload: object) -> str:
     Raises:
         ConfigurationError: one line naming what to change.
     """
-    text = check_expression(expression)
+    text = check_expression(expression, recurring=True)
     if is_one_time(text):
         raise ConfigurationError(
             f"schedule {text!r}: a job's schedule recurs; use rate(...) or cron(...), "

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import doctest
+import re
 
 import pytest
 from pydantic import BaseModel
@@ -102,3 +103,22 @@ def test_the_module_examples_run():
     result = doctest.testmod(schedule_expr, optionflags=doctest.ELLIPSIS)
     assert result.attempted > 0
     assert result.failed == 0
+
+
+@pytest.mark.parametrize(
+    ("expression", "message"),
+    [
+        ("0 2 * * *", r"\(a crontab's '0 2 \* \* \*' is 'cron\(0 2 \* \* \? \*\)' here\)$"),
+        ("30 9 * * 1-5", r"is 'cron\(30 9 \? \* <days> \*\)' here, its days of the week by name \(MON-FRI\)"),
+    ],
+)
+def test_a_job_schedule_names_only_recurring_forms_and_translates_a_crontab_line(expression, message):
+    """A trial's Celery beat crontab '0 2 * * *' was told to use at(...), which the next check refuses
+    for a job's schedule."""
+    with pytest.raises(ConfigurationError, match=message) as info:
+        job("ticks.run", registry=JobRegistry(), schedule=expression)
+    assert "at(" not in str(info.value)
+    assert "use 'rate(5 minutes)' or 'cron(0 3 * * ? *)'" in str(info.value)
+    for suggested in re.findall(r"'(cron\([^)]*\))'", str(info.value))[1:]:  # the translation itself
+        if "<days>" not in suggested:
+            assert schedule_expr.check_expression(suggested) == suggested
