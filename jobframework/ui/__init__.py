@@ -11,7 +11,24 @@ own operations (:mod:`jobframework.dlq`, :mod:`jobframework.state`, :mod:`jobfra
 
 from __future__ import annotations
 
-from jobframework.ui.app import create_app
-from jobframework.ui.console import Console
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from jobframework.ui.app import create_app
+    from jobframework.ui.console import Console
 
 __all__ = ["Console", "create_app"]
+
+
+def __getattr__(name: str) -> Any:
+    """``Console`` and ``create_app`` on first use: the modules that read records and schedule runs
+    (``jf schedules`` uses them) then need no web server installed (the ``ui`` extra)."""
+    if name == "create_app":
+        from jobframework.ui.app import create_app
+
+        return create_app
+    if name == "Console":
+        from jobframework.ui.console import Console
+
+        return Console
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

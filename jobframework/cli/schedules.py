@@ -1,0 +1,121 @@
+"""``jf schedules``: the job modules' schedules, each with its next slot and its recent runs (Celery
+beat's schedule listing; the console's Schedules page on the command line)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+import typer
+
+from jobframework.cli.aws import aws_of
+from jobframework.cli.base import JobsOption, JsonOption, age_text, app, load_jobs, print_json, rich_console
+from jobframework.cli.errors import CliError
+
+if TYPE_CHECKING:
+    from jobframework.state import StateStore
+    from jobframework.topology import RuntimeConfig, ScheduleSpec
+    from jobframework.ui.schedule_runs import ScheduleRuns
+
+
+@app.command("schedules")
+def schedules(ctx: typer.Context, jobs: JobsOption = None, json_output: JsonOption = False) -> None:
+    """The schedules of the job modules (@job(schedule=...)): expression, time zone, next slot (a
+    cron's) or interval (a rate's), and from the job status records the last run and the runs
+    missed in the last 24 hours (tracked scheduled jobs keep a status; others show no runs).
+
+    Example: jf schedules --jobs myapp.jobs
+    """
+    from jobframework.jobs import registry
+
+    load_jobs(jobs)
+    config, store, why = _state(ctx)
+    specs = _specs(registry, config)
+    if not specs:
+        raise CliError(
+            f"no job of {', '.join(sorted(j.name for j in registry)) or 'the loaded modules'} has a "
+            "schedule: name the modules with @job(schedule=...) (--jobs myapp.jobs, or JF_JOBS)"
+        )
+    from jobframework.ui.schedule_runs import schedule_runs
+
+    now = datetime.now(UTC)
+    views = [schedule_runs(store, spec, now=now) if store is not None else None for spec in specs]
+    if json_output:
+        print_json([_as_dict(spec, view) for spec, view in zip(specs, views, strict=True)])
+    else:
+        _table(specs, views, now)
+    if why:
+        typer.echo(f"note: runs not read: {why}", err=True)
+
+
+def _state(ctx: typer.Context) -> tuple[RuntimeConfig | None, StateStore | None, str]:
+    """The configuration and the status store, when there is one to read runs from (else why not)."""
+    from jobframework.state import StateStore
+
+    aws = aws_of(ctx)
+    try:
+        config = aws.runtime_config()
+    except CliError as exc:
+        return None, None, str(exc)
+    if not config.state_table:
+        return config, None, "no state table (JF_STATE_TABLE): the schedules' runs are their status records"
+    return config, StateStore.of(config, aws.client("dynamodb", config=config)), ""
+
+
+def _specs(registry: Any, config: RuntimeConfig | None) -> tuple[ScheduleSpec, ...]:
+    """The registry's schedules, named as the topology names them (its app and stage, from the
+    topology parameter: ``/<app>/<stage>/topology``)."""
+    from jobframework.topology import Topology, settings_of_parameter
+
+    settings = settings_of_parameter(config.topology_parameter if config else None, "dev")
+    return Topology.from_registry(registry, settings).schedules
+
+
+def _last(view: ScheduleRuns | None) -> Any:
+    return view.runs[0] if view is not None and view.runs else None
+
+
+def _as_dict(spec: ScheduleSpec, view: ScheduleRuns | None) -> dict[str, Any]:
+    from jobframework.ui.schedule_runs import interval
+
+    last = _last(view)
+    return {
+        "name": spec.name,
+        "job": spec.job,
+        "expression": spec.expression,
+        "timezone": spec.timezone,
+        "next": view.next_slot.isoformat() if view is not None and view.next_slot else None,
+        "every": interval(spec.expression),
+        "last_run": (
+            {"id": last.id, "status": str(last.status), "at": last.finished_at or last.started_at}
+            if last is not None
+            else None
+        ),
+        "missed_24h": len(view.missed) if view is not None else None,
+    }
+
+
+def _table(specs: tuple[ScheduleSpec, ...], views: list[ScheduleRuns | None], now: datetime) -> None:
+    from rich.table import Table
+
+    from jobframework.local.scheduler import ScheduleClock
+    from jobframework.ui.schedule_runs import interval
+
+    table = Table(title=f"{len(specs)} schedule{'' if len(specs) == 1 else 's'}", title_justify="left")
+    for name in ("schedule", "job", "expression", "next", "last run", "missed (24 h)"):
+        table.add_column(name, overflow="fold", no_wrap=name == "schedule")
+    for spec, view in zip(specs, views, strict=True):
+        every = interval(spec.expression)  # (a rate's next time counts from its scheduler's start)
+        upcoming = None if every else ScheduleClock(spec.expression, spec.timezone, start=now).next_after(now)
+        last = _last(view)
+        when = last.finished_at or last.started_at if last is not None else None
+        ago = age_text((now - datetime.fromisoformat(when)).total_seconds()) + " ago" if when else ""
+        table.add_row(
+            spec.name,
+            spec.job,
+            f"{spec.expression} {spec.timezone}",
+            upcoming.astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC") if upcoming else (every or "-"),
+            f"{last.status} {ago}".strip() if last is not None else ("none seen" if view else "-"),
+            (str(len(view.missed)) if view.runs else "-") if view is not None else "-",
+        )
+    rich_console().print(table)
