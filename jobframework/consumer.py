@@ -118,8 +118,7 @@ class Consumer:
         self.state: StateStore | None = state
         self.idempotency: IdempotentRunner | None = None
         self.keys: KeySource | None = None
-        self.payload_bucket: str | None = None
-        """This topology's payload bucket: an offloaded payload elsewhere is refused (``malformed``)."""
+        self.payload_bucket: str | None = None  # (a payload offloaded elsewhere is refused: malformed)
         self.retry_budget: RetryBudget | None = None
         self.first_attempts = FirstAttempts(every=FIRST_ATTEMPTS_EVERY_SECONDS)
         """This process's first attempts for the retry budget, written every few seconds, not per batch."""

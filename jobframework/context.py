@@ -45,7 +45,8 @@ class JobContext:
 
     @property
     def remaining_time(self) -> float:
-        """Seconds left before the Lambda invocation is cut off (``inf`` outside Lambda)."""
+        """Seconds left before the Lambda invocation is cut off (the emulated one's under ``jf dev``
+        and ``run_inline``; ``inf`` without one)."""
         return self._remaining()
 
     @property

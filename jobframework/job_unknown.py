@@ -15,19 +15,26 @@ from jobframework.core import ConfigurationError
 P = ParamSpec("P")
 R = TypeVar("R")
 
+
+class UnknownOptionError(ConfigurationError, TypeError):
+    """An option ``@job`` does not take (a ``TypeError`` too, as Python's own was)."""
+
+
 ELSEWHERE: dict[str, str] = {
-    "retries": "retry=RetryPolicy(max_attempts=N) (attempts, the first included)",
-    "max_retries": "retry=RetryPolicy(max_attempts=N + 1) (attempts, the first included)",
+    "retries": "retry=RetryPolicy(max_attempts=N + 1) (attempts: the first, then N retries)",
+    "max_retries": "retry=RetryPolicy(max_attempts=N + 1) (attempts: the first, then N retries)",
     "autoretry_for": (
-        "nothing: every exception is retried with backoff unless it is a PermanentError or in "
-        "permanent=; transient=(...) retries a type even if it subclasses PermanentError"
+        "permanent=(Exception,), transient=(ConnectionError, ...) to retry only those (the nearer "
+        "type wins); without them every exception but a PermanentError is retried with backoff"
     ),
     "retry_backoff": "retry=RetryPolicy(base_delay=..., max_delay=...) (backoff and jitter are the default)",
     "retry_jitter": 'retry=RetryPolicy(jitter="full" | "proportional" | "none")',
     "default_retry_delay": "retry=RetryPolicy(base_delay=...)",
     "rate_limit": 'rate="10/second" (N/second, N/minute or N/hour, across every consumer)',
-    "time_limit": "timeout= (seconds one attempt may take)",
-    "soft_time_limit": "timeout= (seconds one attempt may take)",
+    "time_limit": (
+        "timeout= (seconds one attempt may take; not enforced: the job checks ctx.time_left between steps)"
+    ),
+    "soft_time_limit": "timeout=, and ctx.time_left checked between steps (seconds left of it)",
     "queue": 'priority= ("critical", "high", "default" or "low": each is its own queue)',
     "bind": "a JobContext parameter after the payload: def run(payload: Model, ctx: JobContext)",
     "acks_late": (
@@ -53,11 +60,11 @@ def refusing_unknown_options(decorator: Callable[P, R]) -> Callable[P, R]:
         ...     return name
         >>> job("a.b", retries=3)  # type: ignore[call-arg]
         Traceback (most recent call last):
-        jobframework.errors.ConfigurationError: @job takes no option retries=: write \
-retry=RetryPolicy(max_attempts=N) (attempts, the first included)
+        jobframework.job_unknown.UnknownOptionError: @job takes no option retries=: write \
+retry=RetryPolicy(max_attempts=N + 1) (attempts: the first, then N retries)
         >>> job("a.b", rat="1/second")  # type: ignore[call-arg]
         Traceback (most recent call last):
-        jobframework.errors.ConfigurationError: @job takes no option rat=: did you mean rate=?
+        jobframework.job_unknown.UnknownOptionError: @job takes no option rat=: did you mean rate=?
     """
     taken = list(inspect.signature(decorator).parameters)
 
@@ -65,7 +72,7 @@ retry=RetryPolicy(max_attempts=N) (attempts, the first included)
     def checked(*args: P.args, **kwargs: P.kwargs) -> R:
         for option in kwargs:
             if option not in taken:
-                raise ConfigurationError(f"@job takes no option {option}=: {_instead(option, taken)}")
+                raise UnknownOptionError(f"@job takes no option {option}=: {_instead(option, taken)}")
         return decorator(*args, **kwargs)
 
     return checked

@@ -238,22 +238,12 @@ class Job(Generic[P]):
     def enqueue_many(
         self, payloads: list[P] | list[dict[str, Any]], *, client: JobClient | None = None, **options: Any
     ) -> list[EnqueueResult]:
-        """Send many payloads of this job, ten per SQS call (the same ``options`` for each; requests
-        with options of their own go to ``client.enqueue_many([job.request(p, key=...), ...])``).
-
-        Raises:
-            ConfigurationError: an entry is already a request (an ``EnqueueRequest``), not a payload.
-        """
+        """Send many payloads of this job, ten per SQS call, with the same ``options`` (requests with
+        options of their own go to ``client.enqueue_many``: :func:`~jobframework.outgoing.payloads_only`)."""
         from jobframework.client import default_client
-        from jobframework.outgoing import EnqueueRequest
+        from jobframework.outgoing import payloads_only
 
-        for n, p in enumerate(payloads):
-            if isinstance(p, EnqueueRequest):
-                raise ConfigurationError(
-                    f"enqueue_many of job {self.name} takes payloads, and entry {n} is an EnqueueRequest "
-                    "(job.request(...)): send requests with client.enqueue_many([...]), or pass the "
-                    "payloads here (with the same options for each: delay=, priority=, ...)"
-                )
+        payloads_only(self.name, payloads)
         return (client or default_client()).enqueue_many([self.request(p, **options) for p in payloads])
 
 
@@ -306,7 +296,8 @@ def job(
         name: stable name that travels in every message (``area.verb``), e.g. ``emails.send``.
         priority: queue: ``critical``, ``high``, ``default`` or ``low``.
         retry: the :class:`RetryPolicy`; the priority's default when ``None``.
-        permanent: exception types never retried (dead-lettered at once).
+        permanent: exception types never retried (dead-lettered at once), unless a nearer type of
+            ``transient`` matches (``permanent=(Exception,), transient=(ConnectionError,)``).
         transient: exception types always retried (within ``max_attempts``), even subclasses of
             ``PermanentError``.
         key: a function of the payload giving the deterministic idempotency/dedup key.

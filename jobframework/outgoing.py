@@ -5,8 +5,9 @@ and the limits that apply (SQS's delay and size, the dedup window).
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from pydantic import BaseModel
@@ -45,7 +46,6 @@ def delay_seconds(delay: float | timedelta | datetime | None) -> int:
     Example:
         >>> delay_seconds(90), delay_seconds(timedelta(minutes=2))
         (90, 120)
-        >>> from datetime import UTC
         >>> 3599 <= delay_seconds(datetime.now(UTC) + timedelta(hours=1)) <= 3600
         True
     """
@@ -56,7 +56,8 @@ def delay_seconds(delay: float | timedelta | datetime | None) -> int:
             raise EnqueueOptionError(
                 f"delay as a time to run at needs its time zone (datetime(..., tzinfo=UTC)), got {delay!r}"
             )
-        return delay_seconds(max(0.0, (delay - datetime.now(delay.tzinfo)).total_seconds()))
+        # (in UTC: two times of one tzinfo subtract as wall times, an hour off across a DST change)
+        return delay_seconds(max(0.0, (delay.astimezone(UTC) - datetime.now(UTC)).total_seconds()))
     seconds = delay.total_seconds() if isinstance(delay, timedelta) else delay
     if isinstance(seconds, bool) or not isinstance(seconds, int | float) or math.isnan(seconds):
         raise EnqueueOptionError(
@@ -70,6 +71,22 @@ def delay_seconds(delay: float | timedelta | datetime | None) -> int:
             "use a recurring schedule or enqueue it later"
         )
     return round(seconds)
+
+
+def payloads_only(job_name: str, payloads: Sequence[object]) -> None:
+    """Check that none of ``job.enqueue_many``'s payloads is already a request.
+
+    Raises:
+        EnqueueOptionError: an entry is an :class:`EnqueueRequest` (``job.request(...)``), which
+            ``client.enqueue_many`` takes.
+    """
+    for n, p in enumerate(payloads):
+        if isinstance(p, EnqueueRequest):
+            raise EnqueueOptionError(
+                f"enqueue_many of job {job_name} takes payloads, and entry {n} is an EnqueueRequest "
+                "(job.request(...)): send requests with client.enqueue_many([...]), or pass the "
+                "payloads here (with the same options for each: delay=, priority=, ...)"
+            )
 
 
 def dedup_window_seconds(value: float | timedelta) -> float:

@@ -88,6 +88,8 @@ def _unix_cron_hint(text: str) -> str:
     """For a five-field Unix crontab line (Celery beat's ``crontab``, cron's), its EventBridge form.
 
     Example:
+        >>> _unix_cron_hint("0 2 1 * 1")
+        " (a crontab's '0 2 1 * 1' runs on either day; here that is two jobs' schedules)"
         >>> _unix_cron_hint("0 2 * * *")
         " (a crontab's '0 2 * * *' is 'cron(0 2 * * ? *)' here)"
         >>> _unix_cron_hint("30 9 * * 1-5")
@@ -100,7 +102,9 @@ def _unix_cron_hint(text: str) -> str:
     minute, hour, dom, month, dow = fields
     if dow == "*":
         return f" (a crontab's {text!r} is 'cron({minute} {hour} {dom} {month} ? *)' here)"
-    dom = "?" if dom == "*" else dom
+    if dom != "*":  # (a crontab runs on either day; here one day field is '?': two schedules)
+        return f" (a crontab's {text!r} runs on either day; here that is two jobs' schedules)"
+    dom = "?"
     return (
         f" (a crontab's {text!r} is 'cron({minute} {hour} {dom} {month} <days> *)' here, its days of "
         "the week by name (MON-FRI) or from SUN=1, not 0)"

@@ -363,8 +363,7 @@ def dlq_redrive(  # noqa: PLR0917
         )
     if not result.matched and (job_type or reason or older_than):
         _none_selected(priority, config, job_type)
-    # Letters selected and left behind fail the command (exit 1), so that a script hears of them.
-    missing = (
+    missing = (  # (letters selected and left behind fail the command, so that a script hears of them)
         f"{result.payload_missing} dead letters stay in the DLQ because their offloaded payload is gone "
         "(expired or deleted): keep them with `jf dlq export`, then `jf dlq purge`"
         if result.payload_missing

@@ -13,7 +13,8 @@ from jobframework.cli.base import JobsOption, JsonOption, age_text, app, load_jo
 from jobframework.cli.errors import CliError
 
 if TYPE_CHECKING:
-    from jobframework.state import StateStore
+    from jobframework.registry import JobRegistry
+    from jobframework.state import JobStatus, StateStore
     from jobframework.topology import RuntimeConfig, ScheduleSpec
     from jobframework.ui.schedule_runs import ScheduleRuns
 
@@ -62,7 +63,7 @@ def _state(ctx: typer.Context) -> tuple[RuntimeConfig | None, StateStore | None,
     return config, StateStore.of(config, aws.client("dynamodb", config=config)), ""
 
 
-def _specs(registry: Any, config: RuntimeConfig | None) -> tuple[ScheduleSpec, ...]:
+def _specs(registry: JobRegistry, config: RuntimeConfig | None) -> tuple[ScheduleSpec, ...]:
     """The registry's schedules, named as the topology names them (its app and stage, from the
     topology parameter: ``/<app>/<stage>/topology``)."""
     from jobframework.topology import Topology, settings_of_parameter
@@ -71,7 +72,7 @@ def _specs(registry: Any, config: RuntimeConfig | None) -> tuple[ScheduleSpec, .
     return Topology.from_registry(registry, settings).schedules
 
 
-def _last(view: ScheduleRuns | None) -> Any:
+def _last(view: ScheduleRuns | None) -> JobStatus | None:
     return view.runs[0] if view is not None and view.runs else None
 
 

@@ -139,9 +139,9 @@ def world(jf_aws: Any) -> World:
 
 HEALTHY = "healthy"
 RETRIED = "retried"
+"""Transient by design: reported in batchItemFailures, not dead-lettered."""
 MISSING_BUCKET = "jf-fuzz-missing"
 """The world's payload bucket, which does not exist."""
-"""Transient by design: reported in batchItemFailures, not dead-lettered."""
 
 # Characters SQS accepts in a body (XML 1.0), U+FFFD included: what invalid UTF-8 turns into.
 sqs_text = st.text(

@@ -12,6 +12,7 @@ from pydantic import BaseModel
 from jobframework.client import EnqueueRequest, set_default_client
 from jobframework.errors import (
     ConfigurationError,
+    EnqueueOptionError,
     PayloadTooLargeError,
     PayloadValidationError,
     UnknownJobError,
@@ -66,7 +67,7 @@ def test_a_bad_payload_is_a_clear_value_error_and_nothing_is_sent(rt):
         )
     assert bodies(rt, "high") == []  # not even the valid one of the batch
     with pytest.raises(
-        ConfigurationError,
+        EnqueueOptionError,
         match=r"enqueue_many of job t\.ok takes payloads, and entry 0 is an EnqueueRequest \(job\.request"
         r"\(\.\.\.\)\): send requests with client\.enqueue_many",
     ):  # (a trial's said "payload: Input should be a valid dictionary or instance of Work")

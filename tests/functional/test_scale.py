@@ -225,10 +225,10 @@ def test_an_unexpected_error_admitting_a_batched_record_fails_only_that_record(s
 
     original = pipeline_module.load_payload
 
-    def payload(d, job, s3):
+    def payload(d, job, s3, **options):
         if "boom" in d.record["body"]:
             raise TypeError("a bug while admitting")
-        return original(d, job, s3)
+        return original(d, job, s3, **options)
 
     monkeypatch.setattr(pipeline_module, "load_payload", payload)
     records, response = consume_once(handler, sqs, config.endpoints("default").url)

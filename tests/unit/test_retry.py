@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import random
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from botocore.exceptions import ClientError, EndpointConnectionError
@@ -281,3 +281,16 @@ def test_the_nearer_of_permanent_and_transient_decides_an_error_of_both():
     # The other way round: a narrower permanent type inside a broad transient one is still permanent.
     narrow = classify(KeyError("k"), attempt=1, policy=POLICY, permanent=(KeyError,), transient=(Exception,))
     assert narrow.reason is Reason.PERMANENT
+
+
+def test_a_delay_to_a_time_in_a_zone_counts_real_seconds_across_a_daylight_saving_change():
+    """The review's case: America/New_York 01:00 to 12:00 on a spring-forward day is 10 hours, not 11."""
+    from zoneinfo import ZoneInfo
+
+    from jobframework.outgoing import delay_seconds
+
+    zone = ZoneInfo("America/New_York")
+    now = datetime.now(zone)
+    days = next(d for d in range(100, 300) if (now + timedelta(days=d)).utcoffset() != now.utcoffset())
+    at = (datetime.now(UTC) + timedelta(days=days)).astimezone(zone)  # an instant whose offset differs
+    assert abs(delay_seconds(at) - days * 86_400) <= 2

@@ -4,6 +4,8 @@ job of ``timeout=30``, and found no way to stop in time)."""
 
 from __future__ import annotations
 
+import time
+
 from pydantic import BaseModel
 
 from jobframework.context import JobContext
@@ -36,7 +38,15 @@ def test_time_left_is_the_jobs_timeout_wherever_it_runs_and_never_more_than_the_
     assert all(29 < left <= 30 for _, left, _ in seen), seen
     assert [round(remaining) for _, _, remaining in seen] == [35, 60, 900]  # the invocation's
 
-    seen.clear()  # an invocation shorter than the job's timeout (the job started with less left)
-    handler(sqs_event(Envelope.new("t.sliced", {"n": 3})), FakeLambdaContext(31.5))
-    ((_, left, remaining),) = seen
-    assert left <= remaining <= 31.5 and left <= 30
+
+def test_time_left_is_never_more_than_the_invocation_and_zero_once_the_timeout_passed() -> None:
+    from datetime import UTC, datetime
+
+    from jobframework.core import Priority
+
+    def ctx(**fields: object) -> JobContext:
+        return JobContext("j-1", "t.sliced", "j-1", 1, 3, Priority.DEFAULT, datetime.now(UTC), **fields)  # type: ignore[arg-type]
+
+    assert 9 < ctx(timeout=30, _remaining=lambda: 10.0).time_left <= 10  # the invocation ends first
+    assert ctx(timeout=30, _started=time.monotonic() - 31).time_left == 0  # overran its timeout
+    assert ctx().time_left == float("inf")  # no timeout, no invocation: nothing bounds it
