@@ -75,7 +75,8 @@ def checked_concurrency(
     concurrency: Mapping[str, int] | int | None,
 ) -> Mapping[str, int] | int | None:
     """``consumer(concurrency=...)`` as given, once checked: a whole number of records at least 1, or
-    a mapping of lane names (``high``, ``high-cpu``, ``default-fifo``) to such numbers.
+    a mapping of lane names (``high``, ``high-cpu``, ``default-fifo``) to such numbers; and the
+    environment's ``JF_CONCURRENCY`` variables (:func:`check_concurrency_environment`).
 
     Raises:
         ConfigurationError: anything else, saying what to pass (a misspelt lane, with the lane it is
@@ -98,6 +99,7 @@ last for ordered jobs
                 f"{where} must be a whole number of records at least 1 (1: one at a time), got {value!r}"
             )
 
+    check_concurrency_environment()
     if concurrency is None:
         return None
     if not isinstance(concurrency, Mapping):
@@ -108,22 +110,73 @@ last for ordered jobs
             )
         count(concurrency, "concurrency=")
         return concurrency
-    import difflib
-
-    from jobframework.core import Priority, Profile, lane_name
-
-    lanes = [lane_name(p, f, o) for p in Priority for f in (None, *Profile) for o in (False, True)]
+    lanes = _lanes()
     for lane, value in concurrency.items():
         if lane not in lanes:
-            close = difflib.get_close_matches(str(lane), lanes, n=1)
+            close = _close(str(lane), lanes)
             raise ConfigurationError(
                 f"concurrency= names no lane {lane!r}"
-                + (f" (did you mean {close[0]!r}?)" if close else "")
-                + ": lanes are a priority (critical, high, default, low), -io or -cpu after it for a "
-                "worker profile, -fifo last for ordered jobs"
+                + (f" (did you mean {close!r}?)" if close else "")
+                + f": {_LANES_ARE}"
             )
         count(value, f"concurrency[{lane!r}]")
     return concurrency
+
+
+_LANES_ARE = (
+    "lanes are a priority (critical, high, default, low), -io or -cpu after it for a worker profile, "
+    "-fifo last for ordered jobs"
+)
+
+
+def _lanes() -> list[str]:
+    from jobframework.core import Priority, Profile, lane_name
+
+    return [lane_name(p, f, o) for p in Priority for f in (None, *Profile) for o in (False, True)]
+
+
+def _close(name: str, names: list[str]) -> str | None:
+    import difflib
+
+    found = difflib.get_close_matches(name, names, n=1)
+    return found[0] if found else None
+
+
+def check_concurrency_environment(environ: Mapping[str, str] | None = None) -> None:
+    """Check ``JF_CONCURRENCY`` and its lane forms when the consumer is made (``jf dev`` starts, a
+    Lambda's module loads), not at the first batch, which a bad value would fail whole, every time.
+
+    Raises:
+        ConfigurationError: a value that is not a whole number at least 1, or a lane form naming no
+            lane (``JF_CONCURRENCY_HIHG``: did you mean ``JF_CONCURRENCY_HIGH``?).
+
+    Example:
+        >>> check_concurrency_environment({"JF_CONCURRENCY_HIHG": "4"})
+        Traceback (most recent call last):
+        jobframework.errors.ConfigurationError: JF_CONCURRENCY_HIHG names no lane (did you mean \
+JF_CONCURRENCY_HIGH?): lanes are a priority (critical, high, default, low), -io or -cpu after it for a \
+worker profile, -fifo last for ordered jobs
+    """
+    from jobframework.errors import ConfigurationError
+
+    env = os.environ if environ is None else environ
+    variables = {lane_variable(lane): lane for lane in _lanes()}
+    for name, raw in env.items():
+        if not name.startswith(ENV_CONCURRENCY) or not raw:
+            continue
+        if name != ENV_CONCURRENCY and name not in variables:
+            if not name.startswith(f"{ENV_CONCURRENCY}_"):
+                continue  # (another variable that starts alike)
+            close = _close(name, list(variables))
+            raise ConfigurationError(
+                f"{name} names no lane" + (f" (did you mean {close}?)" if close else "") + f": {_LANES_ARE}"
+            )
+        try:
+            limit = int(raw)
+        except ValueError:
+            limit = 0
+        if limit < 1:
+            raise ConfigurationError(f"{name} must be a whole number of records at least 1, got {raw!r}")
 
 
 def lane_variable(lane: str) -> str:

@@ -98,14 +98,14 @@ SETTING_VALUES: dict[str, str] = {
 """What each numeric setting takes, for the error of a bad ``JF_*`` value."""
 
 
-def _bad_settings(exc: ValidationError, given: Mapping[str, str]) -> str:
+def bad_settings_message(exc: ValidationError, given: Mapping[str, str]) -> str:
     """Each bad ``JF_*`` value by its variable: what it was and what it takes (not pydantic's dump).
 
     Example:
         >>> try:
         ...     RuntimeConfig(queues={}, retry_budget="lots")
         ... except ValidationError as exc:
-        ...     print(_bad_settings(exc, {"retry_budget": "lots"}))
+        ...     print(bad_settings_message(exc, {"retry_budget": "lots"}))
         JF_RETRY_BUDGET='lots' is not valid: it takes retries per first attempt, a fraction from 0 to 10 \
 (0.2 is 20 %), or off
     """
@@ -252,7 +252,7 @@ class RuntimeConfig(BaseModel):
             try:
                 return cls(queues=queues, topology_parameter=parameter, **settings)
             except ValidationError as exc:
-                raise SettingError(_bad_settings(exc, settings)) from None
+                raise SettingError(bad_settings_message(exc, settings)) from None
         if not parameter:
             raise ConfigurationError(
                 "jobframework is not configured: set JF_QUEUE_URL_<PRIORITY> and JF_DLQ_URL_<PRIORITY>, "

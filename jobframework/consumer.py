@@ -103,7 +103,7 @@ class Consumer:
         self.listeners = list(listeners)
         self._setup = setup
         self.gates = list(gates)
-        self._concurrency = checked_concurrency(concurrency)
+        self._concurrency = checked_concurrency(concurrency)  # (and JF_CONCURRENCY's, from the environment)
         self.queues = QueueDirectory(
             lambda: self._config if self._config is not None else env_config(), lambda: self.sqs
         )

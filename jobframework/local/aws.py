@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
-from jobframework.config import OPTIONAL_SETTINGS
-from jobframework.errors import ConfigurationError
+from jobframework.config import OPTIONAL_SETTINGS, bad_settings_message
+from jobframework.errors import ConfigurationError, SettingError
 from jobframework.local.fifo_receive import install as install_fifo_receive
 from jobframework.local.long_poll import install as install_long_poll
 from jobframework.topology import QueueEndpoints, RuntimeConfig, Topology
@@ -264,8 +264,7 @@ def provision(topology: Topology, session: boto3.Session, endpoint_url: str | No
             **behaviour_from_env(),
         )
     except ValidationError as exc:
-        names = ", ".join(OPTIONAL_SETTINGS[f] for f in LOCAL_SETTINGS_FROM_ENV)
-        raise ConfigurationError(f"bad {names} setting: {exc}") from exc
+        raise SettingError(bad_settings_message(exc, behaviour_from_env())) from None
     ssm = session.client("ssm", endpoint_url=endpoint_url)
     ssm.put_parameter(
         Name=topology.topology_parameter,

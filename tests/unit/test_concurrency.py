@@ -111,3 +111,39 @@ def test_a_bad_concurrency_is_refused_when_the_consumer_is_made(given, message):
     with pytest.raises(ConfigurationError, match=message):
         consumer(JobRegistry(), concurrency=given)
     assert consumer(JobRegistry(), concurrency={"high-cpu-fifo": 2, "low": 1}) is not None
+
+
+@pytest.mark.parametrize(
+    ("variables", "message"),
+    [
+        (
+            {"JF_CONCURRENCY": "lots"},
+            r"JF_CONCURRENCY must be a whole number of records at least 1, got 'lots'",
+        ),
+        ({"JF_CONCURRENCY_HIGH_CPU": "0"}, r"JF_CONCURRENCY_HIGH_CPU must be .* at least 1, got '0'"),
+        (
+            {"JF_CONCURRENCY_HIHG": "4"},
+            r"JF_CONCURRENCY_HIHG names no lane \(did you mean JF_CONCURRENCY_HIGH\?\)",
+        ),
+    ],
+)
+def test_a_bad_concurrency_variable_is_refused_when_the_consumer_is_made(monkeypatch, variables, message):
+    """A trial's JF_CONCURRENCY=lots started jf dev, then failed every batch whole; a misspelt lane
+    variable was ignored."""
+    from jobframework.consumer import consumer
+    from jobframework.jobs import JobRegistry
+
+    for name, value in variables.items():
+        monkeypatch.setenv(name, value)
+    with pytest.raises(ConfigurationError, match=message):
+        consumer(JobRegistry())
+
+
+def test_good_concurrency_variables_and_look_alikes_make_a_consumer(monkeypatch):
+    from jobframework.consumer import consumer
+    from jobframework.jobs import JobRegistry
+
+    monkeypatch.setenv("JF_CONCURRENCY", "4")
+    monkeypatch.setenv("JF_CONCURRENCY_DEFAULT_IO_FIFO", "2")
+    monkeypatch.setenv("JF_CONCURRENCYX", "whatever")  # (not ours: another variable that starts alike)
+    assert consumer(JobRegistry()) is not None
