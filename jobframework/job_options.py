@@ -164,7 +164,7 @@ def checked_options(
     except ConfigurationError as exc:
         raise ConfigurationError(f"job {name}: {exc}") from None
     if retry is not None and not isinstance(retry, RetryPolicy):
-        raise ConfigurationError(f"job {name}: retry= must be a RetryPolicy, got {retry!r}")
+        raise ConfigurationError(f"job {name}: retry= must be a RetryPolicy, got {_with_hint(retry)}")
     policy = retry or default_policy(prio)
     permanent_types = exception_types(permanent, "permanent", name)
     transient_types = exception_types(transient, "transient", name)
@@ -240,7 +240,9 @@ def checked_options(
     except ConfigurationError as exc:  # the expression's own message, said of this job
         raise ConfigurationError(f"job {name}: {exc}") from None
     if sched is not None and not isinstance(sched, Schedule):
-        raise ConfigurationError(f"job {name}: schedule= takes a Schedule or an expression string")
+        raise ConfigurationError(
+            f"job {name}: schedule= takes a Schedule or an expression string{_every(sched)}"
+        )
     flow = flow_options(
         name,
         expires_after=expires_after,
@@ -353,3 +355,30 @@ def flag(value: object, what: str) -> bool:
     if not isinstance(value, bool):
         raise ConfigurationError(f"{what} must be True or False, got {value!r}")
     return value
+
+
+def _with_hint(retry: object) -> str:
+    """A ``retry=`` that is not a policy, with the policy a number of attempts would be.
+
+    Example:
+        >>> _with_hint(3), _with_hint("x")
+        ('3 (retry=RetryPolicy(max_attempts=3))', "'x'")
+    """
+    if type(retry) is int and retry >= 1:
+        return f"{retry} (retry=RetryPolicy(max_attempts={retry}))"
+    return repr(retry)
+
+
+def _every(schedule: object) -> str:
+    """A ``schedule=`` of seconds (Celery beat's), as the rate it would be.
+
+    Example:
+        >>> _every(300)
+        " (every 300 seconds: schedule='rate(5 minutes)')"
+        >>> _every(60.0), _every("x")
+        (" (every 60 seconds: schedule='rate(1 minute)')", '')
+    """
+    if isinstance(schedule, bool) or not isinstance(schedule, int | float) or schedule < 60:
+        return ""
+    minutes = round(schedule / 60)
+    return f" (every {schedule:g} seconds: schedule='rate({minutes} minute{'s' if minutes > 1 else ''})')"

@@ -84,19 +84,38 @@ def check_expression(expression: str, *, recurring: bool = False) -> str:
     return text
 
 
+_MACROS = {
+    "@hourly": "cron(0 * * * ? *)",
+    "@daily": "cron(0 0 * * ? *)",
+    "@midnight": "cron(0 0 * * ? *)",
+    "@weekly": "cron(0 0 ? * SUN *)",
+    "@monthly": "cron(0 0 1 * ? *)",
+    "@yearly": "cron(0 0 1 1 ? *)",
+    "@annually": "cron(0 0 1 1 ? *)",
+}
+"""A crontab's macros, as EventBridge Scheduler writes them."""
+
+
 def _unix_cron_hint(text: str) -> str:
-    """For a five-field Unix crontab line (Celery beat's ``crontab``, cron's), its EventBridge form.
+    """For a Unix crontab line (Celery beat's ``crontab``, cron's: five fields, bare or in ``cron()``,
+    or a macro such as ``@daily``), its EventBridge form.
 
     Example:
         >>> _unix_cron_hint("0 2 1 * 1")
         " (a crontab's '0 2 1 * 1' runs on either day; here that is two jobs' schedules)"
-        >>> _unix_cron_hint("0 2 * * *")
-        " (a crontab's '0 2 * * *' is 'cron(0 2 * * ? *)' here)"
+        >>> _unix_cron_hint("0 2 * * *"), _unix_cron_hint("cron(0 2 * * *)").endswith("? *)' here)")
+        (" (a crontab's '0 2 * * *' is 'cron(0 2 * * ? *)' here)", True)
+        >>> _unix_cron_hint("0 3 * * MON"), _unix_cron_hint("@daily")
+        (" (a crontab's '0 3 * * MON' is 'cron(0 3 ? * MON *)' here)", " (a crontab's '@daily' is \
+'cron(0 0 * * ? *)' here)")
         >>> _unix_cron_hint("30 9 * * 1-5")
         " (a crontab's '30 9 * * 1-5' is 'cron(30 9 ? * <days> *)' here, its days of the week by name \
 (MON-FRI) or from SUN=1, not 0)"
     """
-    fields = text.split()
+    if text in _MACROS:
+        return f" (a crontab's {text!r} is {_MACROS[text]!r} here)"
+    match = _CRON.match(text)
+    fields = (match["body"] if match else text).split()
     if len(fields) != 5:
         return ""
     minute, hour, dom, month, dow = fields
@@ -104,9 +123,10 @@ def _unix_cron_hint(text: str) -> str:
         return f" (a crontab's {text!r} is 'cron({minute} {hour} {dom} {month} ? *)' here)"
     if dom != "*":  # (a crontab runs on either day; here one day field is '?': two schedules)
         return f" (a crontab's {text!r} runs on either day; here that is two jobs' schedules)"
-    dom = "?"
+    if re.fullmatch(r"[A-Za-z,-]+", dow):  # (names mean the same days here)
+        return f" (a crontab's {text!r} is 'cron({minute} {hour} ? {month} {dow.upper()} *)' here)"
     return (
-        f" (a crontab's {text!r} is 'cron({minute} {hour} {dom} {month} <days> *)' here, its days of "
+        f" (a crontab's {text!r} is 'cron({minute} {hour} ? {month} <days> *)' here, its days of "
         "the week by name (MON-FRI) or from SUN=1, not 0)"
     )
 
@@ -182,7 +202,7 @@ def _check_cron(text: str) -> None:
         raise _fail(
             text,
             f"EventBridge cron takes six fields (minutes hours day-of-month month day-of-week year), got "
-            f"{len(fields)}; e.g. 'cron(0 12 * * ? *)' is every day at 12:00",
+            f"{len(fields)}; e.g. 'cron(0 12 * * ? *)' is every day at 12:00" + _unix_cron_hint(text),
         )
     dom, dow = fields[2], fields[4]
     if (dom == "?") == (dow == "?"):

@@ -622,6 +622,8 @@ def test_run_inline_logs_with_the_jobs_keys_beside_the_calls_extra(caplog):
         ({"countdown": 60}, r"countdown=: write enqueue\(payload, delay=\.\.\.\)"),
         ({"prority": "high"}, r"@job takes no option prority=: did you mean priority=\?"),
         ({"colour": "red"}, r"colour=: it takes priority=, retry=, .*, registry=$"),
+        ({"retry": 3}, r"retry= must be a RetryPolicy, got 3 \(retry=RetryPolicy\(max_attempts=3\)\)$"),
+        ({"schedule": 300}, r"every 300 seconds: schedule='rate\(5 minutes\)'\)$"),
     ],
 )
 def test_an_option_job_does_not_take_says_what_to_write(reg, options, message):
