@@ -22,6 +22,7 @@ from jobframework.aws_clients import AwsClients
 from jobframework.config import RuntimeConfig
 from jobframework.errors import ConfigurationError
 from jobframework.errortext import shown
+from jobframework.job_unknown import refusing_unknown_enqueue_options
 from jobframework.jobs import Job, JobRegistry, Priority
 from jobframework.jobs import registry as default_registry
 from jobframework.outgoing import (
@@ -222,6 +223,7 @@ class JobClient:
 
     # -- sending --------------------------------------------------------------------------------------
 
+    @refusing_unknown_enqueue_options
     def enqueue(
         self,
         job: Job[Any] | str,

@@ -49,10 +49,21 @@ ELSEWHERE: dict[str, str] = {
 }
 """Options of other job libraries, and what says the same to ``@job``."""
 
+AT_ENQUEUE: dict[str, str] = {
+    "countdown": "delay= (seconds, or a timedelta)",
+    "eta": "delay= (an aware datetime to run at)",
+    "queue": 'priority= ("critical", "high", "default" or "low")',
+    "expires": "expires_in= (seconds after which an unstarted job is dropped)",
+    "args": "the payload, a model or a dict of its fields",
+    "kwargs": "the payload, a model or a dict of its fields",
+    "task_id": "key= (the job's id is made for you; a key dedups the enqueue and keys its run)",
+}
+"""Options of Celery's ``apply_async``, and what says the same to an enqueue."""
+
 
 def refusing_unknown_options(decorator: Callable[P, R]) -> Callable[P, R]:
-    """``decorator``, refusing a keyword it does not take with a :class:`ConfigurationError` that says
-    what to write instead (the signature, and so type checking, is unchanged).
+    """``decorator`` (``@job``), refusing a keyword it does not take with a :class:`ConfigurationError`
+    that says what to write instead (the signature, and so type checking, is unchanged).
 
     Example:
         >>> @refusing_unknown_options
@@ -66,21 +77,42 @@ retry=RetryPolicy(max_attempts=N + 1) (attempts: the first, then N retries)
         Traceback (most recent call last):
         jobframework.job_unknown.UnknownOptionError: @job takes no option rat=: did you mean rate=?
     """
-    taken = list(inspect.signature(decorator).parameters)
+    return _refusing(decorator, "@job", ELSEWHERE)
 
-    @functools.wraps(decorator)
+
+def refusing_unknown_enqueue_options(enqueue: Callable[P, R]) -> Callable[P, R]:
+    """``JobClient.enqueue`` (which ``job.enqueue`` calls), likewise: ``countdown=`` is ``delay=``.
+
+    Example:
+        >>> @refusing_unknown_enqueue_options
+        ... def enqueue(job: str, payload: dict, *, delay: float = 0) -> str:
+        ...     return job
+        >>> enqueue("a.b", {}, countdown=30)  # type: ignore[call-arg]
+        Traceback (most recent call last):
+        jobframework.job_unknown.UnknownOptionError: enqueue takes no option countdown=: write delay= \
+(seconds, or a timedelta)
+    """
+    return _refusing(enqueue, "enqueue", AT_ENQUEUE)
+
+
+def _refusing(fn: Callable[P, R], label: str, elsewhere: dict[str, str]) -> Callable[P, R]:
+    taken = [n for n in inspect.signature(fn).parameters if n != "self"]
+
+    @functools.wraps(fn)
     def checked(*args: P.args, **kwargs: P.kwargs) -> R:
         for option in kwargs:
             if option not in taken:
-                raise UnknownOptionError(f"@job takes no option {option}=: {_instead(option, taken)}")
-        return decorator(*args, **kwargs)
+                raise UnknownOptionError(
+                    f"{label} takes no option {option}=: {_instead(option, taken, elsewhere)}"
+                )
+        return fn(*args, **kwargs)
 
     return checked
 
 
-def _instead(option: str, taken: list[str]) -> str:
-    if option in ELSEWHERE:
-        return f"write {ELSEWHERE[option]}"
+def _instead(option: str, taken: list[str], elsewhere: dict[str, str]) -> str:
+    if option in elsewhere:
+        return f"write {elsewhere[option]}"
     close = difflib.get_close_matches(option, taken, n=1)
     if close:
         return f"did you mean {close[0]}=?"
