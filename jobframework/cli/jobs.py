@@ -34,15 +34,30 @@ if TYPE_CHECKING:
 MAX_DELAY_SECONDS = 365 * 24 * 3600
 """The client's limit (``jobframework.client.MAX_SCHEDULED_DELAY_SECONDS``): one year."""
 MAX_DELAY_HELP = (
-    "How long before it runs (90, 90s, 15m, 2h, 1d): up to 900 s by SQS DelaySeconds, longer (up to a "
-    "year, 31536000 s) by an EventBridge Scheduler one-time schedule."
+    "How long before it runs (90, 90s, 15m, 2h, 1d), or when (a time with its zone: "
+    "2027-01-31T09:00:00Z): up to 900 s by SQS DelaySeconds, longer (up to a year, 31536000 s) by an "
+    "EventBridge Scheduler one-time schedule."
 )
 
 
 def _delay_seconds(text: str | None) -> float | None:
-    """``--delay`` in seconds (a number of seconds, or a duration such as ``15m``), at most a year."""
+    """``--delay`` in seconds (a number of seconds, a duration such as ``15m``, or an ISO time with its
+    zone to run at), at most a year."""
     if text is None:
         return None
+    if "T" in text.strip() and "-" in text:  # (a time: 2027-01-31T09:00:00Z)
+        from datetime import datetime
+
+        from jobframework.errors import EnqueueOptionError
+        from jobframework.outgoing import delay_seconds
+
+        try:
+            return float(delay_seconds(datetime.fromisoformat(text.strip())))
+        except ValueError as exc:  # (EnqueueOptionError too: no zone, over a year)
+            shown = str(exc) if isinstance(exc, EnqueueOptionError) else f"{text!r} is not an ISO time"
+            raise typer.BadParameter(
+                f"{shown}; give a time with its zone, e.g. 2027-01-31T09:00:00Z", param_hint="--delay"
+            ) from None
     seconds = parse_duration(text, option="--delay")
     if seconds > MAX_DELAY_SECONDS:
         raise typer.BadParameter(

@@ -138,6 +138,28 @@ def test_enqueue_takes_delays_up_to_a_year_as_the_client_does():
     assert bad.exit_code == 2 and "'soon' is not a duration" in bad.output  # (it was pydantic's words)
 
 
+def test_enqueue_delay_takes_a_time_with_its_zone_to_run_at(jf_aws, jf_config):
+    """The client takes an aware datetime (Celery's eta); so does --delay, as an ISO time."""
+    from datetime import UTC, datetime, timedelta
+
+    from jobframework.delays import due_time, schedule_name
+
+    at = (datetime.now(UTC) + timedelta(hours=2)).replace(microsecond=0)
+    stamp = at.isoformat().replace("+00:00", "Z")
+    email = '{"to": "a@example.com", "subject": "later"}'
+    sent = invoke(["enqueue", "emails.send", email, "--delay", stamp], cli_env(jf_config))
+    assert sent.exit_code == 0, sent.output
+    scheduler = jf_aws.client("scheduler")
+    schedule = scheduler.get_schedule(Name=schedule_name(sent.stdout.strip()), GroupName="default")
+    due = due_time(schedule["ScheduleExpression"])
+    assert due is not None and abs((due - at).total_seconds()) < 60
+    scheduler.delete_schedule(Name=schedule_name(sent.stdout.strip()), GroupName="default")
+    naive = invoke(["enqueue", "emails.send", email, "--delay", "2027-01-31T09:00:00"], cli_env(jf_config))
+    assert naive.exit_code == 2 and "needs its time zone" in " ".join(naive.stderr.split())
+    garbled = invoke(["enqueue", "emails.send", email, "--delay", "2027-13-31T09:00Z"], cli_env(jf_config))
+    assert garbled.exit_code == 2 and "is not an ISO time" in " ".join(garbled.stderr.split())
+
+
 def test_a_json_list_is_not_a_payload_and_a_batched_jobs_items_go_one_at_a_time():
     result = invoke(["enqueue", "reports.generate", '[{"report_id": "r-1"}]'])
     assert result.exit_code == 2
