@@ -71,12 +71,13 @@ def load_payload(d: Delivery, job: Job[Any], s3: Callable[[], Any], *, bucket: s
     """
     env = d.require_envelope()
     data = env.payload
-    if env.payload_ref is not None and bucket is not None and env.payload_ref.bucket != bucket:
-        raise MalformedMessageError(
-            f"its payload is offloaded to s3://{env.payload_ref.bucket}/{env.payload_ref.key}, not to this "
-            f"topology's payload bucket {bucket} (JF_PAYLOAD_BUCKET): the consumer reads no other bucket"
-        )
     if env.payload_ref is not None:
+        if bucket is not None and env.payload_ref.bucket != bucket:
+            raise MalformedMessageError(
+                f"its payload is offloaded to s3://{env.payload_ref.bucket}/{env.payload_ref.key}, not to "
+                f"this topology's payload bucket {bucket} (JF_PAYLOAD_BUCKET): the consumer reads no other "
+                "bucket"
+            )
         from jobframework.errors import PayloadStoreError
         from jobframework.payloads import fetch
 

@@ -171,12 +171,7 @@ worker profile, -fifo last for ordered jobs
             raise ConfigurationError(
                 f"{name} names no lane" + (f" (did you mean {close}?)" if close else "") + f": {_LANES_ARE}"
             )
-        try:
-            limit = int(raw)
-        except ValueError:
-            limit = 0
-        if limit < 1:
-            raise ConfigurationError(f"{name} must be a whole number of records at least 1, got {raw!r}")
+        _env_count(name, raw)
 
 
 def lane_variable(lane: str) -> str:
@@ -194,21 +189,27 @@ _env_limits: dict[str, int | None] = {}
 
 def _env_limit(lane: str) -> int | None:
     if lane not in _env_limits:
-        raw = os.environ.get(lane_variable(lane)) if lane else None
-        raw = raw or os.environ.get(ENV_CONCURRENCY)
-        try:
-            limit = int(raw) if raw else None
-        except ValueError:
-            limit = 0
-        if limit is not None and limit < 1:
-            from jobframework.errors import ConfigurationError
-
-            raise ConfigurationError(
-                f"{ENV_CONCURRENCY} (or its lane form) must be a whole number of records at least 1, "
-                f"got {raw!r}"
-            )
-        _env_limits[lane] = limit
+        name = lane_variable(lane) if lane and os.environ.get(lane_variable(lane)) else ENV_CONCURRENCY
+        raw = os.environ.get(name)
+        _env_limits[lane] = _env_count(name, raw) if raw else None
     return _env_limits[lane]
+
+
+def _env_count(name: str, raw: str) -> int:
+    """The variable ``name``'s value ``raw`` as a number of records (at least 1).
+
+    Raises:
+        ConfigurationError: not a whole number at least 1, naming the variable.
+    """
+    try:
+        limit = int(raw)
+    except ValueError:
+        limit = 0
+    if limit < 1:
+        from jobframework.errors import ConfigurationError
+
+        raise ConfigurationError(f"{name} must be a whole number of records at least 1, got {raw!r}")
+    return limit
 
 
 QUICK_SECONDS = 0.002

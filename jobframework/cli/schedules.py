@@ -42,7 +42,7 @@ def schedules(ctx: typer.Context, jobs: JobsOption = None, json_output: JsonOpti
     now = datetime.now(UTC)
     views = [schedule_runs(store, spec, now=now) if store is not None else None for spec in specs]
     if json_output:
-        print_json([_as_dict(spec, view) for spec, view in zip(specs, views, strict=True)])
+        print_json([_as_dict(spec, view, now) for spec, view in zip(specs, views, strict=True)])
     else:
         _table(specs, views, now)
     if why:
@@ -76,17 +76,27 @@ def _last(view: ScheduleRuns | None) -> JobStatus | None:
     return view.runs[0] if view is not None and view.runs else None
 
 
-def _as_dict(spec: ScheduleSpec, view: ScheduleRuns | None) -> dict[str, Any]:
+def _next(spec: ScheduleSpec, now: datetime) -> tuple[datetime | None, str | None]:
+    """A cron's next slot, or a rate's interval (its next time counts from its scheduler's start)."""
+    from jobframework.local.scheduler import ScheduleClock
     from jobframework.ui.schedule_runs import interval
 
+    every = interval(spec.expression)
+    return (
+        None if every else ScheduleClock(spec.expression, spec.timezone, start=now).next_after(now)
+    ), every
+
+
+def _as_dict(spec: ScheduleSpec, view: ScheduleRuns | None, now: datetime) -> dict[str, Any]:
     last = _last(view)
+    upcoming, every = _next(spec, now)
     return {
         "name": spec.name,
         "job": spec.job,
         "expression": spec.expression,
         "timezone": spec.timezone,
-        "next": view.next_slot.isoformat() if view is not None and view.next_slot else None,
-        "every": interval(spec.expression),
+        "next": upcoming.isoformat() if upcoming else None,
+        "every": every,
         "last_run": (
             {"id": last.id, "status": str(last.status), "at": last.finished_at or last.started_at}
             if last is not None
@@ -99,15 +109,11 @@ def _as_dict(spec: ScheduleSpec, view: ScheduleRuns | None) -> dict[str, Any]:
 def _table(specs: tuple[ScheduleSpec, ...], views: list[ScheduleRuns | None], now: datetime) -> None:
     from rich.table import Table
 
-    from jobframework.local.scheduler import ScheduleClock
-    from jobframework.ui.schedule_runs import interval
-
     table = Table(title=f"{len(specs)} schedule{'' if len(specs) == 1 else 's'}", title_justify="left")
     for name in ("schedule", "job", "expression", "next", "last run", "missed (24 h)"):
         table.add_column(name, overflow="fold", no_wrap=name == "schedule")
     for spec, view in zip(specs, views, strict=True):
-        every = interval(spec.expression)  # (a rate's next time counts from its scheduler's start)
-        upcoming = None if every else ScheduleClock(spec.expression, spec.timezone, start=now).next_after(now)
+        upcoming, every = _next(spec, now)
         last = _last(view)
         when = last.finished_at or last.started_at if last is not None else None
         ago = age_text((now - datetime.fromisoformat(when)).total_seconds()) + " ago" if when else ""

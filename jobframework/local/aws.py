@@ -249,6 +249,7 @@ def provision(topology: Topology, session: boto3.Session, endpoint_url: str | No
     s3 = session.client("s3", endpoint_url=endpoint_url)
     with contextlib.suppress(s3.exceptions.BucketAlreadyOwnedByYou, s3.exceptions.BucketAlreadyExists):
         s3.create_bucket(Bucket=bucket)
+    behaviour = behaviour_from_env()
     try:
         config = RuntimeConfig(
             queues=queues,
@@ -261,10 +262,10 @@ def provision(topology: Topology, session: boto3.Session, endpoint_url: str | No
             scheduler_role_arn=f"arn:aws:iam::123456789012:role/{topology.app}-{topology.stage}-scheduler",
             jobs=topology.catalog,
             topology_parameter=topology.topology_parameter,
-            **behaviour_from_env(),
+            **behaviour,
         )
     except ValidationError as exc:
-        raise SettingError(bad_settings_message(exc, behaviour_from_env())) from None
+        raise SettingError(bad_settings_message(exc, behaviour)) from None
     ssm = session.client("ssm", endpoint_url=endpoint_url)
     ssm.put_parameter(
         Name=topology.topology_parameter,

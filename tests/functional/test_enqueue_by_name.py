@@ -145,18 +145,17 @@ def test_jf_enqueue_warns_of_a_job_the_topologys_catalog_does_not_have(named, jf
         ["enqueue", "t.ok", '{"name": "cataloged"}', "--jobs", "tests.functional.jobs_under_test"], env
     )
     assert known.exit_code == 0 and "warning" not in known.stderr, known.output
-    extra = invoke(
-        [
-            "enqueue",
-            "webhooks.deliver",
-            '{"url": "https://x.example/h", "event": "e"}',
-            "--jobs",
-            "handlers.jobs",
-        ],
-        env,
-    )
+    extra = _enqueue_uncataloged(env)
     assert extra.exit_code == 0, extra.output  # sent: the catalog may lag a deploy; the warning says so
     assert "jf: warning: webhooks.deliver is not in the topology's job catalog" in extra.stderr
+
+
+def _enqueue_uncataloged(env: dict[str, str]) -> Any:
+    """`jf enqueue` of an example job (``handlers.jobs``) that the topology's catalog here lacks."""
+    from tests.functional.conftest_local import invoke
+
+    args = ["enqueue", "webhooks.deliver", '{"url": "https://x.example/h", "event": "e"}']
+    return invoke([*args, "--jobs", "handlers.jobs"], env)
 
 
 V2_MODULE = '''
@@ -211,15 +210,6 @@ def test_jf_enqueue_with_jf_devs_exports_warns_of_a_job_or_version_its_catalog_l
     )
     assert older.exit_code == 0 and "warning" not in older.stderr, older.output
 
-    extra = invoke(
-        [
-            "enqueue",
-            "webhooks.deliver",
-            '{"url": "https://x.example/h", "event": "e"}',
-            "--jobs",
-            "handlers.jobs",
-        ],
-        env,
-    )
+    extra = _enqueue_uncataloged(env)
     assert extra.exit_code == 0, extra.output
     assert f"jf: warning: webhooks.deliver is not in the topology's job catalog ({parameter})" in extra.stderr
