@@ -7,7 +7,7 @@ succeeds otherwise. Simulated time advances in steps of ``step`` seconds; the du
 step are processed in batches of ``batch_size`` as the consumer does:
 
 * a first attempt is counted with :meth:`jobframework.budget.BatchBudget.first_attempt`;
-* a failure is classified by the framework's :func:`jobframework.retry.classify` with a real
+* a failure is classified by the framework's :func:`jobframework.classification.classify` with a real
   :class:`jobframework.retry.RetryPolicy` (so the delay is the framework's
   :func:`jobframework.retry.compute_backoff`, jitter drawn from a seeded ``random.Random``);
 * with the budget on, a retry must pass :meth:`BatchBudget.allow_retry` (the framework's
@@ -48,8 +48,9 @@ if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from jobframework import budget as budget_mod
-from jobframework import retry as retry_mod
-from jobframework.retry import Action, Jitter, Reason, RetryPolicy
+from jobframework import classification
+from jobframework.classification import Action, Reason
+from jobframework.retry import Jitter, RetryPolicy
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_PNG = ROOT / "docs" / "outage.png"
@@ -261,7 +262,7 @@ def simulate(params: OutageParams, jitter: Jitter, budget_on: bool) -> ScenarioR
                     pending -= 1
                     result.last_resolved = clock.now
                     continue
-                decision = retry_mod.classify(
+                decision = classification.classify(
                     DownstreamUnavailable("downstream is down"), attempt=sim_job.attempt, policy=policy
                 )
                 if (

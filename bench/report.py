@@ -271,8 +271,9 @@ def render(
 
         body = [
             "Pure-Python, time-compressed simulation (1 s steps, seeded) of jobs whose downstream is down.",
-            "Every retry decision is the framework's own: `retry.classify` with a real `RetryPolicy`",
-            "(`compute_backoff`, jitter from `random.Random(seed)`), and `budget.BatchBudget` over an",
+            "Every retry decision is the framework's own: `classification.classify` with a real",
+            "`RetryPolicy` (`compute_backoff`, jitter from `random.Random(seed)`), and",
+            "`budget.BatchBudget` over an",
             "`InMemoryBudgetCounter` on the simulated clock (default `RetryBudget`: 20 % of first attempts",
             f"in a 5-minute window, floor {RetryBudget().floor}), flushed per batch of 10; delays rounded up "
             "to whole seconds",

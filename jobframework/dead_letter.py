@@ -13,7 +13,7 @@ from jobframework import envelope as wire
 from jobframework.delivery import safe_text
 
 if TYPE_CHECKING:
-    from jobframework.retry import Reason
+    from jobframework.classification import Reason
 
 KEPT_ATTRIBUTES = (wire.ATTR_TRACEPARENT, wire.ATTR_TRACESTATE, wire.ATTR_TYPE, "jf-sig", "jf-kid")
 """Message attributes a dead letter keeps from its original (SQS allows 10 in all)."""

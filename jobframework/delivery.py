@@ -25,9 +25,9 @@ from jobframework.jobs import JobContext
 
 if TYPE_CHECKING:
     from jobframework.budget import BatchBudget
+    from jobframework.classification import Reason
     from jobframework.envelope import Envelope
     from jobframework.jobs import Job
-    from jobframework.retry import Reason
     from jobframework.telemetry import BatchMetrics
     from jobframework.tracing import TraceContext
 

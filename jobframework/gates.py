@@ -48,11 +48,11 @@ from jobframework.state import JobState
 from jobframework.verdict import Kind, Verdict
 
 if TYPE_CHECKING:
+    from jobframework.classification import Reason
     from jobframework.consumer import Consumer
     from jobframework.delivery import Batch, Delivery
     from jobframework.flow.outcome import Drop, RateInputs
     from jobframework.jobs import Job
-    from jobframework.retry import Reason
     from jobframework.tracing import TraceContext
 
 log = logging.getLogger("jobframework.consumer")
@@ -269,7 +269,7 @@ def flow_gate(admitted: Admitted, consumer: Consumer) -> Verdict | None:
         try:  # a payload no limit can hold is dead-lettered, not handed back for ever
             check_limit_keys(job, admitted.payload)
         except ValueError as exc:
-            from jobframework.retry import Reason
+            from jobframework.classification import Reason
 
             return refuse(d, Reason.INVALID_PAYLOAD, str(exc))
     from jobframework.flow.outcome import NO_RATE_INPUTS  # loaded with the gates above

@@ -12,7 +12,8 @@ settler (:mod:`jobframework.settler`) applies the batch's verdicts together.
 * **execute**: the job in its trace span and log context, under its key and message hold, through
   idempotency when on;
 * **classify**: every failure, whether the job's or a store's that the record needed (the key ring or
-  the payload store unreadable), goes through :func:`jobframework.retry.classify` and the retry budget.
+  the payload store unreadable), goes through :func:`jobframework.classification.classify` and the
+  retry budget.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from pydantic import ValidationError
 from jobframework.admission import load_payload, read_envelope, verify_signature
 from jobframework.attempts import is_first_attempt, receive_count
 from jobframework.budget_keys import budget_key, budget_label
+from jobframework.classification import Action, Reason, classify
 from jobframework.delivery import (
     Batch,
     Delivery,
@@ -59,7 +61,7 @@ from jobframework.gates import (
 from jobframework.heartbeat import Hold, heartbeat
 from jobframework.heartbeat import period_for as heartbeat_period
 from jobframework.idempotency import AlreadyInProgress, KeyCancelled, KeyedStart, KeyHold
-from jobframework.retry import Action, Reason, classify, visibility_delay
+from jobframework.retry import visibility_delay
 from jobframework.running import call
 from jobframework.state import JobState, summarize
 from jobframework.stores.key_records import claims_key

@@ -32,11 +32,11 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from jobframework import envelope as wire
+from jobframework.classification import Reason
 from jobframework.dead_letter import dead_letter_message
 from jobframework.delivery import Batch, RecordOutcome, describe, refusal_logged
 from jobframework.gates import dead_letter
 from jobframework.handback import copy_message
-from jobframework.retry import Reason
 from jobframework.state import JobState
 from jobframework.tracing import record_trace_id
 from jobframework.verdict import Kind, Verdict

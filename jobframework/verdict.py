@@ -23,8 +23,8 @@ from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from jobframework.classification import Reason
     from jobframework.delivery import Delivery, RecordOutcome
-    from jobframework.retry import Reason
     from jobframework.state import JobState
 
 

@@ -51,7 +51,7 @@ TypeOption = Annotated[
 
 def known_reason(value: str | None) -> str | None:
     """A ``--reason`` the consumer writes (a misspelt one matched nothing, which a scan found out)."""
-    from jobframework.retry import Reason
+    from jobframework.classification import Reason
 
     known = [r.value for r in Reason]
     if value is not None and value not in known:

@@ -165,8 +165,8 @@ def test_a_malformed_message_is_found_in_the_dlq_by_the_id_the_consumers_log_nam
 
 
 def test_the_dead_records_id_is_left_out_where_sqs_has_no_room_for_an_eleventh_attribute():
+    from jobframework.classification import Reason
     from jobframework.dead_letter import dead_letter_message
-    from jobframework.retry import Reason
 
     kept = {
         name: {"stringValue": "v", "dataType": "String"} for name in ("traceparent", "tracestate", "jf-type")

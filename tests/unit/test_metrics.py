@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
+from jobframework.classification import Reason
 from jobframework.delivery import Outcome, RecordOutcome
-from jobframework.retry import Reason
 from jobframework.telemetry import BatchMetrics
 
 

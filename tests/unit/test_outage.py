@@ -8,7 +8,7 @@ import pytest
 
 from bench import outage
 from bench.outage import OutageParams, simulate
-from jobframework import budget, retry
+from jobframework import budget, classification, retry
 from jobframework.retry import Jitter
 
 SMALL = OutageParams(jobs=300, arrival_seconds=0, outage_start=10, outage_seconds=120, max_attempts=8, seed=3)
@@ -31,7 +31,7 @@ def spy(monkeypatch: pytest.MonkeyPatch, module: Any, name: str) -> list[Any]:
 
 def test_delays_come_from_the_frameworks_backoff_and_classification(monkeypatch):
     backoff = spy(monkeypatch, retry, "compute_backoff")
-    classified = spy(monkeypatch, retry, "classify")
+    classified = spy(monkeypatch, classification, "classify")
     result = simulate(SMALL, Jitter.PROPORTIONAL, budget_on=False)
     assert classified and backoff
     retried = result.downstream_calls - SMALL.jobs

@@ -9,15 +9,13 @@ import pytest
 from botocore.exceptions import ClientError, EndpointConnectionError
 from pydantic import BaseModel, ValidationError
 
+from jobframework.classification import Action, Reason, classify
 from jobframework.errors import ConfigurationError, PermanentError, RetryableError
 from jobframework.jobs import Priority
 from jobframework.retry import (
     MAX_VISIBILITY_SECONDS,
-    Action,
     Jitter,
-    Reason,
     RetryPolicy,
-    classify,
     compute_backoff,
     default_policy,
 )

@@ -19,8 +19,8 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from jobframework.classification import Reason
 from jobframework.dlq import RedriveResult
-from jobframework.retry import Reason
 from jobframework.ui.console import Console
 from jobframework.ui.tasks import Tasks
 from jobframework.ui.templating import render
