@@ -12,7 +12,8 @@ from pydantic import BaseModel
 from jobframework.envelope import Envelope, new_job_id
 from jobframework.jobs import Job, Priority, registry
 from jobframework.outgoing import EnqueueRequest, EnqueueResult
-from jobframework.preparing import checked_options, checked_payload, of_entry
+from jobframework.payload_data import checked_payload
+from jobframework.preparing import checked_options, of_entry
 
 
 class EnqueueRecorder:
