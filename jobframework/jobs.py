@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
 
 from pydantic import BaseModel, ValidationError
 
@@ -44,6 +44,7 @@ from jobframework.job_options import (
     checked_options,
     payload_model_of,
 )
+from jobframework.job_typing import JobDecorator
 from jobframework.job_unknown import refusing_unknown_options
 from jobframework.registry import JobRegistry
 from jobframework.retry import RetryPolicy
@@ -289,7 +290,7 @@ def job(
     ordered_by: Callable[[Any], str] | None = None,
     retry_budget: RetryBudgetOption | None = None,
     registry: JobRegistry | None = None,
-) -> Callable[[Callable[..., Any]], Job[Any]]:
+) -> JobDecorator:
     """Register a function as a job.
 
     Args:
@@ -405,4 +406,4 @@ def job(
         target.register(created)
         return created
 
-    return decorate
+    return cast(JobDecorator, decorate)

@@ -15,6 +15,7 @@ import re
 import shutil
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -103,6 +104,8 @@ def test_a_project_from_jf_new_deploys_its_jobs_and_their_dependencies(tmp_path)
     # The wheel installs jobframework alone, into a fresh venv outside the repository.
     _run(*uv, "build", "--wheel", "--quiet", "--out-dir", tmp_path / "dist", ROOT, env=env)
     [wheel] = (tmp_path / "dist").glob("jobframework-*.whl")
+    with zipfile.ZipFile(wheel) as built:  # (a type checker reads an installed package only with it)
+        assert "jobframework/py.typed" in built.namelist()
     tools = tmp_path / "tools"
     _run(*uv, "venv", "--quiet", tools, env=env)
     python = tools / "bin" / "python"

@@ -1,0 +1,56 @@
+"""A team's type checker knows each job's payload model: ``@job`` on ``def f(order: Order)`` is a
+``Job[Order]``, so mypy flags an enqueue of another model. (That the package ships ``py.typed``, which
+makes a type checker read it at all once installed, is checked on the wheel by the adoption test.)"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+TEAM_CODE = """
+from pydantic import BaseModel
+from jobframework import BatchOptions, JobContext, job
+
+class Order(BaseModel):
+    order_id: str
+
+class Refund(BaseModel):
+    refund_id: str
+
+@job("orders.fulfil")
+def fulfil(order: Order) -> None: ...
+
+@job("orders.confirm")
+async def confirm(order: Order, ctx: JobContext) -> str:
+    return order.order_id
+
+@job("orders.export", batch=BatchOptions(max_size=10))
+def export(orders: list[Order]) -> None: ...
+
+reveal_type(fulfil)
+reveal_type(confirm)
+reveal_type(export)
+fulfil.enqueue(Order(order_id="o-1"))
+fulfil.enqueue({"order_id": "o-1"})
+export.request(Order(order_id="o-1"))
+fulfil.enqueue(Refund(refund_id="r-1"))
+"""
+
+
+def test_a_jobs_payload_model_reaches_the_type_checker(tmp_path):
+    (tmp_path / "shop.py").write_text(TEAM_CODE)
+    env = {**os.environ, "MYPYPATH": str(ROOT)}  # (the source itself: an editable install hides it)
+    mypy = [sys.executable, "-m", "mypy", "--no-incremental", "--follow-imports=silent", "shop.py"]
+    ran = subprocess.run(
+        mypy, check=False, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300
+    )
+    out = ran.stdout  # (exit 1: the one error the test expects)
+    revealed = [line.split("Revealed type is ")[1] for line in out.splitlines() if "Revealed type" in line]
+    assert revealed == ['"jobframework.jobs.Job[shop.Order]"'] * 3, out
+    errors = [line for line in out.splitlines() if ": error:" in line]
+    assert len(errors) == 1, out  # the Refund, and nothing the correct calls do
+    assert 'error: Argument 1 to "enqueue" of "Job" has incompatible type "Refund"' in errors[0]
