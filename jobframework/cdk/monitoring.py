@@ -40,7 +40,8 @@ class Monitoring(Construct):
         dashboard_name, topic_name: physical names.
         queues: the :class:`PriorityQueue` of each lane, in display order.
         functions: the consumer functions by name.
-        metrics_namespace: the EMF namespace of the consumer's metrics (default ``JobFramework``).
+        metrics_namespace: the EMF namespace of the consumer's metrics (default ``JobFramework``;
+            :class:`JobFramework` gives its deployment's, ``JobFramework/<app>-<stage>``).
         removal_policy: of the topic's KMS key; default ``DESTROY``.
         topology: when given, the rows per job type (enqueue-to-completion latency p50 and p95,
             processing time p95, first-attempt failure rate, dead-letter rate) and worker utilization

@@ -22,6 +22,7 @@ from jobframework.cdk.defaults import (
     POWERTOOLS_LAYER_VERSION,
     StageConfig,
     lane_id,
+    metrics_namespace,
 )
 from jobframework.cdk.delays import DelayedJobs
 from jobframework.cdk.monitoring import Monitoring
@@ -268,6 +269,7 @@ class JobResources(Construct):
                 group_name=prefix,
                 dead_letter_queue_name=f"{prefix}-schedules-dlq",
                 removal_policy=stage.removal_policy,
+                metrics_namespace=metrics_namespace(topology.app, topology.stage),
             )
 
         self.monitoring = Monitoring(
@@ -280,6 +282,7 @@ class JobResources(Construct):
             removal_policy=stage.removal_policy,
             topology=topology,
             container_lanes=container_lanes,
+            metrics_namespace=metrics_namespace(topology.app, topology.stage),
         )
         for q in self.queues.values():
             self.monitoring.route(*q.alarms)

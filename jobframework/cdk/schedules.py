@@ -97,7 +97,8 @@ class Schedules(Construct):
         group_name: the schedule group (the alarm watches the group's metrics).
         dead_letter_queue_name: where Scheduler puts firings it could not deliver.
         retry_attempts: default 3; max_event_age: seconds, default 3600.
-        metrics_namespace: the consumer's EMF namespace (default ``JobFramework``).
+        metrics_namespace: the consumer's EMF namespace (default ``JobFramework``; :class:`JobFramework`
+            gives its deployment's, ``JobFramework/<app>-<stage>``).
         removal_policy: default ``DESTROY``.
 
     Attributes:

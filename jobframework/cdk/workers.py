@@ -18,11 +18,11 @@ from constructs import Construct
 from jobframework.cdk.defaults import (
     ALARM_PERIOD,
     CANARY_ALIAS,
-    METRICS_NAMESPACE,
     POWERTOOLS_LAYER_ACCOUNT,
     POWERTOOLS_LAYER_VERSION,
     alarm_on_any,
     lane_id,
+    metrics_namespace,
 )
 from jobframework.cdk.priority_queue import PriorityQueue
 from jobframework.cdk.tables import JobTables
@@ -90,7 +90,7 @@ def consumer_environment(
         ENV_JOBS: ",".join(job_modules),
         ENV_TOPOLOGY_PARAMETER: topology.topology_parameter,
         "POWERTOOLS_SERVICE_NAME": topology.app,
-        "POWERTOOLS_METRICS_NAMESPACE": METRICS_NAMESPACE,
+        "POWERTOOLS_METRICS_NAMESPACE": metrics_namespace(topology.app, topology.stage),
         **{lane_variable(q.lane): str(q.record_concurrency) for q in topology.queues if q.record_concurrency},
     }
 

@@ -13,7 +13,7 @@ def test_dashboard_shows_queues_dlqs_job_metrics_and_consumers(synth):
     for needle in (
         "ApproximateNumberOfMessagesVisible",
         "ApproximateAgeOfOldestMessage",
-        '\\\\\\"JobFramework\\\\\\"',  # the SEARCH over the framework's EMF namespace
+        '\\\\\\"JobFramework/jf-dev\\\\\\"',  # the SEARCH over the framework's EMF namespace
         '\\"Errors\\"',
         '\\"Throttles\\"',
         '\\"ConcurrentExecutions\\"',
@@ -87,7 +87,7 @@ def test_a_failed_saga_raises_an_alarm_routed_to_the_topic(synth):
         Match.object_like(
             {
                 "MetricName": "SagaFailed",
-                "Namespace": "JobFramework",
+                "Namespace": "JobFramework/jf-dev",
                 "Dimensions": Match.array_with([{"Name": "Saga", "Value": "order.place"}]),
                 "Threshold": 1,
                 "AlarmActions": Match.any_value(),

@@ -107,7 +107,7 @@ def test_first_attempt_failure_rate_is_failures_over_first_attempts_per_job_type
         assert expression == f"100 * FILL({failures_id}, 0) / {attempts_id}"
         for metric_id, name in ((failures_id, "FirstAttemptFailures"), (attempts_id, "FirstAttempts")):
             assert inputs[metric_id] == {
-                "namespace": "JobFramework",
+                "namespace": "JobFramework/jf-dev",
                 "name": name,
                 "dimensions": job_dimensions(job),
                 "stat": "Sum",
@@ -313,7 +313,7 @@ def test_the_jobs_by_type_graph_searches_the_per_job_counts_only(synth):
     props = widget(synth.template, "Jobs by type")
     [[search]] = props["metrics"]
     assert search["expression"] == (
-        'SEARCH(\'Namespace="JobFramework" JobType (MetricName="Succeeded" OR MetricName="Retried" '
+        'SEARCH(\'Namespace="JobFramework/jf-dev" JobType (MetricName="Succeeded" OR MetricName="Retried" '
         "OR MetricName=\"DeadLettered\")', 'Sum', 60)"
     )
 

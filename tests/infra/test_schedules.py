@@ -78,7 +78,7 @@ def test_missed_run_alarm_on_the_heartbeat_treats_missing_data_as_breaching(synt
     synth.template.has_resource_properties(
         "AWS::CloudWatch::Alarm",
         {
-            "Namespace": "JobFramework",
+            "Namespace": "JobFramework/jf-dev",
             "MetricName": "Heartbeat",
             "Dimensions": Match.array_with(
                 [{"Name": "JobType", "Value": spec.job}, {"Name": "service", "Value": "jobframework"}]

@@ -100,3 +100,23 @@ def test_the_same_app_and_stage_in_two_regions_is_allowed():
         Stack(app, "West", env=Environment(account="123456789012", region="eu-west-1")), "B", "billing"
     )
     assert east.topology.state_table == west.topology.state_table == "billing-dev-state"
+
+
+def test_each_frameworks_alarms_watch_only_the_metrics_its_own_consumers_write(two):
+    """Two apps (or stages) in one account share job types and priorities, the metrics' dimensions:
+    each writes and watches its own namespace, so one's runs never keep the other's alarms quiet."""
+    _, _, template = two
+    watched: dict[str, set[str]] = {"Billing": set(), "Shipping": set()}
+    written: dict[str, set[str]] = {"Billing": set(), "Shipping": set()}
+    for logical_id, resource in template["Resources"].items():
+        owner = "Billing" if logical_id.startswith("Billing") else "Shipping"
+        props = resource.get("Properties", {})
+        if resource["Type"] == "AWS::CloudWatch::Alarm" and "AWS/" not in str(props.get("Namespace", "AWS/")):
+            watched[owner].add(props["Namespace"])
+        if resource["Type"] == "AWS::Lambda::Function" and "Environment" in props:
+            written[owner].add(props["Environment"]["Variables"]["POWERTOOLS_METRICS_NAMESPACE"])
+    assert (
+        watched
+        == written
+        == {"Billing": {"JobFramework/billing-dev"}, "Shipping": {"JobFramework/shipping-dev"}}
+    )

@@ -105,7 +105,7 @@ def test_functions_get_the_jf_environment_the_client_and_consumer_read(synth):
         assert set(config.queues) == set(Priority)
         assert variables["JF_JOBS"] == "handlers.jobs"
         assert variables["JF_TOPOLOGY_PARAMETER"] == "/jf/dev/topology"
-        assert variables["POWERTOOLS_METRICS_NAMESPACE"] == "JobFramework"
+        assert variables["POWERTOOLS_METRICS_NAMESPACE"] == "JobFramework/jf-dev"  # (its own: app-stage)
         assert variables["JF_STATE_TABLE"]["Ref"].startswith("TablesStateTable")
         assert variables["JF_IDEMPOTENCY_TABLE"]["Ref"].startswith("TablesIdempotencyTable")
 
