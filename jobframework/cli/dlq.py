@@ -14,7 +14,15 @@ from typer.core import TyperGroup
 
 from jobframework.cli.aws import aws_of
 from jobframework.cli.base import JsonOption, age_text, app, parse_duration, print_json, rich_console
-from jobframework.cli.dlq_args import IdOption, PriorityArg, ReasonOption, TypeOption, dead_letters_of
+from jobframework.cli.dlq_args import (
+    IdOption,
+    PriorityArg,
+    ReasonOption,
+    TypeOption,
+    check_named,
+    dead_letters_of,
+    none_selected,
+)
 from jobframework.cli.errors import CliError
 
 if TYPE_CHECKING:
@@ -127,7 +135,7 @@ def dlq_peek(  # noqa: PLR0917 (typer options)
     found = letters.peek(priority, limit=count, job_type=job_type, reason=reason)
     pointers = [_payload_pointer(d.body) for d in found]
     if not found and (job_type or reason):
-        _none_selected(priority, config, job_type)
+        none_selected(priority, config, job_type)
     if json_output:
         print_json(
             [
@@ -257,25 +265,14 @@ def dlq_purge(  # noqa: PLR0917
         print_json({"priority": priority, "type": job_type, "reason": reason, "ids": ids, "deleted": deleted})
     else:
         typer.echo(f"deleted {deleted} dead letters from the {priority} DLQ")
-    if not deleted and (job_type or reason or ids):
-        _none_selected(priority, config, job_type)
-
-
-def _none_selected(lane: str, config: RuntimeConfig, job_type: str | None) -> None:
-    """Say, when a selection took nothing, where to see what the DLQ holds (a mistyped type, say), and
-    the lane of a job type whose letters are in another DLQ (the topology's job catalog knows it)."""
-    route = config.jobs.get(job_type) if job_type else None
-    if route is not None and route.lane != lane:
-        typer.echo(
-            f"no dead letter of the {lane} DLQ matched; {job_type} runs on {route.lane}: its letters are "
-            f"in the {route.lane} DLQ (`jf dlq peek {route.lane} --type {job_type}`)",
-            err=True,
+    if not deleted and ids:  # named letters that are not there (or not selected): as a redrive's
+        raise CliError(
+            f"no dead letter of the {priority} DLQ has the id {', '.join(ids)}"
+            + (" and matches --type or --reason" if job_type or reason else "")
+            + f"; `jf dlq peek {priority}` shows their job ids and message ids"
         )
-        return
-    typer.echo(
-        f"no dead letter of the {lane} DLQ matched; `jf dlq peek {lane}` shows their types, ids and reasons",
-        err=True,
-    )
+    if not deleted and (job_type or reason):
+        none_selected(priority, config, job_type)
 
 
 @dlq_app.command("redrive")
@@ -356,13 +353,10 @@ def dlq_redrive(  # noqa: PLR0917
                     else ""
                 )
             )
-    if not result.matched and ids:  # named letters that are not there: a script must hear it
-        raise CliError(
-            f"no dead letter of the {priority} DLQ has the id {', '.join(ids)}; `jf dlq peek {priority}` "
-            "shows their job ids and message ids"
-        )
-    if not result.matched and (job_type or reason or older_than):
-        _none_selected(priority, config, job_type)
+    if ids:  # named letters that are not there, or not selected: a script must hear it
+        check_named(priority, ids, result, filtered=bool(job_type or reason or older_than))
+    elif not result.matched and (job_type or reason or older_than):
+        none_selected(priority, config, job_type)
     missing = (  # (letters selected and left behind fail the command, so that a script hears of them)
         f"{result.payload_missing} dead letters stay in the DLQ because their offloaded payload is gone "
         "(expired or deleted): keep them with `jf dlq export`, then `jf dlq purge`"

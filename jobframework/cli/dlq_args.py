@@ -1,5 +1,6 @@
 """The arguments the ``jf dlq`` commands share: the lane, the filters, and the configuration's dead
-letters (a lane it has no queue of is a usage error, exit 2)."""
+letters (a lane it has no queue of is a usage error, exit 2); and what they say when a selection took
+none, or not every letter it named."""
 
 from __future__ import annotations
 
@@ -8,10 +9,11 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from jobframework.cli.aws import aws_of
+from jobframework.cli.errors import CliError
 from jobframework.errors import ConfigurationError
 
 if TYPE_CHECKING:
-    from jobframework.dlq import DeadLetters
+    from jobframework.dlq import DeadLetters, RedriveResult
     from jobframework.topology import RuntimeConfig
 
 
@@ -102,3 +104,38 @@ def dead_letters_of(
     sqs = aws.sqs(config, attempts=attempts)
     s3 = aws.client("s3", config=config, attempts=attempts) if config.payload_bucket else None
     return DeadLetters(config, sqs, s3_client=s3, wait_time_seconds=0 if config.endpoint_url else 1), config
+
+
+def check_named(lane: str, ids: list[str], result: RedriveResult, *, filtered: bool) -> None:
+    """Fail a redrive given ``--id`` when a named id is in no letter of the DLQ (the rest moved), or
+    when none of the named letters matched the other filters (they are there: say so, not "no id")."""
+    peek = f"`jf dlq peek {lane}` shows their job ids and message ids"
+    if result.not_found and len(result.not_found) == len(set(ids)):
+        raise CliError(f"no dead letter of the {lane} DLQ has the id {', '.join(result.not_found)}; {peek}")
+    if result.not_found:
+        raise CliError(
+            f"{len(result.not_found)} of the ids given are in no dead letter of the {lane} DLQ (the others "
+            f"were selected): {', '.join(result.not_found)}; {peek}"
+        )
+    if not result.matched and filtered:
+        raise CliError(
+            f"the dead letters with the ids given are in the {lane} DLQ but do not match --type, --reason "
+            f"or --older-than; `jf dlq peek {lane} --id ...` shows their type, reason and age"
+        )
+
+
+def none_selected(lane: str, config: RuntimeConfig, job_type: str | None) -> None:
+    """Say, when a selection took nothing, where to see what the DLQ holds (a mistyped type, say), and
+    the lane of a job type whose letters are in another DLQ (the topology's job catalog knows it)."""
+    route = config.jobs.get(job_type) if job_type else None
+    if route is not None and route.lane != lane:
+        typer.echo(
+            f"no dead letter of the {lane} DLQ matched; {job_type} runs on {route.lane}: its letters are "
+            f"in the {route.lane} DLQ (`jf dlq peek {route.lane} --type {job_type}`)",
+            err=True,
+        )
+        return
+    typer.echo(
+        f"no dead letter of the {lane} DLQ matched; `jf dlq peek {lane}` shows their types, ids and reasons",
+        err=True,
+    )

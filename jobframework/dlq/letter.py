@@ -161,12 +161,13 @@ class Selection:
             return False
         if self.older_than is not None and (letter.age(now) or 0.0) < self.older_than:
             return False
-        return (
-            self.ids is None
-            or letter.message_id in self.ids
-            or letter.job_id in self.ids
-            or letter.dead_message_id in self.ids
-        )
+        return self.ids is None or bool(self.named(letter))
+
+    def named(self, letter: DeadLetter) -> frozenset[str]:
+        """The given ids that ``letter`` carries (its message id, its job id, the dead record's id)."""
+        if not self.ids:
+            return frozenset()
+        return self.ids.intersection((letter.message_id, letter.job_id, letter.dead_message_id))
 
 
 @dataclass(frozen=True, slots=True)

@@ -57,6 +57,9 @@ class RedriveResult:
     limited: bool = False
     """The ``limit`` was reached: letters past it were not looked at (more may match); those skipped
     count only letters that did not match."""
+    not_found: list[str] = field(default_factory=list)
+    """Ids given (``message_ids``) that no letter in the DLQ carries (a typo, or redriven already);
+    empty when the ``limit`` stopped the read first."""
     by_type: dict[str, int] = field(default_factory=dict)
     by_source: dict[str, int] = field(default_factory=dict)
     job_ids: list[str] = field(default_factory=list)
@@ -191,6 +194,8 @@ class Redrive:
         """Consider each letter of ``scan`` once; move (or, in a dry run, count) those selected."""
         result = self.result
         wanted = set(selection.ids) if selection.ids is not None else None
+        unseen = set(selection.ids or ())
+        """Ids no letter carried yet, whether it matched the rest of the selection or not."""
         default = self.default_source()
         started = time.monotonic()
         now = datetime.now(UTC)
@@ -201,6 +206,7 @@ class Redrive:
             considered = len(batch)
             for message in batch:
                 letter = DeadLetter.of(message)
+                unseen -= selection.named(letter)
                 if letter.job_id in taken and _sent_since(letter, scan.start):
                     result.later += 1  # (the scan's cutoff is to the second: this one came in it)
                     considered -= 1  # (not one of the letters there at the start, which progress counts)
@@ -233,6 +239,8 @@ class Redrive:
             if (limit is not None and result.matched >= limit) or wanted == set():
                 break
         result.later += scan.later
+        read_all = not result.limited and (limit is None or result.matched < limit)
+        result.not_found = sorted(unseen) if read_all else []
 
     def _move(self, scan: HeldScan, chosen: list[tuple[dict[str, Any], DeadLetter]], default: str) -> int:
         by_source: dict[str, list[tuple[dict[str, Any], DeadLetter]]] = {}

@@ -186,3 +186,31 @@ def test_the_dead_records_id_is_left_out_where_sqs_has_no_room_for_an_eleventh_a
     roomy, full = letter_of(kept), letter_of(signed)
     assert roomy["jf-message-id"]["StringValue"] == "m-1"
     assert "jf-message-id" not in full and len(full) == 10
+
+
+def test_redrive_and_purge_by_id_say_which_named_ids_are_not_there_and_which_did_not_match(sqs, jf_config):
+    """An operator pasting ids: one mistyped among them is named (the rest still move, exit 1); a letter
+    that is there but is not of the --type given is said to be there, not "no dead letter has the id";
+    a purge of an id that is not there fails as a redrive's does."""
+    env, ep = cli_env(jf_config), jf_config.endpoints("default")
+    crm = [dead_letter(sqs, jf_config, "default", "crm.sync", {"account_id": f"a-{i}"}) for i in range(2)]
+    typo = "01a249d2-0000-0000-0000-000000000000"
+
+    other_type = invoke(["dlq", "redrive", "default", "--id", crm[0].id, "--type", "reports.generate"], env)
+    assert other_type.exit_code == 1, other_type.output
+    assert "are in the default DLQ but do not match --type, --reason or --older-than" in other_type.stderr
+    assert "has the id" not in other_type.stderr
+
+    partly = invoke(["dlq", "redrive", "default", "--id", crm[0].id, "--id", typo, "--json"], env)
+    assert partly.exit_code == 1, partly.output
+    assert json.loads(partly.stdout)["job_ids"] == [crm[0].id]  # the one there moved
+    assert json.loads(partly.stdout)["not_found"] == [typo]
+    assert (
+        f"1 of the ids given are in no dead letter of the default DLQ (the others were selected): {typo}"
+        in (partly.stderr)
+    )
+
+    purged = invoke(["dlq", "purge", "default", "--id", "nope", "--yes"], env)
+    assert purged.exit_code == 1, purged.output
+    assert "no dead letter of the default DLQ has the id nope" in purged.stderr
+    assert [json.loads(m["Body"])["id"] for m in receive_all(sqs, ep.dlq_url)] == [crm[1].id]
