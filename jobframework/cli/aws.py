@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from botocore.config import Config
 
     from jobframework.aws_clients import AwsClients
+    from jobframework.config import JobRoute
     from jobframework.topology import RuntimeConfig
 
 DEFAULT_PARAMETER = "/jf/dev/topology"
@@ -149,3 +150,23 @@ def aws_of(ctx: typer.Context) -> Aws:
 def check_reachable(sqs: Any, url: str) -> None:
     """Fail fast (exit 3) when the endpoint does not answer."""
     sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])
+
+
+def catalog_of(aws: Aws, config: RuntimeConfig) -> dict[str, JobRoute]:
+    """The topology's job catalog: the configuration's, else its parameter's (the ``JF_*`` exports of
+    ``jf dev`` name the parameter and carry no catalog); empty when there is none to read."""
+    if config.jobs or not config.topology_parameter:
+        return dict(config.jobs)
+    from jobframework.config import RuntimeConfig
+    from jobframework.errors import ConfigurationError
+
+    try:
+        read = RuntimeConfig.from_parameter(
+            config.topology_parameter,
+            ssm_client=aws.client("ssm", config=config),
+            endpoint_url=config.endpoint_url,
+            region=config.region,
+        )
+    except ConfigurationError:  # (no parameter to compare with: nothing to warn of)
+        return {}
+    return dict(read.jobs)

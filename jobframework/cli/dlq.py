@@ -135,7 +135,7 @@ def dlq_peek(  # noqa: PLR0917 (typer options)
     found = letters.peek(priority, limit=count, job_type=job_type, reason=reason)
     pointers = [_payload_pointer(d.body) for d in found]
     if not found and (job_type or reason):
-        none_selected(priority, config, job_type)
+        none_selected(ctx, priority, config, job_type)
     if json_output:
         print_json(
             [
@@ -272,7 +272,7 @@ def dlq_purge(  # noqa: PLR0917
             + f"; `jf dlq peek {priority}` shows their job ids and message ids"
         )
     if not deleted and (job_type or reason):
-        none_selected(priority, config, job_type)
+        none_selected(ctx, priority, config, job_type)
 
 
 @dlq_app.command("redrive")
@@ -356,7 +356,7 @@ def dlq_redrive(  # noqa: PLR0917
     if ids:  # named letters that are not there, or not selected: a script must hear it
         check_named(priority, ids, result, filtered=bool(job_type or reason or older_than))
     elif not result.matched and (job_type or reason or older_than):
-        none_selected(priority, config, job_type)
+        none_selected(ctx, priority, config, job_type)
     missing = (  # (letters selected and left behind fail the command, so that a script hears of them)
         f"{result.payload_missing} dead letters stay in the DLQ because their offloaded payload is gone "
         "(expired or deleted): keep them with `jf dlq export`, then `jf dlq purge`"

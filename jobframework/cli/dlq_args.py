@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from jobframework.cli.aws import aws_of
+from jobframework.cli.aws import aws_of, catalog_of
 from jobframework.cli.errors import CliError
 from jobframework.errors import ConfigurationError
 
@@ -124,10 +124,10 @@ def check_named(lane: str, ids: list[str], result: RedriveResult, *, filtered: b
         )
 
 
-def none_selected(lane: str, config: RuntimeConfig, job_type: str | None) -> None:
+def none_selected(ctx: typer.Context, lane: str, config: RuntimeConfig, job_type: str | None) -> None:
     """Say, when a selection took nothing, where to see what the DLQ holds (a mistyped type, say), and
     the lane of a job type whose letters are in another DLQ (the topology's job catalog knows it)."""
-    route = config.jobs.get(job_type) if job_type else None
+    route = catalog_of(aws_of(ctx), config).get(job_type) if job_type else None
     if route is not None and route.lane != lane:
         typer.echo(
             f"no dead letter of the {lane} DLQ matched; {job_type} runs on {route.lane}: its letters are "

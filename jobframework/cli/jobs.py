@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 from typer._click.exceptions import UsageError  # typer carries its own copy of click
 
-from jobframework.cli.aws import aws_of
+from jobframework.cli.aws import aws_of, catalog_of
 from jobframework.cli.base import (
     JobsOption,
     JsonOption,
@@ -27,8 +27,7 @@ from jobframework.cli.errors import CliError
 
 if TYPE_CHECKING:
     from jobframework.catalog import RoutedJob
-    from jobframework.cli.aws import Aws
-    from jobframework.config import JobRoute, RuntimeConfig
+    from jobframework.config import JobRoute
     from jobframework.jobs import Job
 
 MAX_DELAY_SECONDS = 365 * 24 * 3600
@@ -64,26 +63,6 @@ def _delay_seconds(text: str | None) -> float | None:
             f"{text} is over the one-year limit ({MAX_DELAY_SECONDS:,} s, 365d)", param_hint="--delay"
         )
     return seconds
-
-
-def _catalog_of(aws: Aws, config: RuntimeConfig) -> dict[str, JobRoute]:
-    """The topology's job catalog: the configuration's, else its parameter's (the ``JF_*`` exports of
-    ``jf dev`` name the parameter and carry no catalog); empty when there is none to read."""
-    if config.jobs or not config.topology_parameter:
-        return dict(config.jobs)
-    from jobframework.config import RuntimeConfig
-    from jobframework.errors import ConfigurationError
-
-    try:
-        read = RuntimeConfig.from_parameter(
-            config.topology_parameter,
-            ssm_client=aws.client("ssm", config=config),
-            endpoint_url=config.endpoint_url,
-            region=config.region,
-        )
-    except ConfigurationError:  # (no parameter to compare with: nothing to warn of)
-        return {}
-    return dict(read.jobs)
 
 
 def _catalog_warning(
@@ -241,7 +220,7 @@ def enqueue(  # noqa: PLR0917
     config = aws.runtime_config()
     client = aws.job_client(config)
     found = client.job(job_type)  # an unknown type fails before anything is sent
-    warning = _catalog_warning(found, _catalog_of(aws, config), config.topology_parameter, payload_version)
+    warning = _catalog_warning(found, catalog_of(aws, config), config.topology_parameter, payload_version)
     if warning:
         typer.echo(f"jf: warning: {warning}", err=True)
     from jobframework.errors import EnqueueOptionError

@@ -173,6 +173,11 @@ def test_peek_says_how_many_the_dlq_holds_and_where_a_job_types_letters_are(sqs,
     moved = invoke(["dlq", "redrive", "high", "--type", "dl.report"], env)
     assert "dl.report runs on low" in moved.stderr
     assert queue_counts(sqs, config.endpoints("low").dlq_url)[0] == 12
+    # jf dev's exports also carry the queue URLs (JF_QUEUE_URL_*), and no catalog: the parameter has it
+    exported = {**env, **{k: v for k, v in config.to_env().items() if k.startswith(("JF_QUEUE", "JF_DLQ"))}}
+    assert "JF_QUEUE_URL_LOW" in exported
+    purged = invoke(["dlq", "purge", "high", "--type", "dl.report", "--yes"], exported)
+    assert "dl.report runs on low: its letters are in the low DLQ" in purged.stderr, purged.output
 
 
 def test_peek_by_id_shows_a_letter_in_full(sqs, jf_config):
