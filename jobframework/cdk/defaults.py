@@ -168,3 +168,14 @@ def alarm_on_any(
         comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
         treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
     )
+
+
+def jf_command(topology_parameter: str | None) -> str:
+    """``jf`` as an alarm's text writes it for a topology: with the topology's parameter, which ``jf``
+    otherwise takes to be ``/jf/dev/topology`` (a paged operator copies the command as written).
+
+    Example:
+        >>> jf_command("/shop/prod/topology"), jf_command(None)
+        ('JF_TOPOLOGY_PARAMETER=/shop/prod/topology jf', 'jf')
+    """
+    return f"JF_TOPOLOGY_PARAMETER={topology_parameter} jf" if topology_parameter else "jf"

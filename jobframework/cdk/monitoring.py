@@ -22,6 +22,7 @@ from jobframework.cdk.defaults import (
     METRICS_NAMESPACE,
     METRICS_SERVICE,
     alarm_on_any,
+    jf_command,
 )
 from jobframework.cdk.priority_queue import PriorityQueue
 from jobframework.errors import ConfigurationError
@@ -92,6 +93,8 @@ class Monitoring(Construct):
             )
         super().__init__(scope, construct_id)
         self._namespace = metrics_namespace
+        self._jf = jf_command(topology.topology_parameter if topology is not None else None)
+        """``jf`` as the alarms' texts write it (with the topology's parameter when given)."""
         self.budget_alarms: dict[str, cloudwatch.Alarm] = {}
         self.allowed_concurrency: dict[str, int] = {}
         self.depth_growth_alarms: dict[str, cloudwatch.Alarm] = {}
@@ -303,8 +306,9 @@ class Monitoring(Construct):
                     self,
                     f"SagaFailed{construct_id}Alarm",
                     description=(
-                        f"saga {name} ended failed: a compensation was dead-lettered; see `jf saga ls "
-                        "--status failed`, fix the cause and redrive the compensation's dead letter"
+                        f"saga {name} ended failed: a compensation was dead-lettered; see "
+                        f"`{self._jf} saga ls --status failed`, fix the cause and redrive the compensation's "
+                        "dead letter"
                     ),
                     metric=metric,
                 )

@@ -9,7 +9,7 @@ from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
-from jobframework.cdk.defaults import ALARM_PERIOD, alarm_on_any, secure_queue
+from jobframework.cdk.defaults import ALARM_PERIOD, alarm_on_any, jf_command, secure_queue
 from jobframework.errors import ConfigurationError
 from jobframework.jobs import FIFO_MAX_BATCH
 from jobframework.topology import MAX_RETENTION, MAX_VISIBILITY, QueueSpec
@@ -61,6 +61,9 @@ class PriorityQueue(Construct):
         target_latency: the age of the oldest message above which the queue alarms (default 60).
         removal_policy: default ``DESTROY``.
         fifo: the queue and its DLQ are FIFO queues (both names end ``.fifo``): an ordered lane.
+        lane, topology_parameter: the queue's lane and its topology's parameter, which the dead-letter
+            alarm's text puts in the ``jf`` commands it names (``JF_TOPOLOGY_PARAMETER=/app/prod/topology
+            jf dlq peek high``: as written, ``jf`` reads ``/jf/dev/topology``); default a plain ``jf``.
 
     Attributes:
         queue, dead_letter_queue, dead_letter_alarm (depth, pages), dead_letter_inflow_alarm (new dead
@@ -93,6 +96,8 @@ class PriorityQueue(Construct):
         target_latency: int = 60,
         removal_policy: RemovalPolicy = RemovalPolicy.DESTROY,
         fifo: bool = False,
+        lane: str | None = None,
+        topology_parameter: str | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
         named = [n for n in (queue_name, dead_letter_queue_name) if n.endswith(".fifo") != fifo]
@@ -151,12 +156,13 @@ class PriorityQueue(Construct):
             ),
         )
 
+        jf, on = jf_command(topology_parameter), f" {lane}" if lane else ""
         self.dead_letter_alarm = alarm_on_any(
             self,
             "DeadLetterAlarm",
             description=(
-                f"{dead_letter_queue_name} holds dead letters: inspect with `jf dlq ls`, fix the cause, "
-                "then redrive (`jf dlq redrive` or the SQS console)"
+                f"{dead_letter_queue_name} holds dead letters: inspect with `{jf} dlq peek{on}`, fix the "
+                f"cause, then redrive (`{jf} dlq redrive{on}` or the SQS console)"
             ),
             metric=self.dead_letter_queue.metric_approximate_number_of_messages_visible(
                 period=ALARM_PERIOD, statistic="Maximum"

@@ -170,6 +170,8 @@ class JobResources(Construct):
                 target_latency=spec.target_latency,
                 removal_policy=stage.removal_policy,
                 fifo=spec.fifo,
+                lane=spec.lane,
+                topology_parameter=topology.topology_parameter,
             )
 
         self.tables = JobTables(

@@ -94,3 +94,20 @@ def test_a_failed_saga_raises_an_alarm_routed_to_the_topic(synth):
             }
         ),
     )
+
+
+def test_the_alarms_say_the_jf_commands_of_their_own_topology(synth):
+    """A paged operator copies the command in the alarm: as plain `jf dlq ls` it read /jf/dev/topology,
+    whichever stack paged (a trial's prod stack wrote /acme-notify/prod/topology)."""
+    descriptions = [
+        alarm["Properties"].get("AlarmDescription", "")
+        for alarm in synth.template.find_resources("AWS::CloudWatch::Alarm").values()
+    ]
+    descriptions = [d for d in descriptions if isinstance(d, str)]  # (not those joined with tokens)
+    parameter = synth.topology.topology_parameter
+    for spec in synth.topology.queues:
+        [dead] = [d for d in descriptions if d.startswith(f"{spec.dlq_name} holds dead letters")]
+        assert f"`JF_TOPOLOGY_PARAMETER={parameter} jf dlq peek {spec.lane}`" in dead
+        assert f"`JF_TOPOLOGY_PARAMETER={parameter} jf dlq redrive {spec.lane}`" in dead
+    [saga] = [d for d in descriptions if d.startswith("saga order.place ended failed")]
+    assert f"`JF_TOPOLOGY_PARAMETER={parameter} jf saga ls --status failed`" in saga
