@@ -220,3 +220,26 @@ def test_jf_dlq_reads_and_redrives_a_fifo_lanes_dead_letters_by_lane_name(fifo):
     absent = invoke(["dlq", "peek", "low-cpu"], env)  # a lane this topology does not have: a bad argument
     assert absent.exit_code == 2 and "'low-cpu': no such queue here (its lanes: " in absent.output
     assert "JF_QUEUE_URL" not in absent.output  # (a trial was told to set a variable for a lane no job has)
+
+
+def test_a_handler_given_sqs_event_of_an_ordered_job_holds_back_the_group_as_aws_would(fifo):
+    """A team's test builds the event with sqs_event (no queue between): its records had no
+    MessageGroupId, so each was a group of its own and seq 2 ran after seq 1 failed."""
+    from jobframework.envelope import Envelope
+    from jobframework.testing import FakeLambdaContext, sqs_event
+
+    first, second = (
+        Envelope.new("ledger.apply", {"account_id": "A", "seq": n, "fail_times": 2 - n}) for n in (1, 2)
+    )
+    other = Envelope.new("ledger.apply", {"account_id": "B", "seq": 1})
+    event = sqs_event(first, second, other, config=fifo.config, registry=fifo_jobs.registry)
+
+    assert all(r["eventSourceARN"].endswith(".fifo") for r in event["Records"])
+    groups = [r["attributes"]["MessageGroupId"] for r in event["Records"]]
+    assert groups == ["A", "A", "B"]
+    numbers = [int(r["attributes"]["SequenceNumber"]) for r in event["Records"]]
+    assert numbers == sorted(numbers) and len(set(numbers)) == 3
+    response = fifo.handler(event, FakeLambdaContext())
+    failed = {f["itemIdentifier"] for f in response["batchItemFailures"]}
+    assert failed == {r["messageId"] for r in event["Records"][:2]}
+    assert runs("A") == [(1, 1, False)] and runs("B") == [(1, 1, True)]  # seq 2 held back unrun
