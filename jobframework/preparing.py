@@ -85,6 +85,12 @@ def checked_options(
         # (the caller's key=, or what the job's key= function returned)
         error = EnqueueOptionError if request.key is not None else ConfigurationError
         raise error(f"key must be a non-empty str of at most 1024 characters, got {shown(key)}")
+    if job_key is not None and key != job_key and request.saga is None:
+        # Two keys for one payload: each runs once, so the payload runs twice (a charge made twice).
+        raise EnqueueOptionError(
+            f"key={shown(key)} is not the key {job.name}'s key= function gives this payload "
+            f"({job_key!r}): one payload under two keys runs twice; leave key= out (the function gives it)"
+        )
     given = (
         dedup_window_seconds(request.dedup_window) if request.dedup_window is not None else job.dedup_window
     )

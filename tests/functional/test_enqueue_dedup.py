@@ -86,3 +86,25 @@ def test_without_a_state_table_a_keyed_enqueue_is_sent_and_an_asked_for_window_i
         client.enqueue("t.ok", {"name": "a"}, key="k-2", dedup_window=60)
     with pytest.raises(ConfigurationError, match=r"0 \(off\) to 7 days"):
         rt.client.enqueue("t.ok", {"name": "a"}, key="k-2", dedup_window=-1)
+
+
+def test_a_key_other_than_the_one_the_jobs_key_function_gives_is_refused_and_nothing_is_sent(rt):
+    """A trial enqueued charge(o-8) once with key="o-8" and once without (its key= function gives
+    "charge:o-8"): two keys for one payload, and the order was charged twice, with nothing said."""
+    from jobframework.errors import EnqueueOptionError
+    from jobframework.recorder import EnqueueRecorder
+
+    reg = JobRegistry()
+
+    @job("t.charge", registry=reg, priority="high", key=lambda w: f"charge:{w.name}")
+    def charge(work: Work) -> None:
+        pass
+
+    client = JobClient(rt.config, registry=reg, sqs_client=rt.sqs)
+    with pytest.raises(EnqueueOptionError, match=r"key='o-8' is not the key t.charge's key= function gives"):
+        charge.enqueue({"name": "o-8"}, client=client, key="o-8")
+    with pytest.raises(EnqueueOptionError, match="one payload under two keys runs twice"):
+        EnqueueRecorder().enqueue(charge, {"name": "o-8"}, key="o-8")  # a test's stand-in refuses it too
+    charge.enqueue({"name": "o-8"}, client=client, key="charge:o-8")  # its own key: taken
+    charge.enqueue({"name": "o-8"}, client=client)
+    assert [b["key"] for b in bodies(rt, "high")] == ["charge:o-8"] * 2  # one key: it runs once
