@@ -16,7 +16,7 @@ from jobframework.errors import EnqueueOptionError, PayloadValidationError, Payl
 from jobframework.errortext import shown
 from jobframework.flow.options import check_limit_keys
 from jobframework.jobs import Job
-from jobframework.validation import validation_problems
+from jobframework.validation import validate_data, validation_problems
 
 if TYPE_CHECKING:
     from jobframework.catalog import RoutedJob
@@ -51,7 +51,16 @@ def payload_data(
         check_limit_keys(job, model)  # (a consumer would dead-letter it: no limit could hold it)
     except ValueError as exc:
         raise PayloadValidationError(f"payload for {job.name} fits no limit: {exc}") from exc
-    return _sendable(job.name, lambda: model.model_dump(mode="json")), job.key_for(model)
+    data = _sendable(job.name, lambda: model.model_dump(mode="json", warnings=False))
+    if model is payload:  # an instance is taken as made: one made unvalidated is read as the consumer will
+        try:
+            validate_data(job.payload_model, data)
+        except ValidationError as exc:
+            raise PayloadValidationError(
+                f"payload for {job.name} is a {job.payload_model.__name__} whose values do not validate "
+                f"(made with model_construct, or changed after it was made?): {validation_problems(exc)}"
+            ) from exc
+    return data, job.key_for(model)
 
 
 def checked_payload(

@@ -57,6 +57,11 @@ def test_a_bad_payload_is_a_clear_value_error_and_nothing_is_sent(rt):
     ):
         rt.client.enqueue("t.ok", Receipt(email="a@example.com"))  # another job's model
     with pytest.raises(
+        PayloadValidationError,
+        match=r"t\.ok is a Work whose values do not validate \(made with model_construct",
+    ):  # an instance made unvalidated: the consumer would dead-letter it; a raw ValidationError before
+        rt.client.enqueue("t.ok", Work.model_construct(name="x", fail_times="twice"))
+    with pytest.raises(
         PayloadValidationError, match=r"^entry 2 of 2 \(requests\[1\]\): payload for t\.ok .*fail_times"
     ):
         rt.client.enqueue_many(
