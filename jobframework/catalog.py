@@ -300,6 +300,17 @@ class JobCatalog:
         self._source = f"SSM parameter {parameter}"
 
     def _unknown(self, name: str, known: list[str]) -> str:
+        import difflib
+
+        from jobframework.saga.definition import saga_named
+
+        if saga_named(name) is not None:
+            return (
+                f"{name!r} is a saga, not a job: start it with the start(payload, client=...) of the saga "
+                "that saga() returned, which enqueues its first step"
+            )
+        close = difflib.get_close_matches(name, [*known, *self._routes], n=1, cutoff=0.8)
+        asked = f"{name!r} (did you mean {close[0]!r}?)" if close else repr(name)
         registered = ", ".join(known) or "none"
         listed = ", ".join(sorted(self._routes)) or "none"
         parameter = self.config.topology_parameter
@@ -326,7 +337,7 @@ class JobCatalog:
                 f"deploy (or `jf dev`) the job module that defines {name!r}, point {ENV_TOPOLOGY_PARAMETER} "
                 "at the topology that runs it, or import the module here"
             )
-        return f"no job named {name!r} is registered in this process (known: {registered}) {looked}; {todo}"
+        return f"no job named {asked} is registered in this process (known: {registered}) {looked}; {todo}"
 
 
 __all__ = ["JobCatalog", "RoutedJob"]

@@ -137,6 +137,22 @@ def test_an_unknown_job_names_the_known_ones(rt):
         UnknownJobError, match=r"no job named 't\.nope' is registered in this process \(known: t\.broken"
     ):
         rt.client.enqueue("t.nope", {})
+    with pytest.raises(UnknownJobError, match=r"no job named 't\.flakey' \(did you mean 't\.flaky'\?\) is"):
+        rt.client.enqueue("t.flakey", {})
+
+
+def test_enqueueing_a_saga_by_name_says_it_is_a_saga_and_how_to_start_it(rt):
+    from jobframework.saga import saga
+
+    own = JobRegistry()  # (a saga of the team's: jf finds it after importing their modules)
+
+    @job("t.reserve", registry=own)
+    def reserve(work: Work) -> None:
+        pass
+
+    saga("t.checkout", steps=[reserve], registry=own)
+    with pytest.raises(UnknownJobError, match=r"'t\.checkout' is a saga, not a job: start it with the start"):
+        rt.client.enqueue("t.checkout", {"name": "x"})
 
 
 def test_a_message_over_the_sqs_limit_is_refused_and_nothing_is_sent(rt):
