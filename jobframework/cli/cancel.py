@@ -6,12 +6,13 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from jobframework.cli.aws import aws_of
+from jobframework.cli.aws import aws_of, catalog_of
 from jobframework.cli.base import JsonOption, app, parse_duration, print_json
 from jobframework.cli.errors import EXIT_FAILED, CliError
 
 if TYPE_CHECKING:
-    from jobframework.state import JobState
+    from jobframework.config import JobRoute
+    from jobframework.state import JobState, StateStore
 
 
 @app.command("cancel")
@@ -72,6 +73,8 @@ def cancel(  # noqa: PLR0917
             typer.echo(f"{job_id}: already cancelled (nothing changed)")
         elif result.outcome.value == "finished":
             typer.echo(f"{job_id}: too late, it had already ended: {before} (nothing changed)")
+            if before == "dead":  # its letter waits in a DLQ, where the next bulk redrive runs it again
+                typer.echo(_dead_letter_hint(job_id, store, catalog_of(aws, config)), err=True)
         else:
             typer.echo(f"{job_id}: {result.outcome.value} (status {after}, was {before})")
         if result.outcome.value == "finished":  # not cancelled: a script's `jf cancel ID || ...` sees it
@@ -119,3 +122,14 @@ def cancel(  # noqa: PLR0917
 
 def _value(state: JobState | None) -> str | None:
     return state.value if state is not None else None
+
+
+def _dead_letter_hint(job_id: str, store: StateStore, catalog: dict[str, JobRoute]) -> str:
+    """How to keep a dead job from running again: its dead letter stays in its lane's DLQ."""
+    status = store.jobs.get_status(job_id)
+    route = catalog.get(status.type) if status is not None and status.type else None
+    where, lane = (f"the {route.lane} DLQ", route.lane) if route is not None else ("its lane's DLQ", "LANE")
+    return (
+        f"jf: its dead letter stays in {where}, where a redrive runs it again; to drop it: "
+        f"jf dlq purge {lane} --id {job_id} --yes"
+    )

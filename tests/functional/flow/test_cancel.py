@@ -246,3 +246,20 @@ def test_a_second_copy_of_a_first_attempt_does_not_start_after_a_signalled_cance
     assert not flow_jobs.started.is_set()  # it did not start
     assert flow.client.status(job_id).status is JobState.CANCELLED
     assert [o.outcome for o in flow.outcomes] == ["skipped", "skipped"]
+
+
+def test_cancelling_a_dead_job_says_how_to_keep_its_dead_letter_from_running_again(flow):
+    """An operator's `jf cancel` of a dead job said only "too late": its letter stays in the DLQ and
+    the next bulk redrive runs it again."""
+    from jobframework.state import StateStore
+
+    dead = flow.client.enqueue("f.flaky", Item(name="d")).id
+    store = StateStore.of(flow.config, flow.dynamodb)
+    store.jobs.set_status(dead, JobState.DEAD, job_type="f.flaky", error="ConnectionError: reset")
+    parameter = flow.config.topology_parameter  # (as jf dev's exports: the catalog knows its lane)
+    assert parameter
+    said = invoke(["cancel", dead], {**cli_env(flow.config), "JF_TOPOLOGY_PARAMETER": parameter})
+    assert said.exit_code == 1, said.output
+    assert f"{dead}: too late, it had already ended: dead (nothing changed)" in said.stdout
+    assert "its dead letter stays in the default DLQ, where a redrive runs it again" in said.stderr
+    assert f"jf dlq purge default --id {dead} --yes" in said.stderr
