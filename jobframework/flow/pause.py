@@ -144,5 +144,11 @@ def lanes_of(queues: Iterable[str], name: str) -> list[str]:
     else:
         found = [lane for lane in known if lane_priority(lane).value == name]
     if not found:
-        raise ConfigurationError(f"no queue {name!r} is configured; known: {', '.join(known) or 'none'}")
+        import difflib
+
+        close = difflib.get_close_matches(name, [*known, "critical", "high", "default", "low"], n=1)
+        hint = f" (did you mean {close[0]}?)" if close else ""
+        raise ConfigurationError(
+            f"no queue {name!r} is configured{hint}; known: {', '.join(known) or 'none'}"
+        )
     return found

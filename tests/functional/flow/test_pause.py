@@ -59,6 +59,8 @@ def test_an_unknown_queue_is_a_usage_error(jf_config):
     result = invoke(["queue", "pause", "urgent"], cli_env(jf_config))
     assert result.exit_code == 2
     assert "no queue 'urgent' is configured; known: critical, high, default, low" in result.output
+    typo = invoke(["queue", "pause", "deafult"], cli_env(jf_config))
+    assert typo.exit_code == 2 and "no queue 'deafult' is configured (did you mean default?)" in typo.output
 
 
 def test_a_priority_names_its_profile_lanes():
