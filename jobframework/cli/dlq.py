@@ -334,6 +334,8 @@ def dlq_redrive(  # noqa: PLR0917
             )
     if json_output:
         print_json(result.as_dict())
+    elif not (result.matched or result.skipped or result.later or result.limited):
+        typer.echo(f"the {priority} DLQ is empty: nothing to redrive")
     else:
         kinds = ", ".join(f"{k} {v}" for k, v in sorted(result.by_type.items())) or "none"
         limited = f"; --limit {limit} reached (more may match)" if result.limited else ""

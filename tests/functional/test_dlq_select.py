@@ -193,6 +193,8 @@ def test_redrive_and_purge_by_id_say_which_named_ids_are_not_there_and_which_did
     that is there but is not of the --type given is said to be there, not "no dead letter has the id";
     a purge of an id that is not there fails as a redrive's does."""
     env, ep = cli_env(jf_config), jf_config.endpoints("default")
+    empty = invoke(["dlq", "redrive", "default"], env)  # (said "redrove 0 (none); 0 not matching; 0 failed")
+    assert empty.exit_code == 0 and "the default DLQ is empty: nothing to redrive" in empty.stdout
     crm = [dead_letter(sqs, jf_config, "default", "crm.sync", {"account_id": f"a-{i}"}) for i in range(2)]
     typo = "01a249d2-0000-0000-0000-000000000000"
 
