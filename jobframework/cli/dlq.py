@@ -16,6 +16,7 @@ from jobframework.cli.aws import aws_of
 from jobframework.cli.base import JsonOption, age_text, app, parse_duration, print_json, rich_console
 from jobframework.cli.dlq_args import (
     IdOption,
+    MatchOption,
     PriorityArg,
     ReasonOption,
     TypeOption,
@@ -118,6 +119,7 @@ def dlq_peek(  # noqa: PLR0917 (typer options)
     job_type: TypeOption = None,
     reason: ReasonOption = None,
     ids: IdOption = None,
+    matching: MatchOption = None,
     json_output: JsonOption = False,
 ) -> None:
     """Show dead letters (type, id, reason, error, attempts, dead-at) without removing anything; with
@@ -132,9 +134,9 @@ def dlq_peek(  # noqa: PLR0917 (typer options)
         _show_in_full(priority, letters.peek(priority, limit=None, ids=ids), ids, json_output=json_output)
         return
     depth = letters.depth(priority)  # (before the peek, which holds what it reads for a moment)
-    found = letters.peek(priority, limit=count, job_type=job_type, reason=reason)
+    found = letters.peek(priority, limit=count, job_type=job_type, reason=reason, matching=matching)
     pointers = [_payload_pointer(d.body) for d in found]
-    if not found and (job_type or reason):
+    if not found and (job_type or reason or matching):
         none_selected(ctx, priority, config, job_type)
     if json_output:
         print_json(
@@ -248,6 +250,7 @@ def dlq_purge(  # noqa: PLR0917
     job_type: TypeOption = None,
     reason: ReasonOption = None,
     ids: IdOption = None,
+    matching: MatchOption = None,
     yes: Annotated[bool, typer.Option("--yes", help="Really delete (required).")] = False,
     json_output: JsonOption = False,
 ) -> None:
@@ -260,18 +263,27 @@ def dlq_purge(  # noqa: PLR0917
     if not yes:
         raise UsageError("purge deletes dead letters for good; add --yes to confirm")
     letters, config = dead_letters_of(ctx, priority)
-    deleted = letters.purge(priority, job_type=job_type, reason=reason, ids=ids)
+    deleted = letters.purge(priority, job_type=job_type, reason=reason, ids=ids, matching=matching)
     if json_output:
-        print_json({"priority": priority, "type": job_type, "reason": reason, "ids": ids, "deleted": deleted})
+        print_json(
+            {
+                "priority": priority,
+                "type": job_type,
+                "reason": reason,
+                "ids": ids,
+                "match": matching,
+                "deleted": deleted,
+            }
+        )
     else:
         typer.echo(f"deleted {deleted} dead letters from the {priority} DLQ")
     if not deleted and ids:  # named letters that are not there (or not selected): as a redrive's
         raise CliError(
             f"no dead letter of the {priority} DLQ has the id {', '.join(ids)}"
-            + (" and matches --type or --reason" if job_type or reason else "")
+            + (" and matches --type, --reason or --match" if job_type or reason or matching else "")
             + f"; `jf dlq peek {priority}` shows their job ids and message ids"
         )
-    if not deleted and (job_type or reason):
+    if not deleted and (job_type or reason or matching):
         none_selected(ctx, priority, config, job_type)
 
 
@@ -282,6 +294,7 @@ def dlq_redrive(  # noqa: PLR0917
     job_type: TypeOption = None,
     reason: ReasonOption = None,
     ids: IdOption = None,
+    matching: MatchOption = None,
     older_than: Annotated[
         str | None, typer.Option(help="Only dead letters at least this old (90s, 15m, 2h, 1d).")
     ] = None,
@@ -303,10 +316,10 @@ def dlq_redrive(  # noqa: PLR0917
     """
     seconds = parse_duration(older_than, option="--older-than") if older_than else None
     if native:
-        if job_type or reason or ids or seconds or limit or dry_run:
+        if job_type or reason or ids or matching or seconds or limit or dry_run:
             raise UsageError(
-                "--native moves the whole DLQ: it takes no --type, --reason, --id, --older-than, --limit "
-                "or --dry-run"
+                "--native moves the whole DLQ: it takes no --type, --reason, --id, --match, --older-than, "
+                "--limit or --dry-run"
             )
         letters, _ = dead_letters_of(ctx, priority, attempts=1)
         handle = letters.start_native_redrive(priority, rate=int(rate) if rate else None)
@@ -317,7 +330,7 @@ def dlq_redrive(  # noqa: PLR0917
         return
     letters, config = dead_letters_of(ctx, priority)
     select: dict[str, Any] = {"job_type": job_type, "reason": reason, "older_than": seconds}
-    select["message_ids"] = ids or None
+    select["message_ids"], select["matching"] = ids or None, matching
     if json_output:
         result = letters.redrive(priority, **select, limit=limit, rate=rate, dry_run=dry_run)
     else:
@@ -356,8 +369,8 @@ def dlq_redrive(  # noqa: PLR0917
                 )
             )
     if ids:  # named letters that are not there, or not selected: a script must hear it
-        check_named(priority, ids, result, filtered=bool(job_type or reason or older_than))
-    elif not result.matched and (job_type or reason or older_than):
+        check_named(priority, ids, result, filtered=bool(job_type or reason or older_than or matching))
+    elif not result.matched and (job_type or reason or older_than or matching):
         none_selected(ctx, priority, config, job_type)
     missing = (  # (letters selected and left behind fail the command, so that a script hears of them)
         f"{result.payload_missing} dead letters stay in the DLQ because their offloaded payload is gone "

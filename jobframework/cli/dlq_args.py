@@ -70,6 +70,16 @@ ReasonOption = Annotated[
 ]
 
 
+MatchOption = Annotated[
+    str | None,
+    typer.Option(
+        "--match",
+        metavar="TEXT",
+        help="Only letters whose body (payload, key) or error contains TEXT, e.g. a tenant's id.",
+    ),
+]
+
+
 def stripped_ids(values: list[str] | None) -> list[str] | None:
     """``--id`` values without the spaces a paste brings (as ``jf status`` takes an id)."""
     return [v.strip() for v in values] if values else values
@@ -119,8 +129,8 @@ def check_named(lane: str, ids: list[str], result: RedriveResult, *, filtered: b
         )
     if not result.matched and filtered:
         raise CliError(
-            f"the dead letters with the ids given are in the {lane} DLQ but do not match --type, --reason "
-            f"or --older-than; `jf dlq peek {lane} --id ...` shows their type, reason and age"
+            f"the dead letters with the ids given are in the {lane} DLQ but do not match --type, --reason, "
+            f"--match or --older-than; `jf dlq peek {lane} --id ...` shows their type, reason and age"
         )
 
 

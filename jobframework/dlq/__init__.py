@@ -190,12 +190,14 @@ class DeadLetters:
         job_type: str | None = None,
         reason: str | None = None,
         ids: Collection[str] | None = None,
+        matching: str | None = None,
     ) -> list[DeadLetter]:
         """Up to ``limit`` dead letters (all with ``None``), each once, left in the DLQ and visible; with
-        ``job_type``, ``reason`` or ``ids`` (job ids or message ids), only those (as :meth:`redrive`
-        selects them)."""
+        ``job_type``, ``reason``, ``ids`` (job ids or message ids) or ``matching`` (text in the body or
+        the error), only those (as :meth:`redrive` selects them)."""
         found: list[DeadLetter] = []
-        selection = Selection(job_type=job_type, reason=reason, ids=frozenset(ids) if ids else None)
+        chosen = frozenset(ids) if ids else None
+        selection = Selection(job_type=job_type, reason=reason, ids=chosen, matching=matching)
         with self.scan(self.dlq_url(priority), hold=READ_HOLD_SECONDS) as scan:
             for batch in scan:
                 found.extend(d for d in map(DeadLetter.of, batch) if selection.matches(d))
@@ -228,6 +230,7 @@ class DeadLetters:
         reason: str | None = None,
         ids: Collection[str] | None = None,
         progress: Progress | None = None,
+        matching: str | None = None,
     ) -> int:
         """Delete the DLQ's messages (only those selected when ``job_type``, ``reason`` or ``ids`` are
         given, as for :meth:`redrive`); returns how many.
@@ -235,7 +238,7 @@ class DeadLetters:
         Only the letters already in the DLQ when the purge starts are deleted (one dead-lettered
         meanwhile was seen by no one)."""
         chosen = frozenset(ids) if ids is not None else None
-        selection = Selection(job_type=job_type, reason=reason, ids=chosen)
+        selection = Selection(job_type=job_type, reason=reason, ids=chosen, matching=matching)
         deleted = 0
         with self.scan(self.dlq_url(priority), acting=True) as scan:
             for batch in scan:
@@ -260,6 +263,7 @@ class DeadLetters:
         dry_run: bool = False,
         progress: Progress | None = None,
         message_ids: Collection[str] | None = None,
+        matching: str | None = None,
     ) -> RedriveResult:
         """Send matching dead letters back to their source queue; each letter is considered once.
 
@@ -272,6 +276,7 @@ class DeadLetters:
                 selection); the read stops once every message id is found (a job id takes every letter
                 of that job). Ids no longer in the DLQ are simply not found.
             job_type: only this job type (``"?"``: letters whose type cannot be read).
+            matching: only letters whose body (payload, key) or error contains this text.
             reason: only letters dead-lettered for this reason (``exhausted``, ``malformed``, ...).
             older_than: only dead letters at least this many seconds old.
             limit: at most this many.
@@ -294,6 +299,7 @@ class DeadLetters:
                         reason=reason,
                         older_than=older_than,
                         ids=frozenset(message_ids) if message_ids is not None else None,
+                        matching=matching,
                     ),
                     limit=limit,
                     rate=rate,

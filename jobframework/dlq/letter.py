@@ -153,6 +153,9 @@ class Selection:
     ids: frozenset[str] | None = None
     """Job ids or SQS message ids: the letter's own in the DLQ, or the id of the record that died (a
     letter matches by any)."""
+    matching: str | None = None
+    """Text the letter's body (its envelope: payload, key; not a payload offloaded to S3) or its error
+    contains, as written (``hook:globex``: one partner's letters)."""
 
     def matches(self, letter: DeadLetter, now: datetime | None = None) -> bool:
         if self.job_type is not None and (letter.job_type or UNTYPED) != self.job_type:
@@ -160,6 +163,12 @@ class Selection:
         if self.reason is not None and letter.reason != self.reason:
             return False
         if self.older_than is not None and (letter.age(now) or 0.0) < self.older_than:
+            return False
+        if (
+            self.matching is not None
+            and self.matching not in letter.body
+            and self.matching not in (letter.error or "")
+        ):
             return False
         return self.ids is None or bool(self.named(letter))
 

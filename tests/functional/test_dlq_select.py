@@ -200,7 +200,10 @@ def test_redrive_and_purge_by_id_say_which_named_ids_are_not_there_and_which_did
 
     other_type = invoke(["dlq", "redrive", "default", "--id", crm[0].id, "--type", "reports.generate"], env)
     assert other_type.exit_code == 1, other_type.output
-    assert "are in the default DLQ but do not match --type, --reason or --older-than" in other_type.stderr
+    assert (
+        "are in the default DLQ but do not match --type, --reason, --match or --older-than"
+        in other_type.stderr
+    )
     assert "has the id" not in other_type.stderr
 
     partly = invoke(["dlq", "redrive", "default", "--id", crm[0].id, "--id", typo, "--json"], env)
@@ -216,3 +219,24 @@ def test_redrive_and_purge_by_id_say_which_named_ids_are_not_there_and_which_did
     assert purged.exit_code == 1, purged.output
     assert "no dead letter of the default DLQ has the id nope" in purged.stderr
     assert [json.loads(m["Body"])["id"] for m in receive_all(sqs, ep.dlq_url)] == [crm[1].id]
+
+
+def test_letters_are_selected_by_text_in_their_payload_or_error(sqs, jf_config):
+    """An operator during one partner's outage: "redrive globex only; initech is still down" took a
+    script over `peek --json` and eight --id flags; --match selects by text in the body or the error."""
+    env, ep = cli_env(jf_config), jf_config.endpoints("default")
+    globex = [
+        dead_letter(sqs, jf_config, "default", "crm.sync", {"account_id": f"globex-{i}"}) for i in range(2)
+    ]
+    initech = dead_letter(sqs, jf_config, "default", "crm.sync", {"account_id": "initech-1"})
+
+    peeked = invoke(["dlq", "peek", "default", "--match", "globex", "--json"], env)
+    assert peeked.exit_code == 0, peeked.output
+    assert sorted(p["id"] for p in json.loads(peeked.stdout)) == sorted(e.id for e in globex)
+    dry = invoke(["dlq", "redrive", "default", "--match", "globex", "--dry-run"], env)
+    assert "dry run: would redrive 2 (crm.sync 2); 1 not matching" in dry.stdout, dry.output
+    moved = invoke(["dlq", "redrive", "default", "--match", "globex", "--json"], env)
+    assert sorted(json.loads(moved.stdout)["job_ids"]) == sorted(e.id for e in globex)
+    none = invoke(["dlq", "purge", "default", "--match", "umbrella", "--yes"], env)
+    assert none.exit_code == 0 and "no dead letter of the default DLQ matched" in none.stderr
+    assert [json.loads(m["Body"])["id"] for m in receive_all(sqs, ep.dlq_url)] == [initech.id]
