@@ -23,6 +23,7 @@ from jobframework.cli.dlq_args import (
     check_named,
     dead_letters_of,
     none_selected,
+    redrive_summary,
 )
 from jobframework.cli.errors import CliError
 
@@ -347,27 +348,11 @@ def dlq_redrive(  # noqa: PLR0917
             )
     if json_output:
         print_json(result.as_dict())
-    elif not (result.matched or result.skipped or result.later or result.limited):
-        typer.echo(f"the {priority} DLQ is empty: nothing to redrive")
     else:
-        kinds = ", ".join(f"{k} {v}" for k, v in sorted(result.by_type.items())) or "none"
-        limited = f"; --limit {limit} reached (more may match)" if result.limited else ""
-        if dry_run:
-            typer.echo(
-                f"dry run: would redrive {result.matched} ({kinds}); {result.skipped} not matching{limited}"
-            )
-        else:
-            typer.echo(
-                f"redrove {result.moved} ({kinds}); {result.skipped} not matching{limited}; "
-                f"{result.failed} failed"
-                + (f"; {result.payload_missing} left: payload gone" if result.payload_missing else "")
-                + (
-                    f"; {result.later} arrived in the DLQ while it ran (a redriven job that failed again): "
-                    "left for the next redrive"
-                    if result.later
-                    else ""
-                )
-            )
+        summary, note = redrive_summary(priority, result, dry_run=dry_run, limit=limit)
+        typer.echo(summary)
+        if note:
+            typer.echo(f"jf: note: {note}", err=True)
     if ids:  # named letters that are not there, or not selected: a script must hear it
         check_named(priority, ids, result, filtered=bool(job_type or reason or older_than or matching))
     elif not result.matched and (job_type or reason or older_than or matching):

@@ -17,6 +17,13 @@ if TYPE_CHECKING:
     from jobframework.topology import RuntimeConfig
 
 
+FAIL_AGAIN = frozenset(
+    {"permanent", "malformed", "unknown-type", "invalid-payload", "version", "signature", "unknown-saga"}
+)
+"""Dead-letter reasons whose letter, redriven as it is, fails the same way unless the job's code (or
+the deployed modules) or the data changed: a redrive says so."""
+
+
 def lane_argument(value: str) -> str:
     """A DLQ's lane: a priority, or a lane of one (``low-cpu``, ``default-fifo``)."""
     from jobframework.jobs import lane_priority
@@ -148,4 +155,40 @@ def none_selected(ctx: typer.Context, lane: str, config: RuntimeConfig, job_type
     typer.echo(
         f"no dead letter of the {lane} DLQ matched; `jf dlq peek {lane}` shows their types, ids and reasons",
         err=True,
+    )
+
+
+def redrive_summary(
+    lane: str, result: RedriveResult, *, dry_run: bool, limit: int | None
+) -> tuple[str, str | None]:
+    """What ``jf dlq redrive`` prints of its result, and a note (stderr) when letters it took were
+    dead-lettered for a reason that fails the same way again (:data:`FAIL_AGAIN`)."""
+    if not (result.matched or result.skipped or result.later or result.limited):
+        return f"the {lane} DLQ is empty: nothing to redrive", None
+    kinds = ", ".join(f"{k} {v}" for k, v in sorted(result.by_type.items())) or "none"
+    if len(result.by_reason) > 1:  # (one reason: the operator chose it, or the DLQ has no other)
+        kinds += "; by reason: " + ", ".join(f"{k} {v}" for k, v in sorted(result.by_reason.items()))
+    limited = f"; --limit {limit} reached (more may match)" if result.limited else ""
+    if dry_run:
+        summary = f"dry run: would redrive {result.matched} ({kinds}); {result.skipped} not matching{limited}"
+    else:
+        summary = (
+            f"redrove {result.moved} ({kinds}); {result.skipped} not matching{limited}; "
+            f"{result.failed} failed"
+            + (f"; {result.payload_missing} left: payload gone" if result.payload_missing else "")
+            + (
+                f"; {result.later} arrived in the DLQ while it ran (a redriven job that failed again): "
+                "left for the next redrive"
+                if result.later
+                else ""
+            )
+        )
+    again = sum(n for r, n in result.by_reason.items() if r in FAIL_AGAIN)
+    if not again:
+        return summary, None
+    reasons = ", ".join(sorted(set(result.by_reason) & FAIL_AGAIN))
+    verb = "would be" if dry_run else "were"
+    return summary, (
+        f"{again} of them {verb} letters dead-lettered {reasons}: such a letter fails the same way again "
+        "unless its job's code or its data changed"
     )

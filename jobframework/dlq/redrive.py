@@ -61,6 +61,8 @@ class RedriveResult:
     """Ids given (``message_ids``) that no letter in the DLQ carries (a typo, or redriven already);
     empty when the ``limit`` stopped the read first."""
     by_type: dict[str, int] = field(default_factory=dict)
+    by_reason: dict[str, int] = field(default_factory=dict)
+    """Letters moved (or that would move) by their dead-letter reason (``-``: none recorded)."""
     by_source: dict[str, int] = field(default_factory=dict)
     job_ids: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
@@ -71,6 +73,8 @@ class RedriveResult:
     def count(self, letter: DeadLetter, source: str) -> None:
         kind = letter.job_type or UNTYPED
         self.by_type[kind] = self.by_type.get(kind, 0) + 1
+        reason = letter.reason or "-"
+        self.by_reason[reason] = self.by_reason.get(reason, 0) + 1
         if source:
             self.by_source[source] = self.by_source.get(source, 0) + 1
         if letter.job_id:

@@ -240,3 +240,21 @@ def test_letters_are_selected_by_text_in_their_payload_or_error(sqs, jf_config):
     none = invoke(["dlq", "purge", "default", "--match", "umbrella", "--yes"], env)
     assert none.exit_code == 0 and "no dead letter of the default DLQ matched" in none.stderr
     assert [json.loads(m["Body"])["id"] for m in receive_all(sqs, ep.dlq_url)] == [initech.id]
+
+
+def test_a_redrive_counts_its_letters_by_reason_and_says_which_fail_the_same_way_again(sqs, jf_config):
+    """An operator's dry run said "would redrive 36 (by type)"; permanent and invalid-payload letters
+    among them failed again at once ("4 arrived in the DLQ while it ran")."""
+    env = cli_env(jf_config)
+    for i in range(2):
+        dead_letter(sqs, jf_config, "default", "crm.sync", {"account_id": f"a-{i}"})
+    dead_letter(sqs, jf_config, "default", "crm.sync", {"account_id": "x"}, reason="permanent")
+
+    dry = invoke(["dlq", "redrive", "default", "--dry-run"], env)
+    assert dry.exit_code == 0, dry.output
+    assert "would redrive 3 (crm.sync 3; by reason: exhausted 2, permanent 1)" in dry.stdout
+    assert (
+        "1 of them would be letters dead-lettered permanent: such a letter fails the same way" in dry.stderr
+    )
+    chosen = invoke(["dlq", "redrive", "default", "--reason", "exhausted", "--dry-run"], env)
+    assert "would redrive 2 (crm.sync 2); 1 not matching" in chosen.stdout and "note" not in chosen.stderr
