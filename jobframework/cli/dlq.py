@@ -353,6 +353,12 @@ def dlq_redrive(  # noqa: PLR0917
         typer.echo(summary)
         if note:
             typer.echo(f"jf: note: {note}", err=True)
+        if result.matched and priority in _paused_lanes(ctx, config):  # (they wait: say so, and for how long)
+            typer.echo(
+                f"jf: note: the {priority} queue is paused: the redriven jobs wait there until "
+                f"`jf queue resume {priority}`",
+                err=True,
+            )
     if ids:  # named letters that are not there, or not selected: a script must hear it
         check_named(priority, ids, result, filtered=bool(job_type or reason or older_than or matching))
     elif not result.matched and (job_type or reason or older_than or matching):

@@ -106,3 +106,19 @@ def test_the_emulator_stops_and_restarts_polling_a_paused_lane(jf_aws, jf_config
     finally:
         emulator.stop(2)
     assert handled == ["held"]
+
+
+def test_a_redrive_into_a_paused_queue_says_its_jobs_wait_there(jf_config, sqs):
+    """An operator redrove into a paused queue and was told only "redrove 1"."""
+    from tests.functional.conftest_local import dead_letter
+
+    env = cli_env(jf_config)
+    dead_letter(sqs, jf_config, "default", "crm.sync", {"account_id": "a-1"})
+    assert invoke(["queue", "pause", "default"], env).exit_code == 0
+    moved = invoke(["dlq", "redrive", "default"], env)
+    assert moved.exit_code == 0 and "redrove 1" in moved.stdout, moved.output
+    assert "the default queue is paused: the redriven jobs wait there until `jf queue resume default`" in (
+        moved.stderr
+    )
+    assert invoke(["queue", "resume", "default"], env).exit_code == 0
+    assert "is paused" not in invoke(["dlq", "redrive", "default"], env).stderr
