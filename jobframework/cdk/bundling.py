@@ -252,10 +252,11 @@ def check_job_modules(bundle: Path, job_modules: Sequence[str], *, python_versio
         outcome = {"module": job_modules[0], "error": "ImportError", "message": result.stderr.strip()[-500:]}
     if outcome.get("ok"):
         return
+    where = f" (at {outcome['where']})" if outcome.get("where") else ""
     raise ConfigurationError(
         f"job module {outcome['module']} cannot be imported from the Lambda asset ({bundle}): "
-        f"{outcome['error']}: {outcome['message']}. Ship its package (packages=, code_root=) and declare "
-        "what it imports in the project's dependencies"
+        f"{outcome['error']}: {outcome['message']}{where}. Ship its package (packages=, code_root=) and "
+        "declare what it imports in the project's dependencies"
     )
 
 
@@ -307,8 +308,15 @@ for name in ["jobframework.consumer", *modules]:
                 sys.modules[top] = Stub(top)
                 continue
             missing = getattr(exc, "name", None) if isinstance(exc, ImportError) else None
+            where, tb = None, exc.__traceback__  # the last line of the team's code it went through
+            ours = os.path.join(bundle, "jobframework") + os.sep
+            while tb is not None:
+                path = tb.tb_frame.f_code.co_filename
+                if path.startswith(bundle + os.sep) and not path.startswith(ours):
+                    where = os.path.relpath(path, bundle) + ":" + str(tb.tb_lineno)
+                tb = tb.tb_next
             print(json.dumps({"module": name, "error": type(exc).__name__, "message": str(exc),
-                              "missing": missing}))
+                              "missing": missing, "where": where}))
             sys.exit(0)
 print(json.dumps({"ok": True}))
 """

@@ -116,7 +116,9 @@ def _paused_lanes(ctx: typer.Context, config: RuntimeConfig) -> set[str]:
 def dlq_peek(  # noqa: PLR0917 (typer options)
     ctx: typer.Context,
     priority: PriorityArg,
-    count: Annotated[int, typer.Option("-n", "--count", help="How many to show.", min=1, max=1000)] = 10,
+    count: Annotated[
+        int, typer.Option("-n", "--count", "--limit", help="How many to show.", min=1, max=1000)
+    ] = 10,
     job_type: TypeOption = None,
     reason: ReasonOption = None,
     ids: IdOption = None,

@@ -216,7 +216,8 @@ def test_a_job_module_that_cannot_be_imported_from_the_asset_fails_the_synth_nam
     package, registry = _project(root, extra_import=f"import {helpers}")
     with pytest.raises(
         ConfigurationError,
-        match=rf"job module {package}\.jobs cannot be imported from the Lambda asset .*{helpers}",
+        match=rf"job module {package}\.jobs cannot be imported from the Lambda asset .*{helpers}'? "
+        rf"\(at {package}/jobs\.py:4\)",  # (the line of the team's code that imports it)
     ):
         _framework(Stack(App(), "S"), root, package, registry, requirements=())
 
