@@ -233,6 +233,8 @@ def test_letters_are_selected_by_text_in_their_payload_or_error(sqs, jf_config):
     peeked = invoke(["dlq", "peek", "default", "--match", "globex", "--json"], env)
     assert peeked.exit_code == 0, peeked.output
     assert sorted(p["id"] for p in json.loads(peeked.stdout)) == sorted(e.id for e in globex)
+    one = invoke(["dlq", "peek", "default", "--limit", "1", "--json"], env)  # (redrive's word for -n)
+    assert one.exit_code == 0 and len(json.loads(one.stdout)) == 1, one.output
     dry = invoke(["dlq", "redrive", "default", "--match", "globex", "--dry-run"], env)
     assert "dry run: would redrive 2 (crm.sync 2); 1 not matching" in dry.stdout, dry.output
     moved = invoke(["dlq", "redrive", "default", "--match", "globex", "--json"], env)
