@@ -41,12 +41,32 @@ def schedules(ctx: typer.Context, jobs: JobsOption = None, json_output: JsonOpti
 
     now = datetime.now(UTC)
     views = [schedule_runs(store, spec, now=now) if store is not None else None for spec in specs]
+    stopped = _paused(store)
     if json_output:
-        print_json([_as_dict(spec, view, now) for spec, view in zip(specs, views, strict=True)])
+        print_json(
+            [
+                {**_as_dict(spec, view, now), "lane_paused": spec.lane in stopped}
+                for spec, view in zip(specs, views, strict=True)
+            ]
+        )
     else:
         _table(specs, views, now)
+    for lane in sorted({spec.lane for spec in specs} & stopped.keys()):  # (runs fire, and wait there)
+        held = ", ".join(spec.job for spec in specs if spec.lane == lane)
+        typer.echo(
+            f"note: the {lane} queue is paused (since {stopped[lane] or '?'}): the runs of {held} wait "
+            f"in it until `jf queue resume {lane}`",
+            err=True,
+        )
     if why:
         typer.echo(f"note: runs not read: {why}", err=True)
+
+
+def _paused(store: StateStore | None) -> dict[str, str]:
+    """The lanes ``jf queue pause`` paused and since when (none without a state table)."""
+    from jobframework.flow.pause import paused
+
+    return paused(store) if store is not None else {}
 
 
 def _state(ctx: typer.Context) -> tuple[RuntimeConfig | None, StateStore | None, str]:

@@ -49,6 +49,17 @@ def test_jf_schedules_lists_each_schedule_with_its_last_run(jf_config, sqs):
     assert listed["last_run"]["id"] == fired.id and listed["last_run"]["status"] == "succeeded"
     table = invoke(["schedules", "--jobs", "handlers.jobs"], env)
     assert "succeeded" in next(line for line in table.stdout.splitlines() if "maintenance.cleanup" in line)
+    assert "paused" not in table.stderr and listed["lane_paused"] is False
+
+    # A paused lane: its schedule fires and the runs wait (an operator saw "missed 0" and nothing else)
+    assert invoke(["queue", "pause", "low"], env).exit_code == 0
+    held = invoke(["schedules", "--jobs", "handlers.jobs"], env)
+    assert "note: the low queue is paused (since " in held.stderr, held.output
+    assert "the runs of maintenance.cleanup wait in it until `jf queue resume low`" in held.stderr
+    assert json.loads(invoke(["schedules", "--jobs", "handlers.jobs", "--json"], env).stdout)[0][
+        "lane_paused"
+    ]
+    assert invoke(["queue", "resume", "low"], env).exit_code == 0
 
 
 def test_jf_schedules_of_modules_without_a_schedule_says_what_to_name(jf_config, tmp_path):
