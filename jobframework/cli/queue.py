@@ -56,15 +56,22 @@ def _switch(ctx: typer.Context, name: str, *, pause: bool, json_output: bool) ->
     region = config.region or aws.session().region_name or "us-east-1"
     report: list[dict[str, Any]] = []
     for lane in lanes:
+        since = None
         if store is not None:
             if pause:
-                flags.pause(store, lane)
+                since = flags.pause(store, lane)
             else:
                 flags.resume(store, lane)
         arn = queue_arn_from_url(config.endpoints(lane).url, region)
         mappings = flags.set_mappings_enabled(lambda_client, arn, enabled=not pause)
         report.append(
-            {"lane": lane, "paused": pause, "flag": store is not None, "mappings": [m.uuid for m in mappings]}
+            {
+                "lane": lane,
+                "paused": pause,
+                "already_paused_since": since,
+                "flag": store is not None,
+                "mappings": [m.uuid for m in mappings],
+            }
         )
     if store is None and not any(r["mappings"] for r in report):
         raise CliError(
@@ -77,7 +84,8 @@ def _switch(ctx: typer.Context, name: str, *, pause: bool, json_output: bool) ->
     verb = "paused" if pause else "resumed"
     for r in report:
         where = [f"{len(r['mappings'])} event source mapping(s)"] + (["local pollers"] if r["flag"] else [])
-        typer.echo(f"{r['lane']}: {verb} ({', '.join(where)})")
+        already = f"already paused since {r['already_paused_since']}" if r["already_paused_since"] else ""
+        typer.echo(f"{r['lane']}: {already or verb} ({', '.join(where)})")
 
 
 @queue_app.command("pause")

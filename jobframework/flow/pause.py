@@ -36,15 +36,19 @@ class MappingChange:
     state: str
 
 
-def pause(store: StateStore, lane: str, *, by: str = "jf") -> None:
-    """Flag ``lane`` as paused (idempotent: a second pause keeps the first time)."""
+def pause(store: StateStore, lane: str, *, by: str = "jf") -> str | None:
+    """Flag ``lane`` as paused (idempotent: a second pause keeps the first time). Returns when it was
+    paused before (ISO time), or ``None`` when this call paused it."""
     now = datetime.now(UTC).isoformat(timespec="seconds")
-    store.client.update_item(
+    old = store.client.update_item(
         TableName=store.table,
         Key={"pk": {"S": PAUSE_PK}, "sk": {"S": lane}},
         UpdateExpression="SET paused_at = if_not_exists(paused_at, :now), paused_by = :by",
         ExpressionAttributeValues={":now": {"S": now}, ":by": {"S": by}},
-    )
+        ReturnValues="ALL_OLD",
+    ).get("Attributes", {})
+    since = old.get("paused_at", {}).get("S")
+    return since if isinstance(since, str) else None
 
 
 def resume(store: StateStore, lane: str) -> None:

@@ -37,10 +37,16 @@ def test_pause_disables_the_mapping_and_shows_in_ls_and_dlq_ls(jf_aws, jf_config
 
     result = invoke(["queue", "pause", "high", "--json"], env)
     assert result.exit_code == 0, result.output
-    assert json.loads(result.output) == [{"lane": "high", "paused": True, "flag": True, "mappings": [uuid]}]
+    assert json.loads(result.output) == [
+        {"lane": "high", "paused": True, "already_paused_since": None, "flag": True, "mappings": [uuid]}
+    ]
     assert _state(jf_aws, uuid) == "Disabled"
-    again = invoke(["queue", "pause", "high"], env)  # idempotent
-    assert again.exit_code == 0 and "high: paused (1 event source mapping(s), local pollers)" in again.output
+    again = invoke(["queue", "pause", "high"], env)  # idempotent, and says it was paused already
+    assert again.exit_code == 0
+    assert (
+        "high: already paused since 20" in again.output
+        and "(1 event source mapping(s), local pollers)" in (again.output)
+    )
 
     rows = {r["lane"]: r for r in json.loads(invoke(["queue", "ls", "--json"], env).output)}
     assert rows["high"]["paused"] is True and rows["high"]["paused_at"]
