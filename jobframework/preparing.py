@@ -65,6 +65,18 @@ class CheckedOptions:
     track: bool
 
 
+def _own_key(job: Job[Any] | RoutedJob, request: EnqueueRequest, key: str | None) -> bool:
+    """A key= that is not the job's idempotency key by design: a saga step's, a debounce's (it groups
+    a job's payloads: the run's key is ``<key>#<window>``) or a scheduled run's (its slot's)."""
+    from jobframework.scheduling import schedule_key
+
+    return (
+        request.saga is not None
+        or request.debounce is not None
+        or (key is not None and key.startswith(schedule_key(job.name, "")))
+    )
+
+
 def checked_options(
     job: Job[Any] | RoutedJob, request: EnqueueRequest, current: dict[str, Any], job_key: str | None
 ) -> CheckedOptions:
@@ -85,7 +97,7 @@ def checked_options(
         # (the caller's key=, or what the job's key= function returned)
         error = EnqueueOptionError if request.key is not None else ConfigurationError
         raise error(f"key must be a non-empty str of at most 1024 characters, got {shown(key)}")
-    if job_key is not None and key != job_key and request.saga is None:
+    if job_key is not None and key != job_key and not _own_key(job, request, key):
         # Two keys for one payload: each runs once, so the payload runs twice (a charge made twice).
         raise EnqueueOptionError(
             f"key={shown(key)} is not the key {job.name}'s key= function gives this payload "

@@ -93,6 +93,7 @@ def test_a_key_other_than_the_one_the_jobs_key_function_gives_is_refused_and_not
     "charge:o-8"): two keys for one payload, and the order was charged twice, with nothing said."""
     from jobframework.errors import EnqueueOptionError
     from jobframework.recorder import EnqueueRecorder
+    from jobframework.scheduling import schedule_key
 
     reg = JobRegistry()
 
@@ -105,6 +106,10 @@ def test_a_key_other_than_the_one_the_jobs_key_function_gives_is_refused_and_not
         charge.enqueue({"name": "o-8"}, client=client, key="o-8")
     with pytest.raises(EnqueueOptionError, match="one payload under two keys runs twice"):
         EnqueueRecorder().enqueue(charge, {"name": "o-8"}, key="o-8")  # a test's stand-in refuses it too
+    recorder = EnqueueRecorder()  # keys that are not the idempotency key by design stay allowed:
+    recorder.enqueue(charge, {"name": "o-8"}, key="charges", debounce=2)  # a debounce's (it groups)
+    recorder.enqueue(charge, {"name": "o-8"}, key=schedule_key("t.charge", "2026-12-06T05:00"))  # a slot's
+    assert len(recorder.requests) == 2
     charge.enqueue({"name": "o-8"}, client=client, key="charge:o-8")  # its own key: taken
     charge.enqueue({"name": "o-8"}, client=client)
     assert [b["key"] for b in bodies(rt, "high")] == ["charge:o-8"] * 2  # one key: it runs once
