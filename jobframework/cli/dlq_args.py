@@ -77,12 +77,21 @@ ReasonOption = Annotated[
 ]
 
 
+def some_text(value: str | None) -> str | None:
+    """A ``--match`` with something to match: an empty one (an unset shell variable) would select
+    every letter, and a purge would delete them all."""
+    if value is not None and not value.strip():
+        raise typer.BadParameter("give the text to match (it is empty: an unset variable?)")
+    return value
+
+
 MatchOption = Annotated[
     str | None,
     typer.Option(
         "--match",
         metavar="TEXT",
         help="Only letters whose body (payload, key) or error contains TEXT, e.g. a tenant's id.",
+        callback=some_text,
     ),
 ]
 
@@ -132,7 +141,13 @@ def check_named(lane: str, ids: list[str], result: RedriveResult, *, filtered: b
     if result.not_found:
         raise CliError(
             f"{len(result.not_found)} of the ids given are in no dead letter of the {lane} DLQ (the others "
-            f"were selected): {', '.join(result.not_found)}; {peek}"
+            f"were there): {', '.join(result.not_found)}; {peek}"
+        )
+    if not result.matched and lane.endswith("-fifo"):  # (its not_found is never filled: see there)
+        raise CliError(
+            f"no dead letter of the {lane} DLQ with the ids given was seen: not there, or behind ten "
+            f"letters of its group that were not selected (a FIFO DLQ gives no more of a group while "
+            f"those are held; redrive the group's earlier letters first); {peek}"
         )
     if not result.matched and filtered:
         raise CliError(

@@ -157,6 +157,10 @@ class Selection:
     """Text the letter's body (its envelope: payload, key; not a payload offloaded to S3) or its error
     contains, as written (``hook:globex``: one partner's letters)."""
 
+    def __post_init__(self) -> None:
+        if self.matching is not None and not self.matching.strip():
+            raise ValueError("matching= must be text to look for: an empty one would select every letter")
+
     def matches(self, letter: DeadLetter, now: datetime | None = None) -> bool:
         if self.job_type is not None and (letter.job_type or UNTYPED) != self.job_type:
             return False

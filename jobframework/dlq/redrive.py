@@ -59,7 +59,8 @@ class RedriveResult:
     count only letters that did not match."""
     not_found: list[str] = field(default_factory=list)
     """Ids given (``message_ids``) that no letter in the DLQ carries (a typo, or redriven already);
-    empty when the ``limit`` stopped the read first."""
+    empty when the ``limit`` stopped the read first, and on a FIFO DLQ (a group's letters past ten held
+    unselected are not seen)."""
     by_type: dict[str, int] = field(default_factory=dict)
     by_reason: dict[str, int] = field(default_factory=dict)
     """Letters moved (or that would move) by their dead-letter reason (``-``: none recorded)."""
@@ -244,7 +245,9 @@ class Redrive:
                 break
         result.later += scan.later
         read_all = not result.limited and (limit is None or result.matched < limit)
-        result.not_found = sorted(unseen) if read_all else []
+        # (a FIFO DLQ gives no more of a group while ten of its letters are held unselected: an id
+        # behind them was not seen, which is not "not there")
+        result.not_found = sorted(unseen) if read_all and not scan.url.endswith(".fifo") else []
 
     def _move(self, scan: HeldScan, chosen: list[tuple[dict[str, Any], DeadLetter]], default: str) -> int:
         by_source: dict[str, list[tuple[dict[str, Any], DeadLetter]]] = {}

@@ -210,9 +210,8 @@ def test_redrive_and_purge_by_id_say_which_named_ids_are_not_there_and_which_did
     assert partly.exit_code == 1, partly.output
     assert json.loads(partly.stdout)["job_ids"] == [crm[0].id]  # the one there moved
     assert json.loads(partly.stdout)["not_found"] == [typo]
-    assert (
-        f"1 of the ids given are in no dead letter of the default DLQ (the others were selected): {typo}"
-        in (partly.stderr)
+    assert f"1 of the ids given are in no dead letter of the default DLQ (the others were there): {typo}" in (
+        partly.stderr
     )
 
     purged = invoke(["dlq", "purge", "default", "--id", "nope", "--yes"], env)
@@ -239,6 +238,8 @@ def test_letters_are_selected_by_text_in_their_payload_or_error(sqs, jf_config):
     assert "dry run: would redrive 2 (crm.sync 2); 1 not matching" in dry.stdout, dry.output
     moved = invoke(["dlq", "redrive", "default", "--match", "globex", "--json"], env)
     assert sorted(json.loads(moved.stdout)["job_ids"]) == sorted(e.id for e in globex)
+    unset = invoke(["dlq", "purge", "default", "--match", " ", "--yes"], env)  # "$PARTNER" unset: not all
+    assert unset.exit_code == 2 and "give the text to match" in unset.output
     none = invoke(["dlq", "purge", "default", "--match", "umbrella", "--yes"], env)
     assert none.exit_code == 0 and "no dead letter of the default DLQ matched" in none.stderr
     assert [json.loads(m["Body"])["id"] for m in receive_all(sqs, ep.dlq_url)] == [initech.id]
