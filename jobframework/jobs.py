@@ -12,7 +12,7 @@ Options are keyword-only and checked when the decorator is applied
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
 
@@ -237,15 +237,17 @@ class Job(Generic[P]):
         return (client or default_client()).enqueue(self, payload, **options)
 
     def enqueue_many(
-        self, payloads: list[P] | list[dict[str, Any]], *, client: JobClient | None = None, **options: Any
+        self, payloads: Iterable[P | dict[str, Any]], *, client: JobClient | None = None, **options: Any
     ) -> list[EnqueueResult]:
-        """Send many payloads of this job, ten per SQS call, with the same ``options`` (requests with
-        options of their own go to ``client.enqueue_many``: :func:`~jobframework.outgoing.payloads_only`)."""
+        """Send many payloads of this job (any iterable: read once), ten per SQS call, with the same
+        ``options`` (requests with options of their own go to ``client.enqueue_many``:
+        :func:`~jobframework.outgoing.payloads_only`)."""
         from jobframework.client import default_client
         from jobframework.outgoing import payloads_only
 
-        payloads_only(self.name, payloads)
-        return (client or default_client()).enqueue_many([self.request(p, **options) for p in payloads])
+        given = list(payloads)  # (a generator: checked, then sent; it was used up by the check)
+        payloads_only(self.name, given)
+        return (client or default_client()).enqueue_many([self.request(p, **options) for p in given])
 
 
 def _context_optional(fn: Callable[..., Any]) -> bool:

@@ -210,10 +210,11 @@ def test_job_enqueue_uses_the_default_client(rt):
     try:
         result = ok.enqueue({"name": "sugar"})
         results = ok.enqueue_many([{"name": "m1"}, {"name": "m2"}])
+        results += ok.enqueue_many({"name": n} for n in ("g1", "g2"))  # a generator (a trial's sent none)
     finally:
         set_default_client(None)
     sent = {b["id"] for b in bodies(rt, "high")}
-    assert sent == {result.id, *(r.id for r in results)}
+    assert len(results) == 4 and sent == {result.id, *(r.id for r in results)}
 
 
 def test_enqueue_many_refuses_an_entry_that_is_no_request_saying_what_it_takes(rt):

@@ -37,6 +37,8 @@ reveal_type(export)
 fulfil.enqueue(Order(order_id="o-1"))
 fulfil.enqueue({"order_id": "o-1"})
 export.request(Order(order_id="o-1"))
+fulfil.enqueue_many([Order(order_id="o-2"), {"order_id": "o-3"}])
+fulfil.enqueue_many(Order(order_id=n) for n in ("o-4", "o-5"))
 fulfil.enqueue(Refund(refund_id="r-1"))
 """
 
