@@ -45,12 +45,12 @@ class QuietHandBacks(logging.Filter):
         >>> first = released(); quiet.filter(first)
         True
         >>> first.note
-        'more hand-backs of crm.sync for its concurrency limit: one line per 30 s; jf dev -v shows each'
+        'more hand-backs of crm.sync (concurrency limit): one line per 30 s; jf dev -v shows each'
         >>> quiet.filter(released())
         False
         >>> now[0] = 31.0
         >>> later = released(); quiet.filter(later), later.note
-        (True, '2 hand-backs of crm.sync for its concurrency limit in the last 31 s')
+        (True, '2 hand-backs of crm.sync (concurrency limit) in the last 31 s')
     """
 
     def __init__(self, every: float = SUMMARY_SECONDS, clock: Callable[[], float] = time.monotonic) -> None:
@@ -71,7 +71,7 @@ class QuietHandBacks(logging.Filter):
             if seen is None:
                 self._counts[(job_type, reason)] = _Count(now)
                 record.note = (
-                    f"more hand-backs of {job_type} for its {reason}: one line per {self.every:g} s; "
+                    f"more hand-backs of {job_type} ({reason}): one line per {self.every:g} s; "
                     "jf dev -v shows each"
                 )
                 return True
@@ -79,7 +79,7 @@ class QuietHandBacks(logging.Filter):
             if now - seen.since < self.every:
                 return False
             record.note = (
-                f"{seen.count} hand-backs of {job_type} for its {reason} in the last {now - seen.since:.0f} s"
+                f"{seen.count} hand-backs of {job_type} ({reason}) in the last {now - seen.since:.0f} s"
             )
             seen.since, seen.count = now, 0
             return True

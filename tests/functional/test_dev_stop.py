@@ -226,7 +226,7 @@ def test_jf_dev_prints_the_first_hand_back_over_a_limit_then_counts_them(tmp_pat
     assert code == 0, dev.lines
     released = [x for x in dev.lines if " released " in x]
     assert len(released) == 1, released  # the first, well under 30 s
-    assert "more hand-backs of stop.capped for its concurrency limit" in released[0]
+    assert "more hand-backs of stop.capped (concurrency limit)" in released[0]
     assert any(w in released[0] for w in waiting)
     assert not [x for x in dev.lines if "over its concurrency cap" in x]  # said by the released line
     counted = re.search(r"(\d+) released", dev.lines[-1])
