@@ -65,6 +65,17 @@ FIFO_SUFFIX = "-fifo"
 """The end of an ordered job's lane name (``default-fifo``): its queue is a FIFO queue."""
 
 
+METRICS_NAMESPACE = "JobFramework"
+"""The consumer's EMF namespace where no deployment names its own (``jf dev``, a bare consumer)."""
+
+
+def metrics_namespace(app: str, stage: str) -> str:
+    """A deployment's EMF namespace, ``JobFramework/<app>-<stage>``: its consumers write there and its
+    alarms and dashboard read there, so that two stages or apps in one account never watch each
+    other's metrics (the dimensions name job types and priorities, which they share)."""
+    return f"{METRICS_NAMESPACE}/{app}-{stage}"
+
+
 def parse_priority(value: Priority | str) -> Priority:
     """``Priority`` from its name; a clear ``ConfigurationError`` otherwise.
 

@@ -211,6 +211,22 @@ _disabled: dict[tuple[str | None, ...], bool] = {}
 """The answer for each setting of the three variables (a batch asks; Powertools' rule is looked up once)."""
 
 
+def metrics_namespace() -> str:
+    """The namespace of the framework's metrics: ``POWERTOOLS_METRICS_NAMESPACE`` (the construct sets
+    the deployment's, ``JobFramework/<app>-<stage>``), else the one a topology parameter
+    ``/<app>/<stage>/topology`` (``JF_TOPOLOGY_PARAMETER``) names, so that a ``jf worker`` run outside
+    the construct writes where the stack's alarms read, else ``JobFramework``."""
+    given = os.environ.get(NAMESPACE_ENV)
+    if given:
+        return given
+    parts = os.environ.get("JF_TOPOLOGY_PARAMETER", "").strip("/").split("/")
+    if len(parts) == 3 and parts[2] == "topology" and all(parts[:2]):
+        from jobframework.core import metrics_namespace as deployed
+
+        return deployed(parts[0], parts[1])
+    return DEFAULT_NAMESPACE
+
+
 def metrics_disabled() -> bool:
     """Whether the framework's own metrics are off: ``JF_METRICS_DISABLED`` (``true`` or ``1``), or
     ``POWERTOOLS_METRICS_DISABLED`` (every Powertools metric; ``POWERTOOLS_DEV`` as Powertools has it)."""
@@ -351,7 +367,7 @@ class BatchMetrics:
     def _flush(self) -> None:
         if metrics_disabled():
             return
-        namespace = os.environ.get(NAMESPACE_ENV, DEFAULT_NAMESPACE)
+        namespace = metrics_namespace()
         by_reason: dict[tuple[str, str], int] = defaultdict(int)
         for (job_type, priority), group in self._groups.items():
             dead = sum(group.dead_lettered.values())

@@ -35,17 +35,6 @@ UTILIZATION_BAND = (30, 80)
 """Worker utilization (concurrent executions over the concurrency allowed), in percent, that a
 consumer is sized for: below the band it is oversized, above it messages start to wait for a slot."""
 
-METRICS_NAMESPACE = "JobFramework"
-"""The consumer's EMF namespace where no deployment names its own (``jf dev``, a bare consumer)."""
-
-
-def metrics_namespace(app: str, stage: str) -> str:
-    """A deployment's EMF namespace, ``JobFramework/<app>-<stage>``: its consumers write there and its
-    alarms and dashboard read there, so that two stages or apps in one account never watch each
-    other's metrics (the dimensions name job types and priorities, which they share)."""
-    return f"{METRICS_NAMESPACE}/{app}-{stage}"
-
-
 METRICS_SERVICE = "jobframework"
 """The ``service`` dimension Powertools adds to every EMF metric of the consumer
 (``jobframework.telemetry.SERVICE``); an alarm must name it or it watches a metric nobody writes."""

@@ -19,12 +19,12 @@ from jobframework.cdk.defaults import (
     ALARM_PERIOD,
     DEPTH_GROWTH_MINUTES,
     DEPTH_GROWTH_PER_MINUTE,
-    METRICS_NAMESPACE,
     METRICS_SERVICE,
     alarm_on_any,
     jf_command,
 )
 from jobframework.cdk.priority_queue import PriorityQueue
+from jobframework.core import METRICS_NAMESPACE
 from jobframework.errors import ConfigurationError
 from jobframework.topology import Topology
 

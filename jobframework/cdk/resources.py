@@ -22,7 +22,6 @@ from jobframework.cdk.defaults import (
     POWERTOOLS_LAYER_VERSION,
     StageConfig,
     lane_id,
-    metrics_namespace,
 )
 from jobframework.cdk.delays import DelayedJobs
 from jobframework.cdk.monitoring import Monitoring
@@ -34,6 +33,7 @@ from jobframework.cdk.schedules import Schedules
 from jobframework.cdk.signing import SigningKeys
 from jobframework.cdk.tables import JobTables
 from jobframework.cdk.workers import Workers, consumer_environment
+from jobframework.core import metrics_namespace
 from jobframework.errors import ConfigurationError
 from jobframework.jobs import LAMBDA_MAX_TIMEOUT
 from jobframework.topology import (

@@ -16,11 +16,11 @@ from constructs import Construct
 
 from jobframework.cdk.defaults import (
     ALARM_PERIOD,
-    METRICS_NAMESPACE,
     METRICS_SERVICE,
     alarm_on_any,
     secure_queue,
 )
+from jobframework.core import METRICS_NAMESPACE
 from jobframework.scheduling import schedule_input
 from jobframework.topology import MAX_RETENTION, ScheduleSpec
 
@@ -83,13 +83,13 @@ class Schedules(Construct):
     Each firing sends :func:`jobframework.scheduling.schedule_input`: a valid envelope whose key
     includes ``<aws.scheduler.scheduled-time>``, so a duplicate firing is a duplicate key.
 
-    Missed runs: the consumer writes the EMF metric ``Heartbeat`` (namespace ``JobFramework``, dimensions
-    ``JobType`` and ``service``) each time a scheduled job runs; one alarm per job fires when no heartbeat
-    came for about two intervals (:func:`heartbeat_window`), and missing data is breaching, so a schedule
-    that stopped firing, a queue that stopped draining and a consumer that cannot start all page. A run
-    skipped or deferred because its queue is backlogged writes ``ScheduleSkipped`` / ``ScheduleDeferred``
-    instead (on the dashboard); a skipped run sends no heartbeat, so a queue backlogged for two intervals
-    pages too.
+    Missed runs: the consumer writes the EMF metric ``Heartbeat`` (namespace
+    ``JobFramework/<app>-<stage>``, dimensions ``JobType`` and ``service``) each time a scheduled job
+    runs; one alarm per job fires when no heartbeat came for about two intervals
+    (:func:`heartbeat_window`), and missing data is breaching, so a schedule that stopped firing, a queue
+    that stopped draining and a consumer that cannot start all page. A run skipped or deferred because its
+    queue is backlogged writes ``ScheduleSkipped`` / ``ScheduleDeferred`` instead (on the dashboard); a
+    skipped run sends no heartbeat, so a queue backlogged for two intervals pages too.
 
     Props:
         schedules: the topology's schedule specs; queues: the SQS queue of each lane (``low``,

@@ -22,11 +22,11 @@ from jobframework.cdk.defaults import (
     POWERTOOLS_LAYER_VERSION,
     alarm_on_any,
     lane_id,
-    metrics_namespace,
 )
 from jobframework.cdk.priority_queue import PriorityQueue
 from jobframework.cdk.tables import JobTables
 from jobframework.concurrency import lane_variable
+from jobframework.core import metrics_namespace
 from jobframework.errors import ConfigurationError
 from jobframework.topology import (
     ENV_JOBS,

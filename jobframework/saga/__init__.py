@@ -38,7 +38,8 @@ How it runs (the orchestration lives in the consumer's saga hook, :func:`on_step
   whose deadline passes turns the saga ``compensating``: the compensations of the completed steps run
   in reverse order, one queued job at a time, each with its own retries. All undone: ``compensated``.
   A compensation dead-lettered: ``failed`` with the reason, and the EMF metric ``SagaFailed``
-  (namespace ``JobFramework``, dimension ``Saga``) for the stack to alarm on. Redriving that dead
+  (the consumer's namespace, ``JobFramework/<app>-<stage>`` as deployed; dimension ``Saga``) for
+  the stack to alarm on. Redriving that dead
   letter resumes the compensation where it stopped.
 - **Waiting**: ``wait(name, timeout=...)`` parks the saga until ``signal(saga_id, name, data)``; the
   deadline is a delayed check job (SQS ``DelaySeconds`` up to 15 minutes, which works on the embedded

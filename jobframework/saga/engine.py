@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import os
 from collections.abc import Callable
 from datetime import datetime
 from typing import TYPE_CHECKING
@@ -36,13 +35,11 @@ def emit_metric(metric: str, saga_name: str) -> None:
     try:
         from aws_lambda_powertools.metrics import EphemeralMetrics, MetricUnit
 
-        from jobframework.telemetry import DEFAULT_NAMESPACE, NAMESPACE_ENV, SERVICE, metrics_disabled
+        from jobframework.telemetry import SERVICE, metrics_disabled, metrics_namespace
 
         if metrics_disabled():  # JF_METRICS_DISABLED: the consumer's metrics, the sagas' too
             return
-        metrics = EphemeralMetrics(
-            namespace=os.environ.get(NAMESPACE_ENV, DEFAULT_NAMESPACE), service=SERVICE
-        )
+        metrics = EphemeralMetrics(namespace=metrics_namespace(), service=SERVICE)
         metrics.add_dimension("Saga", saga_name)
         metrics.add_metric(name=metric, unit=MetricUnit.Count, value=1)
         metrics.flush_metrics()

@@ -160,3 +160,22 @@ def test_jf_metrics_disabled_turns_off_the_sagas_metrics_too(monkeypatch, capsys
     monkeypatch.setenv("JF_METRICS_DISABLED", "false")
     emit_metric("SagaCompensated", "orders.checkout")
     assert '"SagaCompensated"' in capsys.readouterr().out
+
+
+def test_the_namespace_is_the_deployments_also_for_a_worker_run_outside_the_construct(emf, monkeypatch):
+    """The stack's alarms read JobFramework/<app>-<stage>; a self-hosted `jf worker` given only the
+    topology parameter wrote JobFramework, which no alarm reads (missed-run alarms paged)."""
+    metrics = BatchMetrics()
+    for parameter, namespace in (
+        ("/shop/prod/topology", "JobFramework/shop-prod"),  # as the construct's consumers get it
+        ("", "JobFramework"),  # jf dev without a parameter, a bare consumer
+        ("/not/a/topology/path", "JobFramework"),
+    ):
+        monkeypatch.setenv("JF_TOPOLOGY_PARAMETER", parameter)
+        metrics.add(outcome(Outcome.SUCCEEDED, processing_ms=1.0))
+        metrics.flush()
+        assert {d["_aws"]["CloudWatchMetrics"][0]["Namespace"] for d in emf()} == {namespace}
+    monkeypatch.setenv("POWERTOOLS_METRICS_NAMESPACE", "Team/Own")  # given: it wins
+    metrics.add(outcome(Outcome.SUCCEEDED, processing_ms=1.0))
+    metrics.flush()
+    assert {d["_aws"]["CloudWatchMetrics"][0]["Namespace"] for d in emf()} == {"Team/Own"}
