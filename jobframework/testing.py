@@ -126,7 +126,8 @@ def sqs_event(
 def _found(body: Envelope | str, registry: JobRegistry | None) -> Job[Any] | None:
     from jobframework.jobs import registry as default_registry
 
-    return (registry or default_registry).find(body.type) if isinstance(body, Envelope) else None
+    found_in = registry if registry is not None else default_registry  # (an empty registry is falsy)
+    return found_in.find(body.type) if isinstance(body, Envelope) else None
 
 
 def _queue_arn(

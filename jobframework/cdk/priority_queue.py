@@ -156,7 +156,7 @@ class PriorityQueue(Construct):
             ),
         )
 
-        jf, on = jf_command(topology_parameter), f" {lane}" if lane else ""
+        jf, on = jf_command(topology_parameter), f" {lane or 'LANE'}"
         self.dead_letter_alarm = alarm_on_any(
             self,
             "DeadLetterAlarm",

@@ -130,6 +130,6 @@ def _dead_letter_hint(job_id: str, store: StateStore, catalog: dict[str, JobRout
     route = catalog.get(status.type) if status is not None and status.type else None
     where, lane = (f"the {route.lane} DLQ", route.lane) if route is not None else ("its lane's DLQ", "LANE")
     return (
-        f"jf: its dead letter stays in {where}, where a redrive runs it again; to drop it: "
-        f"jf dlq purge {lane} --id {job_id} --yes"
+        f"jf: its dead letter stays in {where} (or its priority's, if it was enqueued with priority=), "
+        f"where a redrive runs it again; to drop it: jf dlq purge {lane} --id {job_id} --yes"
     )

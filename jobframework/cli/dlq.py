@@ -279,7 +279,7 @@ def dlq_purge(  # noqa: PLR0917
             }
         )
     else:
-        typer.echo(f"deleted {deleted} dead letters from the {priority} DLQ")
+        typer.echo(f"deleted {deleted} dead letter{'' if deleted == 1 else 's'} from the {priority} DLQ")
     if not deleted and ids:  # named letters that are not there (or not selected): as a redrive's
         raise CliError(
             f"no dead letter of the {priority} DLQ has the id {', '.join(ids)}"

@@ -139,9 +139,10 @@ def check_named(lane: str, ids: list[str], result: RedriveResult, *, filtered: b
     if result.not_found and len(result.not_found) == len(set(ids)):
         raise CliError(f"no dead letter of the {lane} DLQ has the id {', '.join(result.not_found)}; {peek}")
     if result.not_found:
+        n = len(result.not_found)
         raise CliError(
-            f"{len(result.not_found)} of the ids given are in no dead letter of the {lane} DLQ (the others "
-            f"were there): {', '.join(result.not_found)}; {peek}"
+            f"{n} of the ids given {'is' if n == 1 else 'are'} in no dead letter of the {lane} DLQ (the "
+            f"others were there): {', '.join(result.not_found)}; {peek}"
         )
     if not result.matched and lane.endswith("-fifo"):  # (its not_found is never filled: see there)
         raise CliError(

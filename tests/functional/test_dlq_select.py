@@ -210,7 +210,7 @@ def test_redrive_and_purge_by_id_say_which_named_ids_are_not_there_and_which_did
     assert partly.exit_code == 1, partly.output
     assert json.loads(partly.stdout)["job_ids"] == [crm[0].id]  # the one there moved
     assert json.loads(partly.stdout)["not_found"] == [typo]
-    assert f"1 of the ids given are in no dead letter of the default DLQ (the others were there): {typo}" in (
+    assert f"1 of the ids given is in no dead letter of the default DLQ (the others were there): {typo}" in (
         partly.stderr
     )
 
