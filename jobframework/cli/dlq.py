@@ -188,9 +188,8 @@ def _show_in_full(lane: str, found: list[Any], ids: list[str], *, json_output: b
         )
     if json_output:
         print_json([d.export_record() for d in found])
-        return
     console = rich_console()
-    for d in found:
+    for d in [] if json_output else found:
         record = d.export_record()
         for name in (
             *("type", "id", "key", "reason", "error", "attempts", "dead_at", "source"),
@@ -208,6 +207,10 @@ def _show_in_full(lane: str, found: list[Any], ids: list[str], *, json_output: b
         for name, value in sorted(record["attributes"].items()):
             console.print(f"  {name}: {value}", markup=False, highlight=False)
         console.print()
+    carried = {i for d in found for i in (d.message_id, d.job_id, d.dead_message_id) if i}
+    missing = [i for i in dict.fromkeys(ids) if i not in carried]
+    if missing and not lane.endswith("-fifo"):  # (a FIFO DLQ's group past ten held: not seen)
+        raise CliError(f"not in the {lane} DLQ: {', '.join(missing)} (the others are shown)")
 
 
 def _payload_pointer(body: str) -> dict[str, Any] | None:

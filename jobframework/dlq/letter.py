@@ -168,11 +168,7 @@ class Selection:
             return False
         if self.older_than is not None and (letter.age(now) or 0.0) < self.older_than:
             return False
-        if (
-            self.matching is not None
-            and self.matching not in letter.body
-            and self.matching not in (letter.error or "")
-        ):
+        if self.matching is not None and not _contains(letter, self.matching):
             return False
         return self.ids is None or bool(self.named(letter))
 
@@ -181,6 +177,20 @@ class Selection:
         if not self.ids:
             return frozenset()
         return self.ids.intersection((letter.message_id, letter.job_id, letter.dead_message_id))
+
+
+def _contains(letter: DeadLetter, text: str) -> bool:
+    """``text`` is in the letter's body as sent (compact JSON) or as ``jf dlq peek --id`` shows it
+    (indented: ``"amount": -1``, which an operator copies), or in its error."""
+    if text in letter.body or text in (letter.error or ""):
+        return True
+    if not any(c.isspace() for c in text):  # (the shown form differs from the sent one in spaces only)
+        return False
+    try:
+        shown = json.dumps(json.loads(letter.body), indent=2, ensure_ascii=False)
+    except ValueError:
+        return False
+    return text in shown
 
 
 @dataclass(frozen=True, slots=True)

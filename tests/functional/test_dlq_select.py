@@ -214,6 +214,9 @@ def test_redrive_and_purge_by_id_say_which_named_ids_are_not_there_and_which_did
         partly.stderr
     )
 
+    shown = invoke(["dlq", "peek", "default", "--id", crm[1].id, "--id", typo], env)  # one shown, one named
+    assert shown.exit_code == 1 and crm[1].id in shown.stdout, shown.output
+    assert f"not in the default DLQ: {typo} (the others are shown)" in shown.stderr
     purged = invoke(["dlq", "purge", "default", "--id", "nope", "--yes"], env)
     assert purged.exit_code == 1, purged.output
     assert "no dead letter of the default DLQ has the id nope" in purged.stderr
@@ -232,6 +235,8 @@ def test_letters_are_selected_by_text_in_their_payload_or_error(sqs, jf_config):
     peeked = invoke(["dlq", "peek", "default", "--match", "globex", "--json"], env)
     assert peeked.exit_code == 0, peeked.output
     assert sorted(p["id"] for p in json.loads(peeked.stdout)) == sorted(e.id for e in globex)
+    shown_form = invoke(["dlq", "peek", "default", "--match", '"account_id": "initech-1"', "--json"], env)
+    assert [p["id"] for p in json.loads(shown_form.stdout)] == [initech.id]  # as `peek --id` shows a body
     one = invoke(["dlq", "peek", "default", "--limit", "1", "--json"], env)  # (redrive's word for -n)
     assert one.exit_code == 0 and len(json.loads(one.stdout)) == 1, one.output
     dry = invoke(["dlq", "redrive", "default", "--match", "globex", "--dry-run"], env)
