@@ -7,8 +7,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import TYPE_CHECKING
 
+from jobframework.core import SQS_MAX_VISIBILITY_SECONDS
 from jobframework.errors import PermanentError, RetryableError
-from jobframework.retry import MAX_VISIBILITY_SECONDS
 
 if TYPE_CHECKING:
     from jobframework.retry import RetryPolicy
@@ -146,7 +146,7 @@ def classify(
             Action.DEAD_LETTER, Reason.EXHAUSTED, transient=declared_transient or is_transient(exc)
         )
     if isinstance(exc, RetryableError) and exc.delay is not None:
-        delay = min(exc.delay, MAX_VISIBILITY_SECONDS)
+        delay = min(exc.delay, SQS_MAX_VISIBILITY_SECONDS)
     else:
         delay = policy.delay(attempt)
     return Decision(Action.RETRY, delay=delay, transient=declared_transient or is_transient(exc))

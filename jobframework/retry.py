@@ -267,3 +267,29 @@ def default_policy(priority: Priority) -> RetryPolicy:
     if priority is Priority.HIGH:
         return RetryPolicy(max_attempts=5)
     return RetryPolicy(max_attempts=3)
+
+
+# What a failure becomes lives in jobframework.classification; its names stay importable from here,
+# where they were before (``from jobframework.retry import Reason``).
+from jobframework.classification import (  # noqa: E402
+    Action,
+    Decision,
+    Reason,
+    classify,
+    is_transient,
+)
+
+__all__ = [
+    "MAX_RETRY_DELAY_SECONDS",
+    "MAX_VISIBILITY_SECONDS",
+    "Action",
+    "Decision",
+    "Jitter",
+    "Reason",
+    "RetryPolicy",
+    "classify",
+    "compute_backoff",
+    "default_policy",
+    "is_transient",
+    "visibility_delay",
+]

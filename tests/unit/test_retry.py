@@ -292,3 +292,11 @@ def test_a_delay_to_a_time_in_a_zone_counts_real_seconds_across_a_daylight_savin
     days = next(d for d in range(100, 300) if (now + timedelta(days=d)).utcoffset() != now.utcoffset())
     at = (datetime.now(UTC) + timedelta(days=days)).astimezone(zone)  # an instant whose offset differs
     assert abs(delay_seconds(at) - days * 86_400) <= 2
+
+
+def test_the_classification_names_stay_importable_from_retry_where_they_were():
+    """Teams' listeners imported Reason from jobframework.retry before classification had its module."""
+    from jobframework import classification, retry
+
+    for name in ("Action", "Decision", "Reason", "classify", "is_transient"):
+        assert getattr(retry, name) is getattr(classification, name)
