@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from pydantic import BaseModel
 
@@ -24,9 +24,12 @@ if TYPE_CHECKING:
     from jobframework.recorder import EnqueueRecorder
 
 
+M = TypeVar("M", bound=BaseModel)
+
+
 def run_inline(
-    job: Job[Any],
-    payload: BaseModel | dict[str, Any] | Sequence[BaseModel | dict[str, Any]],
+    job: Job[M],
+    payload: M | dict[str, Any] | Sequence[M | dict[str, Any]],
     *,
     attempt: int = 1,
     key: str | None = None,

@@ -14,6 +14,7 @@ ROOT = Path(__file__).resolve().parents[2]
 TEAM_CODE = """
 from pydantic import BaseModel
 from jobframework import BatchOptions, JobContext, job
+from jobframework.testing import run_inline
 
 class Order(BaseModel):
     order_id: str
@@ -40,6 +41,9 @@ export.request(Order(order_id="o-1"))
 fulfil.enqueue_many([Order(order_id="o-2"), {"order_id": "o-3"}])
 fulfil.enqueue_many(Order(order_id=n) for n in ("o-4", "o-5"))
 fulfil.enqueue(Refund(refund_id="r-1"))
+run_inline(fulfil, Order(order_id="o-6"))
+run_inline(export, [Order(order_id="o-7"), {"order_id": "o-8"}])
+run_inline(fulfil, Refund(refund_id="r-2"))
 """
 
 
@@ -54,5 +58,6 @@ def test_a_jobs_payload_model_reaches_the_type_checker(tmp_path):
     revealed = [line.split("Revealed type is ")[1] for line in out.splitlines() if "Revealed type" in line]
     assert revealed == ['"jobframework.jobs.Job[shop.Order]"'] * 3, out
     errors = [line for line in out.splitlines() if ": error:" in line]
-    assert len(errors) == 1, out  # the Refund, and nothing the correct calls do
+    assert len(errors) == 2, out  # the two Refunds, and nothing the correct calls do
     assert 'error: Argument 1 to "enqueue" of "Job" has incompatible type "Refund"' in errors[0]
+    assert '"run_inline"' in errors[1]  # (mypy: no model is both the job's Order and a Refund)
