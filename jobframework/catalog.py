@@ -300,8 +300,7 @@ class JobCatalog:
         self._source = f"SSM parameter {parameter}"
 
     def _unknown(self, name: str, known: list[str]) -> str:
-        import difflib
-
+        from jobframework.errortext import closest
         from jobframework.saga.definition import saga_named
 
         if saga_named(name) is not None:
@@ -309,8 +308,8 @@ class JobCatalog:
                 f"{name!r} is a saga, not a job: start it with the start(payload, client=...) of the saga "
                 "that saga() returned, which enqueues its first step"
             )
-        close = difflib.get_close_matches(name, [*known, *self._routes], n=1, cutoff=0.8)
-        asked = f"{name!r} (did you mean {close[0]!r}?)" if close else repr(name)
+        close = closest(name, [*known, *self._routes], cutoff=0.8)
+        asked = f"{name!r} (did you mean {close!r}?)" if close else repr(name)
         registered = ", ".join(known) or "none"
         listed = ", ".join(sorted(self._routes)) or "none"
         parameter = self.config.topology_parameter

@@ -30,6 +30,8 @@ from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
 
+from jobframework.errortext import closest
+
 T = TypeVar("T")
 R = TypeVar("R")
 
@@ -113,7 +115,7 @@ last for ordered jobs
     lanes = _lanes()
     for lane, value in concurrency.items():
         if lane not in lanes:
-            close = _close(str(lane), lanes)
+            close = closest(str(lane), lanes)
             raise ConfigurationError(
                 f"concurrency= names no lane {lane!r}"
                 + (f" (did you mean {close!r}?)" if close else "")
@@ -133,13 +135,6 @@ def _lanes() -> list[str]:
     from jobframework.core import Priority, Profile, lane_name
 
     return [lane_name(p, f, o) for p in Priority for f in (None, *Profile) for o in (False, True)]
-
-
-def _close(name: str, names: list[str]) -> str | None:
-    import difflib
-
-    found = difflib.get_close_matches(name, names, n=1)
-    return found[0] if found else None
 
 
 def check_concurrency_environment(environ: Mapping[str, str] | None = None) -> None:
@@ -167,7 +162,7 @@ worker profile, -fifo last for ordered jobs
         if name != ENV_CONCURRENCY and name not in variables:
             if not name.startswith(f"{ENV_CONCURRENCY}_"):
                 continue  # (another variable that starts alike)
-            close = _close(name, list(variables))
+            close = closest(name, list(variables))
             raise ConfigurationError(
                 f"{name} names no lane" + (f" (did you mean {close}?)" if close else "") + f": {_LANES_ARE}"
             )

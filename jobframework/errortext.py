@@ -15,6 +15,7 @@ Example:
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterable
 
 MAX_ERROR_CHARS = 1000
 """The longest error text kept (the ``jf-error`` attribute, the status record)."""
@@ -88,3 +89,16 @@ def _validation_text(exc: BaseException) -> str | None:
         return validation_problems(exc) if isinstance(exc, ValidationError) else None
     except Exception:
         return None
+
+
+def closest(name: str, names: Iterable[str], *, cutoff: float = 0.6) -> str | None:
+    """The one of ``names`` that ``name`` is a likely misspelling of (for "did you mean ...?"), if any.
+
+    Example:
+        >>> closest("deafult", ["critical", "high", "default", "low"]), closest("x", ["high"])
+        ('default', None)
+    """
+    import difflib
+
+    found = difflib.get_close_matches(name, list(names), n=1, cutoff=cutoff)
+    return found[0] if found else None

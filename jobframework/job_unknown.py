@@ -4,13 +4,13 @@ got an unexpected keyword argument``)."""
 
 from __future__ import annotations
 
-import difflib
 import functools
 import inspect
 from collections.abc import Callable
 from typing import ParamSpec, TypeVar
 
 from jobframework.core import ConfigurationError
+from jobframework.errortext import closest
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -113,7 +113,7 @@ def _refusing(fn: Callable[P, R], label: str, elsewhere: dict[str, str]) -> Call
 def _instead(option: str, taken: list[str], elsewhere: dict[str, str]) -> str:
     if option in elsewhere:
         return f"write {elsewhere[option]}"
-    close = difflib.get_close_matches(option, taken, n=1)
+    close = closest(option, taken)
     if close:
-        return f"did you mean {close[0]}=?"
+        return f"did you mean {close}=?"
     return "it takes " + ", ".join(f"{name}=" for name in taken[1:])

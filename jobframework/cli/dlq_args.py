@@ -31,10 +31,10 @@ def lane_argument(value: str) -> str:
     try:
         lane_priority(value)
     except ConfigurationError:
-        import difflib
+        from jobframework.errortext import closest
 
-        close = difflib.get_close_matches(value.lower(), ("critical", "high", "default", "low"), n=1)
-        hint = f"did you mean {close[0]}? " if close else ""
+        close = closest(value.lower(), ("critical", "high", "default", "low"))
+        hint = f"did you mean {close}? " if close else ""
         raise typer.BadParameter(
             f"{value!r}: {hint}name a priority (critical, high, default, low) or a lane of one such as "
             "low-cpu or default-fifo (`jf dlq ls` lists this topology's)"

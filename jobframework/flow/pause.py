@@ -148,10 +148,10 @@ def lanes_of(queues: Iterable[str], name: str) -> list[str]:
     else:
         found = [lane for lane in known if lane_priority(lane).value == name]
     if not found:
-        import difflib
+        from jobframework.errortext import closest
 
-        close = difflib.get_close_matches(name, [*known, "critical", "high", "default", "low"], n=1)
-        hint = f" (did you mean {close[0]}?)" if close else ""
+        close = closest(name, [*known, "critical", "high", "default", "low"])
+        hint = f" (did you mean {close}?)" if close else ""
         raise ConfigurationError(
             f"no queue {name!r} is configured{hint}; known: {', '.join(known) or 'none'}"
         )
