@@ -188,8 +188,21 @@ def _show_in_full(lane: str, found: list[Any], ids: list[str], *, json_output: b
         )
     if json_output:
         print_json([d.export_record() for d in found])
+    else:
+        _print_letters(found)
+    from jobframework.dlq.letter import Selection
+
+    named = Selection(ids=frozenset(ids))
+    carried = set().union(*(named.named(d) for d in found))
+    missing = [i for i in dict.fromkeys(ids) if i not in carried]
+    if missing and not lane.endswith("-fifo"):  # (a FIFO DLQ's group past ten held: not seen)
+        raise CliError(f"not in the {lane} DLQ: {', '.join(missing)} (the others are shown)")
+
+
+def _print_letters(found: list[Any]) -> None:
+    """Each letter's fields, body (indented) and attributes, as ``peek --id`` shows them."""
     console = rich_console()
-    for d in [] if json_output else found:
+    for d in found:
         record = d.export_record()
         for name in (
             *("type", "id", "key", "reason", "error", "attempts", "dead_at", "source"),
@@ -197,20 +210,12 @@ def _show_in_full(lane: str, found: list[Any], ids: list[str], *, json_output: b
         ):
             if record.get(name) is not None:
                 console.print(f"{name + ':':<12} {record[name]}", markup=False, highlight=False)
-        try:
-            body = json.dumps(json.loads(d.body), indent=2, ensure_ascii=False)
-        except ValueError:
-            body = d.body
         console.print("body:", markup=False)
-        console.print(body, markup=False, highlight=False)
+        console.print(d.shown_body(), markup=False, highlight=False)
         console.print("attributes:", markup=False)
         for name, value in sorted(record["attributes"].items()):
             console.print(f"  {name}: {value}", markup=False, highlight=False)
         console.print()
-    carried = {i for d in found for i in (d.message_id, d.job_id, d.dead_message_id) if i}
-    missing = [i for i in dict.fromkeys(ids) if i not in carried]
-    if missing and not lane.endswith("-fifo"):  # (a FIFO DLQ's group past ten held: not seen)
-        raise CliError(f"not in the {lane} DLQ: {', '.join(missing)} (the others are shown)")
 
 
 def _payload_pointer(body: str) -> dict[str, Any] | None:

@@ -107,6 +107,13 @@ class DeadLetter:
             return None
         return max(0.0, ((now or datetime.now(UTC)) - died).total_seconds())
 
+    def shown_body(self) -> str:
+        """The body as ``jf dlq peek --id`` shows it: its JSON indented, else as it is."""
+        try:
+            return json.dumps(json.loads(self.body), indent=2, ensure_ascii=False)
+        except ValueError:
+            return self.body
+
     def summary(self) -> dict[str, Any]:
         """What ``jf dlq peek`` shows (JSON-ready)."""
         return {
@@ -184,13 +191,8 @@ def _contains(letter: DeadLetter, text: str) -> bool:
     (indented: ``"amount": -1``, which an operator copies), or in its error."""
     if text in letter.body or text in (letter.error or ""):
         return True
-    if not any(c.isspace() for c in text):  # (the shown form differs from the sent one in spaces only)
-        return False
-    try:
-        shown = json.dumps(json.loads(letter.body), indent=2, ensure_ascii=False)
-    except ValueError:
-        return False
-    return text in shown
+    # (the shown form differs from the sent one in spaces only)
+    return any(c.isspace() for c in text) and text in letter.shown_body()
 
 
 @dataclass(frozen=True, slots=True)
