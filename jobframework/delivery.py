@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -109,6 +110,23 @@ class Batch:
     demands: dict[str, int] = field(default_factory=dict)
     hard_end: float = math.inf
     """When the invocation ends (``time.monotonic()``; ``inf`` without a Lambda context's deadline)."""
+    turns: dict[str, threading.Lock] = field(default_factory=dict)
+    """A lock per idempotency key of the batch's running records (:meth:`key_turn`)."""
+
+    @contextmanager
+    def key_turn(self, key: str, run_seconds: float) -> Iterator[None]:
+        """Two records of one key in this batch run in turn: the second finds the first's completion (a
+        duplicate, acknowledged at once), not its in-progress record (handed back until that lapses, a
+        minute). It waits at most ``run_seconds`` (the job's run and margin), and only while the
+        invocation has that long left after the wait; past that it goes on and is handed back as before."""
+        lock = self.turns.get(key) or self.turns.setdefault(key, threading.Lock())
+        wait = min(run_seconds, self.hard_end - time.monotonic() - run_seconds)
+        held = lock.acquire(timeout=max(0.0, wait))
+        try:
+            yield
+        finally:
+            if held:
+                lock.release()
 
     def demand(self, job_type: str) -> int:
         """How many of the records that run together are of ``job_type`` and need a rate token (at

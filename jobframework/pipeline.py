@@ -205,14 +205,16 @@ class Pipeline:
                         env.type,
                     )
                 if c.idempotency is not None and key is not None:
-                    c.idempotency.limit_attempt(context, job.timeout + RELEASE_MARGIN_SECONDS)
-                    result, ran = c.idempotency.run(
-                        env.type,
-                        env.key,
-                        lambda: call(job, payload, ctx),
-                        key,
-                        keyed=(keyed := self._keyed_start(d, job)),
-                    )
+                    lapse = job.timeout + RELEASE_MARGIN_SECONDS
+                    with batch.key_turn(f"{env.type}:{env.key}", lapse):
+                        c.idempotency.limit_attempt(context, lapse)
+                        result, ran = c.idempotency.run(
+                            env.type,
+                            env.key,
+                            lambda: call(job, payload, ctx),
+                            key,
+                            keyed=(keyed := self._keyed_start(d, job)),
+                        )
                 else:
                     result = summarize(call(job, payload, ctx))
         except AlreadyInProgress as exc:

@@ -328,3 +328,21 @@ def test_a_job_that_waits_for_its_keys_run_elsewhere_reads_queued_not_running(rt
     finally:
         run.join()
     assert calls["holder"] == 1 and "waiter" not in calls
+
+
+def test_two_jobs_of_one_key_in_one_batch_run_one_after_the_other_not_a_minute_apart(rt):
+    """The second record of a key its batch is running waits its turn in the batch and finds the
+    first's completion: a duplicate, acknowledged at once. It was handed back for the in-progress
+    record's expiry (61 s), its status ``queued`` all that minute."""
+    first = rt.client.enqueue(nap, Nap(name="holder", seconds=0.3), key="shared", dedup_window=0)
+    second = rt.client.enqueue(nap, Nap(name="waiter", seconds=0.0), key="shared", dedup_window=0)
+    records = _received(rt, "high")
+    assert len(records) == 2
+    assert rt.handler({"Records": records}, None) == {"batchItemFailures": []}
+    statuses = {job.id: rt.client.status(job.id) for job in (first, second)}
+    ran = [i for i, s in statuses.items() if s is not None and s.reason is None]
+    skipped = [s for s in statuses.values() if s is not None and s.reason is not None]
+    assert len(ran) == 1 and len(skipped) == 1
+    assert all(s is not None and s.status is JobState.SUCCEEDED for s in statuses.values())
+    assert skipped[0].reason == ("duplicate: key shared had already completed, so this job did not run")
+    assert sum(calls.values()) == 1
