@@ -130,15 +130,16 @@ class RoutedJob:
         try:
             checked = self._validator()(data)
         except JsonSchemaValueException as exc:
+            problems = self._problems(exc, data)
+            said = "; ".join(f"{field or 'payload'}: {text}" for field, text in problems)
             raise PayloadValidationError(
-                f"payload for {self.name} does not match its schema ({self.source}): "
-                f"{'; '.join(self._problems(exc, data))}"
+                f"payload for {self.name} does not match its schema ({self.source}): {said}", problems
             ) from None
         if not isinstance(checked, dict):
             raise PayloadValidationError(f"payload for {self.name} must be a JSON object, got {data!r}")
         return checked
 
-    def _problems(self, first: Any, data: Any) -> list[str]:
+    def _problems(self, first: Any, data: Any) -> list[tuple[str, str]]:
         """Every bad field of a payload the schema refused (``first``: the schema's first complaint).
 
         The compiled schema stops at its first complaint; each top-level field is then checked on its
@@ -148,30 +149,30 @@ class RoutedJob:
 
         properties = self.route.payload_schema.get("properties")
         if not isinstance(data, dict) or not isinstance(properties, dict):
-            return [self._problem(first, data)]
-        problems: list[str] = []
+            return self._problem(first, data)
+        problems: list[tuple[str, str]] = []
         required = self.route.payload_schema.get("required")
         if isinstance(required, list):
-            problems += [f"{f}: Field required" for f in required if f not in data]
+            problems += [(f, "Field required") for f in required if f not in data]
         if self.route.payload_schema.get("additionalProperties") is False:
-            problems += [f"{f}: Extra inputs are not permitted" for f in data if f not in properties]
+            problems += [(f, "Extra inputs are not permitted") for f in data if f not in properties]
         for name in properties:
             if name not in data:
                 continue
             try:
                 self._field_validator(name)(data[name])
             except JsonSchemaValueException as exc:
-                problems.append(self._problem(exc, data[name], prefix=[name]))
-        return problems or [self._problem(first, data)]
+                problems += self._problem(exc, data[name], prefix=[name])
+        return problems or self._problem(first, data)
 
-    def _problem(self, exc: Any, data: Any, prefix: list[str | int] | None = None) -> str:
-        """What ``exc`` says of ``data``, named by its path (under ``prefix`` in the payload)."""
+    def _problem(self, exc: Any, data: Any, prefix: list[str | int] | None = None) -> list[tuple[str, str]]:
+        """What ``exc`` says of ``data``, as ``(path in the payload, message)`` (under ``prefix``)."""
         path = list(exc.path or [])[1:]
         where = ".".join(map(str, [*(prefix or []), *path]))
         if exc.rule == "required" and isinstance(exc.rule_definition, list):
             present = _at(data, path)
             missing = [f for f in exc.rule_definition if not isinstance(present, dict) or f not in present]
-            return "; ".join(f"{where + '.' if where else ''}{f}: Field required" for f in missing)
+            return [(f"{where + '.' if where else ''}{f}", "Field required") for f in missing]
         message = str(exc.message).removeprefix(str(exc.name or "data")).strip()
         schemes = exc.definition.get(URL_SCHEMES) if isinstance(exc.definition, dict) else None
         if exc.rule == "pattern" and isinstance(schemes, list):
@@ -182,7 +183,7 @@ class RoutedJob:
             message = self._branches_refusal(exc) or message
         elif exc.rule in ("format", "type"):  # "must be date-time", "must be string": say what is meant
             message = format_refusal(exc.definition) or message
-        return f"{where or 'payload'}: {message}"
+        return [(where, message)]
 
     def _branches_refusal(self, exc: Any) -> str | None:
         """What each type of a union (``HttpUrl | None``) says of the value, where the validator's own
@@ -207,7 +208,10 @@ class RoutedJob:
             try:
                 compile_schema({**branch, "$defs": defs} if defs else branch)(exc.value)
             except JsonSchemaValueException as refusal:
-                text = self._problem(refusal, exc.value).removeprefix("payload: ")
+                text = "; ".join(
+                    f"{where}: {message}" if where else message
+                    for where, message in self._problem(refusal, exc.value)
+                )
                 if text not in said:
                     said.append(text)
             except Exception:  # (a branch that does not compile alone: the validator's message stands)

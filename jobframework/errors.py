@@ -8,6 +8,7 @@ to give up at once; the consumer dead-letters a permanent failure with the reaso
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import timedelta
 
 from jobframework.core import ConfigurationError, JobFrameworkError
@@ -99,7 +100,25 @@ class UnknownJobError(JobFrameworkError, LookupError):
 
 
 class PayloadValidationError(JobFrameworkError, ValueError):
-    """A payload does not match its job's model; nothing was sent."""
+    """A payload does not match its job's model; nothing was sent.
+
+    ``fields`` says what is wrong field by field, fit to hand back to an HTTP caller as it is:
+    ``[{"field": "report_id", "message": "Input should be a valid string"}]`` (``field`` is the
+    dotted path, ``items.0.sku``; ``""`` for the payload as a whole). ``str(exc)`` is for the
+    producer's developers: it names the job and its model, and says how to send an older version.
+
+    Example:
+        >>> error = PayloadValidationError("payload for t.x: n: Field required", [("n", "Field required")])
+        >>> error.fields
+        [{'field': 'n', 'message': 'Field required'}]
+    """
+
+    def __init__(self, message: str, fields: Sequence[tuple[str, str]] | None = None) -> None:
+        super().__init__(message)
+        self.fields: list[dict[str, str]] = [
+            {"field": field, "message": text}
+            for field, text in (fields if fields is not None else [("", message)])
+        ]
 
 
 class PayloadTooLargeError(JobFrameworkError, ValueError):

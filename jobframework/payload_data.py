@@ -16,7 +16,7 @@ from jobframework.errors import EnqueueOptionError, PayloadValidationError, Payl
 from jobframework.errortext import shown
 from jobframework.flow.options import check_limit_keys
 from jobframework.jobs import Job
-from jobframework.validation import validate_data, validation_problems
+from jobframework.validation import validate_data, validation_fields, validation_problems
 
 if TYPE_CHECKING:
     from jobframework.catalog import RoutedJob
@@ -36,7 +36,11 @@ def payload_data(
     try:
         model = job.validate(payload)
     except ValidationError as exc:
-        wanted, problems = job.payload_model.__name__, validation_problems(exc)
+        wanted, problems, fields = (
+            job.payload_model.__name__,
+            validation_problems(exc),
+            validation_fields(exc),
+        )
         if isinstance(payload, BaseModel):  # another model (another job's, most likely): say so first
             message = f"payload for {job.name} is a {type(payload).__name__}; it takes {wanted}: {problems}"
         elif job.batch is not None and isinstance(cast(object, payload), list | tuple):  # (a list's items)
@@ -46,7 +50,7 @@ def payload_data(
             )
         else:
             message = f"payload for {job.name} does not match {wanted}: {problems}"
-        raise PayloadValidationError(message) from exc
+        raise PayloadValidationError(message, fields) from exc
     try:
         check_limit_keys(job, model)  # (a consumer would dead-letter it: no limit could hold it)
     except ValueError as exc:
@@ -58,7 +62,8 @@ def payload_data(
         except ValidationError as exc:
             raise PayloadValidationError(
                 f"payload for {job.name} is a {job.payload_model.__name__} whose values do not validate "
-                f"(made with model_construct, or changed after it was made?): {validation_problems(exc)}"
+                f"(made with model_construct, or changed after it was made?): {validation_problems(exc)}",
+                validation_fields(exc),
             ) from exc
     return data, job.key_for(model)
 
@@ -94,7 +99,8 @@ def _current_payload_data(
             raise
         raise PayloadValidationError(
             f"{exc} ({job.name} takes payload version {job.version}: a payload of an older version is "
-            "sent with payload_version=N, jf enqueue --payload-version N)"
+            "sent with payload_version=N, jf enqueue --payload-version N)",
+            [(f["field"], f["message"]) for f in exc.fields],
         ) from exc
 
 
@@ -154,9 +160,15 @@ def _sendable(name: str, dump: Callable[[], dict[str, Any]]) -> dict[str, Any]:
     if where is not None:
         raise PayloadValidationError(
             f"payload for {name}: {where[0]} is {where[1]}, which JSON cannot carry (it would arrive as "
-            "null); send null or a number"
+            "null); send null or a number",
+            [(_dotted(where[0]), f"{where[1]} cannot be sent as JSON; send null or a number")],
         )
     return data
+
+
+def _dotted(path: str) -> str:
+    """A path as :func:`_non_finite` writes it (``items[2].price``) as a field's (``items.2.price``)."""
+    return "" if path == "the payload" else path.replace("[", ".").replace("]", "").lstrip(".")
 
 
 def _non_finite(data: Any, path: str = "") -> tuple[str, float] | None:

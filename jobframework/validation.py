@@ -62,4 +62,22 @@ def validation_problems(exc: ValidationError, limit: int = 10) -> str:
         ...     print(validation_problems(exc))
         report_id: Field required
     """
-    return "; ".join(f"{'.'.join(map(str, e['loc'])) or 'payload'}: {e['msg']}" for e in exc.errors()[:limit])
+    return "; ".join(f"{field or 'payload'}: {message}" for field, message in validation_fields(exc, limit))
+
+
+def validation_fields(exc: ValidationError, limit: int = 10) -> list[tuple[str, str]]:
+    """A pydantic error's problems as ``(dotted field path, message)`` (``""``: the payload itself).
+
+    Example:
+        >>> from pydantic import BaseModel
+        >>> class Line(BaseModel):
+        ...     sku: str
+        >>> class Order(BaseModel):
+        ...     lines: list[Line]
+        >>> try:
+        ...     Order.model_validate({"lines": [{"sku": 7}]})
+        ... except ValidationError as exc:
+        ...     print(validation_fields(exc))
+        [('lines.0.sku', 'Input should be a valid string')]
+    """
+    return [(".".join(map(str, e["loc"])), e["msg"]) for e in exc.errors(include_url=False)[:limit]]

@@ -110,6 +110,11 @@ def _delay() -> float | Response[str] | None:
         return _bad_request("bad delay", [{"loc": ["query", "delay"], "msg": "seconds, a number"}])
 
 
+def _path(field: str) -> list[str | int]:
+    """A field's dotted path as pydantic's ``loc`` (``lines.0.sku`` -> ``["lines", 0, "sku"]``)."""
+    return [int(part) if part.isdigit() else part for part in field.split(".")] if field else []
+
+
 @app.post("/jobs/<job_type>")
 def enqueue(job_type: str) -> Response[str]:
     """Validate and enqueue; 202 with the job's id and where to ask for its status."""
@@ -131,13 +136,11 @@ def enqueue(job_type: str) -> Response[str]:
         message = f"no job named {job_type!r}"
         return _bad_request(message, [{"loc": ["path", "type"], "msg": message}])
     except PayloadValidationError as exc:
-        cause = exc.__cause__
-        errors = (
-            [{"loc": ["body", *e["loc"]], "msg": e["msg"]} for e in cause.errors()]
-            if cause is not None and hasattr(cause, "errors")
-            else [{"loc": ["body"], "msg": str(exc)}]
-        )
-        return _bad_request(str(exc), errors)
+        # Field by field, by the job's model or the catalog's schema alike; str(exc) is for the
+        # service's logs (it names the model, the SSM parameter, how to send an older version).
+        errors = [{"loc": ["body", *_path(f["field"])], "msg": f["message"]} for f in exc.fields]
+        said = "; ".join(f"{f['field'] or 'payload'}: {f['message']}" for f in exc.fields)
+        return _bad_request(f"the payload does not validate: {said}", errors)
     except PayloadTooLargeError as exc:
         return _json(413, {"message": str(exc)})
     except ConfigurationError as exc:  # a bad key or delay

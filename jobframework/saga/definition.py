@@ -28,6 +28,7 @@ from jobframework.saga.record import (
 )
 from jobframework.saga.steps import Step, Wait, step
 from jobframework.saga.transitions import cancel, enter_step
+from jobframework.validation import validation_fields, validation_problems
 
 if TYPE_CHECKING:
     from jobframework.client import JobClient
@@ -38,11 +39,6 @@ _SAGA_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_\-]*(\.[A-Za-z0-9_\-]+)*$")
 
 
 _sagas: weakref.WeakKeyDictionary[JobRegistry, dict[str, Saga]] = weakref.WeakKeyDictionary()
-
-
-def _problems(exc: ValidationError) -> str:
-    """A validation error's first ten problems, one clause each."""
-    return "; ".join(f"{'.'.join(map(str, e['loc'])) or 'payload'}: {e['msg']}" for e in exc.errors()[:10])
 
 
 def find_saga(registry: JobRegistry, name: str) -> Saga | None:
@@ -152,7 +148,8 @@ class Saga:
             except ValidationError as exc:
                 raise PayloadValidationError(
                     f"saga {self.name}: the payload does not fit its first step {first.name} "
-                    f"({first.job.payload_model.__name__}): {_problems(exc)}"
+                    f"({first.job.payload_model.__name__}): {validation_problems(exc)}",
+                    validation_fields(exc),
                 ) from exc
         sid = saga_id or new_job_id()
         record = self.new_record(data, sid)
@@ -258,7 +255,8 @@ class Saga:
             raise PayloadValidationError(
                 f"saga {self.name}: with the data of signal {name!r}, the payload of its next step "
                 f"{following.name} ({following.job.payload_model.__name__}) does not validate: "
-                f"{_problems(exc)}; nothing was changed"
+                f"{validation_problems(exc)}; nothing was changed",
+                validation_fields(exc),
             ) from exc
 
     def status(self, saga_id: str, *, client: JobClient | None = None) -> SagaRecord | None:

@@ -113,6 +113,9 @@ def test_bad_payload_is_400_with_the_validation_errors(config):
     locs = {tuple(e["loc"]) for e in body["errors"]}
     assert locs == {("body", "to"), ("body", "subject")}
     assert all(e["msg"] for e in body["errors"])
+    # what is wrong with each field; not the model's name, nor how a producer sends old versions
+    assert body["message"].startswith("the payload does not validate: to: ")
+    assert body["message"].endswith("; subject: Field required")
 
 
 def test_a_body_that_is_not_a_json_object_is_400(config):

@@ -322,8 +322,9 @@ def test_bad_definitions_fail_at_import_with_a_clear_message():
 
 
 def test_start_validates_the_first_step_before_writing_anything(srt):
-    with pytest.raises(PayloadValidationError, match=r"first step s\.charge"):
+    with pytest.raises(PayloadValidationError, match=r"first step s\.charge") as refused:
         saga_jobs.order_saga.start({"amount_cents": 5}, client=srt.client)
+    assert refused.value.fields == [{"field": "order_id", "message": "Field required"}]
     assert receive_all(srt.sqs, srt.url("high")) == []
 
 
