@@ -274,7 +274,8 @@ def dlq_purge(  # noqa: PLR0917
     if not yes:
         raise UsageError("purge deletes dead letters for good; add --yes to confirm")
     letters, config = dead_letters_of(ctx, priority)
-    deleted = letters.purge(priority, job_type=job_type, reason=reason, ids=ids, matching=matching)
+    purged = letters.purge(priority, job_type=job_type, reason=reason, ids=ids, matching=matching)
+    deleted = purged.deleted
     if json_output:
         print_json(
             {
@@ -284,11 +285,17 @@ def dlq_purge(  # noqa: PLR0917
                 "ids": ids,
                 "match": matching,
                 "deleted": deleted,
+                "not_found": purged.not_found,
             }
         )
     else:
         typer.echo(f"deleted {deleted} dead letter{'' if deleted == 1 else 's'} from the {priority} DLQ")
-    if not deleted and ids:  # named letters that are not there (or not selected): as a redrive's
+    if purged.not_found:  # (as a redrive's: the rest were deleted)
+        raise CliError(
+            f"no dead letter of the {priority} DLQ has the id {', '.join(purged.not_found)} (a typo, or "
+            f"deleted already); `jf dlq peek {priority}` shows their job ids and message ids"
+        )
+    if not deleted and ids:  # named letters that are there, but not selected (or a FIFO DLQ's unseen)
         raise CliError(
             f"no dead letter of the {priority} DLQ has the id {', '.join(ids)}"
             + (" and matches --type, --reason or --match" if job_type or reason or matching else "")

@@ -25,6 +25,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Collection
+from dataclasses import dataclass, field
 from typing import IO, TYPE_CHECKING, Any
 
 from jobframework.dlq.letter import (
@@ -56,12 +57,24 @@ __all__ = [
     "DeadLetters",
     "DlqDepth",
     "Progress",
+    "PurgeResult",
     "RedriveResult",
     "Selection",
     "queue_name",
 ]
 
 log = logging.getLogger(__name__)
+
+
+@dataclass
+class PurgeResult:
+    """What a purge deleted."""
+
+    deleted: int = 0
+    not_found: list[str] = field(default_factory=list)
+    """Ids given (``ids``) that no letter in the DLQ carries (a typo, or deleted already); empty when a
+    FIFO DLQ's group had letters behind ten held unselected (not seen)."""
+
 
 HOLD_SECONDS = 300
 """Seconds a purge or redrive first holds what it reads (extended while it runs, released at the end)."""
@@ -231,23 +244,26 @@ class DeadLetters:
         ids: Collection[str] | None = None,
         progress: Progress | None = None,
         matching: str | None = None,
-    ) -> int:
+    ) -> PurgeResult:
         """Delete the DLQ's messages (only those selected when ``job_type``, ``reason`` or ``ids`` are
-        given, as for :meth:`redrive`); returns how many.
+        given, as for :meth:`redrive`); says how many, and which ``ids`` no letter carries.
 
         Only the letters already in the DLQ when the purge starts are deleted (one dead-lettered
         meanwhile was seen by no one)."""
         chosen = frozenset(ids) if ids is not None else None
         selection = Selection(job_type=job_type, reason=reason, ids=chosen, matching=matching)
-        deleted = 0
+        result, unseen = PurgeResult(), set(chosen or ())
         with self.scan(self.dlq_url(priority), acting=True) as scan:
             for batch in scan:
-                doomed = [m for m in batch if selection.matches(DeadLetter.of(m))]
-                gone = len(scan.delete(doomed))
-                deleted += gone
+                letters = [(m, DeadLetter.of(m)) for m in batch]
+                for _, letter in letters:
+                    unseen -= selection.named(letter)
+                gone = len(scan.delete([m for m, letter in letters if selection.matches(letter)]))
+                result.deleted += gone
                 if progress and gone:
                     progress(gone)
-        return deleted
+            result.not_found = sorted(unseen) if unseen and scan.saw_everything() else []
+        return result
 
     # -- redrive ---------------------------------------------------------------------------------------
 

@@ -245,9 +245,7 @@ class Redrive:
                 break
         result.later += scan.later
         read_all = not result.limited and (limit is None or result.matched < limit)
-        # (a FIFO DLQ gives no more of a group while ten of its letters are held unselected: an id
-        # behind them was not seen, which is not "not there")
-        result.not_found = sorted(unseen) if read_all and not scan.url.endswith(".fifo") else []
+        result.not_found = sorted(unseen) if unseen and read_all and scan.saw_everything() else []
 
     def _move(self, scan: HeldScan, chosen: list[tuple[dict[str, Any], DeadLetter]], default: str) -> int:
         by_source: dict[str, list[tuple[dict[str, Any], DeadLetter]]] = {}

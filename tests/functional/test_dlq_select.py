@@ -220,7 +220,15 @@ def test_redrive_and_purge_by_id_say_which_named_ids_are_not_there_and_which_did
     purged = invoke(["dlq", "purge", "default", "--id", "nope", "--yes"], env)
     assert purged.exit_code == 1, purged.output
     assert "no dead letter of the default DLQ has the id nope" in purged.stderr
-    assert [json.loads(m["Body"])["id"] for m in receive_all(sqs, ep.dlq_url)] == [crm[1].id]
+    assert [json.loads(m["Body"])["id"] for m in _visible(sqs, ep.dlq_url)] == [crm[1].id]
+
+    # one there and one mistyped: the one there is deleted, the other named (it deleted 1 and said
+    # nothing of the typo, exit 0)
+    both = invoke(["dlq", "purge", "default", "--id", crm[1].id, "--id", typo, "--yes", "--json"], env)
+    assert both.exit_code == 1, both.output
+    assert json.loads(both.stdout)["deleted"] == 1 and json.loads(both.stdout)["not_found"] == [typo]
+    assert f"no dead letter of the default DLQ has the id {typo} (a typo, or deleted already)" in both.stderr
+    assert receive_all(sqs, ep.dlq_url) == []
 
 
 def test_letters_are_selected_by_text_in_their_payload_or_error(sqs, jf_config):

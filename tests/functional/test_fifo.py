@@ -190,6 +190,23 @@ def test_redrive_empties_a_fifo_dlq_group_of_more_than_ten_letters_in_order(fifo
     assert [seq for seq, _, _ in runs("A")] == list(range(15))
 
 
+def test_a_fifo_dlq_read_whole_names_the_ids_given_that_no_letter_carries(fifo):
+    """An on-call's mistyped id beside a real one: named (exit 1 in the CLI) once every letter was
+    seen; it passed unsaid on a FIFO DLQ whatever its depth."""
+    from jobframework.dlq import DeadLetters
+
+    fifo.send(*[("A", n, {"fail_times": 1, "permanent": True}) for n in range(3)])
+    while fifo.consume()[0]:
+        pass
+    letters = DeadLetters(fifo.config, fifo.sqs, wait_time_seconds=0)
+    [first, *_] = letters.peek(LANE, limit=None)
+    dry = letters.redrive(LANE, message_ids=[first.job_id, "typo"], dry_run=True)
+    assert (dry.matched, dry.not_found) == (1, ["typo"])
+    purged = letters.purge(LANE, ids=[first.job_id, "typo"])
+    assert (purged.deleted, purged.not_found) == (1, ["typo"])
+    assert len(letters.peek(LANE, limit=None)) == 2
+
+
 def test_peek_and_export_of_a_fifo_dlq_see_ten_letters_of_a_group_at_a_time(fifo):
     import io
 

@@ -196,7 +196,7 @@ async def purge(request: Request) -> Response:
     typed = str(form.get("confirm", "")).strip()
     if typed != lane:
         raise ValueError(f"type the lane ({lane}) to confirm the purge; nothing was deleted")
-    deleted = await run_in_threadpool(lambda: console.letters.purge(lane, job_type=job_type))
+    deleted = (await run_in_threadpool(lambda: console.letters.purge(lane, job_type=job_type))).deleted
     return render(request, "_purge_done.html", lane=lane, job_type=job_type, deleted=deleted)
 
 
