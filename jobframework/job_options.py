@@ -324,16 +324,18 @@ def payload_model_of(
             f"job {name}: after the payload a job takes at most one parameter, the JobContext ({_SHAPE}); "
             f"it has {len(extra)}: {', '.join(p.name for p in extra)}"
         )
-    if (
-        extra
-        and extra[0].default is inspect.Parameter.empty
-        and hints.get(extra[0].name) not in (JobContext, None)
-    ):
-        hint = hints[extra[0].name]
+    if extra and hints.get(extra[0].name) not in (JobContext, JobContext | None, None):
+        hint, given = hints[extra[0].name], extra[0]
         raise ConfigurationError(
-            f"job {name}: its second parameter {extra[0].name!r} is annotated "
+            f"job {name}: its second parameter {given.name!r} is annotated "
             f"{getattr(hint, '__name__', hint)}: a job's second parameter is the JobContext "
-            f"({extra[0].name}: JobContext), or it has none"
+            f"({given.name}: JobContext), or it has none"
+            + (
+                f"; its default does not keep it from being given the JobContext: put {given.name} in "
+                f"{model.__name__} (a field with that default)"
+                if given.default is not inspect.Parameter.empty
+                else ""
+            )
         )
     return model, bool(extra)
 

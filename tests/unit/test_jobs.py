@@ -219,6 +219,12 @@ def _context_as_dict(order: Order, ctx: dict) -> None: ...  # type: ignore[type-
 def _two_more(order: Order, ctx: JobContext, extra: int) -> None: ...
 
 
+def _option_with_default(order: Order, dry_run: bool = False) -> None: ...  # (a Celery task's habit)
+
+
+def _context_or_none(order: Order, ctx: JobContext | None = None) -> None: ...
+
+
 @pytest.mark.parametrize(
     ("make", "says"),
     [
@@ -240,6 +246,11 @@ def _two_more(order: Order, ctx: JobContext, extra: int) -> None: ...
             "second parameter 'ctx' is annotated dict",
         ),
         (lambda reg: job("o.more", registry=reg)(_two_more), "at most one parameter.*it has 2: ctx, extra"),
+        (  # it was given the JobContext, which is truthy: a dry run ran for real
+            lambda reg: job("o.default", registry=reg)(_option_with_default),
+            "second parameter 'dry_run' is annotated bool.*its default does not keep it from being given "
+            "the JobContext: put dry_run in Order",
+        ),
     ],
 )
 def test_a_function_decorated_wrongly_is_told_what_to_write(reg, make, says):
@@ -247,6 +258,10 @@ def test_a_function_decorated_wrongly_is_told_what_to_write(reg, make, says):
     did not say a method, a context before the payload or a mistyped context was the matter."""
     with pytest.raises(ConfigurationError, match=says):
         make(reg)
+
+
+def test_a_context_that_may_be_none_is_the_context(reg):
+    assert job("o.maybe", registry=reg)(_context_or_none).takes_context
 
 
 def test_a_bound_method_is_a_job_like_any_function(reg):
