@@ -43,7 +43,7 @@ from jobframework.verdict import Kind, Verdict, returned
 if TYPE_CHECKING:
     from jobframework.state import StateStore
 
-log = logging.getLogger("jobframework.consumer")
+log = logging.getLogger(__name__)
 
 HANDBACKS_TTL_SECONDS = 14 * 24 * 3600
 """How long a record's hand-back count is kept: SQS's longest retention."""

@@ -58,3 +58,23 @@ def test_where_a_job_raised_leaves_out_the_standard_librarys_frames():
     frames = [line for line in lines if line.startswith("    at ")]
     assert frames and all("concurrent/futures" not in line for line in frames), lines
     assert frames[-1].endswith('in deliver: raise RuntimeError("partner down")'), frames
+
+
+def test_a_held_back_records_line_is_said_by_its_outcome_line_alone():
+    """A trial's burst of twenty ordered jobs printed 117 "record ... held back" lines under jf dev
+    beside their outcome lines: the line was logged under another logger than the one jf dev drops."""
+    import logging
+
+    from jobframework import fifo
+    from jobframework.local.console import ReadableFormatter
+
+    record = fifo.log.makeRecord(
+        fifo.log.name,
+        logging.INFO,
+        __file__,
+        1,
+        "record %s held back: %s of its group %s comes back first",
+        ("m-2", "m-1", "g"),
+        None,
+    )
+    assert ReadableFormatter().format(record) == ""
