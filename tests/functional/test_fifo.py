@@ -238,6 +238,8 @@ def test_jf_dlq_reads_and_redrives_a_fifo_lanes_dead_letters_by_lane_name(fifo):
     assert bad.exit_code == 2 and "'nope-fifo': name a priority" in bad.output
     misspelt = invoke(["dlq", "peek", "hgh"], env)
     assert misspelt.exit_code == 2 and "did you mean high?" in misspelt.output
+    underscored = invoke(["dlq", "peek", "default_fifo"], env)  # (it suggested default: another DLQ)
+    assert underscored.exit_code == 2 and "did you mean default-fifo?" in underscored.output
     absent = invoke(["dlq", "peek", "low-cpu"], env)  # a lane this topology does not have: a bad argument
     assert absent.exit_code == 2 and "'low-cpu': no such queue here (its lanes: " in absent.output
     assert "JF_QUEUE_URL" not in absent.output  # (a trial was told to set a variable for a lane no job has)
