@@ -85,11 +85,15 @@ def _catalog_warning(
         t.new is payload version 2 here and version 1 in the topology's job catalog (/jf/dev/topology)...
         >>> _catalog_warning(new, v1, "/jf/dev/topology", 1) is None  # (sent at the catalog's version)
         True
+        >>> _catalog_warning(new, v1, "/jf/dev/topology", 3) is None  # (no such version: the enqueue says so)
+        True
     """
     from jobframework.jobs import Job
 
     if not isinstance(found, Job) or not catalog:
         return None
+    if sent_version is not None and not 1 <= sent_version <= found.version:
+        return None  # (the enqueue refuses it, in its own words)
     route = catalog.get(found.name)
     where = f"the topology's job catalog ({parameter or 'the configuration'})"
     if route is None:
