@@ -30,7 +30,9 @@ __all__ = [
     "RetryableError",
     "SignatureError",
     "TopologyParameterNotFound",
+    "UnknownEnqueueOptionError",
     "UnknownJobError",
+    "UnknownOptionError",
 ]
 
 
@@ -81,6 +83,16 @@ class JobCancelled(Exception):
 class EnqueueOptionError(ConfigurationError):
     """A bad value of an enqueue's option (``delay``, ``expires_in``, ``debounce``, ``dedup_window``) or a
     combination that cannot run: the caller's argument (``jf enqueue`` exits 2 for it)."""
+
+
+class UnknownOptionError(ConfigurationError, TypeError):
+    """An option ``@job`` or an enqueue does not take (a ``TypeError`` too, as Python's own was); the
+    message says what to write instead (``countdown=`` is ``delay=``)."""
+
+
+class UnknownEnqueueOptionError(UnknownOptionError, EnqueueOptionError):
+    """An option an enqueue does not take: an :class:`EnqueueOptionError` too, which a 202 handler
+    answers 400."""
 
 
 class SettingError(ConfigurationError):

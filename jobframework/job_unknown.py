@@ -9,15 +9,13 @@ import inspect
 from collections.abc import Callable
 from typing import ParamSpec, TypeVar
 
-from jobframework.core import ConfigurationError
+from jobframework.errors import UnknownEnqueueOptionError, UnknownOptionError
 from jobframework.errortext import closest
+
+__all__ = ["UnknownOptionError", "refusing_unknown_enqueue_options", "refusing_unknown_options"]
 
 P = ParamSpec("P")
 R = TypeVar("R")
-
-
-class UnknownOptionError(ConfigurationError, TypeError):
-    """An option ``@job`` does not take (a ``TypeError`` too, as Python's own was)."""
 
 
 ELSEWHERE: dict[str, str] = {
@@ -71,11 +69,11 @@ def refusing_unknown_options(decorator: Callable[P, R]) -> Callable[P, R]:
         ...     return name
         >>> job("a.b", retries=3)  # type: ignore[call-arg]
         Traceback (most recent call last):
-        jobframework.job_unknown.UnknownOptionError: @job takes no option retries=: write \
+        jobframework.errors.UnknownOptionError: @job takes no option retries=: write \
 retry=RetryPolicy(max_attempts=N + 1) (attempts: the first, then N retries)
         >>> job("a.b", rat="1/second")  # type: ignore[call-arg]
         Traceback (most recent call last):
-        jobframework.job_unknown.UnknownOptionError: @job takes no option rat=: did you mean rate=?
+        jobframework.errors.UnknownOptionError: @job takes no option rat=: did you mean rate=?
     """
     return _refusing(decorator, "@job", ELSEWHERE)
 
@@ -89,22 +87,25 @@ def refusing_unknown_enqueue_options(enqueue: Callable[P, R]) -> Callable[P, R]:
         ...     return job
         >>> enqueue("a.b", {}, countdown=30)  # type: ignore[call-arg]
         Traceback (most recent call last):
-        jobframework.job_unknown.UnknownOptionError: enqueue takes no option countdown=: write delay= \
+        jobframework.errors.UnknownEnqueueOptionError: enqueue takes no option countdown=: write delay= \
 (seconds, or a timedelta)
     """
-    return _refusing(enqueue, "enqueue", AT_ENQUEUE)
+    return _refusing(enqueue, "enqueue", AT_ENQUEUE, UnknownEnqueueOptionError)
 
 
-def _refusing(fn: Callable[P, R], label: str, elsewhere: dict[str, str]) -> Callable[P, R]:
+def _refusing(
+    fn: Callable[P, R],
+    label: str,
+    elsewhere: dict[str, str],
+    error: type[UnknownOptionError] = UnknownOptionError,
+) -> Callable[P, R]:
     taken = [n for n in inspect.signature(fn).parameters if n != "self"]
 
     @functools.wraps(fn)
     def checked(*args: P.args, **kwargs: P.kwargs) -> R:
         for option in kwargs:
             if option not in taken:
-                raise UnknownOptionError(
-                    f"{label} takes no option {option}=: {_instead(option, taken, elsewhere)}"
-                )
+                raise error(f"{label} takes no option {option}=: {_instead(option, taken, elsewhere)}")
         return fn(*args, **kwargs)
 
     return checked

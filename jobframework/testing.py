@@ -195,9 +195,25 @@ def jf_aws() -> Iterator[Any]:
 
 
 @pytest.fixture
-def jf_config(jf_aws: Any) -> RuntimeConfig:
-    """A freshly provisioned topology of the default registry's jobs; queues are empty."""
-    return provision_fresh(jf_aws.endpoint_url)[1]
+def jf_config(jf_aws: Any) -> Iterator[RuntimeConfig]:
+    """A freshly provisioned topology of the default registry's jobs; queues are empty.
+
+    For the test's length, ``my_job.enqueue(...)`` without ``client=`` sends to this topology (unless
+    the test calls ``set_default_client``): it went where the shell's ``JF_*`` pointed, a running
+    ``jf dev``'s queues or a deployed stage's.
+    """
+    from jobframework.client import JobClient, enqueues_with
+
+    config = provision_fresh(jf_aws.endpoint_url)[1]
+    made: list[JobClient] = []
+
+    def client() -> JobClient:
+        if not made:
+            made.append(JobClient(config, sqs_client=jf_aws.client("sqs")))
+        return made[0]
+
+    with enqueues_with(client):
+        yield config
 
 
 def receive_all(sqs: Any, queue_url: str, *, attempts: int = 3) -> Sequence[dict[str, Any]]:

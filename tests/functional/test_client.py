@@ -273,8 +273,9 @@ def test_an_entry_sqs_blames_on_the_sender_is_reported_not_retried(rt):
 
 
 def test_an_enqueue_option_from_celery_or_a_typo_says_what_to_write(rt):
-    """A trial's charge.enqueue(order, countdown=30) was a bare TypeError naming JobClient.enqueue()."""
-    with pytest.raises(ConfigurationError, match=r"^enqueue takes no option countdown=: write delay="):
+    """A trial's charge.enqueue(order, countdown=30) was a bare TypeError naming JobClient.enqueue(); an
+    EnqueueOptionError, which a 202 handler answers 400 (it was a ConfigurationError only)."""
+    with pytest.raises(EnqueueOptionError, match=r"^enqueue takes no option countdown=: write delay="):
         ok.enqueue(Work(name="x"), client=rt.client, countdown=30)
     with pytest.raises(TypeError, match=r"^enqueue takes no option priorty=: did you mean priority=\?"):
         rt.client.enqueue("t.ok", {"name": "x"}, priorty="high")  # type: ignore[call-arg]

@@ -102,6 +102,27 @@ def test_a_default_client_that_was_set_still_wins(world, jf_aws):
     assert _urls(sqs, elsewhere) == ["x"]
 
 
+def test_a_tests_enqueue_without_a_client_goes_to_the_jf_config_topology_not_the_shells(
+    jf_config, jf_aws, monkeypatch
+):
+    """A trial's test called ``my_job.enqueue(...)`` in a shell holding ``jf dev``'s exports: the test
+    passed and the job was on the running ``jf dev``'s queue (a shell pointed at a stage: there)."""
+    _, shell = provision_fresh(jf_aws.endpoint_url, registry)  # the running jf dev's
+    for name, value in shell.to_env().items():
+        monkeypatch.setenv(name, value)
+    set_default_client(None)
+    sqs = jf_aws.client("sqs")
+    fetch.enqueue(Page(url="from-the-test"))
+    assert (_urls(sqs, jf_config), _urls(sqs, shell)) == (["from-the-test"], [])
+    _, elsewhere = provision_fresh(jf_aws.endpoint_url, registry)  # a default the test set still wins
+    set_default_client(JobClient(elsewhere, registry=registry, sqs_client=sqs))
+    try:
+        fetch.enqueue(Page(url="set"))
+    finally:
+        set_default_client(None)
+    assert _urls(sqs, elsewhere) == ["set"]
+
+
 def test_the_children_of_a_consumed_batch_are_on_the_queue(world):
     """As a test drives it with consume_once (the README's way): the parent from the queue, its
     children after it."""
