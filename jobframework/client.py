@@ -268,7 +268,7 @@ class JobClient:
             group: the message group of an ordered job (``@job(ordered_by=...)``, a FIFO lane): its
                 ``ordered_by`` value when ``None``; a job known only from the catalog needs it. Jobs
                 of one group run one after another in send order; ``MessageDeduplicationId`` is the
-                SHA-256 of the key (SQS drops a second send of one key within 5 minutes). An ordered
+                SHA-256 of the job's id (SQS drops a second send of one job within 5 minutes). An ordered
                 job takes no ``delay`` or ``debounce`` (a FIFO queue cannot delay one message).
             payload_version: the version of the job's payload that ``payload`` is, when older than
                 the job's ``version=`` (a producer not yet moved to a new schema): sent with it, the

@@ -210,7 +210,7 @@ class Preparer:
             trace_id=trace.trace_id,
             dedup_window=window,
             group=group,
-            dedup_id=deduplication_id(env.key) if ordered else None,
+            dedup_id=deduplication_id(env.id) if ordered else None,
         )
 
     def _dedup_window(

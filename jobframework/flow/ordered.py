@@ -5,8 +5,11 @@ An ordered job's lane is a FIFO queue (``default-fifo``). Each send carries:
 * ``MessageGroupId``: the job's ``ordered_by`` function of the payload (or ``enqueue(..., group=...)``,
   which a job known only from the catalog needs): the jobs of one group run one after another, in the
   order they were sent;
-* ``MessageDeduplicationId``: the SHA-256 of the envelope's key (the job id when no key was given), so
-  that SQS drops a second send of the same key within its 5-minute deduplication interval;
+* ``MessageDeduplicationId``: the SHA-256 of the job's id, so that SQS drops a second send of the same
+  job (a retried send, a saga's outbox sent again) within its 5-minute deduplication interval. Not of
+  its key: a second job of one key is delivered, and its run is skipped as a duplicate by the
+  consumer's idempotency, its status saying so, as on a standard queue (SQS dropped it unseen, and a
+  tracked job's status read ``queued`` for as long as it is kept);
 * no ``DelaySeconds``: a FIFO queue delays whole queues, not messages, so a ``delay=`` (or a
   ``debounce=``, which is a delay) on an ordered job is refused.
 
@@ -102,11 +105,11 @@ def message_group(job: Job[Any] | RoutedJob, request: EnqueueRequest, data: dict
     return group
 
 
-def deduplication_id(key: str) -> str:
-    """The ``MessageDeduplicationId`` of a send: the SHA-256 of the envelope's key, in hex.
+def deduplication_id(job_id: str) -> str:
+    """The ``MessageDeduplicationId`` of a send: the SHA-256 of the job's id, in hex.
 
     Example:
         >>> deduplication_id("invoice:123")[:12]
         'd2d02fd48b09'
     """
-    return hashlib.sha256(key.encode("utf-8")).hexdigest()
+    return hashlib.sha256(job_id.encode("utf-8")).hexdigest()

@@ -53,6 +53,20 @@ def apply(entry: Entry, ctx: JobContext) -> None:
         raise ConnectionError(f"account {entry.account_id} entry {entry.seq}: downstream reset")
 
 
+@job(
+    "ledger.post",
+    registry=registry,
+    ordered_by=lambda e: e.account_id,
+    key=lambda e: f"post:{e.account_id}:{e.seq}",
+    track=True,
+)
+def post(entry: Entry) -> int:
+    """Ordered, keyed by its payload and tracked (a producer that sends one event twice)."""
+    with _lock:
+        ledger.append({"account": entry.account_id, "seq": entry.seq, "attempt": 1, "ok": True})
+    return entry.seq
+
+
 @job("ledger.audit", registry=registry, key=lambda e: f"audit:{e.account_id}:{e.seq}")
 def audit(entry: Entry) -> None:
     """A job that is not ordered, on the same priority: it keeps the standard queue."""

@@ -38,7 +38,7 @@ def _received(sqs: Any, url: str) -> list[dict[str, Any]]:
     return messages
 
 
-def test_an_ordered_job_goes_to_the_fifo_lane_with_its_group_and_the_hash_of_its_key(fifo):
+def test_an_ordered_job_goes_to_the_fifo_lane_with_its_group_and_the_hash_of_its_id(fifo):
     config, sqs, client = fifo
     first = client.enqueue(fifo_jobs.apply, {"account_id": "acct-1", "seq": 1})
     keyed = client.enqueue(fifo_jobs.apply, {"account_id": "acct-2", "seq": 1}, key="acct-2:1")
@@ -49,8 +49,32 @@ def test_an_ordered_job_goes_to_the_fifo_lane_with_its_group_and_the_hash_of_its
     assert got[first.id]["MessageGroupId"] == "acct-1"
     assert got[first.id]["MessageDeduplicationId"] == hashlib.sha256(first.id.encode()).hexdigest()
     assert got[keyed.id]["MessageGroupId"] == "acct-2"
-    assert got[keyed.id]["MessageDeduplicationId"] == hashlib.sha256(b"acct-2:1").hexdigest()
+    assert got[keyed.id]["MessageDeduplicationId"] == hashlib.sha256(keyed.id.encode()).hexdigest()
     assert _received(sqs, config.endpoints("default").url) == []
+
+
+def test_a_second_job_of_one_key_is_delivered_and_its_status_ends_as_a_duplicate(fifo):
+    """A producer's retry sent one event twice (two jobs of one key, no dedup window): SQS dropped the
+    second (its deduplication id was the key's hash) and its status read ``queued`` for seven days."""
+    from jobframework import consumer
+    from jobframework.status import JobState
+    from jobframework.testing import consume_once
+
+    config, sqs, client = fifo
+    fifo_jobs.ledger.clear()
+    event = {"account_id": "acct-9", "seq": 4}
+    first, again = client.enqueue(fifo_jobs.post, event), client.enqueue(fifo_jobs.post, event)
+    assert first.id != again.id and not again.duplicate
+    handler = consumer(fifo_jobs.registry, config=config, sqs_client=sqs)
+    url = config.endpoints("default-fifo").url
+    while consume_once(handler, sqs, url)[0]:
+        pass
+    assert len(fifo_jobs.ledger) == 1  # the key ran once
+    statuses = [client.status(job.id) for job in (first, again)]
+    assert [(s.status, s.reason) for s in statuses if s is not None] == [
+        (JobState.SUCCEEDED, None),
+        (JobState.SUCCEEDED, "duplicate: key post:acct-9:4 had already completed, so this job did not run"),
+    ]
 
 
 def test_enqueue_many_sends_a_groups_jobs_in_order_in_batches(fifo):
