@@ -178,6 +178,7 @@ class LimitGate:
                 if isinstance(turn, HandBack):
                     return turn
                 slot = turn  # kept if the concurrency cap hands it back: no token again
+                now = max(now, time.time())  # (the turn may have waited for a token)
                 if turn > now:  # its turn is near: wait here (a hand-back is a whole second at least)
                     time.sleep(turn - now)
                     now = time.time()
@@ -212,7 +213,17 @@ class LimitGate:
         reserve = rate.can_carry and turn is None
         if turn is None:
             want = 1 if options.rate_key is not None else rate.demand
-            wait = self.rate.acquire(limit_key(job, payload, "rate"), limit, per, now, want, reserve=reserve)
+            key = limit_key(job, payload, "rate")
+            wait = self.rate.acquire(key, limit, per, now, want, reserve=reserve)
+            waited = 0.0
+            while wait > 0 and not reserve and waited + wait <= min(EARLY_SECONDS, rate.may_wait):
+                # It cannot carry a turn (a FIFO lane hands back in place, its group behind it): a token
+                # due within a second is waited for here, as a hand-back would be a second at least (a
+                # group of an ordered job at 5/second ran at 1/second).
+                time.sleep(wait)
+                waited += wait
+                now = time.time()
+                wait = self.rate.acquire(key, limit, per, now, want, reserve=False)
             if wait > 0 and not reserve:
                 log.info("job %s (%s) over its rate; back in %.2fs", env.id, env.type, wait)
                 return HandBack(

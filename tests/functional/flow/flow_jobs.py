@@ -155,6 +155,19 @@ def fast_keyed(item: Item, ctx: JobContext) -> None:
     _note(item, ctx)
 
 
+@job(
+    "f.ordered_rated",
+    registry=registry,
+    idempotent=False,
+    ordered_by=lambda i: i.tenant,
+    rate="5/second",
+    rate_key=lambda i: i.tenant,
+)
+def ordered_rated(item: Item, ctx: JobContext) -> None:
+    """A webhook to one customer's endpoint: in order, at most 5 a second per endpoint."""
+    _note(item, ctx)
+
+
 @job("f.stoppable", registry=registry, track=True)
 def stoppable(item: Item, ctx: JobContext) -> str:
     """Works in steps and stops at the first step after a cancel (``ctx.stop_if_cancelled()``)."""
