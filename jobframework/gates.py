@@ -170,12 +170,14 @@ def dropped(d: Delivery, drop: Drop, *, attempts: int, processing_ms: float | No
     )
 
 
-def stopped(d: Delivery, processing_ms: float) -> Verdict:
-    """The job stopped itself after a cancel (it raised ``JobCancelled``) after ``processing_ms``:
-    acknowledged, no further attempt; its status says ``cancelled``, with the run's start."""
+def stopped(d: Delivery, processing_ms: float, *, error: str | None = None) -> Verdict:
+    """The job stopped itself after a cancel (it raised ``JobCancelled``) after ``processing_ms``, or
+    failed (``error``) after one was asked: acknowledged, no further attempt and no dead letter; its
+    status says ``cancelled``, with the run's start."""
     from jobframework.flow.outcome import Drop
 
-    drop = Drop(JobState.CANCELLED, "cancelled while running", "Cancelled")
+    reason = "cancelled while running" + (f"; the attempt then failed: {error}" if error else "")
+    drop = Drop(JobState.CANCELLED, reason, "Cancelled")
     return dropped(d, drop, attempts=d.attempt, processing_ms=processing_ms)
 
 

@@ -306,6 +306,12 @@ class Pipeline:
             exc, attempt=d.attempt, policy=job.retry, permanent=job.permanent, transient=job.transient
         )
         error = describe(exc)
+        from jobframework.flow.cancel import cancel_requested  # (not at cold start: failures only)
+
+        if elapsed_ms is not None and env.saga is None and cancel_requested(env.id):
+            # A cancel was asked while it ran (it did not stop): no retry, nor a dead letter to redrive.
+            log.info("job %s (%s) failed after its cancel; not retried: %s", env.id, env.type, error)
+            return stopped(d, elapsed_ms, error=error)
         max_attempts = job.retry.max_attempts
         if (
             decision.action is Action.RETRY

@@ -62,6 +62,14 @@ def long_running(item: Item, ctx: JobContext) -> str:
     return "done"
 
 
+@job("f.fails_late", registry=registry, track=True, retry=RetryPolicy(max_attempts=1))
+def fails_late(item: Item, ctx: JobContext) -> None:
+    """Its last attempt fails a second after it starts, whatever a cancel says meanwhile."""
+    started.set()
+    time.sleep(1.0)
+    raise ConnectionError("downstream reset the connection")
+
+
 @job("f.expiring", registry=registry, track=True, priority="low", expires_after=1.0)
 def expiring(item: Item, ctx: JobContext) -> None:
     _note(item, ctx)

@@ -117,6 +117,20 @@ def test_a_running_job_that_stops_on_its_cancel_ends_cancelled_not_retried(flow)
     assert receive_all(flow.sqs, flow.url("default"), attempts=1) == []  # acknowledged: no retry
 
 
+def test_a_job_whose_last_attempt_fails_after_a_cancel_ends_cancelled_not_dead_lettered(flow):
+    """A trial cancelled a delivery during its last attempt, which then failed: it ended dead,
+    exhausted, its letter one a redrive would send again (earlier attempts ended cancelled)."""
+    job_id = flow.client.enqueue("f.fails_late", Item(name="late")).id
+    assert _cancel_once_started(flow, job_id).outcome is CancelOutcome.SIGNALLED
+    status = flow.client.status(job_id)
+    assert (status.status, status.attempts) == (JobState.CANCELLED, 1)
+    assert status.reason == (
+        "cancelled while running; the attempt then failed: ConnectionError: downstream reset the connection"
+    )
+    assert [o.outcome for o in flow.outcomes] == ["skipped"]
+    assert receive_all(flow.sqs, flow.config.endpoints("default").dlq_url, attempts=1) == []
+
+
 def test_a_retry_of_a_cancelled_job_does_not_start(flow):
     job_id = flow.client.enqueue("f.flaky", Item(name="f", fail_times=5)).id
     flow.consume("default")  # attempt 1 fails; back in 1 s
