@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from jobframework.retry import RetryPolicy, visibility_delay
+from jobframework.topology_settings import MAX_RETENTION
 
 OWN_DELAY_NOTE = "a RetryableError(delay=N) the job raises sets that retry's delay instead"
 
@@ -40,3 +41,33 @@ def retry_plan(policy: RetryPolicy) -> list[PlanRow]:
         high_total += high
         rows.append(PlanRow(attempt, low, high, low_total, high_total))
     return rows
+
+
+def outlasting_retention(name: str, policy: RetryPolicy, timeout: float, retention: int) -> str | None:
+    """Why ``policy``'s retries may outlast a queue that keeps a message ``retention`` seconds, or
+    ``None``. SQS deletes a message that old whatever its visibility, unseen: a job still retrying
+    then is lost with no dead letter (a retry changes the message's visibility; it is never sent anew).
+    Each attempt counts its ``timeout``, with the longest backoff before each retry.
+
+    Example:
+        >>> outlasting_retention("t.x", RetryPolicy(max_attempts=3), 60, 345600) is None
+        True
+        >>> print(outlasting_retention("t.x", RetryPolicy(max_attempts=200, max_delay=43200), 10, 345600))
+        job t.x: its retries may take 90.6 days (200 attempts, backoff up to 43200 s), longer than its \
+queue keeps a message (4.0 days): SQS would delete it unseen, with no dead letter; lower max_attempts or \
+max_delay, or keep messages longer (TopologySettings(retention=...), at most 14 days)
+    """
+    rows = retry_plan(policy)
+    span = (rows[-1].cumulative_max if rows else 0) + policy.max_attempts * timeout
+    if span < retention:
+        return None
+    return (
+        f"job {name}: its retries may take {span / 86400:.1f} days ({policy.max_attempts} attempts, backoff "
+        f"up to {policy.max_delay:g} s), longer than its queue keeps a message ({retention / 86400:.1f} "
+        "days): SQS would delete it unseen, with no dead letter; lower max_attempts or max_delay"
+        + (
+            ", or keep messages longer (TopologySettings(retention=...), at most 14 days)"
+            if retention < MAX_RETENTION
+            else ""
+        )
+    )

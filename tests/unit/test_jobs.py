@@ -6,6 +6,7 @@ import asyncio
 import functools
 import json
 import re
+import warnings
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -361,6 +362,30 @@ def test_topology_refuses_a_receive_count_at_or_below_a_jobs_attempts_naming_the
 
     with pytest.raises(ConfigurationError, match=r"orders\.patient"):
         Topology.from_registry(reg, TopologySettings(max_receive_count={Priority.LOW: 6}))
+
+
+def test_retries_longer_than_a_queue_keeps_a_message_are_refused_or_warned_of(reg):
+    """A trial's RetryPolicy(max_attempts=200, max_delay=43200) was taken on a queue that keeps a
+    message 4 days: a message retried past that is deleted by SQS unseen, with no dead letter."""
+
+    @job("w.forever", registry=reg, retry=RetryPolicy(max_attempts=200, max_delay=43200), timeout=10)
+    def forever(order: Order) -> None: ...
+
+    with pytest.raises(
+        ConfigurationError, match=r"job w\.forever: its retries may take 90\.6 days .*no dead letter"
+    ):
+        Topology.from_registry(reg)
+
+    other = JobRegistry()
+
+    @job("w.week", registry=other, retry=RetryPolicy(max_attempts=40, max_delay=43200), timeout=10)
+    def week(order: Order) -> None: ...
+
+    with pytest.warns(UserWarning, match=r"job w\.week: its retries may take 12\.2 days .* \(4\.0 days\)"):
+        Topology.from_registry(other)  # (a deployment may keep messages longer: a warning)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        Topology.from_registry(other, TopologySettings(retention=13 * 86400))
 
 
 def test_runtime_config_round_trips_through_the_environment():
