@@ -156,7 +156,9 @@ class Emulator:
             self._threads.append(thread)
         log.info(
             "emulator polling %s with %d workers",
-            ", ".join(f"{p.name}(w{p.weight},c{p.max_concurrency})" for p in self.pollers),
+            ", ".join(
+                f"{p.name} (weight {p.weight}, {p.max_concurrency} batches at most)" for p in self.pollers
+            ),
             self.workers,
         )
         return self
