@@ -12,7 +12,12 @@ from typing import ParamSpec, TypeVar
 from jobframework.errors import UnknownEnqueueOptionError, UnknownOptionError
 from jobframework.errortext import closest
 
-__all__ = ["UnknownOptionError", "refusing_unknown_enqueue_options", "refusing_unknown_options"]
+__all__ = [
+    "UnknownOptionError",
+    "missing_attribute",
+    "refusing_unknown_enqueue_options",
+    "refusing_unknown_options",
+]
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -57,6 +62,33 @@ AT_ENQUEUE: dict[str, str] = {
     "task_id": "key= (the job's id is made for you; a key dedups the enqueue and keys its run)",
 }
 """Options of Celery's ``apply_async``, and what says the same to an enqueue."""
+
+
+_CHAINED = "a saga (jobframework.saga) for steps that follow one another, or enqueue the next from the job"
+AS_METHODS: dict[str, str] = {
+    "delay": "my_job.enqueue(payload) (delay=seconds to run it later)",
+    "apply_async": "my_job.enqueue(payload, delay=..., key=..., priority=...)",
+    "apply": "run_inline(my_job, payload) from jobframework.testing, or call the function itself",
+    "s": _CHAINED,
+    "si": _CHAINED,
+    "signature": "a saga (jobframework.saga), or my_job.request(payload) for enqueue_many",
+    "map": "my_job.enqueue_many(payloads)",
+    "chunks": "my_job.enqueue_many(payloads), or @job(batch=BatchOptions(...)) to run them in batches",
+    "retry": "raise RetryableError(delay=...) in the job, or @job(retry=RetryPolicy(...))",
+    "send": "my_job.enqueue(payload)",
+    "enqueue_at": "my_job.enqueue(payload, delay=an aware datetime)",
+    "enqueue_in": "my_job.enqueue(payload, delay=timedelta(...))",
+}
+"""Methods of other libraries' tasks (Celery, RQ, Dramatiq), and what says the same of a job."""
+
+
+def missing_attribute(owner: object, name: str) -> AttributeError:
+    """The ``AttributeError`` of a job's attribute ``name`` that it does not have, saying what to write
+    when another library's task has it (``my_job.delay(...)`` is ``my_job.enqueue(...)``)."""
+    kind = type(owner).__name__
+    if name in AS_METHODS:
+        return AttributeError(f"a {kind} has no {name}(): write {AS_METHODS[name]}")
+    return AttributeError(f"{kind!r} object has no attribute {name!r}")
 
 
 def refusing_unknown_options(decorator: Callable[P, R]) -> Callable[P, R]:

@@ -45,7 +45,7 @@ from jobframework.job_options import (
     payload_model_of,
 )
 from jobframework.job_typing import JobDecorator
-from jobframework.job_unknown import refusing_unknown_options
+from jobframework.job_unknown import missing_attribute, refusing_unknown_options
 from jobframework.registry import JobRegistry
 from jobframework.retry import RetryPolicy
 from jobframework.running import check_runnable
@@ -227,6 +227,11 @@ class Job(Generic[P]):
         from jobframework.client import EnqueueRequest
 
         return EnqueueRequest(self, payload, **options)
+
+    if not TYPE_CHECKING:  # (type checkers keep flagging a name a job has not)
+
+        def __getattr__(self, name: str) -> Any:
+            raise missing_attribute(self, name)  # my_job.delay(...): "write my_job.enqueue(payload)"
 
     def enqueue(
         self, payload: P | dict[str, Any], *, client: JobClient | None = None, **options: Any

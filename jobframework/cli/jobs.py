@@ -195,6 +195,8 @@ def enqueue(  # noqa: PLR0917
     ] = None,
     jobs: JobsOption = None,
     json_output: JsonOption = False,
+    countdown: Annotated[str | None, typer.Option(hidden=True)] = None,  # Celery's: "use --delay"
+    eta: Annotated[str | None, typer.Option(hidden=True)] = None,
 ) -> None:
     """Enqueue one job; prints its id (with --key, a duplicate prints the first job's id).
 
@@ -203,6 +205,13 @@ def enqueue(  # noqa: PLR0917
 
     Example: jf enqueue reports.generate '{"report_id": "r-1"}' --key report:r-1
     """
+    for celery, given in (("--countdown", countdown), ("--eta", eta)):
+        if given is not None:
+            raise typer.BadParameter(
+                f"jf enqueue takes --delay: seconds, a duration (10m) or a time to run at (an ISO "
+                f"datetime with its zone), e.g. --delay {given}",
+                param_hint=celery,
+            )
     delay_seconds = _delay_seconds(delay)  # (a bad one before anything is read or sent)
     if key is not None and not 0 < len(key) <= 1024:
         raise typer.BadParameter("a key has 1 to 1024 characters", param_hint="--key")

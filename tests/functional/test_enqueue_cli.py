@@ -136,6 +136,10 @@ def test_enqueue_takes_delays_up_to_a_year_as_the_client_does():
     assert year.exit_code == 2 and "366d is over the one-year limit" in year.output
     bad = invoke(["enqueue", "reports.generate", "{}", "--delay", "soon"])
     assert bad.exit_code == 2 and "'soon' is not a duration" in bad.output  # (it was pydantic's words)
+    for celery in ("--countdown", "--eta"):  # (a Celery user's: "No such option", no word of --delay)
+        said = invoke(["enqueue", "reports.generate", "{}", celery, "30"])
+        assert said.exit_code == 2 and "jf enqueue takes --delay" in said.output, said.output
+        assert "--delay 30" in said.output and celery not in invoke(["enqueue", "--help"]).stdout
 
 
 def test_enqueue_delay_takes_a_time_with_its_zone_to_run_at(jf_aws, jf_config):

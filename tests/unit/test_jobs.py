@@ -672,3 +672,23 @@ def test_an_option_job_does_not_take_says_what_to_write(reg, options, message):
     with pytest.raises(ConfigurationError, match=message):
         job("t.unknown_option", registry=reg, **options)
     assert reg.find("t.unknown_option") is None
+
+
+@pytest.mark.parametrize(
+    ("method", "message"),
+    [
+        ("delay", r"^a Job has no delay\(\): write my_job\.enqueue\(payload\) \(delay=seconds"),
+        ("apply_async", r"^a Job has no apply_async\(\): write my_job\.enqueue\(payload, delay=\.\.\."),
+        ("s", r"^a Job has no s\(\): write a saga \(jobframework\.saga\)"),
+        ("enqeue", r"^'Job' object has no attribute 'enqeue'$"),
+    ],
+)
+def test_a_method_of_another_librarys_task_says_what_to_write(reg, method, message):
+    """A trial's ported Celery code called send_email.delay(...): a bare AttributeError."""
+
+    @job("t.ported", registry=reg)
+    def ported(order: Order) -> None: ...
+
+    with pytest.raises(AttributeError, match=message):
+        getattr(ported, method)(Order(order_id="o-1"))
+    assert not hasattr(ported, "delay") and hasattr(ported, "enqueue")
