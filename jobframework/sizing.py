@@ -72,3 +72,50 @@ def consumer_timeout(
             size = min(size, FIFO_MAX_BATCH)
         needed = max(needed, per_record * rounds(lane, size, concurrency.get(lane)), per_call)
     return int(min(MAX_TIMEOUT, max(MIN_TIMEOUT, -(-needed // 1) + FRAMEWORK_SECONDS)))
+
+
+def stretched_lanes(
+    function: str, lanes: Mapping[str, Iterable[Job[Any]]], batch_size: int, concurrency: Mapping[str, int]
+) -> str | None:
+    """A warning when a job of one lane sizes a function that other lanes share to over five minutes and
+    at least twice what they need: a crashed invocation hides their records too for six times that
+    (the queues' visibility). ``None`` when no lane is stretched so.
+
+    Example:
+        >>> from pydantic import BaseModel
+        >>> from jobframework.jobs import JobRegistry, job
+        >>> class P(BaseModel):
+        ...     n: int
+        >>> reg = JobRegistry()
+        >>> @job("w.nightly", registry=reg, timeout=600)
+        ... def nightly(p: P) -> None: ...
+        >>> @job("w.email", registry=reg, priority="high")
+        ... def email(p: P) -> None: ...
+        >>> print(stretched_lanes("shared", {"high": [email], "default": [nightly]}, 10, {}))
+        job w.nightly (timeout=600) sizes the shared consumer at 900 s, so the high queue it also reads \
+hides a crashed batch's records for 90 minutes (its own jobs need 130 s of function time, 13 minutes): \
+give w.nightly a function of its own (profile="io", or "cpu" for one at a time) or a shorter timeout
+    """
+    by_lane = {lane: list(jobs) for lane, jobs in lanes.items()}
+    timeout = consumer_timeout(by_lane, batch_size, concurrency)
+    if len(by_lane) < 2 or timeout < 300:
+        return None
+    longest = max((j for jobs in by_lane.values() for j in jobs), key=lambda j: j.timeout)
+    stretched = {
+        lane: own
+        for lane, jobs in by_lane.items()
+        if longest not in jobs
+        and 2 * (own := consumer_timeout({lane: jobs}, batch_size, concurrency)) <= timeout
+    }
+    if not stretched:
+        return None
+    names, many = " and ".join(stretched), len(stretched) > 1
+    own = max(stretched.values())
+    queues = f"{names} queue{'s' if many else ''} it also reads hide{'' if many else 's'}"
+    return (
+        f"job {longest.name} (timeout={longest.timeout:g}) sizes the {function} consumer at {timeout} s, "
+        f"so the {queues} a crashed batch's records for {6 * timeout // 60} minutes "
+        f"({'their' if many else 'its'} own jobs need {own} s of function time, {6 * own // 60} minutes): "
+        f'give {longest.name} a function of its own (profile="io", or "cpu" for one at a time) or a '
+        "shorter timeout"
+    )

@@ -45,7 +45,7 @@ from jobframework.jobs import (
 from jobframework.jobs import registry as default_registry
 from jobframework.retry_plan import outlasting_retention
 from jobframework.schedule_names import refuse_shared_schedule_names, schedule_name
-from jobframework.sizing import consumer_timeout
+from jobframework.sizing import consumer_timeout, stretched_lanes
 from jobframework.topology_settings import (
     CONCURRENCY_WEIGHT,
     DEFAULT_RETENTION,
@@ -225,6 +225,10 @@ class Topology(BaseModel):
             if name in on_consumer
         )
         by_name = {c.name: c for c in consumers}
+        for name, its_lanes in on_consumer.items():  # (a warning: the lanes' jobs may be right as they are)
+            stretched = stretched_lanes(name, its_lanes, s.batch_size, s.record_concurrency)
+            if stretched is not None:
+                warnings.warn(stretched, stacklevel=2)
         queues = []
         for lane, routed in sorted(lanes.items(), key=lambda kv: lane_sort_key(kv[0])):
             priority = lane_priority(lane)

@@ -97,3 +97,33 @@ def test_a_lanes_plain_jobs_are_sized_for_the_batches_its_batched_job_makes_it_t
     topology = Topology.from_registry(reg)
     assert topology.queue("low").batch_size == 100
     assert topology.consumer("shared").timeout == 30 * rounds("low", 100) + 10 == 30 * 3 + 10
+
+
+class _Sync(BaseModel):
+    day: str
+
+
+def _nightly(s: _Sync) -> None: ...
+
+
+def _email(s: _Sync) -> None: ...
+
+
+def test_one_long_job_on_a_shared_consumer_is_warned_of_and_not_on_a_function_of_its_own():
+    """A trial's nightly sync (timeout=600) on the default lane made the shared consumer 900 s: the
+    high queue hid a crashed batch's records 90 minutes, and nothing said so."""
+    import warnings
+
+    shared, own = JobRegistry(), JobRegistry()
+
+    job("w.nightly", registry=shared, timeout=600)(_nightly)
+    job("w.email", registry=shared, priority="high")(_email)
+    job("w.nightly", registry=own, timeout=600, profile="io")(_nightly)
+    job("w.email", registry=own, priority="high")(_email)
+    with pytest.warns(
+        UserWarning, match=r"job w\.nightly \(timeout=600\) sizes the shared consumer at 900 s"
+    ):
+        Topology.from_registry(shared)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        Topology.from_registry(own)
