@@ -231,9 +231,9 @@ def run(mode: Mode, *, jobs: int, batch: int, endpoint_url: str) -> Scenario:
         while sent < jobs:
             counts.phase = PRODUCER
             size = min(batch, jobs - sent)
-            options = [{"key": f"bench:{mode.name}:{sent + i}"} if mode.dedup else {} for i in range(size)]
+            keys = [f"bench:{mode.name}:{sent + i}" if mode.dedup else None for i in range(size)]
             results = producer.enqueue_many(
-                [noop.request(Noop(n=sent + i), **options[i]) for i in range(size)]
+                [noop.request(Noop(n=sent + i), key=keys[i]) for i in range(size)]
             )
             assert not [r.error for r in results if r.error], results
             sent += size

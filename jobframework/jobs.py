@@ -52,7 +52,10 @@ from jobframework.running import check_runnable
 from jobframework.validation import validate_data, validation_problems
 
 if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
     from jobframework.client import EnqueueRequest, EnqueueResult, JobClient
+    from jobframework.outgoing import EnqueueOptions, RequestOptions
 
 
 __all__ = [
@@ -222,7 +225,7 @@ class Job(Generic[P]):
             raise ConfigurationError(f"job {self.name}: key= must return a non-empty str, got {key!r}")
         return key
 
-    def request(self, payload: P | dict[str, Any], **options: Any) -> EnqueueRequest:
+    def request(self, payload: P | dict[str, Any], **options: Unpack[RequestOptions]) -> EnqueueRequest:
         """An :class:`~jobframework.client.EnqueueRequest` for ``JobClient.enqueue_many``."""
         from jobframework.client import EnqueueRequest
 
@@ -234,7 +237,11 @@ class Job(Generic[P]):
             raise missing_attribute(self, name)  # my_job.delay(...): "write my_job.enqueue(payload)"
 
     def enqueue(
-        self, payload: P | dict[str, Any], *, client: JobClient | None = None, **options: Any
+        self,
+        payload: P | dict[str, Any],
+        *,
+        client: JobClient | None = None,
+        **options: Unpack[EnqueueOptions],
     ) -> EnqueueResult:
         """Send this job to its queue; same options as :meth:`JobClient.enqueue`."""
         from jobframework.client import default_client
@@ -242,7 +249,11 @@ class Job(Generic[P]):
         return (client or default_client()).enqueue(self, payload, **options)
 
     def enqueue_many(
-        self, payloads: Iterable[P | dict[str, Any]], *, client: JobClient | None = None, **options: Any
+        self,
+        payloads: Iterable[P | dict[str, Any]],
+        *,
+        client: JobClient | None = None,
+        **options: Unpack[EnqueueOptions],
     ) -> list[EnqueueResult]:
         """Send many payloads of this job (any iterable: read once), ten per SQS call, with the same
         ``options`` (requests with options of their own go to ``client.enqueue_many``:

@@ -8,7 +8,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, TypedDict
 
 from pydantic import BaseModel
 
@@ -120,6 +120,28 @@ class EnqueueResult:
     @property
     def ok(self) -> bool:
         return self.error is None
+
+
+class EnqueueOptions(TypedDict, total=False):
+    """An enqueue's options (:meth:`JobClient.enqueue`'s keywords) as a job's ``enqueue`` and
+    ``enqueue_many`` take them: typed, so that a type checker flags ``countdown=`` or ``delay="10"``."""
+
+    key: str | None
+    delay: float | timedelta | datetime | None
+    priority: Priority | str | None
+    dedup_window: float | timedelta | None
+    expires_in: float | timedelta | None
+    debounce: float | timedelta | None
+    tenant: str | None
+    track: bool | None
+    group: str | None
+    payload_version: int | None
+
+
+class RequestOptions(EnqueueOptions, total=False):
+    """A request's options (:class:`EnqueueRequest`'s fields): an enqueue's, and the job's own id."""
+
+    job_id: str | None
 
 
 @dataclass(slots=True)

@@ -44,6 +44,9 @@ fulfil.enqueue(Refund(refund_id="r-1"))
 run_inline(fulfil, Order(order_id="o-6"))
 run_inline(export, [Order(order_id="o-7"), {"order_id": "o-8"}])
 run_inline(fulfil, Refund(refund_id="r-2"))
+fulfil.enqueue(Order(order_id="o-9"), delay=60, key="k-9", track=True)
+fulfil.enqueue(Order(order_id="o-9"), countdown=30)
+fulfil.enqueue_many([Order(order_id="o-9")], delay="10")
 """
 
 
@@ -58,6 +61,8 @@ def test_a_jobs_payload_model_reaches_the_type_checker(tmp_path):
     revealed = [line.split("Revealed type is ")[1] for line in out.splitlines() if "Revealed type" in line]
     assert revealed == ['"jobframework.jobs.Job[shop.Order]"'] * 3, out
     errors = [line for line in out.splitlines() if ": error:" in line]
-    assert len(errors) == 2, out  # the two Refunds, and nothing the correct calls do
+    assert len(errors) == 4, out  # the two Refunds, countdown= and a str delay; nothing the right calls do
     assert 'error: Argument 1 to "enqueue" of "Job" has incompatible type "Refund"' in errors[0]
     assert '"run_inline"' in errors[1]  # (mypy: no model is both the job's Order and a Refund)
+    assert 'Unexpected keyword argument "countdown" for "enqueue" of "Job"' in errors[2]  # (Celery's)
+    assert 'Argument "delay" to "enqueue_many" of "Job" has incompatible type "str"' in errors[3]
