@@ -92,30 +92,28 @@ def stretched_lanes(
         >>> @job("w.email", registry=reg, priority="high")
         ... def email(p: P) -> None: ...
         >>> print(stretched_lanes("shared", {"high": [email], "default": [nightly]}, 10, {}))
-        job w.nightly (timeout=600) sizes the shared consumer at 900 s, so the high queue it also reads \
-hides a crashed batch's records for 90 minutes (its own jobs need 130 s of function time, 13 minutes): \
-give w.nightly a function of its own (profile="io", or "cpu" for one at a time) or a shorter timeout
+        the default lane (w.nightly, timeout=600) sizes the shared consumer at 900 s, so the high queue it \
+also reads hides a crashed batch's records for 90 minutes (its own jobs need 130 s of function time, 13 \
+minutes): give w.nightly a function of its own (profile="io", or "cpu" for one at a time) or a shorter timeout
     """
     by_lane = {lane: list(jobs) for lane, jobs in lanes.items()}
     timeout = consumer_timeout(by_lane, batch_size, concurrency)
     if len(by_lane) < 2 or timeout < 300:
         return None
-    longest = max((j for jobs in by_lane.values() for j in jobs), key=lambda j: j.timeout)
-    stretched = {
-        lane: own
-        for lane, jobs in by_lane.items()
-        if longest not in jobs
-        and 2 * (own := consumer_timeout({lane: jobs}, batch_size, concurrency)) <= timeout
-    }
-    if not stretched:
+    own = {lane: consumer_timeout({lane: jobs}, batch_size, concurrency) for lane, jobs in by_lane.items()}
+    sizing = max(own, key=lambda lane: own[lane])
+    stretched = [lane for lane in by_lane if lane != sizing and 2 * own[lane] <= timeout]
+    if not stretched or not by_lane[sizing]:
         return None
-    names, many = " and ".join(stretched), len(stretched) > 1
-    own = max(stretched.values())
+    longest = max(by_lane[sizing], key=lambda j: j.timeout)
+    many, need = len(stretched) > 1, max(own[lane] for lane in stretched)
+    names = ", ".join(stretched[:-1]) + " and " + stretched[-1] if many else stretched[0]
     queues = f"{names} queue{'s' if many else ''} it also reads hide{'' if many else 's'}"
+    in_order = ", a batch of which runs one record after another" if sizing.endswith("-fifo") else ""
     return (
-        f"job {longest.name} (timeout={longest.timeout:g}) sizes the {function} consumer at {timeout} s, "
-        f"so the {queues} a crashed batch's records for {6 * timeout // 60} minutes "
-        f"({'their' if many else 'its'} own jobs need {own} s of function time, {6 * own // 60} minutes): "
+        f"the {sizing} lane ({longest.name}, timeout={longest.timeout:g}{in_order}) sizes the {function} "
+        f"consumer at {timeout} s, so the {queues} a crashed batch's records for {6 * timeout // 60} minutes "
+        f"({'their' if many else 'its'} own jobs need {need} s of function time, {6 * need // 60} minutes): "
         f'give {longest.name} a function of its own (profile="io", or "cpu" for one at a time) or a '
         "shorter timeout"
     )

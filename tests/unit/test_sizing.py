@@ -121,7 +121,7 @@ def test_one_long_job_on_a_shared_consumer_is_warned_of_and_not_on_a_function_of
     job("w.nightly", registry=own, timeout=600, profile="io")(_nightly)
     job("w.email", registry=own, priority="high")(_email)
     with pytest.warns(
-        UserWarning, match=r"job w\.nightly \(timeout=600\) sizes the shared consumer at 900 s"
+        UserWarning, match=r"the default lane \(w\.nightly, timeout=600\) sizes the shared consumer at 900 s"
     ):
         Topology.from_registry(shared)
     with warnings.catch_warnings():
