@@ -209,7 +209,7 @@ def _print_letters(found: list[Any]) -> None:
             *("dead_message_id", "message_id"),  # the record that died (jf dev's), the letter's own
         ):
             if record.get(name) is not None:
-                console.print(f"{name + ':':<12} {record[name]}", markup=False, highlight=False)
+                console.print(f"{name + ':':<17} {record[name]}", markup=False, highlight=False)
         console.print("body:", markup=False)
         console.print(d.shown_body(), markup=False, highlight=False)
         console.print("attributes:", markup=False)

@@ -347,8 +347,14 @@ def retry_plan(
     try:
         job = registry.get(job_type)
     except UnknownJobError:
-        known = ", ".join(j.name for j in registry) or "none"
-        raise CliError(f"no job named {job_type!r} is registered (known: {known})") from None
+        from jobframework.errortext import closest
+
+        names = [j.name for j in registry]
+        close = closest(job_type, names, cutoff=0.8)
+        raise CliError(
+            f"no job named {job_type!r} is registered"
+            + (f" (did you mean {close!r}?)" if close else f" (known: {', '.join(names) or 'none'})")
+        ) from None
     from jobframework.retry_plan import OWN_DELAY_NOTE, retry_plan
 
     rows = [

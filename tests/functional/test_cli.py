@@ -232,6 +232,9 @@ def test_retry_plan_as_json_and_table():
     assert "webhooks.deliver: 4 attempts" in table.stdout
     assert "1 s - 2 s" in table.stdout and "rounded up to whole seconds" in table.stdout  # not "1.0s"
     assert "RetryableError(delay=N)" in " ".join(table.stdout.split())  # (the caption may wrap)
+    typo = invoke(["retry-plan", "webhooks.delivr"])  # (it listed every job, no word of the close one)
+    assert typo.exit_code == 1, typo.output
+    assert "(did you mean 'webhooks.deliver'?)" in typo.stderr, typo.output
 
 
 def test_every_command_has_help():

@@ -187,7 +187,7 @@ def test_peek_by_id_shows_a_letter_in_full(sqs, jf_config):
     dead_letter(sqs, jf_config, "low", "reports.generate", {"report_id": "r-other"})
     shown = invoke(["dlq", "peek", "low", "--id", f" {wanted.id}\n"], env)  # (a pasted id)
     assert shown.exit_code == 0, shown.output
-    assert f"id:          {wanted.id}" in shown.stdout and '"report_id": "r-full"' in shown.stdout
+    assert f"id:               {wanted.id}" in shown.stdout and '"report_id": "r-full"' in shown.stdout
     assert "jf-reason: exhausted" in shown.stdout and "r-other" not in shown.stdout
     assert (
         "message_id:" in shown.stdout
