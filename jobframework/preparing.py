@@ -23,6 +23,7 @@ from jobframework.errors import (
     EnqueueOptionError,
     JobFrameworkError,
     PayloadTooLargeError,
+    PayloadValidationError,
 )
 from jobframework.errortext import shown
 from jobframework.flow.enqueue import FlowRequest, check_flow_request, flow_fields, tenant_of
@@ -124,16 +125,19 @@ def checked_options(
 
 def of_entry(index: int, count: int, prepare: Callable[[EnqueueRequest], T], request: EnqueueRequest) -> T:
     """``prepare(request)`` for entry ``index`` of ``count`` of an ``enqueue_many``: an error of one of
-    several names its entry (``entry 2 of 3 (requests[1]): ...``)."""
+    several names its entry (``entry 2 of 3 (index 1): ...``: of the requests or of a job's payloads),
+    keeping what is wrong field by field (``PayloadValidationError.fields``)."""
     try:
         return prepare(request)
     except JobFrameworkError as exc:
         if count == 1:
             raise
         try:
-            named = type(exc)(f"entry {index + 1} of {count} (requests[{index}]): {exc}")
+            named = type(exc)(f"entry {index + 1} of {count} (index {index}): {exc}")
         except Exception:  # (an error class that takes more than its message: as it was)
             raise exc from None
+        if isinstance(exc, PayloadValidationError) and isinstance(named, PayloadValidationError):
+            named.fields = exc.fields
         raise named from exc
 
 

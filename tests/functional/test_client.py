@@ -62,14 +62,15 @@ def test_a_bad_payload_is_a_clear_value_error_and_nothing_is_sent(rt):
     ):  # an instance made unvalidated: the consumer would dead-letter it; a raw ValidationError before
         rt.client.enqueue("t.ok", Work.model_construct(name="x", fail_times="twice"))
     with pytest.raises(
-        PayloadValidationError, match=r"^entry 2 of 2 \(requests\[1\]\): payload for t\.ok .*fail_times"
-    ):
+        PayloadValidationError, match=r"^entry 2 of 2 \(index 1\): payload for t\.ok .*fail_times"
+    ) as refused:
         rt.client.enqueue_many(
             [
                 EnqueueRequest("t.ok", {"name": "fine"}),
                 EnqueueRequest("t.ok", {"name": "x", "fail_times": -2}),
             ]
         )
+    assert [f["field"] for f in refused.value.fields] == ["fail_times"]  # (kept with the entry's number)
     assert bodies(rt, "high") == []  # not even the valid one of the batch
     with pytest.raises(
         EnqueueOptionError,

@@ -259,7 +259,7 @@ def test_the_recorder_refuses_the_options_a_client_refuses_with_its_words(world,
 def test_the_recorder_names_the_entry_of_enqueue_many_it_refuses_and_records_none():
     """As the client sends nothing when one entry is refused, the recorder records none of them."""
     sent = EnqueueRecorder()
-    with pytest.raises(EnqueueOptionError, match=r"^entry 2 of 2 \(requests\[1\]\): debounce of fan.fetch"):
+    with pytest.raises(EnqueueOptionError, match=r"^entry 2 of 2 \(index 1\): debounce of fan.fetch"):
         sent.enqueue_many([fetch.request(Page(url="a")), fetch.request(Page(url="b"), debounce=2)])
     assert sent.requests == []
 
