@@ -51,7 +51,10 @@ def _delay_seconds(text: str | None) -> float | None:
         from jobframework.outgoing import delay_seconds
 
         try:
-            return float(delay_seconds(datetime.fromisoformat(text.strip())))
+            when = datetime.fromisoformat(text.strip())
+            if when.tzinfo is None:  # (the client's words name a datetime object: not what was typed)
+                raise EnqueueOptionError(f"{text.strip()} has no time zone")
+            return float(delay_seconds(when))
         except ValueError as exc:  # (EnqueueOptionError too: no zone, over a year)
             shown = str(exc) if isinstance(exc, EnqueueOptionError) else f"{text!r} is not an ISO time"
             raise typer.BadParameter(
