@@ -114,6 +114,23 @@ def _catalog_warning(
     return None
 
 
+def _check_here(job_type: str, data: dict[str, Any], payload_version: int | None) -> None:
+    """The payload of a job whose module is imported here (``--jobs``) checked before any AWS call: a
+    field error said first, not an endpoint that cannot be reached."""
+    from jobframework.errors import EnqueueOptionError
+    from jobframework.jobs import registry
+    from jobframework.outgoing import EnqueueRequest
+    from jobframework.payload_data import checked_payload
+
+    local = registry.find(job_type)
+    if local is None:
+        return
+    try:
+        checked_payload(local, EnqueueRequest(local, data, payload_version=payload_version))
+    except EnqueueOptionError as exc:  # (a bad --payload-version: a bad argument)
+        raise UsageError(str(exc)) from exc
+
+
 def _payload_text(payload: str) -> str:
     """The payload argument's JSON: as given, from the file ``@FILE`` names, or from stdin (``-``)."""
     if payload == "-":
@@ -232,6 +249,7 @@ def enqueue(  # noqa: PLR0917
         )
         raise typer.BadParameter(f"the payload must be a JSON object{hint}", param_hint="JSON")
     optional_jobs(jobs)
+    _check_here(job_type, data, payload_version)
     aws = aws_of(ctx)
     config = aws.runtime_config()
     client = aws.job_client(config)

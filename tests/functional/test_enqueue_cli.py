@@ -275,3 +275,21 @@ def test_a_producer_without_the_job_module_enqueues_by_name_against_jf_dev(tmp_p
         finally:
             if proc.poll() is None:
                 proc.kill()
+
+
+def test_enqueue_with_the_jobs_module_checks_the_payload_before_any_aws_call():
+    """A trial's `jf enqueue` of a payload missing a field, with JF_JOBS set and jf dev stopped, said
+    only that the endpoint could not be reached: the field comes first."""
+    import handlers.jobs  # noqa: F401  (the example jobs, registered)
+
+    dead = {
+        "JF_TOPOLOGY_PARAMETER": "/jf/dev/topology",
+        "JF_ENDPOINT_URL": f"http://127.0.0.1:{free_port()}",
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+    }
+    said = invoke(["enqueue", "emails.send", '{"to": "a@example.com"}'], dead)
+    assert said.exit_code == 1, said.output
+    assert "subject: Field required" in said.stderr and "reach" not in said.stderr, said.stderr
+    version = invoke(["enqueue", "emails.send", '{"to": "a@example.com"}', "--payload-version", "9"], dead)
+    assert version.exit_code == 2 and "payload_version must be a whole number" in version.stderr
