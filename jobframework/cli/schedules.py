@@ -4,7 +4,7 @@ beat's schedule listing; the console's Schedules page on the command line)."""
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -20,12 +20,26 @@ if TYPE_CHECKING:
 
 
 @app.command("schedules")
-def schedules(ctx: typer.Context, jobs: JobsOption = None, json_output: JsonOption = False) -> None:
+def schedules(
+    ctx: typer.Context,
+    jobs: JobsOption = None,
+    json_output: JsonOption = False,
+    run: Annotated[
+        str | None,
+        typer.Option(
+            "--run",
+            metavar="JOB",
+            help="Enqueue one run of JOB's schedule now, with the schedule's payload (beat's manual "
+            "run; the console's Enqueue now); prints its id.",
+        ),
+    ] = None,
+) -> None:
     """The schedules of the job modules (@job(schedule=...)): expression, time zone, next slot (a
     cron's) or interval (a rate's), and from the job status records the last run and the runs
     missed in the last 24 hours (tracked scheduled jobs keep a status; others show no runs).
 
     Example: jf schedules --jobs myapp.jobs
+    Example: jf schedules --run warehouse.nightly_sync
     """
     from jobframework.jobs import registry
 
@@ -37,6 +51,9 @@ def schedules(ctx: typer.Context, jobs: JobsOption = None, json_output: JsonOpti
             f"no job of {', '.join(sorted(j.name for j in registry)) or 'the loaded modules'} has a "
             "schedule: name the modules with @job(schedule=...) (--jobs myapp.jobs, or JF_JOBS)"
         )
+    if run is not None:
+        _run_now(ctx, config, specs, run, why, json_output=json_output)
+        return
     from jobframework.ui.schedule_runs import schedule_runs
 
     now = datetime.now(UTC)
@@ -60,6 +77,42 @@ def schedules(ctx: typer.Context, jobs: JobsOption = None, json_output: JsonOpti
         )
     if why:
         typer.echo(f"note: runs not read: {why}", err=True)
+
+
+def _run_now(
+    ctx: typer.Context,
+    config: RuntimeConfig | None,
+    specs: tuple[ScheduleSpec, ...],
+    job: str,
+    why: str,
+    *,
+    json_output: bool,
+) -> None:
+    """``--run JOB``: one run of the schedule, now, keyed by its own slot (a run of its own, beside
+    the scheduler's)."""
+    from jobframework.errortext import closest
+    from jobframework.scheduling import schedule_key
+    from jobframework.ui.schedule_runs import slot_stamp
+
+    spec = next((s for s in specs if s.job == job), None)
+    if spec is None:
+        names = [s.job for s in specs]
+        close = closest(job, names)
+        raise typer.BadParameter(
+            f"no schedule of a job named {job!r}"
+            + (f" (did you mean {close!r}?)" if close else f"; the scheduled jobs: {', '.join(names)}"),
+            param_hint="--run",
+        )
+    if config is None:
+        raise CliError(why)
+    key = schedule_key(spec.job, slot_stamp(datetime.now(UTC)))
+    result = aws_of(ctx).job_client(config).enqueue(spec.job, spec.payload, key=key)
+    if not result.ok:
+        raise CliError(f"the run of {spec.job} could not be sent: {result.error}")
+    if json_output:
+        print_json({"id": result.id, "type": spec.job, "key": key, "duplicate": result.duplicate})
+    else:
+        typer.echo(result.id)
 
 
 def _paused(store: StateStore | None) -> dict[str, str]:

@@ -83,3 +83,20 @@ def test_jf_schedules_of_modules_without_a_schedule_says_what_to_name(jf_config,
     assert done.stderr.startswith(
         "jf: error: no job of plain.work has a schedule: name the modules with @job(schedule=...)"
     )
+
+
+def test_jf_schedules_run_enqueues_one_run_of_a_schedule_now_with_its_payload(jf_config, sqs):
+    """A team moving from Celery beat runs a nightly job by hand (beat's manual trigger): `jf enqueue`
+    sent the model's defaults, not the schedule's payload, and only the console had "Enqueue now"."""
+    env = cli_env(jf_config)
+    sent = invoke(["schedules", "--jobs", "handlers.jobs", "--run", "maintenance.cleanup", "--json"], env)
+    assert sent.exit_code == 0, sent.output
+    run = json.loads(sent.stdout)
+    assert run["type"] == "maintenance.cleanup" and run["key"].startswith("schedule:maintenance.cleanup:")
+    records, _ = consume_once(
+        consumer(registry, config=jf_config, sqs_client=sqs), sqs, jf_config.endpoints("low").url
+    )
+    [body] = [json.loads(r["body"]) for r in records]
+    assert (body["id"], body["payload"]) == (run["id"], {"older_than_days": 30})  # the schedule's
+    typo = invoke(["schedules", "--jobs", "handlers.jobs", "--run", "maintenance.clenup"], env)
+    assert typo.exit_code == 2 and "did you mean 'maintenance.cleanup'?" in typo.stderr, typo.output
