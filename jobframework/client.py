@@ -40,6 +40,7 @@ from jobframework.outgoing import (
 from jobframework.preparing import Preparer, of_entry
 from jobframework.sender import Sender
 from jobframework.state import JobStatus, StateStore
+from jobframework.status import wait_for_final
 
 if TYPE_CHECKING:
     import boto3
@@ -157,6 +158,18 @@ class JobClient:
         if not isinstance(job_id, str) or not 0 < len(job_id) <= 128:
             raise ConfigurationError(f"a job id is a string of 1 to 128 characters, got {shown(job_id)}")
         return state.get_status(job_id)
+
+    def wait(self, job_id: str, *, timeout: float = 60.0, every: float = 1.0) -> JobStatus:
+        """Block until a tracked job ends (succeeded, dead, cancelled, expired) and return its status:
+        Celery's ``AsyncResult.get(timeout=...)``, without raising the job's error (read ``.status``,
+        ``.error``). Each poll is one status read; polls start 0.1 s apart and slow to ``every``.
+
+        Raises:
+            LookupError: the job has no status record (unknown, untracked or expired).
+            TimeoutError: it has not ended within ``timeout`` seconds.
+            ConfigurationError: no state table is configured, or a bad id.
+        """
+        return wait_for_final(lambda: self.status(job_id), job_id, timeout=timeout, every=every)
 
     def cancel(self, job_id: str) -> CancelResult:
         """Cancel a job: if it has not started it never will (status ``cancelled``); if it is running,

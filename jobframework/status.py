@@ -4,6 +4,8 @@ with none. The records themselves are kept by :mod:`jobframework.stores.job_reco
 from __future__ import annotations
 
 import json
+import time
+from collections.abc import Callable
 from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
@@ -91,3 +93,36 @@ def no_status(job_id: str) -> str:
         "change, or after its run time for a delayed job), or a job that "
         "is not tracked (@job(..., track=True) or enqueue(..., track=True) keeps a status)"
     )
+
+
+def wait_for_final(
+    read: Callable[[], JobStatus | None],
+    job_id: str,
+    *,
+    timeout: float,
+    every: float = 1.0,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+) -> JobStatus:
+    """Poll ``read`` (one status read each) until the job ends (succeeded, dead, cancelled, expired);
+    its final status. Reads start 0.1 s apart and slow to ``every`` seconds.
+
+    Raises:
+        LookupError: the job has no status record (unknown, untracked or expired).
+        TimeoutError: it has not ended after ``timeout`` seconds (the message says its status then).
+    """
+    deadline, pause = clock() + timeout, min(0.1, every)
+    while True:
+        status = read()
+        if status is None:
+            raise LookupError(no_status(job_id))
+        if status.status in FINAL_STATES:
+            return status
+        left = deadline - clock()
+        if left <= 0:
+            raise TimeoutError(
+                f"job {job_id} has not ended after {timeout:g} s: it is {status.status.value} "
+                f"(attempts {status.attempts}); wait again, or see it with `jf status {job_id}`"
+            )
+        sleep(min(pause, left))
+        pause = min(every, pause * 2)

@@ -283,3 +283,23 @@ def test_an_enqueue_option_from_celery_or_a_typo_says_what_to_write(rt):
     with pytest.raises(ConfigurationError, match=r"queue=: write priority="):
         rt.client.enqueue("t.ok", {"name": "x"}, queue="high")  # type: ignore[call-arg]
     assert bodies(rt, "high") == []
+
+
+def test_wait_blocks_until_a_tracked_job_ends_and_returns_its_status(rt):
+    """A team's Celery code called AsyncResult.get(timeout=...); every caller wrote its own poll loop."""
+    import threading
+
+    from jobframework.status import JobState
+
+    sent = rt.client.enqueue(ok, Work(name="waited"))
+    with pytest.raises(TimeoutError, match=rf"job {sent.id} has not ended after 0\.3 s: it is queued"):
+        rt.client.wait(sent.id, timeout=0.3)
+    consuming = threading.Timer(0.5, rt.consume, args=("high",))
+    consuming.start()
+    try:
+        done = rt.client.wait(sent.id, timeout=30, every=0.2)
+    finally:
+        consuming.join()
+    assert (done.status, done.attempts) == (JobState.SUCCEEDED, 1)
+    with pytest.raises(LookupError, match="no job nope in the state table"):
+        rt.client.wait("nope", timeout=1)
