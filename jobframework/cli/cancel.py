@@ -30,6 +30,12 @@ def cancel(  # noqa: PLR0917
     dry_run: Annotated[
         bool, typer.Option("--dry-run", help="List what would be cancelled; change nothing.")
     ] = False,
+    matching: Annotated[
+        str | None,
+        typer.Option(
+            "--match", metavar="TEXT", help="...and whose key contains TEXT (one customer's, one tenant's)."
+        ),
+    ] = None,
     json_output: JsonOption = False,
 ) -> None:
     """Cancel a job: not started, it is acknowledged unrun (status cancelled); running, it sees
@@ -43,6 +49,12 @@ def cancel(  # noqa: PLR0917
         raise typer.BadParameter("give either a job ID or --type (with --older-than), not both")
     if job_type is not None and older_than is None:
         raise typer.BadParameter("a bulk cancel needs --older-than (0s for every unfinished job)")
+    if matching is not None and (job_type is None or not matching.strip()):
+        raise typer.BadParameter(
+            "--match selects among a bulk cancel's jobs (--type and --older-than) by text in their key; "
+            "give it a text that is not empty",
+            param_hint="--match",
+        )
     from jobframework.flow.cancel import cancel as cancel_job
     from jobframework.flow.cancel import cancellable
     from jobframework.state import StateStore
@@ -82,7 +94,7 @@ def cancel(  # noqa: PLR0917
         return
     assert job_type is not None and older_than is not None
     seconds = parse_duration(older_than, option="--older-than")
-    found = list(cancellable(store, job_type, seconds))
+    found = list(cancellable(store, job_type, seconds, matching=matching))
     jobs = []
     for found_id, state, enqueued_at in found:
         entry: dict[str, str | None] = {"id": found_id, "status": state.value, "enqueued_at": enqueued_at}
@@ -95,7 +107,15 @@ def cancel(  # noqa: PLR0917
             )
         jobs.append(entry)
     if json_output:
-        print_json({"type": job_type, "older_than_seconds": seconds, "dry_run": dry_run, "jobs": jobs})
+        print_json(
+            {
+                "type": job_type,
+                "older_than_seconds": seconds,
+                "match": matching,
+                "dry_run": dry_run,
+                "jobs": jobs,
+            }
+        )
         return
     for entry in jobs:
         if dry_run:
@@ -105,8 +125,10 @@ def cancel(  # noqa: PLR0917
             typer.echo(f"{entry['id']}  {entry['outcome']:<9} {was}  enqueued {entry['enqueued_at']}")
     if not jobs:
         typer.echo(
-            f"no unfinished tracked job of type {job_type} was enqueued more than {older_than} ago "
-            "(nothing changed); check the type's spelling: `jf status ID` shows a job's type"
+            f"no unfinished tracked job of type {job_type} "
+            + (f"whose key contains {matching!r} " if matching else "")
+            + f"was enqueued more than {older_than} ago (nothing changed); check the type's spelling: "
+            "`jf status ID` shows a job's type and key"
         )
         return
     if dry_run:

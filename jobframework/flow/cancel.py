@@ -147,10 +147,16 @@ def cancel(
 
 
 def cancellable(
-    store: StateStore, job_type: str, older_than: float, *, now: datetime | None = None
+    store: StateStore,
+    job_type: str,
+    older_than: float,
+    *,
+    now: datetime | None = None,
+    matching: str | None = None,
 ) -> Iterator[tuple[str, JobState, str]]:
     """``(job id, status, enqueued_at)`` of the jobs of ``job_type`` enqueued more than ``older_than``
-    seconds ago that have not finished (a ``Scan`` of the state table: for operators, not hot paths)."""
+    seconds ago that have not finished, and whose key contains ``matching`` when given (one
+    customer's: ``evt:globex-...``); a ``Scan`` of the state table: for operators, not hot paths."""
     cutoff = ((now or datetime.now(UTC)) - timedelta(seconds=older_than)).isoformat()
     values: dict[str, Any] = {
         ":job": {"S": "job#"},
@@ -185,7 +191,7 @@ def cancellable(
         if store.key_table is not None:  # a run that finished in its key's record (stores/key_records.py)
             found = key_records.merged_all(store.client, store.key_table, found, time.time())
         for job in sorted(found, key=lambda j: j.enqueued_at or ""):
-            if job.status in CANCELLABLE:
+            if job.status in CANCELLABLE and (not matching or matching in (job.key or "")):
                 yield job.id, job.status, job.enqueued_at or ""
         if "LastEvaluatedKey" not in response:
             return

@@ -170,6 +170,7 @@ def fast_keyed(item: Item, ctx: JobContext) -> None:
     ordered_by=lambda i: i.tenant,
     rate="5/second",
     rate_key=lambda i: i.tenant,
+    timeout=5,  # (an ordered lane's batch runs in order: a 60 s job would size the shared consumer)
 )
 def ordered_rated(item: Item, ctx: JobContext) -> None:
     """A webhook to one customer's endpoint: in order, at most 5 a second per endpoint."""

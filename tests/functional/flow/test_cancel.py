@@ -206,6 +206,29 @@ def test_bulk_cancel_by_type_and_age_with_a_dry_run(flow):
     assert json.loads(one.output) == again
 
 
+def test_bulk_cancel_takes_one_customers_jobs_by_text_in_their_key(flow):
+    """A trial's webhook team, one customer's endpoint disabled: `jf cancel --match` was refused, and
+    the dry run listed every customer's deliveries; they cancelled ids one by one."""
+    globex = [flow.client.enqueue("f.ok", Item(name=f"g{n}"), key=f"evt:globex-{n}").id for n in range(2)]
+    initech = flow.client.enqueue("f.ok", Item(name="i0"), key="evt:initech-0").id
+    env = cli_env(flow.config)
+    args = ["cancel", "--type", "f.ok", "--older-than", "0s", "--match", "globex"]
+    dry = invoke([*args, "--dry-run", "--json"], env)
+    assert dry.exit_code == 0, dry.output
+    assert sorted(j["id"] for j in json.loads(dry.output)["jobs"]) == sorted(globex)
+    done = invoke(args, env)
+    assert done.exit_code == 0 and "2 job(s) of f.ok: 2 cancelled" in done.output, done.output
+    assert [flow.client.status(i).status for i in (*globex, initech)] == [
+        JobState.CANCELLED,
+        JobState.CANCELLED,
+        JobState.QUEUED,
+    ]
+    none = invoke(["cancel", "--type", "f.ok", "--older-than", "0s", "--match", "umbrella"], env)
+    assert "no unfinished tracked job of type f.ok whose key contains 'umbrella'" in none.output
+    alone = invoke(["cancel", globex[0], "--match", "globex"], env)  # (a bulk cancel's option)
+    assert alone.exit_code == 2 and "--match selects among a bulk cancel's jobs" in alone.output
+
+
 def test_cancel_json_says_the_status_after_the_cancel_and_the_one_before(flow):
     """`status` is what `jf status` says now, as for every other command; `status_before` what it was."""
     queued, finished, bulk = (flow.client.enqueue("f.ok", Item(name=n)).id for n in ("q", "f", "b"))
