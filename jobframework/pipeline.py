@@ -64,6 +64,7 @@ from jobframework.idempotency import AlreadyInProgress, KeyCancelled, KeyedStart
 from jobframework.retry import visibility_delay
 from jobframework.running import call
 from jobframework.state import JobState, summarize
+from jobframework.status import now_iso
 from jobframework.stores.key_records import claims_key
 from jobframework.telemetry import job_logger, put_log_keys, reset_log_keys
 from jobframework.tracing import extract, job_span
@@ -362,7 +363,10 @@ class Pipeline:
                 # A record with no receive count to grow retries as a copy carrying this execution.
                 copy=receive_count(d.record) is None,
                 executions=d.attempt,
-                status=(JobState.RETRYING, {"attempts": d.attempt, "error": error}),
+                status=(
+                    JobState.RETRYING,
+                    {"attempts": d.attempt, "error": error, "next_attempt_at": now_iso(delay)},
+                ),
                 outcome=d.outcome(Outcome.RETRIED, error=error, delay=delay, processing_ms=elapsed_ms),
             )
         reason = decision.reason or Reason.EXHAUSTED

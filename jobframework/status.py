@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from typing import Any
 
@@ -55,14 +55,17 @@ class JobStatus(BaseModel):
     """When a cancel was asked (``client.cancel``); a run it signalled may still have finished."""
     run_at: str | None = None
     """When a job enqueued with a ``delay`` is due (until it has run)."""
+    next_attempt_at: str | None = None
+    """When a retrying job's next attempt is due (its backoff's end: the message shows again then)."""
     expires_at: int | None = None
     """Epoch seconds when the state table drops this status: 7 days after its last change, or after
     the job's run time for a job enqueued with a longer ``delay``."""
 
 
-def now_iso() -> str:
-    """Now, as the status records write times (ISO 8601, UTC, milliseconds)."""
-    return datetime.now(UTC).isoformat(timespec="milliseconds")
+def now_iso(later: float = 0.0) -> str:
+    """Now (or ``later`` seconds from now), as the status records write times (ISO 8601, UTC,
+    milliseconds)."""
+    return (datetime.now(UTC) + timedelta(seconds=later)).isoformat(timespec="milliseconds")
 
 
 def summarize(result: Any) -> str | None:

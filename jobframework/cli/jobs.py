@@ -338,6 +338,7 @@ def status(
         "key": found.key,
         "enqueued at": found.enqueued_at,
         "runs at": found.run_at if found.status.value in ("queued", "scheduled") else None,
+        "next attempt": found.next_attempt_at,
         "started at": started,
         "finished at": found.finished_at,
         "updated at": found.updated_at,

@@ -37,6 +37,7 @@ STATUS_FIELDS = {
     "reason": "reason",
     "result": "job_result",
     "trace_id": "trace_id",
+    "next_attempt_at": "next_attempt_at",
 }
 """Status fields (``put_statuses``' keys) and the attributes of the status item that hold them."""
 
@@ -193,6 +194,7 @@ def merged_status(
         result=json.loads(result) if isinstance(result, str) else None,
         trace_id=status.get("trace_id"),
         run_at=status.get("run_at"),
+        next_attempt_at=status.get("next_attempt_at") if state is JobState.RETRYING else None,
         cancel_requested_at=flow.get("cancelled_at"),
         expires_at=int(status["expires_at"]) if status.get("expires_at") is not None else None,
     )

@@ -154,7 +154,12 @@ def merged_with(status: JobStatus, record: dict[str, Any] | None, now: float) ->
         started_at = datetime.fromtimestamp(started, UTC).isoformat(timespec="milliseconds")
         # The expiry is whole seconds: never show a start before the job's last recorded change.
         started_at = max(started_at, status.updated_at or "", status.enqueued_at or "")
-        running = {"status": JobState.RUNNING, "attempts": attempts, "started_at": started_at}
+        running = {
+            "status": JobState.RUNNING,
+            "attempts": attempts,
+            "started_at": started_at,
+            "next_attempt_at": None,
+        }
         return status.model_copy(update={**running, "updated_at": max(status.updated_at or "", started_at)})
     if record.get("status") != COMPLETED:
         return status
@@ -172,6 +177,7 @@ def merged_with(status: JobStatus, record: dict[str, Any] | None, now: float) ->
             "reason": None,
             "started_at": response.get("started_at") or status.started_at,
         }
+    update["next_attempt_at"] = None  # (the retry it waited for has run)
     return status.model_copy(update={**update, "finished_at": finished_at, "updated_at": finished_at})
 
 

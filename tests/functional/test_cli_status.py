@@ -62,6 +62,17 @@ def test_status_shows_a_queued_then_a_succeeded_job(env_config):
     assert info["result"] == {"applied": "cli"} and info["finished_at"]
 
 
+def test_status_of_a_retrying_job_says_when_its_next_attempt_is_due(env_config):
+    """An operator asked "when does it run again?": jf status of a retrying job did not say."""
+    config, client, sqs = env_config
+    sent = client.enqueue("eo.effect", {"name": "again", "fail_times": 1})
+    consume_once(consumer(jobs.registry, config=config, sqs_client=sqs), sqs, config.endpoints("high").url)
+    shown = invoke(["status", sent.id], cli_env(config))
+    assert "status:       retrying" in shown.stdout, shown.output
+    [line] = [line for line in shown.stdout.splitlines() if line.startswith("next attempt:")]
+    assert abs((datetime.fromisoformat(line.split(None, 2)[2]) - datetime.now(UTC)).total_seconds()) < 60
+
+
 def test_status_of_a_scheduled_job_says_when_it_runs(env_config, jf_aws):
     config, client, _sqs = env_config
     sent = client.enqueue("eo.effect", {"name": "later"}, delay=timedelta(days=3))

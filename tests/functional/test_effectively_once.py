@@ -258,16 +258,27 @@ def test_status_moves_from_queued_through_running_and_retrying_to_succeeded(eo):
     assert queued.enqueued_at and queued.key == sent.key
     assert queued.trace_id is not None and len(queued.trace_id) == 32  # the enqueue's W3C trace
 
+    before = datetime.now(UTC)
     eo.consume("high")
     retrying = eo.client.status(sent.id)
     assert retrying is not None
     assert (retrying.status, retrying.attempts) == (JobState.RETRYING, 1)
     assert retrying.error == "ConnectionError: st: downstream unavailable"
+    # when the backoff ends (an operator's "when does it run again?": jf status had no answer)
+    assert retrying.next_attempt_at is not None
+    assert (
+        before < datetime.fromisoformat(retrying.next_attempt_at) <= datetime.now(UTC) + timedelta(seconds=5)
+    )
 
     drain(eo, "high")
     done = eo.client.status(sent.id)
     assert done is not None
-    assert (done.status, done.attempts, done.error) == (JobState.SUCCEEDED, 2, None)
+    assert (done.status, done.attempts, done.error, done.next_attempt_at) == (
+        JobState.SUCCEEDED,
+        2,
+        None,
+        None,
+    )
     assert done.result == {"applied": "st"}
     assert done.started_at and done.finished_at and done.started_at <= done.finished_at
     assert [s.status for s in jobs.observed] == [JobState.RUNNING, JobState.RUNNING]
