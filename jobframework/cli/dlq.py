@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from dataclasses import asdict
 from pathlib import Path
@@ -25,6 +24,7 @@ from jobframework.cli.dlq_args import (
     none_selected,
     redrive_summary,
 )
+from jobframework.cli.dlq_show import payload_pointer, print_table, show_in_full
 from jobframework.cli.errors import CliError
 
 if TYPE_CHECKING:
@@ -130,15 +130,13 @@ def dlq_peek(  # noqa: PLR0917 (typer options)
 
     Example: jf dlq peek default -n 5 --reason exhausted
     """
-    from jobframework.dlq import UNTYPED
-
     letters, config = dead_letters_of(ctx, priority)
     if ids:
-        _show_in_full(priority, letters.peek(priority, limit=None, ids=ids), ids, json_output=json_output)
+        show_in_full(priority, letters.peek(priority, limit=None, ids=ids), ids, json_output=json_output)
         return
     depth = letters.depth(priority)  # (before the peek, which holds what it reads for a moment)
     found = letters.peek(priority, limit=count, job_type=job_type, reason=reason, matching=matching)
-    pointers = [_payload_pointer(d.body) for d in found]
+    pointers = [payload_pointer(d.body) for d in found]
     if not found and (job_type or reason or matching):
         none_selected(ctx, priority, config, job_type)
     if json_output:
@@ -149,84 +147,7 @@ def dlq_peek(  # noqa: PLR0917 (typer options)
             ]
         )
         return
-    from rich.table import Table
-
-    shown = f"{len(found)} shown"
-    if depth > len(found):  # (SQS's count is approximate)
-        shown += f" of about {depth} in the DLQ" + (
-            f" (-n {min(depth, 1000)} for more)" if len(found) == count else ""
-        )
-    table = Table(title=f"{priority} DLQ: {shown}", title_justify="left")
-    columns = ["type", "id", "reason", "error", "attempts", "dead at"]
-    if any(pointers):
-        columns.append("payload")
-    for name in columns:  # (the id whole: it is what --id, jf status and the console take)
-        table.add_column(name, overflow="fold", no_wrap=name == "id")
-    for d, ref in zip(found, pointers, strict=True):
-        s = d.summary()
-        row = [
-            s["type"] or UNTYPED,
-            # A malformed body has no job id: the id the consumer's log named (--id takes either).
-            s["id"] or f"message {d.dead_message_id or d.message_id}",
-            s["reason"] or "-",
-            s["error"] or "-",
-            str(s["attempts"] or "-"),
-            s["dead_at"] or "-",
-        ]
-        if any(pointers):
-            row.append(f"{ref['uri']} ({ref['size']:,} bytes)" if ref else "inline")
-        table.add_row(*row)
-    rich_console().print(table)
-
-
-def _show_in_full(lane: str, found: list[Any], ids: list[str], *, json_output: bool) -> None:
-    """``peek --id``: each letter as ``export`` writes it (JSON), or its fields, body and attributes."""
-    if not found:
-        raise CliError(
-            f"no dead letter of the {lane} DLQ has the id {', '.join(ids)}; `jf dlq peek {lane}` shows "
-            "their job ids and message ids"
-        )
-    if json_output:
-        print_json([d.export_record() for d in found])
-    else:
-        _print_letters(found)
-    from jobframework.dlq.letter import Selection
-
-    named = Selection(ids=frozenset(ids))
-    carried = set().union(*(named.named(d) for d in found))
-    missing = [i for i in dict.fromkeys(ids) if i not in carried]
-    if missing and not lane.endswith("-fifo"):  # (a FIFO DLQ's group past ten held: not seen)
-        raise CliError(f"not in the {lane} DLQ: {', '.join(missing)} (the others are shown)")
-
-
-def _print_letters(found: list[Any]) -> None:
-    """Each letter's fields, body (indented) and attributes, as ``peek --id`` shows them."""
-    console = rich_console()
-    for d in found:
-        record = d.export_record()
-        for name in (
-            *("type", "id", "key", "reason", "error", "attempts", "dead_at", "source"),
-            *("dead_message_id", "message_id"),  # the record that died (jf dev's), the letter's own
-        ):
-            if record.get(name) is not None:
-                console.print(f"{name + ':':<17} {record[name]}", markup=False, highlight=False)
-        console.print("body:", markup=False)
-        console.print(d.shown_body(), markup=False, highlight=False)
-        console.print("attributes:", markup=False)
-        for name, value in sorted(record["attributes"].items()):
-            console.print(f"  {name}: {value}", markup=False, highlight=False)
-        console.print()
-
-
-def _payload_pointer(body: str) -> dict[str, Any] | None:
-    """Where an offloaded payload is (``payload_ref`` in the body): ``{"uri": "s3://...", "size": n}``."""
-    try:
-        ref = json.loads(body).get("payload_ref")
-    except (ValueError, AttributeError):
-        return None
-    if not isinstance(ref, dict) or not ref.get("bucket") or not ref.get("key"):
-        return None
-    return {"uri": f"s3://{ref['bucket']}/{ref['key']}", "size": ref.get("size"), "sha256": ref.get("sha256")}
+    print_table(priority, found, pointers, depth=depth, count=count)
 
 
 @dlq_app.command("export")

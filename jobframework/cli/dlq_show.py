@@ -1,0 +1,96 @@
+"""How ``jf dlq peek`` shows dead letters: a table, or each letter in full (``--id``)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from jobframework.cli.base import print_json, rich_console
+from jobframework.cli.errors import CliError
+
+
+def print_table(
+    lane: str, found: list[Any], pointers: list[dict[str, Any] | None], *, depth: int, count: int
+) -> None:
+    """``peek``'s table: a row a letter (type, id, reason, error, attempts, dead at; where its offloaded
+    payload is, when any is), titled with how many are shown of about how many in the DLQ."""
+    from rich.table import Table
+
+    from jobframework.dlq import UNTYPED
+
+    shown = f"{len(found)} shown"
+    if depth > len(found):  # (SQS's count is approximate)
+        shown += f" of about {depth} in the DLQ" + (
+            f" (-n {min(depth, 1000)} for more)" if len(found) == count else ""
+        )
+    table = Table(title=f"{lane} DLQ: {shown}", title_justify="left")
+    columns = ["type", "id", "reason", "error", "attempts", "dead at"]
+    if any(pointers):
+        columns.append("payload")
+    for name in columns:  # (the id whole: it is what --id, jf status and the console take)
+        table.add_column(name, overflow="fold", no_wrap=name == "id")
+    for d, ref in zip(found, pointers, strict=True):
+        s = d.summary()
+        row = [
+            s["type"] or UNTYPED,
+            # A malformed body has no job id: the id the consumer's log named (--id takes either).
+            s["id"] or f"message {d.dead_message_id or d.message_id}",
+            s["reason"] or "-",
+            s["error"] or "-",
+            str(s["attempts"] or "-"),
+            s["dead_at"] or "-",
+        ]
+        if any(pointers):
+            row.append(f"{ref['uri']} ({ref['size']:,} bytes)" if ref else "inline")
+        table.add_row(*row)
+    rich_console().print(table)
+
+
+def show_in_full(lane: str, found: list[Any], ids: list[str], *, json_output: bool) -> None:
+    """``peek --id``: each letter as ``export`` writes it (JSON), or its fields, body and attributes."""
+    if not found:
+        raise CliError(
+            f"no dead letter of the {lane} DLQ has the id {', '.join(ids)}; `jf dlq peek {lane}` shows "
+            "their job ids and message ids"
+        )
+    if json_output:
+        print_json([d.export_record() for d in found])
+    else:
+        _print_letters(found)
+    from jobframework.dlq.letter import Selection
+
+    named = Selection(ids=frozenset(ids))
+    carried = set().union(*(named.named(d) for d in found))
+    missing = [i for i in dict.fromkeys(ids) if i not in carried]
+    if missing and not lane.endswith("-fifo"):  # (a FIFO DLQ's group past ten held: not seen)
+        raise CliError(f"not in the {lane} DLQ: {', '.join(missing)} (the others are shown)")
+
+
+def _print_letters(found: list[Any]) -> None:
+    """Each letter's fields, body (indented) and attributes, as ``peek --id`` shows them."""
+    console = rich_console()
+    for d in found:
+        record = d.export_record()
+        for name in (
+            *("type", "id", "key", "reason", "error", "attempts", "dead_at", "source"),
+            *("dead_message_id", "message_id"),  # the record that died (jf dev's), the letter's own
+        ):
+            if record.get(name) is not None:
+                console.print(f"{name + ':':<17} {record[name]}", markup=False, highlight=False)
+        console.print("body:", markup=False)
+        console.print(d.shown_body(), markup=False, highlight=False)
+        console.print("attributes:", markup=False)
+        for name, value in sorted(record["attributes"].items()):
+            console.print(f"  {name}: {value}", markup=False, highlight=False)
+        console.print()
+
+
+def payload_pointer(body: str) -> dict[str, Any] | None:
+    """Where an offloaded payload is (``payload_ref`` in the body): ``{"uri": "s3://...", "size": n}``."""
+    try:
+        ref = json.loads(body).get("payload_ref")
+    except (ValueError, AttributeError):
+        return None
+    if not isinstance(ref, dict) or not ref.get("bucket") or not ref.get("key"):
+        return None
+    return {"uri": f"s3://{ref['bucket']}/{ref['key']}", "size": ref.get("size"), "sha256": ref.get("sha256")}
