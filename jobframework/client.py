@@ -147,17 +147,18 @@ class JobClient:
     def status(self, job_id: str) -> JobStatus | None:
         """What is known of a job: queued, scheduled, running, retrying, succeeded or dead.
 
-        Returns ``None`` for an id the state table does not know (or that expired).
+        Returns ``None`` for an id the state table does not know (or that expired), and for text that
+        is no job id (empty, or over 128 characters: a 404 to a caller of a status API).
 
         Raises:
-            ConfigurationError: no state table is configured.
+            ConfigurationError: no state table is configured, or the id is not text.
         """
         state = self.state
         if state is None:
             raise ConfigurationError("job status needs the state table: set JF_STATE_TABLE")
-        if not isinstance(job_id, str) or not 0 < len(job_id) <= 128:
+        if not isinstance(job_id, str):
             raise ConfigurationError(f"a job id is a string of 1 to 128 characters, got {shown(job_id)}")
-        return state.get_status(job_id)
+        return state.get_status(job_id) if 0 < len(job_id) <= 128 else None
 
     def wait(self, job_id: str, *, timeout: float = 60.0, every: float = 1.0) -> JobStatus:
         """Block until a tracked job ends (succeeded, dead, cancelled, expired) and return its status:

@@ -303,3 +303,11 @@ def test_wait_blocks_until_a_tracked_job_ends_and_returns_its_status(rt):
     assert (done.status, done.attempts) == (JobState.SUCCEEDED, 1)
     with pytest.raises(LookupError, match="no job nope in the state table"):
         rt.client.wait("nope", timeout=1)
+
+
+def test_status_of_text_that_is_no_job_id_is_none_as_an_unknown_ids(rt):
+    """A trial's GET /jobs/<200 x's> answered 500: status raised ConfigurationError (the README's
+    handler answers 404 for None)."""
+    assert rt.client.status("x" * 200) is None and rt.client.status("") is None
+    with pytest.raises(ConfigurationError, match="a job id is a string"):
+        rt.client.status(42)  # type: ignore[arg-type]  # (a caller's bug, not a caller's id)
