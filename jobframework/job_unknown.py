@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import functools
 import inspect
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Sequence
 from typing import ParamSpec, TypeVar
 
 from jobframework.errors import UnknownEnqueueOptionError, UnknownOptionError
@@ -15,6 +15,7 @@ from jobframework.errortext import closest
 __all__ = [
     "UnknownOptionError",
     "missing_attribute",
+    "refuse_unknown_enqueue_options",
     "refusing_unknown_enqueue_options",
     "refusing_unknown_options",
 ]
@@ -123,6 +124,21 @@ def refusing_unknown_enqueue_options(enqueue: Callable[P, R]) -> Callable[P, R]:
 (seconds, or a timedelta)
     """
     return _refusing(enqueue, "enqueue", AT_ENQUEUE, UnknownEnqueueOptionError)
+
+
+def refuse_unknown_enqueue_options(given: Iterable[str], taken: Sequence[str]) -> None:
+    """Refuse an option of an enqueue's ``**options`` that is none of ``taken`` (a job's ``request``
+    and ``enqueue_many``, the test recorder's ``enqueue``), as :func:`refusing_unknown_enqueue_options`
+    does.
+
+    Raises:
+        UnknownEnqueueOptionError: ``countdown=`` (write ``delay=``), a typo (did you mean ...?).
+    """
+    for option in given:
+        if option not in taken:
+            raise UnknownEnqueueOptionError(
+                f"enqueue takes no option {option}=: {_instead(option, ['payload', *taken], AT_ENQUEUE)}"
+            )
 
 
 def _refusing(

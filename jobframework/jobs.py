@@ -45,7 +45,11 @@ from jobframework.job_options import (
     payload_model_of,
 )
 from jobframework.job_typing import JobDecorator
-from jobframework.job_unknown import missing_attribute, refusing_unknown_options
+from jobframework.job_unknown import (
+    missing_attribute,
+    refuse_unknown_enqueue_options,
+    refusing_unknown_options,
+)
 from jobframework.registry import JobRegistry
 from jobframework.retry import RetryPolicy
 from jobframework.running import check_runnable
@@ -228,7 +232,9 @@ class Job(Generic[P]):
     def request(self, payload: P | dict[str, Any], **options: Unpack[RequestOptions]) -> EnqueueRequest:
         """An :class:`~jobframework.client.EnqueueRequest` for ``JobClient.enqueue_many``."""
         from jobframework.client import EnqueueRequest
+        from jobframework.outgoing import REQUEST_OPTIONS
 
+        refuse_unknown_enqueue_options(options, REQUEST_OPTIONS)  # (countdown=: "write delay=")
         return EnqueueRequest(self, payload, **options)
 
     if not TYPE_CHECKING:  # (type checkers keep flagging a name a job has not)
@@ -263,7 +269,8 @@ class Job(Generic[P]):
 
         given = list(payloads)  # (a generator: checked, then sent; it was used up by the check)
         payloads_only(self.name, given)
-        return (client or default_client()).enqueue_many([self.request(p, **options) for p in given])
+        requests = [self.request(p, **options) for p in given]  # (a bad option: before any client)
+        return (client or default_client()).enqueue_many(requests)
 
 
 def _context_optional(fn: Callable[..., Any]) -> bool:

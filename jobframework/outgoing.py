@@ -144,6 +144,12 @@ class RequestOptions(EnqueueOptions, total=False):
     job_id: str | None
 
 
+ENQUEUE_OPTIONS: tuple[str, ...] = tuple(EnqueueOptions.__annotations__)
+"""The names of an enqueue's options."""
+REQUEST_OPTIONS: tuple[str, ...] = tuple(RequestOptions.__annotations__)
+"""The names of a request's options (an enqueue's and ``job_id``)."""
+
+
 @dataclass(slots=True)
 class EnqueueRequest:
     """One job to send with :meth:`JobClient.enqueue_many`."""

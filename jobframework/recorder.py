@@ -5,15 +5,21 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 
 from jobframework.envelope import Envelope, new_job_id
+from jobframework.job_unknown import refuse_unknown_enqueue_options
 from jobframework.jobs import Job, Priority, registry
-from jobframework.outgoing import EnqueueRequest, EnqueueResult
+from jobframework.outgoing import ENQUEUE_OPTIONS, EnqueueRequest, EnqueueResult
 from jobframework.payload_data import checked_payload
 from jobframework.preparing import checked_options, of_entry
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+    from jobframework.outgoing import EnqueueOptions
 
 
 class EnqueueRecorder:
@@ -35,9 +41,10 @@ class EnqueueRecorder:
         version's as upgraded; a job known only by name, as it was given)."""
 
     def enqueue(
-        self, job: Job[Any] | str, payload: BaseModel | dict[str, Any], **options: Any
+        self, job: Job[Any] | str, payload: BaseModel | dict[str, Any], **options: Unpack[EnqueueOptions]
     ) -> EnqueueResult:
-        """Record one enqueue (the options of :meth:`JobClient.enqueue`)."""
+        """Record one enqueue (the options of :meth:`JobClient.enqueue`, refused as it refuses them)."""
+        refuse_unknown_enqueue_options(options, ENQUEUE_OPTIONS)
         return self.enqueue_many([EnqueueRequest(job, payload, **options)])[0]
 
     def enqueue_many(self, requests: Iterable[EnqueueRequest]) -> list[EnqueueResult]:

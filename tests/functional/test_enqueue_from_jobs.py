@@ -274,3 +274,19 @@ def test_the_recorder_checks_a_job_id_as_the_client_does(world):
         EnqueueRecorder().enqueue_many([too_long])
     assert str(recorded.value) == str(refused.value)
     assert EnqueueRecorder().enqueue_many([fetch.request(Page(url="u"), job_id="mine-1")])[0].id == "mine-1"
+
+
+def test_an_unknown_option_of_a_request_enqueue_many_or_the_recorder_says_what_to_write(world):
+    """A trial's send_email.enqueue_many([...], countdown=5), .request(p, countdown=5) and
+    EnqueueRecorder().enqueue(job, p, countdown=5) were raw TypeErrors from EnqueueRequest.__init__: a
+    202 handler catching EnqueueOptionError answered 500, and the recorder did not refuse as the client."""
+    for send in (
+        lambda: fetch.request(Page(url="u"), countdown=5),  # type: ignore[call-arg]
+        lambda: fetch.enqueue_many([Page(url="u")], countdown=5),  # type: ignore[call-arg]
+        lambda: EnqueueRecorder().enqueue(fetch, Page(url="u"), countdown=5),  # type: ignore[call-arg]
+    ):
+        with pytest.raises(EnqueueOptionError, match=r"^enqueue takes no option countdown=: write delay="):
+            send()
+    with pytest.raises(EnqueueOptionError, match=r"takes no option trak=: did you mean track=\?"):
+        fetch.request(Page(url="u"), trak=True)  # type: ignore[call-arg]
+    assert fetch.request(Page(url="u"), job_id="mine", key="k").job_id == "mine"
