@@ -41,6 +41,10 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
+MAX_PROBLEM_DEPTH = 8
+"""How deep into nested objects and lists a refused payload's problems are looked for."""
+
+
 def _at(data: Any, path: list[str | int]) -> Any:
     for step in path:
         try:
@@ -103,16 +107,17 @@ class RoutedJob:
                 self._check = compile_schema(self.route.payload_schema)
             return self._check
 
-    def _field_validator(self, name: str) -> Callable[[Any], Any]:
-        """The check of the top-level property ``name`` alone (with the schema's ``$defs``)."""
+    def _sub_validator(self, schema: dict[str, Any]) -> Callable[[Any], Any]:
+        """The check of a part of the payload's schema alone (with the schema's ``$defs``), kept."""
+        import json
+
         with self._lock:
-            check = self._field_checks.get(name)
+            cache_key = json.dumps(schema, sort_keys=True, default=str)
+            check = self._field_checks.get(cache_key)
             if check is None:
-                schema = self.route.payload_schema
-                sub = dict(schema["properties"][name])
-                if "$defs" in schema:
-                    sub.setdefault("$defs", schema["$defs"])
-                check = self._field_checks[name] = compile_schema(sub)
+                defs = self.route.payload_schema.get("$defs")
+                sub = {**schema, "$defs": defs} if defs and "$defs" not in schema else schema
+                check = self._field_checks[cache_key] = compile_schema(sub)
             return check
 
     def validate(self, payload: BaseModel | dict[str, Any]) -> dict[str, Any]:
@@ -142,28 +147,50 @@ class RoutedJob:
     def _problems(self, first: Any, data: Any) -> list[tuple[str, str]]:
         """Every bad field of a payload the schema refused (``first``: the schema's first complaint).
 
-        The compiled schema stops at its first complaint; each top-level field is then checked on its
-        own, so that a caller sees all of them at once, as pydantic reports them.
+        The compiled schema stops at its first complaint; each field of an object and each item of a
+        list is then checked on its own, down through nested models, so that a caller sees all of
+        them at once, as pydantic reports them (``lines.0.sku``, ``lines.1``).
         """
+        return self._problems_in(self.route.payload_schema, data, [], first)
+
+    def _problems_in(
+        self, schema: Any, data: Any, prefix: list[str | int], first: Any, depth: int = 0
+    ) -> list[tuple[str, str]]:
+        """The problems of ``data`` (at ``prefix`` in the payload), which ``schema`` refused with
+        ``first``: those of its parts, else ``first``'s own."""
         from fastjsonschema import JsonSchemaValueException
 
-        properties = self.route.payload_schema.get("properties")
-        if not isinstance(data, dict) or not isinstance(properties, dict):
-            return self._problem(first, data)
+        schema = self._resolved(schema)
+        parts: list[tuple[str | int, Any, Any]] = []  # (where, value, its schema)
         problems: list[tuple[str, str]] = []
-        required = self.route.payload_schema.get("required")
-        if isinstance(required, list):
-            problems += [(f, "Field required") for f in required if f not in data]
-        if self.route.payload_schema.get("additionalProperties") is False:
-            problems += [(f, "Extra inputs are not permitted") for f in data if f not in properties]
-        for name in properties:
-            if name not in data:
-                continue
+        at = ".".join(map(str, prefix))
+        named = f"{at}." if at else ""
+        properties = schema.get("properties")
+        if depth < MAX_PROBLEM_DEPTH and isinstance(data, dict) and isinstance(properties, dict):
+            required = schema.get("required")
+            if isinstance(required, list):
+                problems += [(f"{named}{f}", "Field required") for f in required if f not in data]
+            if schema.get("additionalProperties") is False:
+                problems += [
+                    (f"{named}{f}", "Extra inputs are not permitted") for f in data if f not in properties
+                ]
+            parts = [(name, data[name], sub) for name, sub in properties.items() if name in data]
+        elif depth < MAX_PROBLEM_DEPTH and isinstance(data, list) and isinstance(schema.get("items"), dict):
+            parts = [(i, item, schema["items"]) for i, item in enumerate(data)]
+        for where, value, sub in parts:
             try:
-                self._field_validator(name)(data[name])
+                self._sub_validator(sub)(value)
             except JsonSchemaValueException as exc:
-                problems += self._problem(exc, data[name], prefix=[name])
-        return problems or self._problem(first, data)
+                problems += self._problems_in(sub, value, [*prefix, where], exc, depth + 1)
+        return problems or self._problem(first, data, prefix=prefix)
+
+    def _resolved(self, schema: Any) -> dict[str, Any]:
+        """``schema``, or the ``$defs`` entry its ``$ref`` names (a nested model's)."""
+        ref = schema.get("$ref") if isinstance(schema, dict) else None
+        if isinstance(ref, str) and ref.startswith("#/$defs/"):
+            found = self.route.payload_schema.get("$defs", {}).get(ref.removeprefix("#/$defs/"))
+            return found if isinstance(found, dict) else schema
+        return schema if isinstance(schema, dict) else {}
 
     def _problem(self, exc: Any, data: Any, prefix: list[str | int] | None = None) -> list[tuple[str, str]]:
         """What ``exc`` says of ``data``, as ``(path in the payload, message)`` (under ``prefix``)."""

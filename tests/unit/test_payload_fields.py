@@ -89,3 +89,16 @@ def test_a_value_json_cannot_carry_is_named_by_its_field():
 def test_a_refusal_without_a_field_is_one_entry_for_the_whole_payload():
     error = PayloadValidationError("payload for t.x must be a JSON object, got 3")
     assert error.fields == [{"field": "", "message": "payload for t.x must be a JSON object, got 3"}]
+
+
+def test_a_refusal_by_the_catalog_schema_lists_every_nested_field_as_the_model_does():
+    """A trial's producer by name got only lines.0.sku for two bad lines: the schema stops at its first
+    complaint, and only the top-level fields were checked again one by one."""
+    data = {"order_id": "o", "lines": [{"sku": 1}, "oops", {"sku": "a", "quantity": "many"}]}
+    by_schema = _refused(lambda: as_routed(place).validate(data)).fields
+    by_model = _refused(lambda: payload_data(place, data)).fields
+    assert [f["field"] for f in by_schema] == [f["field"] for f in by_model] == [
+        "lines.0.sku",
+        "lines.1",
+        "lines.2.quantity",
+    ]
