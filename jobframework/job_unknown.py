@@ -17,6 +17,7 @@ __all__ = [
     "missing_attribute",
     "refuse_unknown_enqueue_options",
     "refusing_unknown_enqueue_options",
+    "refusing_unknown_fields",
     "refusing_unknown_options",
 ]
 
@@ -126,6 +127,25 @@ def refusing_unknown_enqueue_options(enqueue: Callable[P, R]) -> Callable[P, R]:
     return _refusing(enqueue, "enqueue", AT_ENQUEUE, UnknownEnqueueOptionError)
 
 
+AT_RETRY_POLICY: dict[str, str] = {
+    "max_retries": "max_attempts=N + 1 (attempts: the first, then N retries)",
+    "retries": "max_attempts=N + 1 (attempts: the first, then N retries)",
+    "attempts": "max_attempts=",
+    "retry_backoff": "base_delay= (seconds before the first retry; it doubles by multiplier=)",
+    "default_retry_delay": "base_delay=",
+    "retry_backoff_max": "max_delay=",
+    "backoff": "multiplier= (growth between delays; 2 by default)",
+    "retry_jitter": 'jitter="full" | "proportional" | "none"',
+}
+"""Retry options of other job libraries, and what says the same to ``RetryPolicy``."""
+
+
+def refusing_unknown_fields(init: Callable[P, R], label: str) -> Callable[P, R]:
+    """A class's ``__init__`` (``RetryPolicy``'s), refusing a keyword it does not take with what to
+    write instead (``max_retries=`` is ``max_attempts=N + 1``); a ``TypeError`` still."""
+    return _refusing(init, label, AT_RETRY_POLICY, keywords_from=0)
+
+
 def refuse_unknown_enqueue_options(given: Iterable[str], taken: Sequence[str]) -> None:
     """Refuse an option of an enqueue's ``**options`` that is none of ``taken`` (a job's ``request``
     and ``enqueue_many``, the test recorder's ``enqueue``), as :func:`refusing_unknown_enqueue_options`
@@ -146,23 +166,28 @@ def _refusing(
     label: str,
     elsewhere: dict[str, str],
     error: type[UnknownOptionError] = UnknownOptionError,
+    *,
+    keywords_from: int = 1,
 ) -> Callable[P, R]:
+    """``fn`` refusing an unknown keyword; ``keywords_from``: the first parameter a refusal lists (1:
+    after a job's name or a job)."""
     taken = [n for n in inspect.signature(fn).parameters if n != "self"]
 
     @functools.wraps(fn)
     def checked(*args: P.args, **kwargs: P.kwargs) -> R:
         for option in kwargs:
             if option not in taken:
-                raise error(f"{label} takes no option {option}=: {_instead(option, taken, elsewhere)}")
+                instead = _instead(option, taken, elsewhere, keywords_from)
+                raise error(f"{label} takes no option {option}=: {instead}")
         return fn(*args, **kwargs)
 
     return checked
 
 
-def _instead(option: str, taken: list[str], elsewhere: dict[str, str]) -> str:
+def _instead(option: str, taken: list[str], elsewhere: dict[str, str], keywords_from: int = 1) -> str:
     if option in elsewhere:
         return f"write {elsewhere[option]}"
     close = closest(option, taken)
     if close:
         return f"did you mean {close}=?"
-    return "it takes " + ", ".join(f"{name}=" for name in taken[1:])
+    return "it takes " + ", ".join(f"{name}=" for name in taken[keywords_from:])

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 
 from jobframework.core import SQS_MAX_VISIBILITY_SECONDS
 from jobframework.errors import ConfigurationError
+from jobframework.job_unknown import refusing_unknown_fields
 
 if TYPE_CHECKING:
     from jobframework.jobs import Priority
@@ -268,6 +269,9 @@ def default_policy(priority: Priority) -> RetryPolicy:
         return RetryPolicy(max_attempts=5)
     return RetryPolicy(max_attempts=3)
 
+
+# RetryPolicy(max_retries=3) says to write max_attempts=4 (it was a bare TypeError).
+setattr(RetryPolicy, "__init__", refusing_unknown_fields(RetryPolicy.__init__, "RetryPolicy"))  # noqa: B010
 
 # What a failure becomes lives in jobframework.classification; its names stay importable from here,
 # where they were before (``from jobframework.retry import Reason``).

@@ -97,8 +97,12 @@ def test_a_refusal_by_the_catalog_schema_lists_every_nested_field_as_the_model_d
     data = {"order_id": "o", "lines": [{"sku": 1}, "oops", {"sku": "a", "quantity": "many"}]}
     by_schema = _refused(lambda: as_routed(place).validate(data)).fields
     by_model = _refused(lambda: payload_data(place, data)).fields
-    assert [f["field"] for f in by_schema] == [f["field"] for f in by_model] == [
-        "lines.0.sku",
-        "lines.1",
-        "lines.2.quantity",
-    ]
+    assert (
+        [f["field"] for f in by_schema]
+        == [f["field"] for f in by_model]
+        == [
+            "lines.0.sku",
+            "lines.1",
+            "lines.2.quantity",
+        ]
+    )

@@ -300,3 +300,19 @@ def test_the_classification_names_stay_importable_from_retry_where_they_were():
 
     for name in ("Action", "Decision", "Reason", "classify", "is_transient"):
         assert getattr(retry, name) is getattr(classification, name)
+
+
+@pytest.mark.parametrize(
+    ("options", "said"),
+    [
+        ({"max_retries": 3}, r"^RetryPolicy takes no option max_retries=: write max_attempts=N \+ 1"),
+        ({"max_attempt": 3}, r"^RetryPolicy takes no option max_attempt=: did you mean max_attempts=\?$"),
+        ({"colour": 1}, r"colour=: it takes max_attempts=, base_delay=, .*, random=$"),
+    ],
+)
+def test_an_option_retry_policy_does_not_take_says_what_to_write(options, said):
+    """A trial's RetryPolicy(max_attempt=3) was a bare TypeError, where @job's options all say what to
+    write; it is a TypeError still."""
+    with pytest.raises(TypeError, match=said):
+        RetryPolicy(**options)
+    assert RetryPolicy(max_attempts=4, base_delay=2, jitter="none").delay(2) == 4.0  # (the rest as before)
