@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from jobframework.delivery import RecordOutcome
 from jobframework.envelope import lambda_record
 from jobframework.inline import run_inline
 from jobframework.jobs import JobRegistry
@@ -31,6 +32,7 @@ from jobframework.verdict import Kind, Verdict
 if TYPE_CHECKING:
     from jobframework.consumer import Consumer
     from jobframework.delivery import Batch
+    from jobframework.local.aws import EmbeddedAWS
 
 NOWHERE = "http://127.0.0.1:9"
 """Where :func:`in_memory_consumer`'s clients point (the discard port; a hook refuses every request)."""
@@ -286,8 +288,11 @@ def consume_once(
 __all__ = [
     "DEFAULT_QUEUE_ARN",
     "NOWHERE",
+    "EmbeddedAWS",  # (jf_aws's type; from jobframework.local.aws)
     "EnqueueRecorder",  # (from jobframework.recorder)
     "FakeLambdaContext",
+    "RecordOutcome",  # (what a listener hears; from jobframework.delivery)
+    "RuntimeConfig",  # (jf_config's type; from jobframework.topology)
     "consume_once",
     "in_memory_consumer",
     "jf_aws",
@@ -298,3 +303,12 @@ __all__ = [
     "sqs_event",
     "sqs_record",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """``EmbeddedAWS`` (``jf_aws``'s type, to annotate a test), imported when asked for."""
+    if name == "EmbeddedAWS":
+        from jobframework.local.aws import EmbeddedAWS
+
+        return EmbeddedAWS
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -48,6 +48,21 @@ def test_what_the_docs_write_without_an_import_is_the_packages() -> None:
     assert jobframework.BatchOptions is BatchOptions and "BatchOptions" in jobframework.__all__
 
 
+def test_every_name_the_testing_module_lists_is_there_to_annotate_a_test() -> None:
+    """A trial found RuntimeConfig and RecordOutcome by reading the source, and jf_aws had no type."""
+    from jobframework import testing
+    from jobframework.delivery import RecordOutcome
+    from jobframework.local.aws import EmbeddedAWS
+    from jobframework.topology import RuntimeConfig
+
+    assert all(hasattr(testing, name) for name in testing.__all__)
+    assert (testing.EmbeddedAWS, testing.RuntimeConfig, testing.RecordOutcome) == (
+        EmbeddedAWS,
+        RuntimeConfig,
+        RecordOutcome,
+    )
+
+
 def _module_name(path: Path) -> str:
     parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
