@@ -21,7 +21,6 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Sequence
-from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
@@ -58,9 +57,8 @@ from jobframework.gates import (
     release,
     stopped,
 )
-from jobframework.heartbeat import Hold, heartbeat
-from jobframework.heartbeat import period_for as heartbeat_period
-from jobframework.idempotency import AlreadyInProgress, KeyCancelled, KeyedStart, KeyHold
+from jobframework.holding import Held
+from jobframework.idempotency import AlreadyInProgress, KeyCancelled, KeyedStart
 from jobframework.retry import visibility_delay
 from jobframework.running import call
 from jobframework.state import JobState, summarize
@@ -190,7 +188,7 @@ class Pipeline:
                     message_id=d.message_id,
                     queue=d.source,
                 ) as own,
-                _Held(c, d, job, batch) as key,
+                Held(c, d, job, batch) as key,
             ):
                 ctx = (
                     job_context_of(d, job, own=own, parent=trace, context=context, logger=logger)
@@ -380,44 +378,3 @@ class Pipeline:
             exc_info=exc,  # where it raised, for whoever reads the dead letter's log line
         )
         return dead_letter(d, reason, error, processing_ms=elapsed_ms)
-
-
-class _Held:
-    """The ``with`` block that holds a running job's key and message (a class, not a generator: it
-    runs for every record). The heartbeat watches it and makes its :class:`~jobframework.heartbeat.Hold`
-    only when a beat would be due (:meth:`hold`): a job that ends before, as most do, never has one."""
-
-    __slots__ = ("batch", "consumer", "delivery", "job", "key", "lapses_at", "started")
-
-    def __init__(self, consumer: Consumer, d: Delivery, job: Job[Any], batch: Batch) -> None:
-        self.consumer, self.delivery, self.job, self.batch = consumer, d, job, batch
-        c = consumer
-        self.key = KeyHold(c.idempotency) if c.idempotency is not None and job.idempotent else None
-        self.started = self.lapses_at = 0.0
-
-    def _key_lapses_in(self) -> float:
-        """Seconds from the start until the in-progress record first lapses: the job's timeout and a
-        margin, or the invocation's end (the hard end is fixed a batch)."""
-        return max(0.0, min(self.job.timeout + RELEASE_MARGIN_SECONDS, self.batch.hard_end - self.started))
-
-    def __enter__(self) -> KeyHold | None:
-        self.started = time.monotonic()
-        self.lapses_at = self.started + self._key_lapses_in()
-        heartbeat.watch(self, self.lapses_at - heartbeat_period(self.job.timeout))
-        return self.key
-
-    def hold(self) -> Hold:
-        d, job, key = self.delivery, self.job, self.key
-        env = d.require_envelope()
-        return Hold(
-            f"{env.id} ({env.type})",
-            job.timeout,
-            self.started,
-            self.batch.hard_end,
-            self.lapses_at,
-            key.extend if key is not None else None,
-            partial(self.consumer.change_visibility, d),
-        )
-
-    def __exit__(self, *exc: object) -> None:
-        heartbeat.unwatch(self)
