@@ -20,7 +20,7 @@ from jobframework.cli.base import (
     parse_duration,
     print_json,
 )
-from jobframework.cli.errors import CliError
+from jobframework.cli.errors import EXIT_FAILED, CliError
 
 if TYPE_CHECKING:
     from jobframework.catalog import RoutedJob
@@ -128,6 +128,26 @@ def _check_here(job_type: str, data: dict[str, Any], payload_version: int | None
         raise UsageError(str(exc)) from exc
 
 
+def _waited(client: Any, job_id: str, seconds: float, sent: dict[str, Any] | None) -> None:
+    """``--wait``: how the job ended (with ``sent``, as JSON beside it: ``"ended"``); exit 1 unless it
+    succeeded, or when it has not ended within ``seconds``."""
+    try:
+        ended = client.wait(job_id, timeout=seconds)
+    except TimeoutError as exc:
+        if sent is not None:
+            print_json({**sent, "ended": None})
+        raise CliError(str(exc)) from None
+    if sent is not None:
+        print_json({**sent, "ended": ended.model_dump(mode="json")})
+    else:
+        typer.echo(f"{ended.status.value} after {ended.attempts} attempt{'' if ended.attempts == 1 else 's'}")
+        for name, value in (("result", ended.result), ("reason", ended.reason), ("error", ended.error)):
+            if value is not None:
+                typer.echo(f"{name}: {value if isinstance(value, str) else json.dumps(value)}")
+    if ended.status.value != "succeeded":
+        raise typer.Exit(EXIT_FAILED)
+
+
 def _payload_text(payload: str) -> str:
     """The payload argument's JSON: as given, from the file ``@FILE`` names, or from stdin (``-``)."""
     if payload == "-":
@@ -212,6 +232,16 @@ def enqueue(  # noqa: PLR0917
     ] = None,
     jobs: JobsOption = None,
     json_output: JsonOption = False,
+    wait: Annotated[
+        float | None,
+        typer.Option(
+            "--wait",
+            metavar="SECONDS",
+            min=0,
+            help="Wait up to SECONDS for the job to end (it is tracked) and print how it ended; exit 1 "
+            "unless it succeeded.",
+        ),
+    ] = None,
     countdown: Annotated[str | None, typer.Option(hidden=True)] = None,  # Celery's: "use --delay"
     eta: Annotated[str | None, typer.Option(hidden=True)] = None,
 ) -> None:
@@ -229,6 +259,8 @@ def enqueue(  # noqa: PLR0917
                 f"datetime with its zone), e.g. --delay {given}",
                 param_hint=celery,
             )
+    if wait is not None and track is False:
+        raise typer.BadParameter("--wait reads the job's status: not with --no-track", param_hint="--wait")
     delay_seconds = _delay_seconds(delay)  # (a bad one before anything is read or sent)
     if key is not None and not 0 < len(key) <= 1024:
         raise typer.BadParameter("a key has 1 to 1024 characters", param_hint="--key")
@@ -266,26 +298,27 @@ def enqueue(  # noqa: PLR0917
             dedup_window=dedup_window,
             group=group,
             tenant=tenant,
-            track=track,
+            track=True if wait is not None else track,
             expires_in=parse_duration(expires_in, option="--expires-in") if expires_in is not None else None,
             debounce=parse_duration(debounce, option="--debounce") if debounce is not None else None,
             payload_version=payload_version,
         )
     except EnqueueOptionError as exc:  # the options given: a bad argument
         raise UsageError(str(exc)) from exc
-    if json_output:
-        print_json(
-            {
-                "id": result.id,
-                "key": result.key,
-                "type": result.job_type,
-                "priority": result.priority.value,
-                "message_id": result.message_id,
-                "duplicate": result.duplicate,
-            }
-        )
-    else:
+    sent = {
+        "id": result.id,
+        "key": result.key,
+        "type": result.job_type,
+        "priority": result.priority.value,
+        "message_id": result.message_id,
+        "duplicate": result.duplicate,
+    }
+    if not json_output:
         typer.echo(result.id)
+    if wait is not None:
+        _waited(client, result.id, wait, sent if json_output else None)
+    elif json_output:
+        print_json(sent)
     if result.duplicate:
         typer.echo(
             f"jf: key {result.key} was enqueued already as job {result.id}; nothing sent (the key dedups "

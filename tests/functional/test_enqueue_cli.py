@@ -293,3 +293,29 @@ def test_enqueue_with_the_jobs_module_checks_the_payload_before_any_aws_call():
     assert "subject: Field required" in said.stderr and "reach" not in said.stderr, said.stderr
     version = invoke(["enqueue", "emails.send", '{"to": "a@example.com"}', "--payload-version", "9"], dead)
     assert version.exit_code == 2 and "payload_version must be a whole number" in version.stderr
+
+
+def test_enqueue_wait_prints_how_the_job_ended_and_exits_1_unless_it_succeeded(sqs, jf_config):
+    """A script's "enqueue and wait" (helper-67 wished for `jf enqueue --wait`): the client had wait()."""
+    import threading
+
+    from jobframework.consumer import consumer
+    from jobframework.jobs import registry
+    from jobframework.testing import consume_once
+
+    env, email = cli_env(jf_config), '{"to": "a@example.com", "subject": "x"}'
+    handler = consumer(registry, config=jf_config, sqs_client=sqs)
+    running = threading.Timer(0.5, consume_once, args=(handler, sqs, jf_config.endpoints("high").url))
+    running.start()
+    try:
+        done = invoke(["enqueue", "emails.send", email, "--wait", "30"], env)
+    finally:
+        running.join()
+    assert done.exit_code == 0, done.output
+    job_id, ended = done.stdout.splitlines()[:2]
+    assert ended == "succeeded after 1 attempt" and len(job_id) == 36
+    late = invoke(["enqueue", "emails.send", email, "--wait", "0.3", "--json"], env)
+    assert late.exit_code == 1 and json.loads(late.stdout)["ended"] is None, late.output
+    assert "has not ended after 0.3 s: it is queued" in late.stderr
+    untracked = invoke(["enqueue", "emails.send", email, "--wait", "5", "--no-track"], env)
+    assert untracked.exit_code == 2 and "--wait reads the job's status" in untracked.output
