@@ -45,6 +45,7 @@ from jobframework.errors import (
     MalformedMessageError,
     PayloadMissingError,
     PayloadVersionError,
+    PermanentError,
     SignatureError,
 )
 from jobframework.gates import (
@@ -368,7 +369,10 @@ class Pipeline:
                 outcome=d.outcome(Outcome.RETRIED, error=error, delay=delay, processing_ms=elapsed_ms),
             )
         reason = decision.reason or Reason.EXHAUSTED
-        log.error(
+        log.log(
+            # A PermanentError is the job's own refusal (a 410 Gone, an unknown order): expected, as
+            # Celery's `throws`, so not an ERROR line for error-log alerts (the DLQ's alarm still pages).
+            logging.WARNING if isinstance(exc, PermanentError) else logging.ERROR,
             "job %s (%s) dead-lettered (%s) after attempt %d: %s",
             env.id,
             env.type,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import time
 
 import pytest
@@ -55,9 +56,14 @@ def test_an_explicit_retry_delay_sets_the_visibility(rt):
     assert calls["r"] == 2
 
 
-def test_a_permanent_failure_goes_to_the_dlq_at_once_with_its_reason_and_body_intact(rt):
+def test_a_permanent_failure_goes_to_the_dlq_at_once_with_its_reason_and_body_intact(rt, caplog):
     rt.client.enqueue("t.declined", {"name": "card"})
-    records, response = rt.consume("high")
+    with caplog.at_level(logging.INFO, logger="jobframework.consumer"):
+        records, response = rt.consume("high")
+    # The job's own refusal is expected (Celery's `throws`): a WARNING with where it raised, not an
+    # ERROR line that error-log alerts count (two trials: every 410 paged as an error)
+    [line] = [r for r in caplog.records if "dead-lettered (permanent)" in r.getMessage()]
+    assert line.levelno == logging.WARNING and line.exc_info is not None
     sent = records[0]
     assert response == {"batchItemFailures": []}  # acknowledged: it is in the DLQ now
     dead = receive_all(rt.sqs, rt.dlq("high"))
@@ -76,7 +82,7 @@ def test_a_permanent_failure_goes_to_the_dlq_at_once_with_its_reason_and_body_in
     assert calls["card"] == 1
 
 
-def test_a_job_is_dead_lettered_as_exhausted_after_its_max_attempts(rt):
+def test_a_job_is_dead_lettered_as_exhausted_after_its_max_attempts(rt, caplog):
     rt.client.enqueue("t.broken", {"name": "b"})
     for _ in range(20):
         rt.consume("default")
@@ -89,6 +95,9 @@ def test_a_job_is_dead_lettered_as_exhausted_after_its_max_attempts(rt):
     assert attrs(dead[0])["jf-reason"] == "exhausted"
     assert attrs(dead[0])["jf-attempts"] == "2"
     assert "RuntimeError: b always fails" in attrs(dead[0])["jf-error"]
+    assert any(  # (an unexpected failure's dead letter is an ERROR)
+        r.levelno == logging.ERROR and "dead-lettered (exhausted)" in r.getMessage() for r in caplog.records
+    )
 
 
 def test_bad_records_are_dead_lettered_each_with_its_reason_and_never_fail_their_neighbours(rt):
