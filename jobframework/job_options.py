@@ -324,24 +324,50 @@ def payload_model_of(
             f"job {name}: after the payload a job takes at most one parameter, the JobContext ({_SHAPE}); "
             f"it has {len(extra)}: {', '.join(p.name for p in extra)}"
         )
-    if extra and hints.get(extra[0].name) not in (JobContext, JobContext | None, None):
-        hint, given = hints[extra[0].name], extra[0]
-        raise ConfigurationError(
-            f"job {name}: its second parameter {given.name!r} is annotated "
-            f"{getattr(hint, '__name__', hint)}: a job's second parameter is the JobContext "
-            f"({given.name}: JobContext), or it has none"
-            + (
-                f"; its default does not keep it from being given the JobContext: put {given.name} in "
-                f"{model.__name__} (a field with that default)"
-                if given.default is not inspect.Parameter.empty
-                else ""
-            )
-        )
+    if extra:
+        _check_context_parameter(name, extra[0], hints.get(extra[0].name), model)
     return model, bool(extra)
 
 
 _SHAPE = "def my_job(payload: MyModel, ctx: JobContext) -> None"
 """A job's signature, as the refusals show it."""
+
+
+def _check_context_parameter(name: str, given: inspect.Parameter, hint: Any, model: type[BaseModel]) -> None:
+    """A job's second parameter is the JobContext, passed by position: annotated ``JobContext`` (or
+    ``JobContext | None``), or not annotated and with no default but ``None``.
+
+    Raises:
+        ConfigurationError: another annotation, another default (``dry_run=False`` was given the
+            context, which is truthy), or a parameter not taken by position (``*, ctx``, ``**kw``).
+    """
+    if given.kind not in (given.POSITIONAL_ONLY, given.POSITIONAL_OR_KEYWORD):
+        mark = {given.VAR_POSITIONAL.name: "*", given.VAR_KEYWORD.name: "**"}.get(given.kind.name, "*, ")
+        written = mark + given.name
+        raise ConfigurationError(
+            f"job {name}: its second parameter ({written}) is not taken by position, and the "
+            f"JobContext is given by position: write {_SHAPE}, or no second parameter"
+        )
+    with_default = given.default is not inspect.Parameter.empty
+    move = f"; to be an option of the job, make {given.name} a field of {model.__name__}"
+    if hint is None and (not with_default or given.default is None):
+        return  # (def f(p: M, ctx), ctx=None: the context)
+    if hint is None:
+        raise ConfigurationError(
+            f"job {name}: its second parameter {given.name}={given.default!r} would be given the "
+            f"JobContext, not its default: annotate it ({given.name}: JobContext) if it is the context" + move
+        )
+    if hint not in (JobContext, JobContext | None):
+        raise ConfigurationError(
+            f"job {name}: its second parameter {given.name!r} is annotated "
+            f"{getattr(hint, '__name__', hint)}: a job's second parameter is the JobContext "
+            f"({given.name}: JobContext), or it has none"
+            + (
+                f"; its default does not keep it from being given the JobContext{move}"
+                if with_default
+                else ""
+            )
+        )
 
 
 def exception_types(value: Any, option: str, name: str) -> tuple[type[BaseException], ...]:

@@ -223,6 +223,15 @@ def _two_more(order: Order, ctx: JobContext, extra: int) -> None: ...
 def _option_with_default(order: Order, dry_run: bool = False) -> None: ...  # (a Celery task's habit)
 
 
+def _unannotated_option(order: Order, dry_run=False) -> None: ...  # type: ignore[no-untyped-def]
+
+
+def _keyword_context(order: Order, *, ctx: JobContext) -> None: ...
+
+
+def _any_keywords(order: Order, **options: Any) -> None: ...
+
+
 def _context_or_none(order: Order, ctx: JobContext | None = None) -> None: ...
 
 
@@ -250,7 +259,19 @@ def _context_or_none(order: Order, ctx: JobContext | None = None) -> None: ...
         (  # it was given the JobContext, which is truthy: a dry run ran for real
             lambda reg: job("o.default", registry=reg)(_option_with_default),
             "second parameter 'dry_run' is annotated bool.*its default does not keep it from being given "
-            "the JobContext: put dry_run in Order",
+            "the JobContext; to be an option of the job, make dry_run a field of Order",
+        ),
+        (  # (the same, unannotated: a trial's `if dry_run:` was always true)
+            lambda reg: job("o.bare", registry=reg)(_unannotated_option),
+            r"second parameter dry_run=False would be given the JobContext, not its default",
+        ),
+        (  # (accepted, then every run failed: "takes 1 positional argument but 2 were given")
+            lambda reg: job("o.kw", registry=reg)(_keyword_context),
+            r"second parameter \(\*, ctx\) is not taken by position",
+        ),
+        (
+            lambda reg: job("o.any", registry=reg)(_any_keywords),
+            r"second parameter \(\*\*options\) is not",
         ),
     ],
 )
