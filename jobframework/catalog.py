@@ -161,6 +161,9 @@ class RoutedJob:
         from fastjsonschema import JsonSchemaValueException
 
         schema = self._resolved(schema)
+        branches = [b for b in schema.get("anyOf", ()) if self._resolved(b).get("type") != "null"]
+        if data is not None and len(branches) == 1:  # an optional model (Line | None): the model's
+            schema = self._resolved(branches[0])
         parts: list[tuple[str | int, Any, Any]] = []  # (where, value, its schema)
         problems: list[tuple[str, str]] = []
         at = ".".join(map(str, prefix))
@@ -175,6 +178,14 @@ class RoutedJob:
                     (f"{named}{f}", "Extra inputs are not permitted") for f in data if f not in properties
                 ]
             parts = [(name, data[name], sub) for name, sub in properties.items() if name in data]
+        elif (
+            depth < MAX_PROBLEM_DEPTH
+            and isinstance(data, dict)
+            and isinstance(schema.get("additionalProperties"), dict)
+        ):
+            parts = [
+                (name, value, schema["additionalProperties"]) for name, value in data.items()
+            ]  # dict[str, M]
         elif depth < MAX_PROBLEM_DEPTH and isinstance(data, list) and isinstance(schema.get("items"), dict):
             parts = [(i, item, schema["items"]) for i, item in enumerate(data)]
         for where, value, sub in parts:

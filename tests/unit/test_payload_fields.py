@@ -106,3 +106,27 @@ def test_a_refusal_by_the_catalog_schema_lists_every_nested_field_as_the_model_d
             "lines.2.quantity",
         ]
     )
+
+
+class Stock(BaseModel):
+    order_id: str
+    by_warehouse: dict[str, Line]
+    gift: Line | None = None
+
+
+@job("pf.stock", registry=registry)
+def stock(s: Stock) -> None: ...
+
+
+def test_a_refusal_by_the_catalog_schema_lists_the_fields_of_a_dicts_models_and_an_optional_model():
+    """The last trial's dict[str, Line] listed its first bad entry only, and a Line | None field said
+    "matches none of its types" where the model names gift.sku."""
+    data = {
+        "order_id": "o",
+        "by_warehouse": {"a": {"sku": "a", "quantity": "x"}, "b": {"quantity": 1}, "c": {"sku": 3}},
+        "gift": {"sku": 4},
+    }
+    by_schema = _refused(lambda: as_routed(stock).validate(data)).fields
+    by_model = _refused(lambda: payload_data(stock, data)).fields
+    expected = ["by_warehouse.a.quantity", "by_warehouse.b.sku", "by_warehouse.c.sku", "gift.sku"]
+    assert [f["field"] for f in by_schema] == [f["field"] for f in by_model] == expected
