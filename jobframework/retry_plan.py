@@ -55,7 +55,8 @@ def outlasting_retention(name: str, policy: RetryPolicy, timeout: float, retenti
         >>> print(outlasting_retention("t.x", RetryPolicy(max_attempts=200, max_delay=43200), 10, 345600))
         job t.x: its retries may take 90.6 days (200 attempts, backoff up to 43200 s), longer than its \
 queue keeps a message (4.0 days): SQS would delete it unseen, with no dead letter; lower max_attempts or \
-max_delay, or keep messages longer (TopologySettings(retention=...), at most 14 days)
+max_delay, or keep messages longer (TopologySettings(retention=...), up to 1209599 s: 14 days less the \
+second by which the DLQ keeps its letters longer)
     """
     rows = retry_plan(policy)
     span = (rows[-1].cumulative_max if rows else 0) + policy.max_attempts * timeout
@@ -66,7 +67,8 @@ max_delay, or keep messages longer (TopologySettings(retention=...), at most 14 
         f"up to {policy.max_delay:g} s), longer than its queue keeps a message ({retention / 86400:.1f} "
         "days): SQS would delete it unseen, with no dead letter; lower max_attempts or max_delay"
         + (
-            ", or keep messages longer (TopologySettings(retention=...), at most 14 days)"
+            ", or keep messages longer (TopologySettings(retention=...), up to 1209599 s: 14 days less the "
+            "second by which the DLQ keeps its letters longer)"
             if retention < MAX_RETENTION
             else ""
         )
