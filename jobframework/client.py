@@ -381,10 +381,13 @@ def default_client() -> JobClient:
     return _from_env
 
 
-def set_default_client(client: JobClient | None) -> None:
-    """Replace (or, with ``None``, forget) the client that ``my_job.enqueue`` uses."""
+def set_default_client(client: JobClient | None) -> JobClient | None:
+    """Replace (or, with ``None``, forget) the client that ``my_job.enqueue`` uses; returns the one
+    it replaces (``None``: none was set), to put back."""
     global _default, _from_env
+    previous = _default
     _default, _from_env = client, None
+    return previous
 
 
 @contextlib.contextmanager

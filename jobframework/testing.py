@@ -200,22 +200,19 @@ def jf_aws() -> Iterator[Any]:
 def jf_config(jf_aws: Any) -> Iterator[RuntimeConfig]:
     """A freshly provisioned topology of the default registry's jobs; queues are empty.
 
-    For the test's length, ``my_job.enqueue(...)`` without ``client=`` sends to this topology (unless
-    the test calls ``set_default_client``): it went where the shell's ``JF_*`` pointed, a running
-    ``jf dev``'s queues or a deployed stage's.
+    For the test's length it is the default client's topology: ``my_job.enqueue(...)`` without
+    ``client=`` sends to it, from any thread, whatever default an earlier test or the app's import
+    set (put back after; a ``set_default_client`` in the test itself wins until the test ends). It
+    went where the shell's ``JF_*`` pointed, a running ``jf dev``'s queues or a deployed stage's.
     """
-    from jobframework.client import JobClient, enqueues_with
+    from jobframework.client import JobClient, set_default_client
 
     config = provision_fresh(jf_aws.endpoint_url)[1]
-    made: list[JobClient] = []
-
-    def client() -> JobClient:
-        if not made:
-            made.append(JobClient(config, sqs_client=jf_aws.client("sqs")))
-        return made[0]
-
-    with enqueues_with(client):
+    previous = set_default_client(JobClient(config, sqs_client=jf_aws.client("sqs")))
+    try:
         yield config
+    finally:
+        set_default_client(previous)
 
 
 def receive_all(sqs: Any, queue_url: str, *, attempts: int = 3) -> Sequence[dict[str, Any]]:

@@ -6,6 +6,7 @@ is not configured ... or run `jf dev`" while ``jf dev`` ran it."""
 from __future__ import annotations
 
 import os
+import threading
 from typing import Any
 
 import pytest
@@ -110,17 +111,30 @@ def test_a_tests_enqueue_without_a_client_goes_to_the_jf_config_topology_not_the
     _, shell = provision_fresh(jf_aws.endpoint_url, registry)  # the running jf dev's
     for name, value in shell.to_env().items():
         monkeypatch.setenv(name, value)
-    set_default_client(None)
     sqs = jf_aws.client("sqs")
     fetch.enqueue(Page(url="from-the-test"))
-    assert (_urls(sqs, jf_config), _urls(sqs, shell)) == (["from-the-test"], [])
+    from_a_thread = threading.Thread(target=fetch.enqueue, args=(Page(url="from-a-thread"),))
+    from_a_thread.start()  # (a plain thread: no context of the test's; the last trial's went to jf dev)
+    from_a_thread.join()
+    assert (_urls(sqs, jf_config), _urls(sqs, shell)) == (["from-a-thread", "from-the-test"], [])
     _, elsewhere = provision_fresh(jf_aws.endpoint_url, registry)  # a default the test set still wins
     set_default_client(JobClient(elsewhere, registry=registry, sqs_client=sqs))
+    fetch.enqueue(Page(url="set"))
+    assert _urls(sqs, elsewhere) == ["set"]
+
+
+def test_a_default_client_an_earlier_test_left_does_not_take_a_jf_config_tests_enqueues(jf_aws, request):
+    """A test (or the app's import) that set a default client and left it: the next jf_config test's
+    enqueues went to that topology, and its own queue got none."""
+    sqs = jf_aws.client("sqs")
+    _, left = provision_fresh(jf_aws.endpoint_url, registry)
+    set_default_client(JobClient(left, registry=registry, sqs_client=sqs))  # (left by an earlier test)
     try:
-        fetch.enqueue(Page(url="set"))
+        jf_config = request.getfixturevalue("jf_config")
+        fetch.enqueue(Page(url="mine"))
+        assert (_urls(sqs, jf_config), _urls(sqs, left)) == (["mine"], [])
     finally:
         set_default_client(None)
-    assert _urls(sqs, elsewhere) == ["set"]
 
 
 def test_the_children_of_a_consumed_batch_are_on_the_queue(world):
