@@ -88,11 +88,11 @@ def _run_now(
     *,
     json_output: bool,
 ) -> None:
-    """``--run JOB``: one run of the schedule, now, keyed by its own slot (a run of its own, beside
-    the scheduler's)."""
+    """``--run JOB``: one run of the schedule, now, keyed by a slot of its own (to the millisecond:
+    never a scheduled slot's, whose run it would take)."""
     from jobframework.errortext import closest
     from jobframework.scheduling import schedule_key
-    from jobframework.ui.schedule_runs import slot_stamp
+    from jobframework.ui.schedule_runs import manual_stamp
 
     spec = next((s for s in specs if s.job == job), None)
     if spec is None:
@@ -105,7 +105,7 @@ def _run_now(
         )
     if config is None:
         raise CliError(why)
-    key = schedule_key(spec.job, slot_stamp(datetime.now(UTC)))
+    key = schedule_key(spec.job, manual_stamp(datetime.now(UTC)))
     result = aws_of(ctx).job_client(config).enqueue(spec.job, spec.payload, key=key)
     if not result.ok:
         raise CliError(f"the run of {spec.job} could not be sent: {result.error}")

@@ -131,3 +131,15 @@ def schedule_runs(
 def slot_stamp(moment: datetime) -> str:
     """A slot time as Scheduler writes it into the key (``2026-12-02T13:00:00Z``)."""
     return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def manual_stamp(moment: datetime) -> str:
+    """The slot of a run enqueued by hand (``jf schedules --run``, the console's "Enqueue now"): to
+    the millisecond, so that it is neither a scheduled slot's (whole seconds: that run would be skipped
+    as its duplicate) nor another run's by hand in the same second.
+
+    Example:
+        >>> manual_stamp(datetime(2026, 12, 2, 13, 0, 0, 123456, tzinfo=UTC))
+        '2026-12-02T13:00:00.123Z'
+    """
+    return moment.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from datetime import UTC, datetime
@@ -98,5 +99,14 @@ def test_jf_schedules_run_enqueues_one_run_of_a_schedule_now_with_its_payload(jf
     )
     [body] = [json.loads(r["body"]) for r in records]
     assert (body["id"], body["payload"]) == (run["id"], {"older_than_days": 30})  # the schedule's
+    # to the millisecond: never a scheduled slot's key (whole seconds), whose run it would take, and
+    # counted among the schedule's runs
+    assert re.fullmatch(r"schedule:maintenance\.cleanup:\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", run["key"])
+    again = json.loads(
+        invoke(["schedules", "--jobs", "handlers.jobs", "--run", "maintenance.cleanup", "--json"], env).stdout
+    )
+    assert again["id"] != run["id"] and not again["duplicate"]  # (two in one second were one)
+    listed = json.loads(invoke(["schedules", "--jobs", "handlers.jobs", "--json"], env).stdout)
+    assert listed[0]["last_run"] is not None
     typo = invoke(["schedules", "--jobs", "handlers.jobs", "--run", "maintenance.clenup"], env)
     assert typo.exit_code == 2 and "did you mean 'maintenance.cleanup'?" in typo.stderr, typo.output

@@ -18,7 +18,7 @@ from starlette.routing import Route
 from jobframework.scheduling import schedule_key
 from jobframework.topology import ScheduleSpec
 from jobframework.ui.console import Console
-from jobframework.ui.schedule_runs import WINDOW, schedule_runs, slot_stamp
+from jobframework.ui.schedule_runs import WINDOW, manual_stamp, schedule_runs
 from jobframework.ui.templating import render
 
 
@@ -49,7 +49,7 @@ def schedules(request: Request) -> Response:
 async def enqueue_now(request: Request) -> Response:
     console: Console = request.app.state.console
     spec = _spec(console, request.path_params["name"])
-    key = schedule_key(spec.job, slot_stamp(datetime.now(UTC)))
+    key = schedule_key(spec.job, manual_stamp(datetime.now(UTC)))
     result = await run_in_threadpool(lambda: console.client.enqueue(spec.job, spec.payload, key=key))
     return render(request, "_enqueued.html", spec=spec, result=result)
 
