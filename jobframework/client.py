@@ -166,9 +166,11 @@ class JobClient:
         ``.error``). Each poll is one status read; polls start 0.1 s apart and slow to ``every``.
 
         Raises:
-            LookupError: the job has no status record (unknown, untracked or expired).
+            LookupError: the job has no status record (unknown, untracked or expired, or text that
+                is no job id).
             TimeoutError: it has not ended within ``timeout`` seconds.
-            ConfigurationError: no state table is configured, or a bad id.
+            ValueError: ``every`` not above 0, or ``timeout`` below 0.
+            ConfigurationError: no state table is configured, or the id is not text.
         """
         return wait_for_final(lambda: self.status(job_id), job_id, timeout=timeout, every=every)
 

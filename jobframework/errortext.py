@@ -47,10 +47,11 @@ def shown(value: object, limit: int = 80) -> str:
     not echoed in full).
 
     >>> shown("x" * 5000)
-    "'xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx... (5,002 characters)"
+    "'xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx... (5,000 characters)"
     """
     text = repr(value)
-    return text if len(text) <= limit else f"{text[: limit - 3]}... ({len(text):,} characters)"
+    size = len(value) if isinstance(value, str) else len(text)  # (a text's own, not its repr's quotes)
+    return text if len(text) <= limit else f"{text[: limit - 3]}... ({size:,} characters)"
 
 
 def describe(exc: BaseException, limit: int = MAX_ERROR_CHARS) -> str:

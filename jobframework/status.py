@@ -87,7 +87,12 @@ def no_status(job_id: str) -> str:
     Example:
         >>> no_status("0190B8A4-6F1E").split(" in the state table")[0]
         'no job 0190B8A4-6F1E (ids the client makes are lowercase: 0190b8a4-6f1e)'
+        >>> no_status("")
+        "'' is no job id (0 characters): a job id has 1 to 128"
     """
+    if not 0 < len(job_id) <= 128:
+        cut = "..." if len(job_id) > 40 else ""
+        return f"{job_id[:40]!r}{cut} is no job id ({len(job_id)} characters): a job id has 1 to 128"
     shown = repr(job_id) if job_id != job_id.strip() or not job_id.isprintable() else job_id
     if job_id.strip().lower() != job_id.strip():
         shown += f" (ids the client makes are lowercase: {job_id.strip().lower()})"
@@ -111,9 +116,14 @@ def wait_for_final(
     its final status. Reads start 0.1 s apart and slow to ``every`` seconds.
 
     Raises:
+        ValueError: ``every`` is not above 0, or ``timeout`` is below 0.
         LookupError: the job has no status record (unknown, untracked or expired).
         TimeoutError: it has not ended after ``timeout`` seconds (the message says its status then).
     """
+    if not every > 0 or not timeout >= 0:
+        raise ValueError(
+            f"wait polls every > 0 seconds for timeout >= 0 seconds, got every={every!r}, timeout={timeout!r}"
+        )
     deadline, pause = clock() + timeout, min(0.1, every)
     while True:
         status = read()

@@ -134,8 +134,9 @@ def _waited(client: Any, job_id: str, seconds: float, sent: dict[str, Any] | Non
     try:
         ended = client.wait(job_id, timeout=seconds)
     except TimeoutError as exc:
-        if sent is not None:
-            print_json({**sent, "ended": None})
+        if sent is not None:  # (and its status now, as the error says it)
+            now = client.status(job_id)
+            print_json({**sent, "ended": None, "status": now.model_dump(mode="json") if now else None})
         raise CliError(str(exc)) from None
     if sent is not None:
         print_json({**sent, "ended": ended.model_dump(mode="json")})

@@ -303,6 +303,10 @@ def test_wait_blocks_until_a_tracked_job_ends_and_returns_its_status(rt):
     assert (done.status, done.attempts) == (JobState.SUCCEEDED, 1)
     with pytest.raises(LookupError, match="no job nope in the state table"):
         rt.client.wait("nope", timeout=1)
+    with pytest.raises(LookupError, match=r"^'' is no job id \(0 characters\): a job id has 1 to 128$"):
+        rt.client.wait("", timeout=1)
+    with pytest.raises(ValueError, match="wait polls every > 0 seconds"):  # (every=0: 115 reads a second)
+        rt.client.wait(sent.id, timeout=1, every=0)
 
 
 def test_status_of_text_that_is_no_job_id_is_none_as_an_unknown_ids(rt):

@@ -115,7 +115,7 @@ def test_enqueue_takes_the_flow_options_the_client_takes(sqs, jf_config):
         (["--debounce", "2"], "needs key="),
         (["--delay", "10", "--expires-in", "5"], "could never run"),  # expired before its delay ends
         (["--tenant", "spaces are not allowed"], "tenant must be 1 to 128 letters"),  # it exited 1
-        (["--tenant", "x" * 5000], "(5,002 characters)"),  # not echoed in full
+        (["--tenant", "x" * 5000], "(5,000 characters)"),  # not echoed in full
     ],
 )
 def test_enqueue_options_that_cannot_be_are_bad_arguments(sqs, jf_config, options, message):
@@ -316,6 +316,7 @@ def test_enqueue_wait_prints_how_the_job_ended_and_exits_1_unless_it_succeeded(s
     assert ended == "succeeded after 1 attempt" and len(job_id) == 36
     late = invoke(["enqueue", "emails.send", email, "--wait", "0.3", "--json"], env)
     assert late.exit_code == 1 and json.loads(late.stdout)["ended"] is None, late.output
+    assert json.loads(late.stdout)["status"]["status"] == "queued"  # (only stderr said it)
     assert "has not ended after 0.3 s: it is queued" in late.stderr
     untracked = invoke(["enqueue", "emails.send", email, "--wait", "5", "--no-track"], env)
     assert untracked.exit_code == 2 and "--wait reads the job's status" in untracked.output
