@@ -215,7 +215,21 @@ def age_text(seconds: float | None) -> str:
     return f"{seconds:.1f}s" if seconds < 10 else f"{seconds:.0f}s"
 
 
+def _warning_line(message: Warning | str, category: type[Warning], *_: object, **__: object) -> str:
+    """A warning as ``jf: warning: ...`` (the topology's: a retry longer than its queue keeps a
+    message, one job sizing a shared consumer), not Python's ``file:line: UserWarning`` and source.
+
+    Example:
+        >>> _warning_line(UserWarning("job t.x: its retries may take 12.2 days"), UserWarning, "f.py", 3)
+        'jf: warning: job t.x: its retries may take 12.2 days\\n'
+    """
+    return f"jf: warning: {message}\n"
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     """The ``jf`` console script."""
+    import warnings
+
+    warnings.formatwarning = _warning_line  # (the topology's warnings as the CLI's own lines)
     command = typer.main.get_command(app)
     command.main(args=list(argv) if argv is not None else None, prog_name="jf")

@@ -479,3 +479,53 @@ def test_dev_on_a_port_in_use_says_so_and_exits():
         )
     assert result.returncode == 2, result.stderr  # a bad --port, as jf ui says it
     assert f"on 127.0.0.1:{port}: port {port} is in use by another program (stop it" in result.stderr
+
+
+def test_the_topologys_warnings_print_as_jf_warning_lines(tmp_path):
+    """The last trial's `jf schedules` printed Python's `.../topology.py:231: UserWarning: ...` and the
+    source line beneath it, unlike the CLI's own `jf: warning:` lines."""
+    import subprocess
+    import sys
+    import textwrap
+
+    (tmp_path / "nightly_jobs.py").write_text(
+        textwrap.dedent(
+            """
+            from pydantic import BaseModel
+            from jobframework import job
+
+            class Day(BaseModel):
+                day: str = "today"
+
+            @job("w.nightly", timeout=600, schedule="cron(0 2 * * ? *)")
+            def nightly(d: Day) -> None: ...
+
+            @job("w.email", priority="high")
+            def email(d: Day) -> None: ...
+            """
+        )
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("JF_")}
+    env.update(
+        PYTHONPATH=str(tmp_path),
+        JF_ENDPOINT_URL="http://127.0.0.1:9",
+        JF_TOPOLOGY_PARAMETER="/jf/dev/topology",
+    )
+    ran = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "from jobframework.cli import main; main()",
+            "schedules",
+            "--jobs",
+            "nightly_jobs",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    warned = [line for line in ran.stderr.splitlines() if "sizes the shared consumer" in line]
+    assert len(warned) == 1 and warned[0].startswith("jf: warning: the default lane (w.nightly"), ran.stderr
+    assert "UserWarning" not in ran.stderr and "warnings.warn" not in ran.stderr
