@@ -93,8 +93,9 @@ def stretched_lanes(
         ... def email(p: P) -> None: ...
         >>> print(stretched_lanes("shared", {"high": [email], "default": [nightly]}, 10, {}))
         the default lane (w.nightly, timeout=600) sizes the shared consumer at 900 s, so the high queue it \
-also reads hides a crashed batch's records for 90 minutes (its own jobs need 130 s of function time, 13 \
-minutes): give w.nightly a function of its own (profile="io", or "cpu" for one at a time) or a shorter timeout
+also reads hides a crashed batch's records for 90 minutes (13 for its own jobs, which need 130 s of \
+function time): give w.nightly a function of its own (profile="io", or "cpu" for one at a time) or a \
+shorter timeout
     """
     by_lane = {lane: list(jobs) for lane, jobs in lanes.items()}
     timeout = consumer_timeout(by_lane, batch_size, concurrency)
@@ -113,7 +114,8 @@ minutes): give w.nightly a function of its own (profile="io", or "cpu" for one a
     return (
         f"the {sizing} lane ({longest.name}, timeout={longest.timeout:g}{in_order}) sizes the {function} "
         f"consumer at {timeout} s, so the {queues} a crashed batch's records for {6 * timeout // 60} minutes "
-        f"({'their' if many else 'its'} own jobs need {need} s of function time, {6 * need // 60} minutes): "
+        f"({6 * need // 60} for {'their' if many else 'its'} own jobs, which need {need} s of function "
+        "time): "
         f'give {longest.name} a function of its own (profile="io", or "cpu" for one at a time) or a '
         "shorter timeout"
     )
