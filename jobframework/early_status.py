@@ -86,9 +86,9 @@ class EarlyStatuses:
     """The statuses a batch writes before it ends (one per batch; thread-safe: records end on the
     pool's threads, and the flusher's thread writes those that ended while the others run)."""
 
-    def __init__(self, state: StateStore, *, after: float = EARLY_SECONDS) -> None:
+    def __init__(self, state: StateStore, *, after: float | None = None) -> None:
         self._state = state
-        self._after = after
+        self._after = EARLY_SECONDS if after is None else after  # (read now: a test may set it)
         self._started = time.monotonic()
         self._lock = threading.Condition()
         self._pending: list[Verdict] = []
