@@ -57,12 +57,12 @@ class _Flusher:
 
     def watch(self, batch: EarlyStatuses, deadline: float) -> None:
         with self._wake:
-            idle = not self._due
+            earliest = min((d for d, _ in self._due), default=None)
             self._due.append((deadline, batch))
             if self._thread is None or not self._thread.is_alive():
                 self._thread = threading.Thread(target=self._run, name="jf-early-status", daemon=True)
                 self._thread.start()
-            elif idle:  # (it waits for no deadline; deadlines only grow, so a busy thread needs no wake)
+            elif earliest is None or deadline < earliest:  # (it waits for no deadline, or a later one)
                 self._wake.notify()
 
     def _run(self) -> None:
