@@ -124,11 +124,16 @@ def cancel(  # noqa: PLR0917
             was = f"(status {entry['status']}, was {entry['status_before']})"
             typer.echo(f"{entry['id']}  {entry['outcome']:<9} {was}  enqueued {entry['enqueued_at']}")
     if not jobs:
+        from jobframework.errortext import closest
+
+        known = catalog_of(aws, config)  # (the topology's jobs: a mistyped type's close one)
+        close = closest(job_type, list(known), cutoff=0.8) if known and job_type not in known else None
         typer.echo(
             f"no unfinished tracked job of type {job_type} "
             + (f"whose key contains {matching!r} " if matching else "")
-            + f"was enqueued more than {older_than} ago (nothing changed); check the type's spelling: "
-            "`jf status ID` shows a job's type and key"
+            + f"was enqueued more than {older_than} ago (nothing changed); "
+            + (f"did you mean {close}? " if close else "check the type's spelling: ")
+            + "`jf status ID` shows a job's type and key"
         )
         return
     if dry_run:

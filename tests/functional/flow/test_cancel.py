@@ -195,6 +195,9 @@ def test_bulk_cancel_by_type_and_age_with_a_dry_run(flow):
     assert misspelt.exit_code == 0, misspelt.output
     assert "no unfinished tracked job of type f.okk was enqueued more than 0s ago" in misspelt.output
     assert "check the type's spelling" in misspelt.output
+    with_catalog = {**env, "JF_TOPOLOGY_PARAMETER": str(flow.config.topology_parameter)}  # (jf dev's)
+    suggested = invoke(["cancel", "--type", "f.okk", "--older-than", "0s"], with_catalog)
+    assert "(nothing changed); did you mean f.ok? `jf status ID`" in suggested.output, suggested.output
 
     done = invoke(["cancel", "--type", "f.ok", "--older-than", "0s"], env)
     assert done.exit_code == 0 and "3 job(s) of f.ok: 3 cancelled" in done.output
