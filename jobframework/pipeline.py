@@ -29,6 +29,7 @@ from jobframework.admission import load_payload, read_envelope, verify_signature
 from jobframework.attempts import is_first_attempt, receive_count
 from jobframework.budget_keys import budget_key, budget_label
 from jobframework.classification import Action, Reason, classify
+from jobframework.core import FIFO_SUFFIX
 from jobframework.delivery import (
     Batch,
     Delivery,
@@ -84,6 +85,8 @@ class Pipeline:
         self.gates = tuple(gates)
         self._unguarded: set[str] = set()
         """Idempotent job types run here without an idempotency table (each logged once)."""
+        self._unordered: set[str] = set()
+        """Ordered job types that arrived on a lane not their FIFO one (each logged once)."""
 
     def process(self, record: dict[str, Any], context: Any, batch: Batch) -> Verdict:
         """The record's verdict; an unexpected error of the framework is the record's alone."""
@@ -121,6 +124,8 @@ class Pipeline:
                 f"no job named {env.type!r} is registered here (the consumer imports the modules that "
                 "JF_JOBS names, the construct's job_modules=; a test imports the job's module itself)",
             )
+        if d.lane is not None and job.flow.ordered_by is not None and not d.lane.endswith(FIFO_SUFFIX):
+            self._out_of_order(d, job)
         d.priority = d.priority or job.priority.value
         d.lane = d.lane or job.lane
         d.budget = d.source  # (until its payload is read: a payload store or key ring failure too)
@@ -164,6 +169,19 @@ class Pipeline:
             reset_log_keys(token, batch.log_keys)
             raise
         return admitted
+
+    def _out_of_order(self, d: Delivery, job: Job[Any]) -> None:
+        """An ordered job arrived on another lane (sent before the job was made ordered, or by a
+        producer that routes it the old way): it runs, without its group's order; said once a type."""
+        if job.name not in self._unordered:
+            self._unordered.add(job.name)
+            log.warning(
+                "job type %s is ordered (ordered_by=), but a job of it came on the %s queue, not a FIFO "
+                "one: it runs without its group's order (sent before the job was made ordered, or by a "
+                "producer that routes it the old way; redeploy producers with the job's module or catalog)",
+                job.name,
+                d.lane,
+            )
 
     # -- execute -----------------------------------------------------------------------------------------
 

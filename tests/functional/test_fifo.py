@@ -266,3 +266,27 @@ def test_a_handler_given_sqs_event_of_an_ordered_job_holds_back_the_group_as_aws
     failed = {f["itemIdentifier"] for f in response["batchItemFailures"]}
     assert failed == {r["messageId"] for r in event["Records"][:2]}
     assert runs("A") == [(1, 1, False)] and runs("B") == [(1, 1, True)]  # seq 2 held back unrun
+
+
+def test_an_ordered_job_that_arrives_on_a_plain_queue_runs_and_says_its_order_is_lost(fifo, caplog):
+    """A trial put an ordered job's message on the plain default queue (a producer from before the job
+    was made ordered): it ran unordered and nothing said so. It runs, and one warning says why."""
+    import logging
+
+    from jobframework.envelope import Envelope
+
+    plain = fifo.config.endpoints("default").url
+    for seq in (1, 2):
+        fifo.sqs.send_message(
+            QueueUrl=plain,
+            MessageBody=Envelope.new("ledger.apply", {"account_id": "A", "seq": seq}).to_body(),
+        )
+    with caplog.at_level(logging.WARNING, logger="jobframework.consumer"):
+        consume_once(fifo.handler, fifo.sqs, plain)
+    assert sorted(seq for seq, _, ok in runs("A") if ok) == [1, 2]
+    said = [r.getMessage() for r in caplog.records if "is ordered (ordered_by=)" in r.getMessage()]
+    assert said == [
+        "job type ledger.apply is ordered (ordered_by=), but a job of it came on the default queue, not a "
+        "FIFO one: it runs without its group's order (sent before the job was made ordered, or by a "
+        "producer that routes it the old way; redeploy producers with the job's module or catalog)"
+    ]
