@@ -30,6 +30,7 @@ from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
 
+from jobframework.core import all_lanes
 from jobframework.errortext import closest
 
 T = TypeVar("T")
@@ -112,7 +113,7 @@ last for ordered jobs
             )
         count(concurrency, "concurrency=")
         return concurrency
-    lanes = _lanes()
+    lanes = all_lanes()
     for lane, value in concurrency.items():
         if lane not in lanes:
             close = closest(str(lane), lanes)
@@ -129,12 +130,6 @@ _LANES_ARE = (
     "lanes are a priority (critical, high, default, low), -io or -cpu after it for a worker profile, "
     "-fifo last for ordered jobs"
 )
-
-
-def _lanes() -> list[str]:
-    from jobframework.core import Priority, Profile, lane_name
-
-    return [lane_name(p, f, o) for p in Priority for f in (None, *Profile) for o in (False, True)]
 
 
 def check_concurrency_environment(environ: Mapping[str, str] | None = None) -> None:
@@ -155,7 +150,7 @@ worker profile, -fifo last for ordered jobs
     from jobframework.errors import ConfigurationError
 
     env = os.environ if environ is None else environ
-    variables = {lane_variable(lane): lane for lane in _lanes()}
+    variables = {lane_variable(lane): lane for lane in all_lanes()}
     for name, raw in env.items():
         if not name.startswith(ENV_CONCURRENCY) or not raw:
             continue

@@ -102,6 +102,16 @@ def lane_name(priority: Priority, profile: Profile | None, fifo: bool = False) -
     return base + FIFO_SUFFIX if fifo else base
 
 
+def all_lanes() -> list[str]:
+    """Every lane a job can have: each priority alone, with a profile, and ``-fifo`` after either.
+
+    Example:
+        >>> all_lanes()[:4]
+        ['critical', 'critical-fifo', 'critical-io', 'critical-io-fifo']
+    """
+    return [lane_name(p, f, o) for p in Priority for f in (None, *Profile) for o in (False, True)]
+
+
 def is_fifo_lane(lane: str) -> bool:
     """Whether a lane's queue is a FIFO queue (its name ends ``-fifo``)."""
     return str(getattr(lane, "value", lane)).endswith(FIFO_SUFFIX)

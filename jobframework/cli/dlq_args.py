@@ -31,11 +31,10 @@ def lane_argument(value: str) -> str:
     try:
         lane_priority(value)
     except ConfigurationError:
-        from jobframework.core import Priority, Profile, lane_name
+        from jobframework.core import all_lanes
         from jobframework.errortext import closest
 
-        lanes = [lane_name(p, f, o) for p in Priority for f in (None, *Profile) for o in (False, True)]
-        close = closest(value.lower().replace("_", "-"), lanes, cutoff=0.8)
+        close = closest(value.lower().replace("_", "-"), all_lanes(), cutoff=0.8)
         hint = f"did you mean {close}? " if close else ""
         raise typer.BadParameter(
             f"{value!r}: {hint}name a priority (critical, high, default, low) or a lane of one such as "
