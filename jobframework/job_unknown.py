@@ -154,11 +154,7 @@ def refuse_unknown_enqueue_options(given: Iterable[str], taken: Sequence[str]) -
     Raises:
         UnknownEnqueueOptionError: ``countdown=`` (write ``delay=``), a typo (did you mean ...?).
     """
-    for option in given:
-        if option not in taken:
-            raise UnknownEnqueueOptionError(
-                f"enqueue takes no option {option}=: {_instead(option, ['payload', *taken], AT_ENQUEUE)}"
-            )
+    _refuse(given, ["payload", *taken], "enqueue", AT_ENQUEUE, error=UnknownEnqueueOptionError)
 
 
 def _refusing(
@@ -175,13 +171,27 @@ def _refusing(
 
     @functools.wraps(fn)
     def checked(*args: P.args, **kwargs: P.kwargs) -> R:
-        for option in kwargs:
-            if option not in taken:
-                instead = _instead(option, taken, elsewhere, keywords_from)
-                raise error(f"{label} takes no option {option}=: {instead}")
+        _refuse(kwargs, taken, label, elsewhere, error=error, keywords_from=keywords_from)
         return fn(*args, **kwargs)
 
     return checked
+
+
+def _refuse(
+    given: Iterable[str],
+    taken: list[str],
+    label: str,
+    elsewhere: dict[str, str],
+    *,
+    error: type[UnknownOptionError],
+    keywords_from: int = 1,
+) -> None:
+    """Raise ``error`` for the first of ``given`` that is none of ``taken``, saying what to write."""
+    for option in given:
+        if option not in taken:
+            raise error(
+                f"{label} takes no option {option}=: {_instead(option, taken, elsewhere, keywords_from)}"
+            )
 
 
 def _instead(option: str, taken: list[str], elsewhere: dict[str, str], keywords_from: int = 1) -> str:
