@@ -34,6 +34,7 @@ from jobframework.errors import (
     UnknownJobError,
 )
 from jobframework.jobs import Priority, Profile, lane_name, lane_priority, lane_profile
+from jobframework.validation import fields_text
 
 if TYPE_CHECKING:
     from pydantic import BaseModel
@@ -136,9 +137,9 @@ class RoutedJob:
             checked = self._validator()(data)
         except JsonSchemaValueException as exc:
             problems = self._problems(exc, data)
-            said = "; ".join(f"{field or 'payload'}: {text}" for field, text in problems)
             raise PayloadValidationError(
-                f"payload for {self.name} does not match its schema ({self.source}): {said}", problems
+                f"payload for {self.name} does not match its schema ({self.source}): {fields_text(problems)}",
+                problems,
             ) from None
         if not isinstance(checked, dict):
             raise PayloadValidationError(f"payload for {self.name} must be a JSON object, got {data!r}")
@@ -231,7 +232,6 @@ class RoutedJob:
         branches = exc.rule_definition
         if not isinstance(branches, list):
             return None
-        defs = self.route.payload_schema.get("$defs")
         tag = exc.definition.get("discriminator") if isinstance(exc.definition, dict) else None
         if isinstance(tag, dict) and isinstance(tag.get("mapping"), dict) and isinstance(exc.value, dict):
             name, mapping = tag.get("propertyName"), tag["mapping"]
@@ -244,7 +244,7 @@ class RoutedJob:
             if not isinstance(branch, dict):
                 return None
             try:
-                compile_schema({**branch, "$defs": defs} if defs else branch)(exc.value)
+                self._sub_validator(branch)(exc.value)
             except JsonSchemaValueException as refusal:
                 text = "; ".join(
                     f"{where}: {message}" if where else message

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
@@ -62,7 +63,17 @@ def validation_problems(exc: ValidationError, limit: int = 10) -> str:
         ...     print(validation_problems(exc))
         report_id: Field required
     """
-    return "; ".join(f"{field or 'payload'}: {message}" for field, message in validation_fields(exc, limit))
+    return fields_text(validation_fields(exc, limit))
+
+
+def fields_text(fields: Iterable[tuple[str, str]]) -> str:
+    """Problems by field as one line: ``field: message; other.field: message`` (``payload``: the whole).
+
+    Example:
+        >>> fields_text([("lines.0.sku", "Field required"), ("", "Input should be an object")])
+        'lines.0.sku: Field required; payload: Input should be an object'
+    """
+    return "; ".join(f"{field or 'payload'}: {message}" for field, message in fields)
 
 
 def validation_fields(exc: ValidationError, limit: int = 10) -> list[tuple[str, str]]:

@@ -41,6 +41,7 @@ from jobframework.errors import (
     UnknownJobError,
 )
 from jobframework.modules import configured_job_modules, import_job_modules
+from jobframework.validation import fields_text
 
 log = logging.getLogger(__name__)
 
@@ -139,7 +140,7 @@ def enqueue(job_type: str) -> Response[str]:
         # Field by field, by the job's model or the catalog's schema alike; str(exc) is for the
         # service's logs (it names the model, the SSM parameter, how to send an older version).
         errors = [{"loc": ["body", *_path(f["field"])], "msg": f["message"]} for f in exc.fields]
-        said = "; ".join(f"{f['field'] or 'payload'}: {f['message']}" for f in exc.fields)
+        said = fields_text((f["field"], f["message"]) for f in exc.fields)
         return _bad_request(f"the payload does not validate: {said}", errors)
     except PayloadTooLargeError as exc:
         return _json(413, {"message": str(exc)})
