@@ -91,8 +91,7 @@ def _run_now(
     """``--run JOB``: one run of the schedule, now, keyed by a slot of its own (to the millisecond:
     never a scheduled slot's, whose run it would take)."""
     from jobframework.errortext import closest
-    from jobframework.scheduling import schedule_key
-    from jobframework.ui.schedule_runs import manual_stamp
+    from jobframework.ui.schedule_runs import enqueue_by_hand
 
     spec = next((s for s in specs if s.job == job), None)
     if spec is None:
@@ -105,12 +104,11 @@ def _run_now(
         )
     if config is None:
         raise CliError(why)
-    key = schedule_key(spec.job, manual_stamp(datetime.now(UTC)))
-    result = aws_of(ctx).job_client(config).enqueue(spec.job, spec.payload, key=key)
+    result = enqueue_by_hand(aws_of(ctx).job_client(config), spec)
     if not result.ok:
         raise CliError(f"the run of {spec.job} could not be sent: {result.error}")
     if json_output:
-        print_json({"id": result.id, "type": spec.job, "key": key, "duplicate": result.duplicate})
+        print_json({"id": result.id, "type": spec.job, "key": result.key, "duplicate": result.duplicate})
     else:
         typer.echo(result.id)
 

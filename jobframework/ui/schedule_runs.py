@@ -18,12 +18,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING
 
 from jobframework.local.scheduler import ScheduleClock, parse_rate
 from jobframework.scheduling import SCHEDULE_KEY_PREFIX, schedule_key
 from jobframework.state import JobState, JobStatus, StateStore
 from jobframework.topology import ScheduleSpec
 from jobframework.ui.records import find_jobs
+
+if TYPE_CHECKING:
+    from jobframework.client import JobClient
+    from jobframework.outgoing import EnqueueResult
 
 WINDOW = timedelta(hours=24)
 GRACE = timedelta(minutes=2)
@@ -143,3 +148,9 @@ def manual_stamp(moment: datetime) -> str:
         '2026-12-02T13:00:00.123Z'
     """
     return moment.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def enqueue_by_hand(client: JobClient, spec: ScheduleSpec) -> EnqueueResult:
+    """One run of ``spec``'s schedule now (``jf schedules --run``, the console's "Enqueue now"): its
+    payload, keyed by a slot of its own (:func:`manual_stamp`), so it counts among the schedule's runs."""
+    return client.enqueue(spec.job, spec.payload, key=schedule_key(spec.job, manual_stamp(datetime.now(UTC))))

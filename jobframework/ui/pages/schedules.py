@@ -8,17 +8,14 @@ this second (``schedule:<job>:<now>``), so it counts as a run of the schedule.
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
-
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from jobframework.scheduling import schedule_key
 from jobframework.topology import ScheduleSpec
 from jobframework.ui.console import Console
-from jobframework.ui.schedule_runs import WINDOW, manual_stamp, schedule_runs
+from jobframework.ui.schedule_runs import WINDOW, enqueue_by_hand, schedule_runs
 from jobframework.ui.templating import render
 
 
@@ -49,8 +46,7 @@ def schedules(request: Request) -> Response:
 async def enqueue_now(request: Request) -> Response:
     console: Console = request.app.state.console
     spec = _spec(console, request.path_params["name"])
-    key = schedule_key(spec.job, manual_stamp(datetime.now(UTC)))
-    result = await run_in_threadpool(lambda: console.client.enqueue(spec.job, spec.payload, key=key))
+    result = await run_in_threadpool(lambda: enqueue_by_hand(console.client, spec))
     return render(request, "_enqueued.html", spec=spec, result=result)
 
 
