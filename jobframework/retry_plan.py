@@ -43,6 +43,18 @@ def retry_plan(policy: RetryPolicy) -> list[PlanRow]:
     return rows
 
 
+def retries_span(policy: RetryPolicy, timeout: float) -> float:
+    """The longest a job's attempts and backoffs can take, in seconds: each attempt's ``timeout`` and
+    the longest backoff before each retry.
+
+    Example:
+        >>> retries_span(RetryPolicy(max_attempts=3, base_delay=10, jitter="none"), 60)
+        210.0
+    """
+    rows = retry_plan(policy)
+    return float((rows[-1].cumulative_max if rows else 0) + policy.max_attempts * timeout)
+
+
 def outlasting_retention(name: str, policy: RetryPolicy, timeout: float, retention: int) -> str | None:
     """Why ``policy``'s retries may outlast a queue that keeps a message ``retention`` seconds, or
     ``None``. SQS deletes a message that old whatever its visibility, unseen: a job still retrying
@@ -58,8 +70,7 @@ queue keeps a message (4.0 days): SQS would delete it unseen, with no dead lette
 max_delay, or keep messages longer (TopologySettings(retention=...), up to 1209599 s: 14 days less the \
 second by which the DLQ keeps its letters longer)
     """
-    rows = retry_plan(policy)
-    span = (rows[-1].cumulative_max if rows else 0) + policy.max_attempts * timeout
+    span = retries_span(policy, timeout)
     if span < retention:
         return None
     return (

@@ -43,7 +43,7 @@ from jobframework.jobs import (
     lane_sort_key,
 )
 from jobframework.jobs import registry as default_registry
-from jobframework.retry_plan import outlasting_retention
+from jobframework.retry_plan import outlasting_retention, retries_span
 from jobframework.schedule_names import refuse_shared_schedule_names, schedule_name
 from jobframework.sizing import consumer_timeout, stretched_lanes
 from jobframework.topology_settings import (
@@ -240,10 +240,10 @@ class Topology(BaseModel):
             if fifo:  # hand-backs behind a failing job of the group are receives too
                 receive_count = max(receive_count, fifo_receive_limit(largest, s.max_receive_count_margin))
             for j in routed:
-                too_long = outlasting_retention(j.name, j.retry, j.timeout, MAX_RETENTION)
-                if too_long is not None:  # no queue keeps a message that long
-                    raise ConfigurationError(too_long)
                 outlasting = outlasting_retention(j.name, j.retry, j.timeout, s.retention)
+                if outlasting is not None and retries_span(j.retry, j.timeout) >= MAX_RETENTION:
+                    # no queue keeps a message that long
+                    raise ConfigurationError(outlasting_retention(j.name, j.retry, j.timeout, MAX_RETENTION))
                 if outlasting is not None:  # (jf dev's default settings are not the deployment's)
                     warnings.warn(outlasting, stacklevel=2)
                 if j.retry.max_attempts >= receive_count:
