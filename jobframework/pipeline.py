@@ -320,9 +320,6 @@ class Pipeline:
     ) -> Verdict:
         """The one classification path: retry (within the policy and the budget) or dead-letter."""
         env = d.require_envelope()
-        decision = classify(
-            exc, attempt=d.attempt, policy=job.retry, permanent=job.permanent, transient=job.transient
-        )
         error = describe(exc)
         from jobframework.flow.cancel import cancel_requested  # (not at cold start: failures only)
 
@@ -330,6 +327,9 @@ class Pipeline:
             # A cancel was asked while it ran (it did not stop): no retry, nor a dead letter to redrive.
             log.info("job %s (%s) failed after its cancel; not retried: %s", env.id, env.type, error)
             return stopped(d, elapsed_ms, error=error)
+        decision = classify(
+            exc, attempt=d.attempt, policy=job.retry, permanent=job.permanent, transient=job.transient
+        )
         max_attempts = job.retry.max_attempts
         if (
             decision.action is Action.RETRY
