@@ -21,6 +21,7 @@ from jobframework.errors import (
     PayloadValidationError,
     PermanentError,
     RetryableError,
+    TopologyWarning,
 )
 from jobframework.job_options import BatchOptions
 from jobframework.jobs import Job, JobContext, JobRegistry, Priority, Schedule, job, registry
@@ -52,6 +53,7 @@ __all__ = [
     "RetryPolicy",
     "RetryableError",
     "Schedule",
+    "TopologyWarning",
     "consumer",
     "job",
     "registry",

@@ -23,7 +23,14 @@ class ConfigurationError(JobFrameworkError, ValueError):
     """A job, policy or client was configured wrongly; the message says how to fix it."""
 
 
+class TopologyWarning(UserWarning):
+    """A topology that works but may not be what was meant (retries that could outlast the queue's
+    retention, one job sizing a shared consumer); ``jf dev`` and ``cdk synth`` print it. Once decided,
+    a test suite silences it by name: ``filterwarnings = ["ignore::jobframework.TopologyWarning"]``."""
+
+
 JobFrameworkError.__module__ = ConfigurationError.__module__ = "jobframework.errors"  # their public home
+TopologyWarning.__module__ = "jobframework.errors"
 
 # --- AWS limits --------------------------------------------------------------------------------------
 

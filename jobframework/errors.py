@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import timedelta
 
-from jobframework.core import ConfigurationError, JobFrameworkError
+from jobframework.core import ConfigurationError, JobFrameworkError, TopologyWarning
 
 __all__ = [
     "ConfigurationError",
@@ -30,6 +30,7 @@ __all__ = [
     "RetryableError",
     "SignatureError",
     "TopologyParameterNotFound",
+    "TopologyWarning",
     "UnknownEnqueueOptionError",
     "UnknownJobError",
     "UnknownOptionError",

@@ -30,7 +30,7 @@ from jobframework.config import (
     QueueEndpoints,
     RuntimeConfig,
 )
-from jobframework.errors import ConfigurationError
+from jobframework.errors import ConfigurationError, TopologyWarning
 from jobframework.jobs import (
     FIFO_MAX_BATCH,
     FIFO_SUFFIX,
@@ -228,7 +228,7 @@ class Topology(BaseModel):
         for name, its_lanes in on_consumer.items():  # (a warning: the lanes' jobs may be right as they are)
             stretched = stretched_lanes(name, its_lanes, s.batch_size, s.record_concurrency)
             if stretched is not None:
-                warnings.warn(stretched, stacklevel=2)
+                warnings.warn(stretched, TopologyWarning, stacklevel=2)
         queues = []
         for lane, routed in sorted(lanes.items(), key=lambda kv: lane_sort_key(kv[0])):
             priority = lane_priority(lane)
@@ -245,7 +245,7 @@ class Topology(BaseModel):
                     # no queue keeps a message that long
                     raise ConfigurationError(outlasting_retention(j.name, j.retry, j.timeout, MAX_RETENTION))
                 if outlasting is not None:  # (jf dev's default settings are not the deployment's)
-                    warnings.warn(outlasting, stacklevel=2)
+                    warnings.warn(outlasting, TopologyWarning, stacklevel=2)
                 if j.retry.max_attempts >= receive_count:
                     raise ConfigurationError(
                         f"job {j.name} has max_attempts={j.retry.max_attempts} but the {lane} queue's "

@@ -19,6 +19,7 @@ from jobframework.errors import (
     DuplicateJobError,
     MalformedMessageError,
     PayloadVersionError,
+    TopologyWarning,
 )
 from jobframework.jobs import BatchOptions, JobContext, JobRegistry, Priority, Schedule, job
 from jobframework.retry import RetryPolicy
@@ -402,7 +403,9 @@ def test_retries_longer_than_a_queue_keeps_a_message_are_refused_or_warned_of(re
     @job("w.week", registry=other, retry=RetryPolicy(max_attempts=40, max_delay=43200), timeout=10)
     def week(order: Order) -> None: ...
 
-    with pytest.warns(UserWarning, match=r"job w\.week: its retries may take 12\.2 days .* \(4\.0 days\)"):
+    with pytest.warns(
+        TopologyWarning, match=r"job w\.week: its retries may take 12\.2 days .* \(4\.0 days\)"
+    ):
         Topology.from_registry(other)  # (a deployment may keep messages longer: a warning)
     with warnings.catch_warnings():
         warnings.simplefilter("error")

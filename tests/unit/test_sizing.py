@@ -10,7 +10,7 @@ import pytest
 from pydantic import BaseModel, ValidationError
 
 from jobframework.concurrency import lane_limit, run_all
-from jobframework.errors import ConfigurationError
+from jobframework.errors import ConfigurationError, TopologyWarning
 from jobframework.jobs import JobRegistry, job
 from jobframework.sizing import rounds
 from jobframework.topology import Topology
@@ -121,7 +121,8 @@ def test_one_long_job_on_a_shared_consumer_is_warned_of_and_not_on_a_function_of
     job("w.nightly", registry=own, timeout=600, profile="io")(_nightly)
     job("w.email", registry=own, priority="high")(_email)
     with pytest.warns(
-        UserWarning, match=r"the default lane \(w\.nightly, timeout=600\) sizes the shared consumer at 900 s"
+        TopologyWarning,
+        match=r"the default lane \(w\.nightly, timeout=600\) sizes the shared consumer at 900 s",
     ):
         Topology.from_registry(shared)
     with warnings.catch_warnings():
