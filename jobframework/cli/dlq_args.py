@@ -130,7 +130,11 @@ def dead_letters_of(
         )
     sqs = aws.sqs(config, attempts=attempts)
     s3 = aws.client("s3", config=config, attempts=attempts) if config.payload_bucket else None
-    return DeadLetters(config, sqs, s3_client=s3, wait_time_seconds=0 if config.endpoint_url else 1), config
+    dynamodb = aws.client("dynamodb", config=config, attempts=attempts) if config.state_table else None
+    letters = DeadLetters(
+        config, sqs, s3_client=s3, dynamodb_client=dynamodb, wait_time_seconds=0 if config.endpoint_url else 1
+    )
+    return letters, config
 
 
 def check_named(lane: str, ids: list[str], result: RedriveResult, *, filtered: bool) -> None:

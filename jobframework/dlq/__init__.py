@@ -43,8 +43,11 @@ from jobframework.jobs import Priority, lane_sort_key
 from jobframework.topology import RuntimeConfig
 
 if TYPE_CHECKING:
+    from mypy_boto3_dynamodb import DynamoDBClient
     from mypy_boto3_s3 import S3Client
     from mypy_boto3_sqs import SQSClient
+
+    from jobframework.stores.job_records import JobRecords
 
 __all__ = [
     "BATCH",
@@ -94,6 +97,9 @@ class DeadLetters:
             use 1 or more (short polls sample servers and can come back empty too early).
         empty_receives: receives in a row with nothing new that mean "nothing more to read".
         hold_seconds: the first hold of every command (default: 60 s reading, 300 s purge/redrive).
+        dynamodb_client: the client of the state table, where a redrive sets a tracked job's status
+            from ``dead`` back to ``queued`` (made from the default session when ``None`` and a
+            tracked letter moves; no state table in ``config``: statuses are left as they are).
     """
 
     def __init__(
@@ -105,11 +111,14 @@ class DeadLetters:
         wait_time_seconds: int = 0,
         empty_receives: int = 2,
         hold_seconds: int | None = None,
+        dynamodb_client: DynamoDBClient | None = None,
     ) -> None:
         self.config = config
         self.sqs = sqs_client
         self._s3 = s3_client
         self._s3_tried = False
+        self._dynamodb = dynamodb_client
+        self._jobs: JobRecords | None = None
         self.wait_time_seconds = wait_time_seconds
         self.empty_receives = empty_receives
         self.hold_seconds = hold_seconds
@@ -156,6 +165,20 @@ class DeadLetters:
             except Exception:
                 log.warning("no S3 client: offloaded payloads cannot be refreshed", exc_info=True)
         return self._s3
+
+    def job_records(self) -> JobRecords | None:
+        """The state table's job records (``None``: the configuration names no state table)."""
+        if self._jobs is None and self.config.state_table:
+            from jobframework.state import StateStore
+
+            client = self._dynamodb
+            if client is None:
+                from jobframework.aws_clients import AwsClients
+
+                aws = AwsClients(endpoint_url=self.config.endpoint_url, region=self.config.region)
+                client = self._dynamodb = aws.client("dynamodb")
+            self._jobs = StateStore.of(self.config, client).jobs
+        return self._jobs
 
     # -- reading ---------------------------------------------------------------------------------------
 
@@ -308,7 +331,9 @@ class DeadLetters:
         url = self.dlq_url(lane)
         try:
             with self.scan(url, acting=True) as scan:
-                Redrive(self.config, self.sqs, None if dry_run else lambda: self.s3, result).run(
+                Redrive(
+                    self.config, self.sqs, None if dry_run else lambda: self.s3, result, self.job_records
+                ).run(
                     scan,
                     Selection(
                         job_type=job_type,

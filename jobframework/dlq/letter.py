@@ -51,6 +51,8 @@ class DeadLetter:
     dead_message_id: str | None = None
     """The SQS message id of the record that died (``jf-message-id``), which the consumer's log names;
     ``message_id`` is the letter's own in the DLQ."""
+    tracked: bool = False
+    """The job has a status record (its envelope's ``track``): a redrive sets it back to ``queued``."""
 
     @classmethod
     def of(cls, message: dict[str, Any]) -> DeadLetter:
@@ -62,12 +64,14 @@ class DeadLetter:
         body = str(message.get("Body", ""))
         job_id = key = None
         ref: dict[str, Any] | None = None
+        tracked = False
         job_type = attrs.get(wire.ATTR_TYPE)
         try:
             data = json.loads(body)
             if isinstance(data, dict):
                 job_id = _str_or_none(data.get("id"))
                 key = _str_or_none(data.get("key"))
+                tracked = data.get("track") is True
                 job_type = job_type or _str_or_none(data.get("type"))
                 pointer = data.get("payload_ref")
                 if isinstance(pointer, dict) and pointer.get("bucket") and pointer.get("key"):
@@ -93,6 +97,7 @@ class DeadLetter:
             system_attributes=system,
             payload_ref=ref,
             dead_message_id=attrs.get(wire.ATTR_MESSAGE_ID),
+            tracked=tracked,
         )
 
     @property

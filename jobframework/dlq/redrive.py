@@ -32,6 +32,8 @@ if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
     from mypy_boto3_sqs import SQSClient
 
+    from jobframework.stores.job_records import JobRecords
+
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
@@ -51,6 +53,9 @@ class RedriveResult:
     failed: int = 0
     payload_missing: int = 0
     """Letters left in the DLQ because their offloaded payload is gone (export them, then purge)."""
+    requeued: int = 0
+    """Tracked jobs moved whose status went from ``dead`` back to ``queued`` (with the redrive as its
+    reason), so that ``jf status`` and a cancel see them waiting again."""
     later: int = 0
     """Letters dead-lettered after the redrive started (a redriven job failing again, say): left for
     the next redrive."""
@@ -150,11 +155,14 @@ class Redrive:
         sqs: SQSClient,
         s3: Callable[[], S3Client | None] | None,
         result: RedriveResult,
+        jobs: Callable[[], JobRecords | None] | None = None,
     ) -> None:
         self.config = config
         self.sqs = sqs
         self._s3 = s3
         """Gives the S3 client that refreshes offloaded payloads (asked only when a letter has one)."""
+        self._jobs = jobs
+        """Gives the job records whose status a moved tracked letter sets back to ``queued``."""
         self.result = result
         self._warned_s3 = False
 
@@ -279,7 +287,21 @@ class Redrive:
         for message in scan.delete([m for m, _ in sent]):
             result.count(letters[str(message.get("MessageId", ""))], queue_name(source_url))
         result.moved += len(sent)
+        self._requeue([letter for _, letter in sent if letter.tracked and letter.job_id])
         return len(sent)
+
+    def _requeue(self, letters: list[DeadLetter]) -> None:
+        """Each moved tracked job's status back to ``queued`` (it read ``dead``: a cancel answered "too
+        late" and ``jf status`` said dead while it waited, in a paused lane say). A failed write is
+        logged: the job is back in its queue either way, and its run writes its status."""
+        jobs = self._jobs() if letters and self._jobs is not None else None
+        for letter in letters if jobs is not None else ():
+            assert letter.job_id is not None and jobs is not None
+            why = f"redriven from the {self.result.priority} DLQ (it died: {letter.reason or 'no reason'})"
+            try:
+                self.result.requeued += jobs.requeue(letter.job_id, why)
+            except Exception as exc:
+                log.warning("job %s was redriven, but its status still reads dead: %s", letter.job_id, exc)
 
     def _payload_gone(self, letter: DeadLetter) -> bool:
         """Refresh the letter's offloaded payload; ``True`` when it is gone (the letter then stays)."""

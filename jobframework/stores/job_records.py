@@ -114,6 +114,12 @@ class JobRecords(Protocol):
         """The job's status (``running`` while a claimed run has not ended), ``None`` if it has none."""
         ...
 
+    def requeue(self, job_id: str, reason: str) -> bool:
+        """A dead job's status back to ``queued`` with ``reason`` (its letter was redriven); its last
+        error and attempts stay. Nothing changes unless it reads ``dead`` (a consumer may have run the
+        redriven job already). ``True`` when it changed."""
+        ...
+
     def claim_start(
         self, job_id: str, *, attempt: int, runs_until: float, now: float, claimant: str = ""
     ) -> bool:
@@ -267,6 +273,17 @@ class InMemoryJobRecords:
             status = self.items.get((job_id, "status"))
             flow = dict(self.items.get((job_id, "flow"), {}))
         return merged_status(job_id, status, flow, time.time())
+
+    def requeue(self, job_id: str, reason: str) -> bool:
+        with self._lock:
+            item = self.items.get((job_id, "status"))
+            if item is None or item.get("status") != JobState.DEAD.value:
+                return False
+            for name in ("finished_at", "next_attempt_at"):
+                item.pop(name, None)
+            item.update(status=JobState.QUEUED.value, reason=reason, updated_at=now_iso())
+            item["expires_at"] = int(time.time()) + STATUS_TTL_SECONDS
+            return True
 
     def claim_start(
         self, job_id: str, *, attempt: int, runs_until: float, now: float, claimant: str = ""

@@ -110,6 +110,31 @@ class DynamoJobRecords:
                 **condition,  # type: ignore[arg-type]
             )
 
+    def requeue(self, job_id: str, reason: str) -> bool:
+        try:
+            self.client.update_item(
+                TableName=self.table,
+                Key=_key(job_id, "status"),
+                UpdateExpression=(
+                    "SET #status = :queued, #reason = :reason, updated_at = :now, expires_at = :exp "
+                    "REMOVE finished_at, next_attempt_at"
+                ),
+                ConditionExpression="#status = :dead",
+                ExpressionAttributeNames={"#status": "status", "#reason": "reason"},
+                ExpressionAttributeValues=to_item(
+                    {
+                        ":queued": JobState.QUEUED.value,
+                        ":dead": JobState.DEAD.value,
+                        ":reason": reason,
+                        ":now": now_iso(),
+                        ":exp": int(time.time()) + STATUS_TTL_SECONDS,
+                    }
+                ),
+            )
+        except self.client.exceptions.ConditionalCheckFailedException:
+            return False  # not dead (run again already, or no status): as it is
+        return True
+
     def put_statuses(self, statuses: list[dict[str, Any]], ttl: int = STATUS_TTL_SECONDS) -> None:
         """25 records a ``BatchWriteItem``; unprocessed ones are resent a few times, then it raises."""
         now, expires = now_iso(), int(time.time()) + ttl

@@ -54,7 +54,8 @@ class Console:
 
     @property
     def letters(self) -> DeadLetters:
-        return DeadLetters(self.config, self.sqs, wait_time_seconds=0 if self.config.endpoint_url else 1)
+        wait = 0 if self.config.endpoint_url else 1
+        return DeadLetters(self.config, self.sqs, dynamodb_client=self.dynamodb, wait_time_seconds=wait)
 
     @property
     def store(self) -> StateStore | None:

@@ -288,3 +288,32 @@ def test_jf_dev_fires_long_delays_when_they_are_due():
             if proc.poll() is None:
                 proc.kill()
     assert proc.returncode == 0
+
+
+def test_a_redriven_job_reads_queued_again_and_can_be_cancelled_before_it_runs(env_config):
+    """An on-call trial redrove a dead job into a paused lane: `jf status` still said dead, and
+    `jf cancel` answered "too late, it had already ended: dead" while it waited in the queue."""
+    config, client, sqs = env_config
+    sent = client.enqueue("eo.blob", {"name": "reject-once", "data": "x"})
+    kept = client.enqueue("eo.blob", {"name": "reject-kept", "data": "x"})
+    handler = consumer(jobs.registry, config=config, sqs_client=sqs)
+    consume_once(handler, sqs, config.endpoints("high").url)
+    assert client.status(sent.id).status.value == "dead"  # type: ignore[union-attr]
+
+    moved = invoke(["dlq", "redrive", "high", "--id", sent.id, "--json"], cli_env(config))
+    assert moved.exit_code == 0, moved.output
+    assert json.loads(moved.stdout)["requeued"] == 1
+    shown = invoke(["status", sent.id], cli_env(config))
+    assert "status:       queued" in shown.stdout, shown.output
+    assert "redriven from the high DLQ (it died: permanent)" in shown.stdout
+    assert client.status(kept.id).status.value == "dead"  # type: ignore[union-attr]
+
+    cancelled = invoke(["cancel", sent.id], cli_env(config))
+    assert cancelled.exit_code == 0, cancelled.output
+    jobs.effects.clear()
+    consume_once(handler, sqs, config.endpoints("high").url)
+    assert jobs.effects["reject-once"] == 0  # acknowledged unrun
+    assert client.status(sent.id).status.value == "cancelled"  # type: ignore[union-attr]
+    assert receive_all(sqs, config.endpoints("high").dlq_url) and not receive_all(
+        sqs, config.endpoints("high").url
+    )

@@ -225,3 +225,21 @@ def test_a_repeated_cancel_changes_nothing(records):
         first.updated_at,
         first.reason,
     )
+
+
+def test_a_redrive_requeues_a_dead_job_only(records):
+    records.set_status("r1", JobState.QUEUED, job_type="t.a", attempts=0)
+    records.set_status("r1", JobState.DEAD, attempts=3, error="RuntimeError: boom", reason="exhausted")
+    assert records.requeue("r1", "redriven from the high DLQ (it died: exhausted)") is True
+    back = records.get_status("r1")
+    assert back is not None and back.status is JobState.QUEUED
+    assert (back.reason, back.error, back.attempts, back.finished_at) == (
+        "redriven from the high DLQ (it died: exhausted)",
+        "RuntimeError: boom",
+        3,
+        None,
+    )
+    records.set_status("r2", JobState.SUCCEEDED, attempts=1)  # run again already: left as it is
+    assert records.requeue("r2", "redriven") is False
+    assert records.requeue("never-seen", "redriven") is False and records.get_status("never-seen") is None
+    assert records.get_status("r2").status is JobState.SUCCEEDED  # type: ignore[union-attr]
