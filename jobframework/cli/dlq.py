@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from collections import Counter
 from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -28,6 +29,7 @@ from jobframework.cli.dlq_show import payload_pointer, print_table, show_in_full
 from jobframework.cli.errors import CliError
 
 if TYPE_CHECKING:
+    from jobframework.dlq.letter import DeadLetter
     from jobframework.topology import RuntimeConfig
 
 dlq_app = typer.Typer(
@@ -184,17 +186,31 @@ def dlq_purge(  # noqa: PLR0917
     ids: IdOption = None,
     matching: MatchOption = None,
     yes: Annotated[bool, typer.Option("--yes", help="Really delete (required).")] = False,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Count what would be deleted, by type; delete nothing.")
+    ] = False,
     json_output: JsonOption = False,
 ) -> None:
     """Delete dead letters for good (all, or those of a type, a reason or given ids). Needs --yes.
 
     Only the letters in the DLQ when it starts are deleted.
 
-    Example: jf dlq purge low --type reports.generate --yes
+    Example: jf dlq purge low --type reports.generate --dry-run, then --yes
     """
-    if not yes:
-        raise UsageError("purge deletes dead letters for good; add --yes to confirm")
+    if not yes and not dry_run:
+        raise UsageError(
+            "purge deletes dead letters for good; add --yes to confirm (--dry-run counts what it would "
+            "delete first)"
+        )
     letters, config = dead_letters_of(ctx, priority)
+    if dry_run:
+        found = letters.peek(
+            priority, limit=None, job_type=job_type, reason=reason, ids=ids, matching=matching
+        )
+        _purge_preview(priority, found, ids, json_output=json_output)
+        if not found and (job_type or reason or matching):
+            none_selected(ctx, priority, config, job_type)
+        return
     purged = letters.purge(priority, job_type=job_type, reason=reason, ids=ids, matching=matching)
     deleted = purged.deleted
     if json_output:
@@ -224,6 +240,45 @@ def dlq_purge(  # noqa: PLR0917
         )
     if not deleted and (job_type or reason or matching):
         none_selected(ctx, priority, config, job_type)
+
+
+def _purge_preview(lane: str, found: list[DeadLetter], ids: list[str] | None, *, json_output: bool) -> None:
+    """What ``purge --dry-run`` found: how many letters a purge would delete, by type (and by reason when
+    they have more than one), and the ids given that no letter carries (exit 1, as the purge's)."""
+    from jobframework.dlq.letter import UNTYPED
+
+    by_type = Counter(d.job_type or UNTYPED for d in found)
+    by_reason = Counter(d.reason or "-" for d in found)
+    named = {n for d in found for n in (d.message_id, d.job_id, d.dead_message_id) if n}
+    missing = [i for i in ids or () if i not in named]
+    if json_output:
+        print_json(
+            {
+                "priority": lane,
+                "dry_run": True,
+                "would_delete": len(found),
+                "by_type": dict(by_type),
+                "by_reason": dict(by_reason),
+                "not_found": missing,
+            }
+        )
+    else:
+        kinds = ", ".join(f"{kind}: {n}" for kind, n in by_type.most_common()) or "none"
+        reasons = (
+            " (" + ", ".join(f"{why}: {n}" for why, n in by_reason.most_common()) + ")"
+            if len(by_reason) > 1
+            else ""
+        )
+        typer.echo(
+            f"would delete {len(found)} dead letter{'' if len(found) == 1 else 's'} from the {lane} DLQ "
+            f"({kinds}){reasons}; nothing deleted"
+            + ("; the same command with --yes deletes them" if found else "")
+        )
+    if missing:
+        raise CliError(
+            f"no dead letter of the {lane} DLQ has the id {', '.join(missing)}; `jf dlq peek {lane}` "
+            "shows their job ids and message ids"
+        )
 
 
 @dlq_app.command("redrive")

@@ -193,6 +193,15 @@ def test_export_and_purge_by_type(sqs, jf_config, letters, tmp_path):
     refused = invoke(["dlq", "purge", "default"], env)
     assert refused.exit_code == 2
     assert "--yes" in refused.output
+    assert "--dry-run" in refused.output  # (an on-call trial looked for it: "No such option")
+
+    preview = invoke(["dlq", "purge", "default", "--type", "reports.generate", "--dry-run"], env)
+    assert preview.exit_code == 0, preview.output
+    assert preview.stdout.startswith("would delete 2 dead letters from the default DLQ (reports.generate: 2)")
+    counted = invoke(["dlq", "purge", "default", "--dry-run", "--json", "--id", "no-such-id"], env)
+    assert counted.exit_code == 1 and "no-such-id" in counted.stderr, counted.output
+    assert json.loads(counted.stdout)["would_delete"] == 0
+    assert queue_counts(sqs, jf_config.endpoints("default").dlq_url) == (5, 0)  # nothing deleted or held
 
     purged = invoke(["dlq", "purge", "default", "--type", "reports.generate", "--yes", "--json"], env)
     assert purged.exit_code == 0, purged.output
