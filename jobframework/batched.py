@@ -113,7 +113,7 @@ def _run_chunk(
     try:
         with job_span(trace, env.type, env.id, first.attempt, otel=batch.otel, queue=first.source) as own:
             ctx = job_context_of(first, job, own=own, parent=trace, context=context, logger=logger)
-            outcomes = call(job, [a.payload for a in items], ctx)
+            outcomes = call(job, [a.payload for a in items], ctx, timeout=job.timeout)
         outcomes = checked_outcomes(job, outcomes, len(items))
     except Exception as exc:
         outcomes = [exc] * len(items)

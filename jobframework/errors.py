@@ -20,6 +20,7 @@ __all__ = [
     "EnqueueError",
     "JobCancelled",
     "JobFrameworkError",
+    "JobTimedOut",
     "MalformedMessageError",
     "PayloadMissingError",
     "PayloadStoreError",
@@ -164,3 +165,15 @@ class PayloadStoreError(JobFrameworkError):
 
 class PayloadMissingError(JobFrameworkError):
     """An offloaded payload is gone from S3 (expired or deleted): the job can never run from this message."""
+
+
+class JobTimedOut(TimeoutError):
+    """An ``async def`` job ran past its ``timeout=``: its task was cancelled (a transient failure,
+    retried as a timeout is). A plain ``def`` job cannot be stopped; it overruns, logged and counted."""
+
+    def __init__(self, timeout: float) -> None:
+        super().__init__(
+            f"the job ran past its timeout={timeout:g} s and was stopped (an async job's task is cancelled "
+            "at its timeout; give it a longer timeout=, or check ctx.time_left between steps)"
+        )
+        self.timeout = timeout

@@ -125,8 +125,8 @@ def run_inline(
         if job.batch is not None:
             from jobframework.batched import checked_outcomes
 
-            return checked_outcomes(job, call(job, models, ctx), len(models))
-        return call(job, model, ctx)
+            return checked_outcomes(job, call(job, models, ctx, timeout=job.timeout), len(models))
+        return call(job, model, ctx, timeout=job.timeout)
 
 
 class KeyedLogger(logging.LoggerAdapter):  # type: ignore[type-arg]

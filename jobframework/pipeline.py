@@ -229,12 +229,12 @@ class Pipeline:
                         result, ran = c.idempotency.run(
                             env.type,
                             env.key,
-                            lambda: call(job, payload, ctx),
+                            lambda: call(job, payload, ctx, timeout=job.timeout),
                             key,
                             keyed=(keyed := self._keyed_start(d, job)),
                         )
                 else:
-                    result = summarize(call(job, payload, ctx))
+                    result = summarize(call(job, payload, ctx, timeout=job.timeout))
         except AlreadyInProgress as exc:
             # Back when the other delivery's in-progress record expires (or, if unknown, a job timeout).
             delay = visibility_delay((exc.retry_after if exc.retry_after is not None else job.timeout) + 1)

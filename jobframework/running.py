@@ -30,7 +30,7 @@ import threading
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import TYPE_CHECKING, Any
 
-from jobframework.errors import ConfigurationError, PermanentError
+from jobframework.errors import ConfigurationError, JobTimedOut, PermanentError
 from jobframework.errortext import describe
 
 if TYPE_CHECKING:  # asyncio is imported on the first async job, not by every consumer
@@ -73,10 +73,12 @@ def check_runnable(fn: Any, name: str) -> None:
             )
 
 
-def call(fn: Callable[..., Any], *args: Any) -> Any:
-    """Call ``fn(*args)``; await the result on the process's event loop when it is awaitable.
+def call(fn: Callable[..., Any], *args: Any, timeout: float | None = None) -> Any:
+    """Call ``fn(*args)``; await the result on the process's event loop when it is awaitable (for at
+    most ``timeout`` seconds: the job's ``timeout=``).
 
     Raises:
+        JobTimedOut: the awaitable ran past ``timeout`` (it was cancelled).
         JobAborted: the call raised a ``BaseException`` that is not an ``Exception``.
         PermanentError: the call returned a generator (it ran nothing).
         Exception: whatever the call raised.
@@ -86,7 +88,7 @@ def call(fn: Callable[..., Any], *args: Any) -> Any:
         if result is None:  # most jobs: nothing to await or to check
             return None
         if inspect.isawaitable(result):
-            result = _await_on_loop(result)
+            result = _await_on_loop(result, timeout)
     except Exception:
         raise
     except BaseException as exc:
@@ -127,24 +129,32 @@ def event_loop() -> asyncio.AbstractEventLoop:
         return _loop
 
 
-async def _guarded(awaitable: Awaitable[Any]) -> Any:
+async def _guarded(awaitable: Awaitable[Any], timeout: float | None) -> Any:
     # KeyboardInterrupt and SystemExit escaping a task would stop the loop itself: they are the job's.
+    import asyncio
+
+    limit = asyncio.timeout(timeout)
     try:
-        return await awaitable
+        async with limit:
+            return await awaitable
+    except TimeoutError as exc:
+        if limit.expired():  # (not a TimeoutError of the job's own)
+            raise JobTimedOut(timeout or 0) from exc
+        raise
     except Exception:
         raise
     except BaseException as exc:
         raise JobAborted(exc) from exc
 
 
-def _await_on_loop(awaitable: Awaitable[Any]) -> Any:
+def _await_on_loop(awaitable: Awaitable[Any], timeout: float | None = None) -> Any:
     import asyncio
     import concurrent.futures
 
     loop = event_loop()
     context = contextvars.copy_context()
     future: concurrent.futures.Future[Any] = concurrent.futures.Future()
-    coroutine: Coroutine[Any, Any, Any] = _guarded(awaitable)
+    coroutine: Coroutine[Any, Any, Any] = _guarded(awaitable, timeout)
 
     def start() -> None:
         try:

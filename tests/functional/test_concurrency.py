@@ -19,6 +19,7 @@ from jobframework import job
 from jobframework.client import JobClient
 from jobframework.consumer import consumer
 from jobframework.jobs import JobRegistry, Priority
+from jobframework.retry import RetryPolicy
 from jobframework.testing import consume_once, provision_fresh
 
 registry = JobRegistry()
@@ -45,6 +46,19 @@ def meet(item: Item) -> None:
 async def meet_async(item: Item) -> None:
     await asyncio.wait_for(async_barrier["now"].wait(), timeout=5)
     ran["meet_async"] += 1
+
+
+@job(
+    "c.overrun_async",
+    registry=registry,
+    priority="high",
+    track=True,
+    timeout=0.5,
+    retry=RetryPolicy(max_attempts=3, base_delay=30, jitter="none"),
+)
+async def overrun_async(item: Item) -> None:
+    await asyncio.sleep(5)  # past its timeout: cancelled there
+    ran["overrun_async"] += 1
 
 
 def _count_running() -> None:
@@ -124,6 +138,27 @@ def test_async_jobs_of_a_batch_wait_together_on_the_one_event_loop(world):
     records, response = consume_once(handler, sqs, config.endpoints("high").url)
     assert len(records) == BATCH and response == {"batchItemFailures": []}
     assert ran["meet_async"] == BATCH
+
+
+def test_an_async_job_past_its_timeout_is_stopped_and_retried_and_its_neighbour_succeeds(world):
+    config, sqs, client = world
+    over = client.enqueue(overrun_async, Item(n=1))
+    client.enqueue_many([meet_async.request(Item(n=2))])
+    from jobframework.running import event_loop
+
+    loop = event_loop()
+
+    async def make() -> asyncio.Barrier:
+        return asyncio.Barrier(1)
+
+    async_barrier["now"] = asyncio.run_coroutine_threadsafe(make(), loop).result()
+    handler = consumer(registry, config=config, sqs_client=sqs)
+    records, response = consume_once(handler, sqs, config.endpoints("high").url)
+    assert len(records) == 2 and ran["meet_async"] == 1
+    status = client.status(over.id)
+    assert status is not None and status.status.value == "retrying", status
+    assert "ran past its timeout=0.5 s" in (status.error or "") and ran["overrun_async"] == 0
+    assert len(response["batchItemFailures"]) <= 1  # (a retry: the message stays, hidden 30 s)
 
 
 def test_a_cpu_lane_runs_one_record_at_a_time(world):

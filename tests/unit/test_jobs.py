@@ -112,6 +112,27 @@ def test_run_inline_awaits_an_async_job_and_raises_what_it_raises(reg):
         run_inline(quote, {"order_id": "7", "amount": -1})
 
 
+def test_an_async_job_is_stopped_at_its_timeout_and_its_own_timeout_error_is_its_own(reg):
+    """A trial's async job with timeout=1 slept 3 s and succeeded: a coroutine can be cancelled."""
+    import asyncio
+
+    from jobframework.errors import JobTimedOut
+
+    @job("orders.slow", registry=reg, timeout=0.2)
+    async def slow(order: Order) -> str:
+        if order.amount < 0:
+            raise TimeoutError("the carrier's own timeout")
+        await asyncio.sleep(3)
+        return "finished"
+
+    with pytest.raises(JobTimedOut, match=r"ran past its timeout=0\.2 s") as stopped:
+        run_inline(slow, {"order_id": "1", "amount": 1})
+    assert isinstance(stopped.value, TimeoutError)  # transient: retried as a timeout is
+    with pytest.raises(TimeoutError, match="the carrier's own timeout") as own:
+        run_inline(slow, {"order_id": "2", "amount": -1})
+    assert not isinstance(own.value, JobTimedOut)
+
+
 def test_a_version_that_takes_its_own_payloads_only_says_so_with_an_empty_upgrade(reg):
     @job("orders.v2", registry=reg, version=2, upgrade={})
     def v2(order: Order) -> None: ...
