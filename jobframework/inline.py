@@ -58,11 +58,116 @@ def run_inline(
             ``set_default_client``'s). Without one an enqueue raises ``ConfigurationError`` (it would
             go where ``JF_*`` points), unless ``set_default_client`` set a client.
 
-    Returns what the job returns (an ``async def`` job is awaited; a batched job's one outcome per
-    payload, values and exception instances alike); its exceptions propagate, so a test can assert on
-    them. Nothing touches AWS: no queue, no idempotency record, no status (what the job enqueues goes to
-    ``client``).
+    Returns what the job returns (an ``async def`` job is awaited, on the framework's own event loop, and
+    cancelled at its ``timeout=``; a batched job's one outcome per payload, values and exception
+    instances alike); its exceptions propagate, so a test can assert on them. Nothing touches AWS: no
+    queue, no idempotency record, no status (what the job enqueues goes to ``client``). It blocks: from
+    an ``async def`` test, ``await arun_inline(...)``.
     """
+    arg, ctx = _prepared(
+        job,
+        payload,
+        attempt=attempt,
+        key=key,
+        timeout=timeout,
+        job_id=job_id,
+        payload_version=payload_version,
+    )
+    with enqueues_with(_enqueuer(job, client), first=client is not None):
+        return _outcomes(job, arg, call(job, arg, ctx, timeout=job.timeout))
+
+
+async def arun_inline(
+    job: Job[M],
+    payload: M | dict[str, Any] | Sequence[M | dict[str, Any]],
+    *,
+    attempt: int = 1,
+    key: str | None = None,
+    timeout: float | None = None,
+    job_id: str | None = None,
+    payload_version: int | None = None,
+    client: JobClient | EnqueueRecorder | None = None,
+) -> Any:
+    """:func:`run_inline` for an ``async def`` test (pytest-asyncio, anyio): the same arguments and
+    outcomes, awaited. An ``async def`` job runs on the test's own event loop (so a fake server or
+    client the test started on that loop answers it: ``run_inline`` there blocked the loop, and the
+    job's call waited for a server that could not run), cancelled at its ``timeout=``; a plain ``def``
+    job runs on a worker thread (``asyncio.to_thread``), so the loop keeps serving meanwhile.
+
+    Example:
+        >>> import asyncio
+        >>> from pydantic import BaseModel
+        >>> from jobframework import JobRegistry, job
+        >>> class N(BaseModel):
+        ...     n: int
+        >>> @job("doc.double", registry=JobRegistry())
+        ... async def double(p: N) -> int:
+        ...     await asyncio.sleep(0)
+        ...     return 2 * p.n
+        >>> asyncio.run(arun_inline(double, {"n": 21}))
+        42
+    """
+    import asyncio
+    import inspect
+
+    from jobframework.running import awaited
+
+    arg, ctx = _prepared(
+        job,
+        payload,
+        attempt=attempt,
+        key=key,
+        timeout=timeout,
+        job_id=job_id,
+        payload_version=payload_version,
+    )
+    with enqueues_with(_enqueuer(job, client), first=client is not None):
+        if _is_async(job.fn):
+            result = job(arg, ctx)
+            if inspect.isawaitable(result):
+                result = await awaited(result, job.timeout)
+        else:
+            result = await asyncio.to_thread(call, job, arg, ctx, timeout=job.timeout)
+        return _outcomes(job, arg, result)
+
+
+def _is_async(fn: Any) -> bool:
+    """``fn`` is an ``async def`` function (or an object whose ``__call__`` is one)."""
+    import inspect
+
+    target = inspect.unwrap(fn) if inspect.isfunction(fn) else fn
+    if inspect.isroutine(target):
+        return inspect.iscoroutinefunction(target)
+    return inspect.iscoroutinefunction(type(target).__call__)
+
+
+def _outcomes(job: Job[Any], arg: Any, result: Any) -> Any:
+    """What the job returned, a batched job's outcomes checked as the consumer checks them."""
+    if job.batch is None:
+        return result
+    from jobframework.batched import checked_outcomes
+
+    return checked_outcomes(job, result, len(arg))
+
+
+def _enqueuer(job: Job[Any], client: JobClient | EnqueueRecorder | None) -> Callable[[], JobClient]:
+    """Where the job's own enqueues go: ``client`` (a recorder stands in for a client), else refused."""
+    if client is None:
+        return _refused(job)
+    return cast("Callable[[], JobClient]", lambda: client)
+
+
+def _prepared(
+    job: Job[Any],
+    payload: Any,
+    *,
+    attempt: int,
+    key: str | None,
+    timeout: float | None,
+    job_id: str | None,
+    payload_version: int | None,
+) -> tuple[Any, JobContext]:
+    """The job's argument (its payload, or a batched job's list) validated, and its context."""
     if not isinstance(job, Job):
         raise TypeError(
             "run_inline takes the Job that @job made of your function: the name the decorated function "
@@ -118,15 +223,7 @@ def run_inline(
         timeout=job.timeout,
         _remaining=lambda: context.get_remaining_time_in_millis() / 1000,
     )
-    # An async def job is awaited, as the consumer awaits it; a batched one gets the list, and its
-    # outcomes are checked as the consumer checks them.
-    given = cast(Any, (lambda: client) if client is not None else _refused(job))
-    with enqueues_with(given, first=client is not None):
-        if job.batch is not None:
-            from jobframework.batched import checked_outcomes
-
-            return checked_outcomes(job, call(job, models, ctx, timeout=job.timeout), len(models))
-        return call(job, model, ctx, timeout=job.timeout)
+    return (models if job.batch is not None else model), ctx
 
 
 class KeyedLogger(logging.LoggerAdapter):  # type: ignore[type-arg]

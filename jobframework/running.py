@@ -129,7 +129,9 @@ def event_loop() -> asyncio.AbstractEventLoop:
         return _loop
 
 
-async def _guarded(awaitable: Awaitable[Any], timeout: float | None) -> Any:
+async def awaited(awaitable: Awaitable[Any], timeout: float | None) -> Any:
+    """Await ``awaitable`` for at most ``timeout`` seconds (``JobTimedOut`` past it); a ``BaseException``
+    that is not an ``Exception`` becomes :class:`JobAborted` (the job's failure)."""
     # KeyboardInterrupt and SystemExit escaping a task would stop the loop itself: they are the job's.
     import asyncio
 
@@ -154,7 +156,7 @@ def _await_on_loop(awaitable: Awaitable[Any], timeout: float | None = None) -> A
     loop = event_loop()
     context = contextvars.copy_context()
     future: concurrent.futures.Future[Any] = concurrent.futures.Future()
-    coroutine: Coroutine[Any, Any, Any] = _guarded(awaitable, timeout)
+    coroutine: Coroutine[Any, Any, Any] = awaited(awaitable, timeout)
 
     def start() -> None:
         try:

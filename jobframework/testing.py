@@ -19,7 +19,7 @@ import pytest
 
 from jobframework.delivery import RecordOutcome
 from jobframework.envelope import lambda_record
-from jobframework.inline import run_inline
+from jobframework.inline import arun_inline, run_inline
 from jobframework.jobs import JobRegistry
 from jobframework.local.context import LocalLambdaContext
 from jobframework.recorder import EnqueueRecorder
@@ -290,6 +290,7 @@ __all__ = [
     "FakeLambdaContext",
     "RecordOutcome",  # (what a listener hears; from jobframework.delivery)
     "RuntimeConfig",  # (jf_config's type; from jobframework.topology)
+    "arun_inline",  # (from jobframework.inline)
     "consume_once",
     "in_memory_consumer",
     "jf_aws",

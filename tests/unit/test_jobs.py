@@ -133,6 +133,44 @@ def test_an_async_job_is_stopped_at_its_timeout_and_its_own_timeout_error_is_its
     assert not isinstance(own.value, JobTimedOut)
 
 
+def test_arun_inline_runs_an_async_job_on_the_tests_loop_and_a_plain_one_off_it(reg):
+    """A trial's async test started a fake API on its loop; run_inline blocked that loop, and the job's
+    call to the fake API hung until its client's timeout."""
+    import asyncio
+    import threading
+
+    from jobframework.errors import JobTimedOut
+    from jobframework.testing import arun_inline
+
+    seen: dict[str, Any] = {}
+
+    @job("orders.call_api", registry=reg, timeout=0.5)
+    async def call_api(order: Order, ctx: JobContext) -> str:
+        seen["loop"] = asyncio.get_running_loop()
+        await asyncio.wait_for(seen["answered"].wait(), 2)  # the fake API: answers on the test's loop
+        if order.amount < 0:
+            await asyncio.sleep(3)  # past its timeout
+        return f"{order.order_id}@{ctx.attempt}"
+
+    @job("orders.plain", registry=reg)
+    def plain(order: Order) -> bool:
+        return bool(seen["released"].wait(2))  # set by a task of the test's loop
+
+    async def test() -> tuple[str, bool]:
+        seen["answered"], seen["released"] = asyncio.Event(), threading.Event()
+        called = asyncio.create_task(arun_inline(call_api, {"order_id": "7", "amount": 1}, attempt=2))
+        ran = asyncio.create_task(arun_inline(plain, {"order_id": "8", "amount": 1}))
+        await asyncio.sleep(0.05)
+        seen["answered"].set()
+        seen["released"].set()
+        assert seen["loop"] is asyncio.get_running_loop()
+        with pytest.raises(JobTimedOut):
+            await arun_inline(call_api, {"order_id": "9", "amount": -1})
+        return await called, await ran
+
+    assert asyncio.run(test()) == ("7@2", True)
+
+
 def test_a_version_that_takes_its_own_payloads_only_says_so_with_an_empty_upgrade(reg):
     @job("orders.v2", registry=reg, version=2, upgrade={})
     def v2(order: Order) -> None: ...
