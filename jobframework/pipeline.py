@@ -46,7 +46,6 @@ from jobframework.errors import (
     MalformedMessageError,
     PayloadMissingError,
     PayloadVersionError,
-    PermanentError,
     SignatureError,
 )
 from jobframework.gates import (
@@ -388,9 +387,10 @@ class Pipeline:
             )
         reason = decision.reason or Reason.EXHAUSTED
         log.log(
-            # A PermanentError is the job's own refusal (a 410 Gone, an unknown order): expected, as
-            # Celery's `throws`, so not an ERROR line for error-log alerts (the DLQ's alarm still pages).
-            logging.WARNING if isinstance(exc, PermanentError) else logging.ERROR,
+            # A PermanentError, or a type the job declared permanent=, is the job's own refusal (a 410
+            # Gone, a 400, an unknown order): expected, as Celery's `throws`, so not an ERROR line for
+            # error-log alerts (the DLQ's alarm still pages).
+            logging.WARNING if reason is Reason.PERMANENT else logging.ERROR,
             "job %s (%s) dead-lettered (%s) after attempt %d: %s",
             env.id,
             env.type,

@@ -49,9 +49,15 @@ def flaky(work: Work, ctx: JobContext) -> None:
         raise ConnectionError("downstream reset the connection")
 
 
-@job("t.declined", registry=registry, track=True, priority="high")
+class Rejected(Exception):
+    """A downstream's 400 (a client error no retry mends), declared permanent= by the job."""
+
+
+@job("t.declined", registry=registry, track=True, priority="high", permanent=(Rejected,))
 def declined(work: Work) -> None:
     calls[work.name] += 1
+    if work.name.startswith("declared"):
+        raise Rejected(f"{work.name}: 400 Bad Request")
     raise PermanentError(f"{work.name} declined")
 
 

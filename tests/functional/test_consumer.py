@@ -82,6 +82,17 @@ def test_a_permanent_failure_goes_to_the_dlq_at_once_with_its_reason_and_body_in
     assert calls["card"] == 1
 
 
+def test_a_failure_of_a_type_declared_permanent_is_a_warning_too(rt, caplog):
+    """A trial's 400s, declared permanent=(UpstreamRejected,), were ERROR lines with tracebacks while a
+    PermanentError was a WARNING: every 400 counted in error-log alerts."""
+    rt.client.enqueue("t.declined", {"name": "declared-400"})
+    with caplog.at_level(logging.INFO, logger="jobframework.consumer"):
+        rt.consume("high")
+    [declared] = [r for r in caplog.records if "Rejected: declared-400" in r.getMessage()]
+    assert declared.levelno == logging.WARNING and "dead-lettered (permanent)" in declared.getMessage()
+    assert declared.exc_info is not None  # (where it raised)
+
+
 def test_a_job_is_dead_lettered_as_exhausted_after_its_max_attempts(rt, caplog):
     rt.client.enqueue("t.broken", {"name": "b"})
     for _ in range(20):
