@@ -54,6 +54,7 @@ def job(
     concurrency_key: Callable[[Any], str] | None = None,
     rate: str | None = None,
     rate_key: Callable[[Any], str] | None = None,
+    limit_group: str | None = None,
     ordered_by: Callable[[Any], str] | None = None,
     retry_budget: RetryBudgetOption | None = None,
     registry: JobRegistry | None = None,
@@ -110,6 +111,9 @@ def job(
             (``N/second``, ``N/minute``, ``N/hour``; a shared token bucket); per key with
             ``rate_key``. A record over it reserves its turn and is handed back until then (see
             :mod:`jobframework.flow.limits`).
+        limit_group: a name the jobs that call one downstream share (``"crm"``): their ``rate`` and
+            ``concurrency`` count together (two job types at ``rate="2/second"`` make 2 calls a second
+            between them, not 4). Every job of a group declares the same limits.
         ordered_by: a function of the payload giving its message group (a non-empty str, e.g.
             ``lambda p: p.account_id``): the job goes to a FIFO lane (``<priority>-fifo``) and the jobs
             of one group run one after another in enqueue order; a failing job holds back only its
@@ -154,6 +158,7 @@ def job(
         rate_key=rate_key,
         ordered_by=ordered_by,
         retry_budget=retry_budget,
+        limit_group=limit_group,
     )
     sched = opts.schedule
     from jobframework import jobs  # (jobs imports this module: its Job and registry, at call time)

@@ -148,6 +148,7 @@ def checked_options(
     rate_key: Callable[[Any], str] | None,
     ordered_by: Callable[[Any], str] | None,
     retry_budget: RetryBudgetOption | None = None,
+    limit_group: str | None = None,
 ) -> JobOptions:
     """``@job``'s options checked (see :func:`jobframework.jobs.job` for what each means)."""
     if callable(name):
@@ -252,6 +253,7 @@ def checked_options(
         rate=rate,
         rate_key=rate_key,
         ordered_by=ordered_by,
+        limit_group=limit_group,
     )
     if ordered_by is not None and (batch is not None or sched is not None):
         raise ConfigurationError(

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-from jobframework.errors import DuplicateJobError, UnknownJobError
+from jobframework.errors import ConfigurationError, DuplicateJobError, UnknownJobError
 
 if TYPE_CHECKING:
     from jobframework.jobs import Job
@@ -27,8 +27,32 @@ class JobRegistry:
                 f"a job named {job_.name!r} is already registered by "
                 f"{existing.fn.__module__}.{existing.fn.__qualname__}; job names must be unique"
             )
+        if job_.flow.limit_group is not None:
+            self._check_group(job_)
         self._jobs[job_.name] = job_
         JobRegistry.registrations += 1
+
+    def _check_group(self, job_: Job[Any]) -> None:
+        """Refuse a job whose limits differ from those of its ``limit_group``'s other jobs (one bucket
+        cannot have two rates; a key function on one job only would count apart, in buckets of its own)."""
+        flow = job_.flow
+
+        def shape(j: Job[Any]) -> tuple[object, ...]:
+            rate = (j.flow.rate.limit, j.flow.rate.per) if j.flow.rate is not None else None
+            keys = (j.flow.rate_key is not None, j.flow.concurrency_key is not None)
+            return rate, j.flow.concurrency, keys
+
+        for other in self._jobs.values():
+            if other.name != job_.name and other.flow.limit_group == flow.limit_group:
+                if shape(other) != shape(job_):
+                    raise ConfigurationError(
+                        f"job {job_.name}: limit_group={flow.limit_group!r} is shared with {other.name}, "
+                        f"whose limits differ (rate={_rate_text(other)}, concurrency={other.flow.concurrency}"
+                        f", rate_key={'set' if other.flow.rate_key else 'none'}, concurrency_key="
+                        f"{'set' if other.flow.concurrency_key else 'none'}): give every job of a group "
+                        "the same rate=, concurrency= and key functions"
+                    )
+                return
 
     def get(self, name: str) -> Job[Any]:
         try:
@@ -50,3 +74,8 @@ class JobRegistry:
 
     def clear(self) -> None:
         self._jobs.clear()
+
+
+def _rate_text(job_: Job[Any]) -> str:
+    rate = job_.flow.rate
+    return "none" if rate is None else f"'{rate.limit:g}/{rate.per:g}s'"

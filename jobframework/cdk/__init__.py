@@ -26,6 +26,7 @@ from jobframework.cdk.signing import SigningKeys
 from jobframework.cdk.synth_errors import install as _install_synth_errors
 from jobframework.cdk.tables import JobTables
 from jobframework.cdk.workers import Workers
+from jobframework.topology_settings import TopologySettings
 
 _install_synth_errors()
 
@@ -44,6 +45,7 @@ __all__ = [
     "Schedules",
     "SigningKeys",
     "StageConfig",
+    "TopologySettings",
     "Workers",
     "python_code",
     "secure_queue",

@@ -8,6 +8,10 @@ still alive plus the new one, and succeeds only while fewer than N are alive. A 
 returns the item as it is now (``ReturnValuesOnConditionCheckFailure``), so a contended acquisition
 needs no separate read. The lease is released when the record's outcome is known (one write).
 
+**Shared** (``@job(..., limit_group="crm")``): the job types of one group (the jobs that call one
+downstream) count in one item and one bucket, ``limit#group:<name>[#<key>]``; the registry refuses a
+group whose jobs declare different limits.
+
 **Rate** (``@job(rate="100/minute", rate_key=fn)``): a token bucket per job type (and key) kept
 as GCRA, in :mod:`jobframework.flow.rate_bucket` (a record over the rate reserves its turn, which
 its hand-back carries).
@@ -61,9 +65,12 @@ def rate_slot(value: str | None, attempt: int) -> float | None:
 
 
 def limit_key(job: Job[Any], payload: Any, kind: str) -> str:
-    """``limit#<job>`` or ``limit#<job>#<key>`` for the per-key limits."""
+    """``limit#<job>`` or ``limit#<job>#<key>`` for the per-key limits; a job of a ``limit_group``
+    counts in its group's, ``limit#group:<name>[#<key>]`` (no job name has a colon)."""
     key = limit_key_of(job, payload, kind)
-    return f"limit#{job.name}" if key is None else f"limit#{job.name}#{key}"
+    group = job.flow.limit_group
+    owner = job.name if group is None else f"group:{group}"
+    return f"limit#{owner}" if key is None else f"limit#{owner}#{key}"
 
 
 class ConcurrencyLimit:

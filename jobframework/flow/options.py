@@ -24,6 +24,7 @@ MAX_EXPIRY_SECONDS = 14 * 24 * 3600
 """SQS keeps a message 14 days at most: a longer expiry could never apply."""
 _RATE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*/\s*(second|sec|s|minute|min|m|hour|h)\s*$")
 _PER = {"second": 1, "sec": 1, "s": 1, "minute": 60, "min": 60, "m": 60, "hour": 3600, "h": 3600}
+_GROUP = re.compile(r"[A-Za-z0-9._-]{1,64}")
 
 
 def expiry_seconds(value: float | timedelta | None, option: str = "expires_in") -> float | None:
@@ -108,6 +109,9 @@ class FlowOptions:
     rate_key: Callable[[Any], str] | None = None
     ordered_by: Callable[[Any], str] | None = None
     """The message group of an ordered job (a FIFO lane): jobs of one group run in enqueue order."""
+    limit_group: str | None = None
+    """The name of the limits several job types share (one downstream's): their ``rate`` and
+    ``concurrency`` count together, not per job type."""
 
 
 def flow_options(
@@ -120,6 +124,7 @@ def flow_options(
     rate: str | None = None,
     rate_key: Callable[[Any], str] | None = None,
     ordered_by: Callable[[Any], str] | None = None,
+    limit_group: str | None = None,
 ) -> FlowOptions:
     """The checked options of job ``name``.
 
@@ -144,6 +149,8 @@ def flow_options(
         raise ConfigurationError(f"job {name}: concurrency_key= needs concurrency=N (the cap per key)")
     if rate_key is not None and rate is None:
         raise ConfigurationError(f"job {name}: rate_key= needs rate='N/minute' (the rate per key)")
+    if limit_group is not None:
+        _check_limit_group(name, limit_group, rate is not None or concurrency is not None)
     if ordered_by is not None and tenant is not None:
         raise ConfigurationError(
             f"job {name}: ordered_by= and tenant= both set the message group (MessageGroupId); an ordered "
@@ -157,7 +164,21 @@ def flow_options(
         rate=_rate(name, rate),
         rate_key=rate_key,
         ordered_by=ordered_by,
+        limit_group=limit_group,
     )
+
+
+def _check_limit_group(name: str, group: object, limited: bool) -> None:
+    if not isinstance(group, str) or not _GROUP.fullmatch(group):
+        raise ConfigurationError(
+            f"job {name}: limit_group= names the limits several job types share (letters, digits, '.', "
+            f"'-', '_', at most 64), e.g. limit_group='crm'; got {group!r}"
+        )
+    if not limited:
+        raise ConfigurationError(
+            f"job {name}: limit_group={group!r} shares a rate= or concurrency= with other job types: give "
+            "it the group's rate= (and concurrency=, if the group has one)"
+        )
 
 
 def nothing_to_check(env: Envelope, job: Job[Any]) -> bool:

@@ -187,3 +187,24 @@ def stoppable(item: Item, ctx: JobContext) -> str:
         time.sleep(0.05)
     _note(item, ctx)
     return "done"
+
+
+@job("f.crm_deal", registry=registry, concurrency=1, rate="20/second", limit_group="crm", timeout=10)
+def crm_deal(item: Item, ctx: JobContext) -> None:
+    """One of two job types calling one CRM: the group's one slot is theirs together."""
+    ledger.enter("crm")
+    try:
+        time.sleep(0.2)
+        _note(item, ctx)
+    finally:
+        ledger.leave("crm")
+
+
+@job("f.crm_note", registry=registry, concurrency=1, rate="20/second", limit_group="crm", timeout=10)
+def crm_note(item: Item, ctx: JobContext) -> None:
+    ledger.enter("crm")
+    try:
+        time.sleep(0.2)
+        _note(item, ctx)
+    finally:
+        ledger.leave("crm")

@@ -64,6 +64,39 @@ def test_a_per_key_cap_holds_per_key_only(flow):
     assert ledger.peak["all"] == 2 and len(flow_jobs.ran) == 6
 
 
+def test_job_types_of_one_limit_group_share_its_cap_and_its_rate(flow):
+    """A trial's two CRM jobs at rate="2/second" each made 4 calls a second to the one CRM: a limit was
+    per job type, and nothing shared one across the types that call one downstream."""
+    for n in range(3):
+        flow.client.enqueue("f.crm_deal", Item(name=f"d{n}"))
+        flow.client.enqueue("f.crm_note", Item(name=f"n{n}"))
+    _drain(flow, "default", 3, 40, lambda: len(flow_jobs.ran) >= 6)
+    assert len(flow_jobs.ran) == 6 and {r["attempt"] for r in flow_jobs.ran} == {1}
+    assert ledger.peak["crm"] == 1  # one at a time between the two types (each type's own cap: 2)
+    keys = {(k["pk"]["S"], k["sk"]["S"]) for k in _limit_items(flow)}
+    assert keys == {("limit#group:crm", "concurrency"), ("limit#group:crm", "rate")}, keys
+
+
+def _limit_items(flow) -> list[dict[str, Any]]:
+    items = flow.dynamodb.scan(TableName=flow.config.state_table, ProjectionExpression="pk, sk")["Items"]
+    return [i for i in items if i["pk"]["S"].startswith(("limit#group:", "limit#f.crm"))]
+
+
+def test_a_limit_groups_jobs_must_declare_the_same_limits():
+    reg = JobRegistry()
+
+    @job("g.one", registry=reg, rate="2/second", limit_group="crm")
+    def one(item: Item) -> None: ...
+
+    with pytest.raises(ConfigurationError, match=r"limit_group='crm' is shared with g\.one, whose limits"):
+
+        @job("g.two", registry=reg, rate="4/second", limit_group="crm")
+        def two(item: Item) -> None: ...
+
+    @job("g.three", registry=reg, rate="2/second", limit_group="crm")
+    def three(item: Item) -> None: ...
+
+
 def test_a_crashed_runs_lease_expires_at_its_hard_deadline(flow):
     from jobframework.flow.limits import ConcurrencyLimit
     from jobframework.state import StateStore
@@ -184,6 +217,8 @@ def test_a_rate_observed_over_a_minute_stays_within_ten_percent_of_the_limit(flo
         ({"rate": "0/second"}, "would let no job run: N in N/second must be above 0"),
         ({"rate_key": lambda p: "k"}, "rate_key= needs rate="),
         ({"tenant": "acme"}, "tenant= must be a function"),
+        ({"limit_group": "crm"}, "limit_group='crm' shares a rate= or concurrency= with other job types"),
+        ({"limit_group": "a b", "rate": "1/s"}, "limit_group= names the limits several job types share"),
     ],
 )
 def test_bad_limit_options_are_refused_at_decoration(options, message):
