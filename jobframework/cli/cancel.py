@@ -89,6 +89,8 @@ def cancel(  # noqa: PLR0917
                 typer.echo(_dead_letter_hint(job_id, store, catalog_of(aws, config)), err=True)
         else:
             typer.echo(f"{job_id}: {result.outcome.value} (status {after}, was {before})")
+            if result.outcome.value == "signalled":
+                typer.echo(_SIGNALLED_NOTE, err=True)
         if result.outcome.value == "finished":  # not cancelled: a script's `jf cancel ID || ...` sees it
             raise typer.Exit(EXIT_FAILED)
         return
@@ -96,10 +98,15 @@ def cancel(  # noqa: PLR0917
     seconds = parse_duration(older_than, option="--older-than")
     found = list(cancellable(store, job_type, seconds, matching=matching))
     jobs = []
-    for found_id, state, enqueued_at in found:
-        entry: dict[str, str | None] = {"id": found_id, "status": state.value, "enqueued_at": enqueued_at}
+    for job in found:
+        entry: dict[str, str | None] = {
+            "id": job.id,
+            "status": job.status.value,
+            "key": job.key,
+            "enqueued_at": job.enqueued_at,
+        }
         if not dry_run:
-            result = cancel_job(store, found_id, unschedule=unschedule)
+            result = cancel_job(store, job.id, unschedule=unschedule)
             entry.update(
                 outcome=result.outcome.value,
                 status=_value(result.status_after),
@@ -119,7 +126,9 @@ def cancel(  # noqa: PLR0917
         return
     for entry in jobs:
         if dry_run:
-            typer.echo(f"{entry['id']}  {entry['status']:<9} enqueued {entry['enqueued_at']}")
+            typer.echo(
+                f"{entry['id']}  {entry['status']:<9} key {entry['key']}  enqueued {entry['enqueued_at']}"
+            )
         else:
             was = f"(status {entry['status']}, was {entry['status_before']})"
             typer.echo(f"{entry['id']}  {entry['outcome']:<9} {was}  enqueued {entry['enqueued_at']}")
@@ -134,6 +143,12 @@ def cancel(  # noqa: PLR0917
             + f"was enqueued more than {older_than} ago (nothing changed); "
             + (f"did you mean {close}? " if close else "check the type's spelling: ")
             + "`jf status ID` shows a job's type and key"
+            + (
+                " (a job sent by name without its module, key= not given, has its key= function's key "
+                "only once it ran: until then its key is its id)"
+                if matching
+                else ""
+            )
         )
         return
     if dry_run:
@@ -145,6 +160,14 @@ def cancel(  # noqa: PLR0917
             counts[outcome] = counts.get(outcome, 0) + 1
         summary = ", ".join(f"{n} {outcome}" for outcome, n in sorted(counts.items())) or "none"
         typer.echo(f"{len(jobs)} job(s) of {job_type}: {summary}")
+        if "signalled" in counts:
+            typer.echo(_SIGNALLED_NOTE, err=True)
+
+
+_SIGNALLED_NOTE = (
+    "jf: note: a signalled job was running: no further attempt starts, and the run stops only where "
+    "the job's code checks ctx.cancelled; otherwise it runs to its end (`jf status ID` then says so)"
+)
 
 
 def _value(state: JobState | None) -> str | None:

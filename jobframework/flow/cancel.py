@@ -153,10 +153,12 @@ def cancellable(
     *,
     now: datetime | None = None,
     matching: str | None = None,
-) -> Iterator[tuple[str, JobState, str]]:
-    """``(job id, status, enqueued_at)`` of the jobs of ``job_type`` enqueued more than ``older_than``
+) -> Iterator[JobStatus]:
+    """The jobs of ``job_type`` (id, status, key, ``enqueued_at``) enqueued more than ``older_than``
     seconds ago that have not finished, and whose key contains ``matching`` when given (one
-    customer's: ``evt:globex-...``); a ``Scan`` of the state table: for operators, not hot paths."""
+    customer's: ``evt:globex-...``), oldest first; a ``Scan`` of the state table: for operators, not
+    hot paths. A job sent by name by a producer without its module has its ``key=`` function's key
+    only once it ran: until then its key is its id."""
     cutoff = ((now or datetime.now(UTC)) - timedelta(seconds=older_than)).isoformat()
     values: dict[str, Any] = {
         ":job": {"S": "job#"},
@@ -192,7 +194,7 @@ def cancellable(
             found = key_records.merged_all(store.client, store.key_table, found, time.time())
         for job in sorted(found, key=lambda j: j.enqueued_at or ""):
             if job.status in CANCELLABLE and (not matching or matching in (job.key or "")):
-                yield job.id, job.status, job.enqueued_at or ""
+                yield job
         if "LastEvaluatedKey" not in response:
             return
         kwargs["ExclusiveStartKey"] = response["LastEvaluatedKey"]

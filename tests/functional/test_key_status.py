@@ -291,7 +291,7 @@ def test_the_consoles_lists_and_counts_and_a_bulk_cancel_read_the_outcome_in_the
 
     (row,), _ = activity(state)
     assert (row.job_type, row.succeeded, row.retried, row.in_progress) == ("t.result", 2, 1, 1)
-    assert [job_id for job_id, _, _ in cancellable(state, "t.result", 0)] == [waiting.id]
+    assert [job.id for job in cancellable(state, "t.result", 0)] == [waiting.id]
 
 
 def test_a_job_whose_key_had_completed_reads_succeeded_and_says_it_did_not_run(rt):

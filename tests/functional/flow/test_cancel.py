@@ -102,6 +102,21 @@ def test_a_running_job_sees_ctx_cancelled_and_stops(flow):
     assert f"cancel asked: {status.cancel_requested_at}" in shown.stdout
 
 
+def test_jf_cancel_of_a_running_job_says_it_stops_only_where_its_code_checks(flow):
+    """An on-call trial read `signalled (status running, was running)` as a cancel; the job ran on and
+    succeeded."""
+    job_id = flow.client.enqueue("f.long", Item(name="long")).id
+    consuming = threading.Thread(target=flow.consume, args=("default",))
+    consuming.start()
+    try:
+        assert flow_jobs.started.wait(10)
+        said = invoke(["cancel", job_id], cli_env(flow.config))
+    finally:
+        consuming.join(30)
+    assert said.stdout.strip() == f"{job_id}: signalled (status running, was running)", said.output
+    assert "the run stops only where the job's code checks ctx.cancelled" in said.stderr
+
+
 def test_a_running_job_that_stops_on_its_cancel_ends_cancelled_not_retried(flow):
     job_id = flow.client.enqueue("f.stoppable", Item(name="steps")).id
     assert _cancel_once_started(flow, job_id).outcome is CancelOutcome.SIGNALLED
@@ -219,6 +234,8 @@ def test_bulk_cancel_takes_one_customers_jobs_by_text_in_their_key(flow):
     dry = invoke([*args, "--dry-run", "--json"], env)
     assert dry.exit_code == 0, dry.output
     assert sorted(j["id"] for j in json.loads(dry.output)["jobs"]) == sorted(globex)
+    listed = invoke([*args, "--dry-run"], env)  # (an on-call trial could not see whose jobs they were)
+    assert all(f"key evt:globex-{n}" in listed.output for n in range(2)), listed.output
     done = invoke(args, env)
     assert done.exit_code == 0 and "2 job(s) of f.ok: 2 cancelled" in done.output, done.output
     assert [flow.client.status(i).status for i in (*globex, initech)] == [
@@ -228,6 +245,7 @@ def test_bulk_cancel_takes_one_customers_jobs_by_text_in_their_key(flow):
     ]
     none = invoke(["cancel", "--type", "f.ok", "--older-than", "0s", "--match", "umbrella"], env)
     assert "no unfinished tracked job of type f.ok whose key contains 'umbrella'" in none.output
+    assert "has its key= function's key only once it ran" in none.output
     alone = invoke(["cancel", globex[0], "--match", "globex"], env)  # (a bulk cancel's option)
     assert alone.exit_code == 2 and "--match selects among a bulk cancel's jobs" in alone.output
 
