@@ -165,7 +165,20 @@ def check_named(lane: str, ids: list[str], result: RedriveResult, *, filtered: b
 def none_selected(ctx: typer.Context, lane: str, config: RuntimeConfig, job_type: str | None) -> None:
     """Say, when a selection took nothing, where to see what the DLQ holds (a mistyped type, say), and
     the lane of a job type whose letters are in another DLQ (the topology's job catalog knows it)."""
-    route = catalog_of(aws_of(ctx), config).get(job_type) if job_type else None
+    catalog = catalog_of(aws_of(ctx), config) if job_type else {}
+    route = catalog.get(job_type) if job_type else None
+    from jobframework.dlq.letter import UNTYPED
+
+    if job_type and catalog and route is None and job_type != UNTYPED:
+        from jobframework.errortext import closest
+
+        close = closest(job_type, list(catalog), cutoff=0.8)
+        typer.echo(
+            f"no dead letter of the {lane} DLQ matched; this topology has no job type {job_type!r}"
+            + (f": did you mean {close}?" if close else f" (`jf dlq peek {lane}` shows their types)"),
+            err=True,
+        )
+        return
     if route is not None and route.lane != lane:
         typer.echo(
             f"no dead letter of the {lane} DLQ matched; {job_type} runs on {route.lane}: its letters are "

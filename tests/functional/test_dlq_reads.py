@@ -172,6 +172,8 @@ def test_peek_says_how_many_the_dlq_holds_and_where_a_job_types_letters_are(sqs,
     assert "dl.report runs on low: its letters are in the low DLQ" in elsewhere.stderr
     moved = invoke(["dlq", "redrive", "high", "--type", "dl.report"], env)
     assert "dl.report runs on low" in moved.stderr
+    typo = invoke(["dlq", "redrive", "low", "--type", "dl.reprot", "--dry-run"], env)  # (an on-call trial's)
+    assert "no job type 'dl.reprot': did you mean dl.report?" in typo.stderr, typo.output
     assert queue_counts(sqs, config.endpoints("low").dlq_url)[0] == 12
     # jf dev's exports also carry the queue URLs (JF_QUEUE_URL_*), and no catalog: the parameter has it
     exported = {**env, **{k: v for k, v in config.to_env().items() if k.startswith(("JF_QUEUE", "JF_DLQ"))}}
