@@ -60,6 +60,7 @@ def find_jobs(
     *,
     key: str | None = None,
     key_prefix: str | None = None,
+    key_contains: str | None = None,
     job_type: str | None = None,
     status: JobState | str | None = None,
     updated_since: datetime | None = None,
@@ -71,6 +72,8 @@ def find_jobs(
     Args:
         key: exactly this idempotency/dedup key, or a debounce window's of it (``<key>#<window id>``).
         key_prefix: keys that start with this (a schedule's runs: ``schedule:<job>:``).
+        key_contains: keys that contain this text (the console's search, as ``jf cancel --match``: one
+            customer's ``evt:globex-...``; a debounce window's too).
         job_type: this job type.
         status: this state.
         updated_since: only records written since then.
@@ -96,6 +99,9 @@ def find_jobs(
     if key_prefix is not None:
         values[":key_prefix"] = {"S": key_prefix}
         filters.append("begins_with(job_key, :key_prefix)")
+    if key_contains is not None:
+        values[":key_part"] = {"S": key_contains}
+        filters.append("contains(job_key, :key_part)")
     if job_type is not None:
         values[":type"] = {"S": job_type}
         filters.append("job_type = :type")

@@ -34,7 +34,7 @@ def jobs(request: Request) -> Response:
     if status is not None and status not in {s.value for s in JobState}:
         raise ValueError(f"unknown status {status!r}: use one of {', '.join(s.value for s in JobState)}")
     store = console.require_store()
-    found = find_jobs(store, key=key, job_type=job_type, status=status, limit=RESULTS)
+    found = find_jobs(store, key_contains=key, job_type=job_type, status=status, limit=RESULTS)
     return render(
         request,
         "jobs.html",
