@@ -57,6 +57,36 @@ def test_redrive_a_dead_letter_by_selection_and_see_the_job_succeed(page: Any, c
     expect(page.locator("#job-status")).to_have_text("succeeded")
 
 
+def test_a_selection_redrive_says_what_it_takes_warns_of_a_paused_lane_and_offers_a_reload(
+    page: Any, console_url: str, clean: Shop
+):
+    """An on-call trial: the dry run of "Redrive all shown" appeared in the filter box beside selects set to
+    "any"; a redrive into a paused lane said nothing (the CLI warns); after it the list still showed
+    the moved letters."""
+    from jobframework.flow.pause import pause, resume
+
+    job_ids = [_dead_charge(clean, f"o-p{n}") for n in range(2)]
+    store = clean.console().store
+    assert store is not None
+    pause(store, "high")
+    try:
+        page.goto(f"{console_url}/dlq/high")
+        page.get_by_role("button", name="Redrive all 2 shown (dry run first)").click()
+        shown = page.locator("#selection-result")
+        expect(shown.locator("#redrive-scope")).to_have_text(
+            "The 2 selected letters of the list (the filter form is not used):"
+        )
+        expect(page.locator("#action-result")).to_be_empty()
+        expect(shown.locator("#redrive-paused")).to_contain_text("The high queue is paused")
+        shown.locator("#confirm-redrive").click()
+        expect(page.locator("#moved-count")).to_have_text("2")
+        page.locator("#reload-letters").click()
+        expect(page.locator("#letters tbody tr")).to_have_count(0)
+    finally:
+        resume(store, "high")
+    assert clean.dlq_depth("high") == 0 and len(job_ids) == 2
+
+
 def test_a_redrive_of_one_letter_among_several_says_what_moved_of_what_was_selected(
     page: Any, console_url: str, clean: Shop
 ):
@@ -359,6 +389,15 @@ def test_overview_shows_queues_and_the_last_hour(page: Any, console_url: str, cl
     expect(high.locator("td").nth(2)).to_have_text("1")  # the waiting o-ov-ok
     expect(high.locator("td").nth(6)).to_have_text("1")  # one dead letter
     expect(page.locator("#activity")).to_contain_text("shop.charge")
+
+
+def test_pages_name_their_icon_so_a_browser_asks_for_no_favicon_ico(page: Any, console_url: str):
+    """An on-call trial's browser logged a 404 for /favicon.ico on every page."""
+    page.goto(console_url)
+    href = page.locator('link[rel="icon"]').get_attribute("href")
+    assert href is not None
+    status = page.evaluate("async (url) => (await fetch(url)).status", href)
+    assert status == 200
 
 
 def test_state_store_is_the_one_the_pages_read(the_shop: Shop):

@@ -145,7 +145,20 @@ async def redrive_preview(request: Request) -> Response:
     lane = console.lane(request.path_params["lane"])
     asked = RedriveRequest.of(lane, await request.form())
     result = await run_in_threadpool(asked.run, console, dry_run=True)
-    return render(request, "_redrive_preview.html", lane=lane, asked=asked, result=result)
+    paused_since = await run_in_threadpool(_paused_since, console, lane)
+    return render(
+        request, "_redrive_preview.html", lane=lane, asked=asked, result=result, paused_since=paused_since
+    )
+
+
+def _paused_since(console: Console, lane: str) -> str | None:
+    """Since when ``lane`` is paused (``None``: consuming, or no state table to say)."""
+    store = console.store
+    if store is None:
+        return None
+    from jobframework.flow.pause import paused
+
+    return paused(store).get(lane)
 
 
 async def redrive(request: Request) -> Response:
