@@ -9,7 +9,7 @@ import re
 from collections.abc import Sequence
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from typer._click.exceptions import UsageError  # typer carries its own copy of click
@@ -18,6 +18,9 @@ from jobframework.cli.aws import Aws
 from jobframework.cli.errors import CliError, JfGroup
 from jobframework.config import ENV_JOBS
 from jobframework.errors import ConfigurationError
+
+if TYPE_CHECKING:
+    from jobframework.config import RuntimeConfig
 
 
 class PriorityName(StrEnum):
@@ -213,6 +216,32 @@ def age_text(seconds: float | None) -> str:
         if seconds >= size:
             return f"{seconds / size:.1f}{unit}"
     return f"{seconds:.1f}s" if seconds < 10 else f"{seconds:.0f}s"
+
+
+def where_text(config: RuntimeConfig) -> str:
+    """Which deployment a command reads, for a table's title: its app and stage (its queues' names say
+    them, ``<app>-<stage>-<lane>``) and where (the endpoint, else the AWS region), so that a dev setup
+    is not taken for prod.
+
+    Example:
+        >>> from jobframework.config import QueueEndpoints, RuntimeConfig
+        >>> q = QueueEndpoints(url="https://sqs.eu-west-1.amazonaws.com/1/shop-prod-high", dlq_url="x")
+        >>> where_text(RuntimeConfig(queues={"high": q}, region="eu-west-1"))
+        'shop-prod in AWS eu-west-1'
+        >>> local = QueueEndpoints(url="http://h:4566/0/jf-dev-high.fifo", dlq_url="x")
+        >>> where_text(RuntimeConfig(queues={"high-fifo": local}, endpoint_url="http://127.0.0.1:4566"))
+        'jf-dev at http://127.0.0.1:4566'
+    """
+    lane, first = next(iter(config.queues.items()), ("", None))
+    name = "no queues"
+    if first is not None:
+        name = first.name.removesuffix(".fifo")
+        lane = lane.removesuffix("-fifo")
+        name = name.removesuffix(f"-{lane}-fifo").removesuffix(f"-{lane}")
+    if config.endpoint_url:
+        return f"{name} at {config.endpoint_url}"
+    region = config.region or os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
+    return f"{name} in AWS {region or '(default region)'}"
 
 
 def _warning_line(message: Warning | str, category: type[Warning], *_: object, **__: object) -> str:

@@ -13,7 +13,15 @@ from typer._click.exceptions import UsageError  # typer carries its own copy of 
 from typer.core import TyperGroup
 
 from jobframework.cli.aws import aws_of
-from jobframework.cli.base import JsonOption, age_text, app, parse_duration, print_json, rich_console
+from jobframework.cli.base import (
+    JsonOption,
+    age_text,
+    app,
+    parse_duration,
+    print_json,
+    rich_console,
+    where_text,
+)
 from jobframework.cli.dlq_args import (
     IdOption,
     MatchOption,
@@ -94,8 +102,8 @@ def dlq_ls(
         return
     from rich.table import Table
 
-    table = Table()
-    for name in ("dlq", "queue", "depth", "in flight", "oldest", "source"):
+    table = Table(title=f"DLQs of {where_text(config)}", title_justify="left")
+    for name in ("dlq", "queue", "depth", "in flight", "oldest", "its queue"):
         table.add_column(name, justify="right" if name in ("depth", "in flight", "oldest") else "left")
     for d in depths:
         oldest = age_text(d.oldest_age_seconds) + ("+" if d.sampled and d.sampled < d.depth else "")

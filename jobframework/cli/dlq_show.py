@@ -24,7 +24,8 @@ def print_table(
             f" (-n {min(depth, 1000)} for more)" if len(found) == count else ""
         )
     table = Table(title=f"{lane} DLQ: {shown}", title_justify="left")
-    columns = ["type", "id", "reason", "error", "attempts", "dead at"]
+    keyed = any(d.key and d.key != d.job_id for d in found)  # (a key other than the id: the customer's)
+    columns = ["type", "id", *(["key"] if keyed else []), "reason", "error", "attempts", "dead at (UTC)"]
     if any(pointers):
         columns.append("payload")
     for name in columns:  # (the id whole: it is what --id, jf status and the console take)
@@ -35,10 +36,11 @@ def print_table(
             s["type"] or UNTYPED,
             # A malformed body has no job id: the id the consumer's log named (--id takes either).
             s["id"] or f"message {d.dead_message_id or d.message_id}",
+            *([d.key if d.key and d.key != d.job_id else "-"] if keyed else []),
             s["reason"] or "-",
             s["error"] or "-",
             str(s["attempts"] or "-"),
-            s["dead_at"] or "-",
+            d.died_at.strftime("%Y-%m-%d %H:%M:%S") if d.died_at else "-",  # (UTC, as --json's dead_at)
         ]
         if any(pointers):
             row.append(f"{ref['uri']} ({ref['size']:,} bytes)" if ref else "inline")

@@ -8,7 +8,7 @@ import typer
 from typer.core import TyperGroup
 
 from jobframework.cli.aws import aws_of
-from jobframework.cli.base import JsonOption, app, print_json, rich_console
+from jobframework.cli.base import JsonOption, app, print_json, rich_console, where_text
 from jobframework.cli.errors import CliError
 
 if TYPE_CHECKING:
@@ -168,7 +168,7 @@ def queue_ls(ctx: typer.Context, json_output: JsonOption = False) -> None:
     from rich.table import Table
 
     counts = ("depth", "in_flight", "delayed") + (("scheduled",) if held is not None else ())
-    table = Table()
+    table = Table(title=f"Queues of {where_text(config)}", title_justify="left")
     for name in ("lane", "queue", *counts, "state"):
         table.add_column(name.replace("_", " "), justify="right" if name in counts else "left")
     for r in rows:

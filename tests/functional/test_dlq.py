@@ -33,6 +33,21 @@ def letters(sqs, jf_config):
     return crm, reports
 
 
+def test_tables_say_which_deployment_they_read_and_peek_shows_keys_and_short_times(sqs, jf_config, letters):
+    """An on-call trial: nothing said whether a table was dev's or prod's; peek had no key column (to find a
+    customer's letters), and its 32-character dead-at wrapped over four lines at 100 columns."""
+    env = {**cli_env(jf_config), "COLUMNS": "160"}
+    where = f"{jf_config.endpoints('high').name.removesuffix('-high')} at {jf_config.endpoint_url}"
+    listed = invoke(["dlq", "ls"], env)
+    assert f"DLQs of {where}" in listed.stdout, listed.output
+    assert "its queue" in listed.stdout
+    queues = invoke(["queue", "ls"], env)
+    assert f"Queues of {where}" in queues.stdout, queues.output
+    peeked = invoke(["dlq", "peek", "default"], env)
+    assert "crm:0" in peeked.stdout and "key" in peeked.stdout
+    assert "2026-01-01 00:00:00" in peeked.stdout and "+00:00" not in peeked.stdout, peeked.output
+
+
 def test_peek_shows_dead_letters_and_changes_nothing(sqs, jf_config, letters):
     dlq = jf_config.endpoints("default").dlq_url
     before = sorted((m["Body"], json.dumps(_attrs(m), sort_keys=True)) for m in _peek_raw(sqs, dlq))
