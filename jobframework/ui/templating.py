@@ -55,6 +55,18 @@ def when(value: str | datetime | None) -> str:
     return moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
+def epoch_ms(value: str) -> str:
+    """SQS's epoch milliseconds (``SentTimestamp``) as ``when`` shows a time, the number beside it.
+
+    Example:
+        >>> epoch_ms("1796556405353"), epoch_ms("AROA...")
+        ('2026-12-06 11:26:45 UTC (1796556405353)', 'AROA...')
+    """
+    if not value.isdigit():
+        return value
+    return f"{when(datetime.fromtimestamp(int(value) / 1000, UTC))} ({value})"
+
+
 def ago(value: str | datetime | None) -> str:
     """How long ago an ISO time (or datetime) was: ``5.0m ago``."""
     if value is None or value == "":
@@ -104,7 +116,9 @@ def make_templates() -> Jinja2Templates:
         trim_blocks=True,
         lstrip_blocks=True,
     )
-    env.filters.update(duration=duration, when=when, ago=ago, percent=percent, pretty_json=pretty_json)
+    env.filters.update(
+        duration=duration, when=when, ago=ago, percent=percent, pretty_json=pretty_json, epoch_ms=epoch_ms
+    )
     env.globals["nav"] = NAV
     env.globals["deployment"] = deployment
     return Jinja2Templates(env=env)

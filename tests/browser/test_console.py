@@ -182,6 +182,8 @@ def test_search_and_read_a_dead_letter(page: Any, console_url: str, clean: Shop)
     expect(page.locator("#letter-body")).to_contain_text('"order_id": "o-search"')
     expect(page.locator("#letter-attributes")).to_contain_text("jf-reason")
     expect(page.locator("#letter-attributes")).to_contain_text("traceparent")
+    sent = page.locator("#letter-system-attributes tr", has_text="SentTimestamp")  # (an on-call trial read
+    expect(sent).to_contain_text(re.compile(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC \(\d{13}\)"))  # epoch ms)
     # A letter's address takes its job's id too, as `jf dlq --id` does (a trial's typed URL was a 404
     # that said the letter was gone)
     page.goto(f"{console_url}/dlq/high/letters/{job_id}")
