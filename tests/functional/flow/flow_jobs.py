@@ -189,22 +189,22 @@ def stoppable(item: Item, ctx: JobContext) -> str:
     return "done"
 
 
-@job("f.crm_deal", registry=registry, concurrency=1, rate="20/second", limit_group="crm", timeout=10)
-def crm_deal(item: Item, ctx: JobContext) -> None:
-    """One of two job types calling one CRM: the group's one slot is theirs together."""
+def _call_crm(item: Item, ctx: JobContext) -> None:
+    """What both CRM job types do: hold the group's one slot a moment."""
     ledger.enter("crm")
     try:
         time.sleep(0.2)
         _note(item, ctx)
     finally:
         ledger.leave("crm")
+
+
+@job("f.crm_deal", registry=registry, concurrency=1, rate="20/second", limit_group="crm", timeout=10)
+def crm_deal(item: Item, ctx: JobContext) -> None:
+    """One of two job types calling one CRM: the group's one slot is theirs together."""
+    _call_crm(item, ctx)
 
 
 @job("f.crm_note", registry=registry, concurrency=1, rate="20/second", limit_group="crm", timeout=10)
 def crm_note(item: Item, ctx: JobContext) -> None:
-    ledger.enter("crm")
-    try:
-        time.sleep(0.2)
-        _note(item, ctx)
-    finally:
-        ledger.leave("crm")
+    _call_crm(item, ctx)
