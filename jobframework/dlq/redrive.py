@@ -299,7 +299,8 @@ class Redrive:
             assert letter.job_id is not None and jobs is not None
             why = f"redriven from the {self.result.priority} DLQ (it died: {letter.reason or 'no reason'})"
             try:
-                self.result.requeued += jobs.requeue(letter.job_id, why)
+                died = letter.died_at.isoformat(timespec="milliseconds") if letter.died_at else None
+                self.result.requeued += jobs.requeue(letter.job_id, why, died_at=died)
             except Exception as exc:
                 log.warning("job %s was redriven, but its status still reads dead: %s", letter.job_id, exc)
 

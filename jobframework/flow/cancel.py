@@ -36,6 +36,7 @@ from jobframework.errors import UnknownJobError
 from jobframework.flow.outcome import Drop
 from jobframework.state import JobState, JobStatus, no_status
 from jobframework.stores import key_records
+from jobframework.stores.job_records import with_claims
 from jobframework.stores.key_records import KeyHolder, claims_key, keyed_by_id
 
 if TYPE_CHECKING:
@@ -190,6 +191,7 @@ def cancellable(
             )
             for item in response.get("Items", [])
         ]
+        found = with_claims(store.jobs, found, time.time())  # a running one read queued without its claim
         if store.key_table is not None:  # a run that finished in its key's record (stores/key_records.py)
             found = key_records.merged_all(store.client, store.key_table, found, time.time())
         for job in sorted(found, key=lambda j: j.enqueued_at or ""):

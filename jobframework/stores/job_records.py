@@ -114,10 +114,16 @@ class JobRecords(Protocol):
         """The job's status (``running`` while a claimed run has not ended), ``None`` if it has none."""
         ...
 
-    def requeue(self, job_id: str, reason: str) -> bool:
+    def claims(self, job_ids: list[str]) -> dict[str, dict[str, Any]]:
+        """The flow items (start claim, cancel marker; plain values) of those of ``job_ids`` that have one."""
+        ...
+
+    def requeue(self, job_id: str, reason: str, *, died_at: str | None = None) -> bool:
         """A dead job's status back to ``queued`` with ``reason`` (its letter was redriven); its last
         error and attempts stay. Nothing changes unless it reads ``dead`` (a consumer may have run the
-        redriven job already). ``True`` when it changed."""
+        redriven job already). A start claim made before ``died_at`` (the dead run's, ISO as the records
+        write times) is lapsed, so that the job does not read ``running`` on it until its deadline.
+        ``True`` when the status changed."""
         ...
 
     def claim_start(
@@ -172,38 +178,68 @@ def merged_status(
     if status is None:
         return None
     state = JobState(status["status"])
-    started_at = status.get("started_at")
-    updated_at = status.get("updated_at")
-    attempts = int(status.get("attempts") or 0)
-    if flow.get("started_at"):
-        started_at = started_at or flow["started_at"]
-        started_attempt = int(flow.get("started_attempt") or 0)
-        running = float(flow.get("runs_until") or 0) > now and started_attempt > (
-            attempts if state is JobState.RETRYING else 0
-        )
-        if running and state in (JobState.QUEUED, JobState.SCHEDULED, JobState.RETRYING):
-            state, attempts, started_at = JobState.RUNNING, started_attempt, flow["started_at"]
-            updated_at = max(updated_at or "", started_at)  # the start is its latest change
     result = status.get("job_result")
-    return JobStatus(
-        id=job_id,
-        type=status.get("job_type"),
-        status=state,
-        attempts=attempts,
-        key=status.get("job_key"),
-        enqueued_at=status.get("enqueued_at"),
-        started_at=started_at,
-        finished_at=status.get("finished_at"),
-        updated_at=updated_at,
-        error=status.get("error"),
-        reason=status.get("reason"),
-        result=json.loads(result) if isinstance(result, str) else None,
-        trace_id=status.get("trace_id"),
-        run_at=status.get("run_at"),
-        next_attempt_at=status.get("next_attempt_at") if state is JobState.RETRYING else None,
-        cancel_requested_at=flow.get("cancelled_at"),
-        expires_at=int(status["expires_at"]) if status.get("expires_at") is not None else None,
+    return with_claim(
+        JobStatus(
+            id=job_id,
+            type=status.get("job_type"),
+            status=state,
+            attempts=int(status.get("attempts") or 0),
+            key=status.get("job_key"),
+            enqueued_at=status.get("enqueued_at"),
+            started_at=status.get("started_at"),
+            finished_at=status.get("finished_at"),
+            updated_at=status.get("updated_at"),
+            error=status.get("error"),
+            reason=status.get("reason"),
+            result=json.loads(result) if isinstance(result, str) else None,
+            trace_id=status.get("trace_id"),
+            run_at=status.get("run_at"),
+            next_attempt_at=status.get("next_attempt_at") if state is JobState.RETRYING else None,
+            expires_at=int(status["expires_at"]) if status.get("expires_at") is not None else None,
+        ),
+        flow,
+        now,
     )
+
+
+OPEN_STATES = frozenset({JobState.QUEUED, JobState.SCHEDULED, JobState.RETRYING})
+"""States a start claim can make ``running`` (the status item is not rewritten when a run starts)."""
+
+
+def with_claim(status: JobStatus, flow: dict[str, Any], now: float) -> JobStatus:
+    """``status`` as its job's flow item (start claim, cancel marker; plain values) says it is at ``now``:
+    ``running`` while a run's claim holds (within its deadline, and for a retrying job a later attempt's)."""
+    update: dict[str, Any] = {}
+    if flow.get("cancelled_at"):
+        update["cancel_requested_at"] = flow["cancelled_at"]
+    if flow.get("started_at"):
+        update["started_at"] = status.started_at or flow["started_at"]
+        started_attempt = int(flow.get("started_attempt") or 0)
+        ended = status.attempts if status.status is JobState.RETRYING else 0
+        if (
+            float(flow.get("runs_until") or 0) > now
+            and started_attempt > ended
+            and status.status in OPEN_STATES
+        ):
+            update |= {
+                "status": JobState.RUNNING,
+                "attempts": started_attempt,
+                "started_at": flow["started_at"],
+                "updated_at": max(
+                    status.updated_at or "", flow["started_at"]
+                ),  # the start: its latest change
+                "next_attempt_at": None,
+            }
+    return status.model_copy(update=update) if update else status
+
+
+def with_claims(records: JobRecords, statuses: list[JobStatus], now: float) -> list[JobStatus]:
+    """A list's statuses (as a scan of status items found them) each with its start claim (one read of
+    the open jobs' flow items, :meth:`JobRecords.claims`): a running job read ``queued`` in lists."""
+    open_ids = [s.id for s in statuses if s.status in OPEN_STATES]
+    flows = records.claims(open_ids) if open_ids else {}
+    return [with_claim(s, flows[s.id], now) if s.id in flows else s for s in statuses]
 
 
 class InMemoryJobRecords:
@@ -274,11 +310,18 @@ class InMemoryJobRecords:
             flow = dict(self.items.get((job_id, "flow"), {}))
         return merged_status(job_id, status, flow, time.time())
 
-    def requeue(self, job_id: str, reason: str) -> bool:
+    def claims(self, job_ids: list[str]) -> dict[str, dict[str, Any]]:
+        with self._lock:
+            return {i: dict(self.items[(i, "flow")]) for i in job_ids if (i, "flow") in self.items}
+
+    def requeue(self, job_id: str, reason: str, *, died_at: str | None = None) -> bool:
         with self._lock:
             item = self.items.get((job_id, "status"))
             if item is None or item.get("status") != JobState.DEAD.value:
                 return False
+            flow = self.items.get((job_id, "flow"), {})
+            if died_at is not None and "runs_until" in flow and str(flow.get("started_at", "")) < died_at:
+                flow["runs_until"] = 0
             for name in ("finished_at", "next_attempt_at"):
                 item.pop(name, None)
             item.update(status=JobState.QUEUED.value, reason=reason, updated_at=now_iso())

@@ -28,6 +28,8 @@ if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
 
 FLOW_SK = "flow"
+BATCH_GET_ITEMS = 100
+"""Keys a ``BatchGetItem`` takes at most."""
 BATCH_WRITE_ITEMS = 25
 """Items per ``BatchWriteItem`` (DynamoDB's limit)."""
 
@@ -110,7 +112,23 @@ class DynamoJobRecords:
                 **condition,  # type: ignore[arg-type]
             )
 
-    def requeue(self, job_id: str, reason: str) -> bool:
+    def claims(self, job_ids: list[str]) -> dict[str, dict[str, Any]]:
+        """100 keys a ``BatchGetItem`` (consistent reads); unprocessed keys are asked again a few times."""
+        found: dict[str, dict[str, Any]] = {}
+        for start in range(0, len(job_ids), BATCH_GET_ITEMS):
+            keys = [_key(i, FLOW_SK) for i in dict.fromkeys(job_ids[start : start + BATCH_GET_ITEMS])]
+            pending: dict[str, Any] = {self.table: {"Keys": keys, "ConsistentRead": True}}
+            for attempt in range(4):
+                response = self.client.batch_get_item(RequestItems=pending)
+                for item in response.get("Responses", {}).get(self.table, []):
+                    found[item["pk"]["S"].removeprefix("job#")] = from_item(item)
+                pending = response.get("UnprocessedKeys") or {}
+                if not pending:
+                    break
+                time.sleep(0.05 * 2**attempt)
+        return found
+
+    def requeue(self, job_id: str, reason: str, *, died_at: str | None = None) -> bool:
         try:
             self.client.update_item(
                 TableName=self.table,
@@ -133,6 +151,15 @@ class DynamoJobRecords:
             )
         except self.client.exceptions.ConditionalCheckFailedException:
             return False  # not dead (run again already, or no status): as it is
+        if died_at is not None:  # the dead run's claim lapses (a later run's, started since, stands)
+            with contextlib.suppress(self.client.exceptions.ConditionalCheckFailedException):
+                self.client.update_item(
+                    TableName=self.table,
+                    Key=_key(job_id, FLOW_SK),
+                    UpdateExpression="SET runs_until = :zero",
+                    ConditionExpression="runs_until > :zero AND started_at < :died",
+                    ExpressionAttributeValues=to_item({":zero": 0, ":died": died_at}),
+                )
         return True
 
     def put_statuses(self, statuses: list[dict[str, Any]], ttl: int = STATUS_TTL_SECONDS) -> None:

@@ -17,6 +17,7 @@ from boto3.dynamodb.types import TypeDeserializer
 
 from jobframework.state import FINAL_STATES, JobState, JobStatus, StateStore
 from jobframework.stores import key_records
+from jobframework.stores.job_records import OPEN_STATES, with_claims
 from jobframework.stores.key_records import MOVABLE_STATES
 
 MAX_PAGES = 20
@@ -109,6 +110,10 @@ def find_jobs(
     if wanted is not None:
         names["#status"] = "status"
         values[":status"] = {"S": wanted.value}
+        if wanted is JobState.RUNNING:  # (a run's start is its claim: its status item still reads open)
+            values |= {f":o{n}": {"S": state.value} for n, state in enumerate(sorted(OPEN_STATES))}
+            opened = f"#status IN ({', '.join(f':o{n}' for n in range(len(OPEN_STATES)))})"
+            movable = f"{movable} OR {opened}" if movable else opened
         filters.append(f"(#status = :status OR {movable})" if movable else "#status = :status")
     since = updated_since.astimezone(UTC).isoformat(timespec="milliseconds") if updated_since else None
     if since is not None:
@@ -125,7 +130,7 @@ def find_jobs(
     for _ in range(max_pages):
         page = store.client.scan(**kwargs)
         found.scanned += int(page.get("ScannedCount", 0))
-        jobs = [job_status(item) for item in page.get("Items", [])]
+        jobs = with_claims(store.jobs, [job_status(item) for item in page.get("Items", [])], time.time())
         if merging:
             assert store.key_table is not None
             jobs = key_records.merged_all(store.client, store.key_table, jobs, time.time())

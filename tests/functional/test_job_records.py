@@ -243,3 +243,30 @@ def test_a_redrive_requeues_a_dead_job_only(records):
     assert records.requeue("r2", "redriven") is False
     assert records.requeue("never-seen", "redriven") is False and records.get_status("never-seen") is None
     assert records.get_status("r2").status is JobState.SUCCEEDED  # type: ignore[union-attr]
+
+
+def test_a_requeued_job_does_not_read_running_on_its_dead_runs_claim(records):
+    """A trial redrove a job a minute after it died: it read running (its dead run's claim was still
+    within its deadline), and a cancel answered "signalled"."""
+    from jobframework.status import now_iso
+
+    now = time.time()
+    records.set_status("r3", JobState.QUEUED, job_type="t.a", attempts=0)
+    assert records.claim_start("r3", attempt=1, runs_until=now + 60, now=now, claimant="dead-run")
+    records.set_status("r3", JobState.DEAD, attempts=1, reason="permanent")
+    time.sleep(0.01)
+    died = now_iso()
+    assert records.requeue("r3", "redriven", died_at=died) is True
+    assert records.get_status("r3").status is JobState.QUEUED  # type: ignore[union-attr]
+    assert records.claim_start("r3", attempt=1, runs_until=time.time() + 60, now=time.time(), claimant="new")
+    assert records.get_status("r3").status is JobState.RUNNING  # type: ignore[union-attr]
+
+
+def test_claims_gives_the_flow_items_of_the_jobs_that_have_one(records):
+    now = time.time()
+    records.set_status("c1", JobState.QUEUED, job_type="t.a", attempts=0)
+    records.set_status("c2", JobState.QUEUED, job_type="t.a", attempts=0)
+    assert records.claim_start("c1", attempt=1, runs_until=now + 60, now=now, claimant="x")
+    claims = records.claims(["c1", "c2", "c1"])
+    assert list(claims) == ["c1"] and float(claims["c1"]["runs_until"]) == pytest.approx(now + 60)
+    assert records.claims([]) == {}

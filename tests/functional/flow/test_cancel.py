@@ -117,6 +117,31 @@ def test_jf_cancel_of_a_running_job_says_it_stops_only_where_its_code_checks(flo
     assert "the run stops only where the job's code checks ctx.cancelled" in said.stderr
 
 
+def test_lists_read_a_running_job_as_running(flow):
+    """A trial's bulk-cancel dry run and the console's list read `queued` for a job `jf status` read
+    `running` (a run's start is its claim, not a write of its status item); a search for `running`
+    found nothing."""
+    from jobframework.ui.records import find_jobs
+
+    # Keyed apart from its id: its run's start is its start claim (one keyed by its id starts with its
+    # key's claim, which lists read already).
+    job_id = flow.client.enqueue("f.long", Item(name="long"), key="long-run").id
+    consuming = threading.Thread(target=flow.consume, args=("default",))
+    consuming.start()
+    try:
+        assert flow_jobs.started.wait(10)
+        listed = invoke(
+            ["cancel", "--type", "f.long", "--older-than", "0s", "--dry-run", "--json"], cli_env(flow.config)
+        )
+        running = [j.id for j in find_jobs(flow.client.state, status=JobState.RUNNING).jobs]
+        queued = [j.id for j in find_jobs(flow.client.state, status=JobState.QUEUED).jobs]
+        flow.client.cancel(job_id)  # (it stops at its next check)
+    finally:
+        consuming.join(30)
+    assert [(j["id"], j["status"]) for j in json.loads(listed.stdout)["jobs"]] == [(job_id, "running")]
+    assert running == [job_id] and job_id not in queued
+
+
 def test_a_running_job_that_stops_on_its_cancel_ends_cancelled_not_retried(flow):
     job_id = flow.client.enqueue("f.stoppable", Item(name="steps")).id
     assert _cancel_once_started(flow, job_id).outcome is CancelOutcome.SIGNALLED
