@@ -54,6 +54,9 @@ class Outcome:
     DEAD_LETTERED = "dead_lettered"
     SKIPPED = "skipped"
     """A scheduled run dropped because its queue was backlogged (``when_backlogged="skip"``)."""
+    FAILED = "failed"
+    """A saga step that failed for good, taken by its saga (which compensates): acknowledged, with no
+    dead letter (the saga's record keeps the failure; a letter would page, and must not be redriven)."""
 
 
 @dataclass(slots=True)

@@ -386,14 +386,20 @@ class Pipeline:
                 outcome=d.outcome(Outcome.RETRIED, error=error, delay=delay, processing_ms=elapsed_ms),
             )
         reason = decision.reason or Reason.EXHAUSTED
+        ended = "dead-lettered"
+        if env.saga is not None:  # (its saga takes a step's failure: no letter, the settler says)
+            from jobframework.saga import is_forward_step
+
+            ended = "failed for good" if is_forward_step(env) else ended
         log.log(
             # A PermanentError, or a type the job declared permanent=, is the job's own refusal (a 410
             # Gone, a 400, an unknown order): expected, as Celery's `throws`, so not an ERROR line for
             # error-log alerts (the DLQ's alarm still pages).
             logging.WARNING if reason is Reason.PERMANENT else logging.ERROR,
-            "job %s (%s) dead-lettered (%s) after attempt %d: %s",
+            "job %s (%s) %s (%s) after attempt %d: %s",
             env.id,
             env.type,
+            ended,
             reason.value,
             d.attempt,
             error,

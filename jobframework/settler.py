@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 from jobframework import envelope as wire
 from jobframework.classification import Reason
 from jobframework.dead_letter import dead_letter_message
-from jobframework.delivery import Batch, RecordOutcome, describe, refusal_logged
+from jobframework.delivery import Batch, Outcome, RecordOutcome, describe, refusal_logged
 from jobframework.gates import dead_letter
 from jobframework.handback import copy_message
 from jobframework.state import JobState
@@ -74,6 +74,19 @@ def _undefined_saga(v: Verdict, exc: Exception, details: dict[str, Any]) -> None
         letter = dead_letter(d, Reason.UNKNOWN_SAGA, error, processing_ms=ms)
     v.kind, v.reason, v.error, v.status = letter.kind, letter.reason, letter.error, letter.status
     v.outcome, v.copy = letter.outcome, False
+
+
+def _taken_by_saga(v: Verdict) -> None:
+    """A saga step's failure that its saga took (it compensates): acknowledged, with no dead letter. The
+    saga's record has the failure; a letter would page (and roll a canary back) for an expected outcome,
+    such as an order out of stock, and a redrive of it could only be skipped ("saga moved on"). A
+    compensation's failure is still dead-lettered: redriven once fixed, the rollback goes on."""
+    v.kind = Kind.SKIPPED
+    if v.outcome is not None:
+        v.outcome.outcome = Outcome.FAILED
+    env = v.delivery.require_envelope()
+    saga = env.saga.id if env.saga is not None else "-"
+    log.info("job %s (%s) failed for good; its saga %s compensates (no dead letter)", env.id, env.type, saga)
 
 
 class Settler:
@@ -117,6 +130,9 @@ class Settler:
                 v.kind, v.delay, v.copy, v.outcome = Kind.RETRY, SAGA_RETRY_SECONDS, False, None
                 if event != "completed":
                     v.status = None
+            else:
+                if event == "failed" and v.kind is Kind.DEAD_LETTER and saga.is_forward_step(env):
+                    _taken_by_saga(v)
 
     # -- 2. dead letters ----------------------------------------------------------------------------
 

@@ -305,7 +305,7 @@ class BatchMetrics:
             )
         elif outcome.outcome == Outcome.RETRIED:
             self.retried(job_type, priority, outcome.processing_ms)
-        elif outcome.outcome == Outcome.DEAD_LETTERED:
+        elif outcome.outcome in (Outcome.DEAD_LETTERED, Outcome.FAILED):  # (a saga's step: counted alike)
             self.dead_lettered(job_type, priority, str(outcome.reason), processing_ms=outcome.processing_ms)
         else:
             return

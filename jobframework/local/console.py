@@ -64,11 +64,13 @@ _LEVELS = {
     Outcome.RELEASED: logging.INFO,
     Outcome.RETRIED: logging.WARNING,
     Outcome.DEAD_LETTERED: logging.ERROR,
+    Outcome.FAILED: logging.WARNING,
 }
 
 _RESTATES = {
     "jobframework.consumer": re.compile(
-        r"dead-lettered|retry in|retrying in|released unstarted|skipped|deferred %ds|already completed"
+        r"dead-lettered|failed for good|retry in|retrying in|released unstarted|skipped|deferred %ds"
+        r"|already completed"
         r"|running in another delivery|retry budget"
     ),
     "jobframework.flow.limits": re.compile(r"over its concurrency cap|over its rate"),

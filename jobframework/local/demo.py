@@ -73,9 +73,10 @@ class Tally:
                     self.queue_wait_ms.append(outcome.queue_wait_ms)
                 if outcome.processing_ms is not None:
                     self.processing_ms.append(outcome.processing_ms)
-            elif outcome.outcome == Outcome.DEAD_LETTERED:
+            elif outcome.outcome in (Outcome.DEAD_LETTERED, Outcome.FAILED):  # (FAILED: a saga's step)
                 self.dead[prio] += 1
-                self.reasons[str(outcome.reason)] += 1
+                if outcome.outcome == Outcome.DEAD_LETTERED:  # (its saga took the other: no letter)
+                    self.reasons[str(outcome.reason)] += 1
             elif outcome.outcome == Outcome.RETRIED and not outcome.unrun:  # (a wait is no retry)
                 self.retried[prio] += 1
                 if outcome.job_id:

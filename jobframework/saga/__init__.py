@@ -63,7 +63,7 @@ job), ``hooks`` (the consumer's hook) and ``view`` (how ``jf saga`` shows a reco
 from __future__ import annotations
 
 from jobframework.saga.definition import Saga, find_saga, saga, sagas_of
-from jobframework.saga.hooks import on_step_event
+from jobframework.saga.hooks import is_forward_step, on_step_event
 from jobframework.saga.record import (
     CompensationState,
     SagaError,
@@ -94,6 +94,7 @@ __all__ = [
     "Wait",
     "advance",
     "find_saga",
+    "is_forward_step",
     "list_sagas",
     "load_saga",
     "on_step_event",

@@ -18,6 +18,11 @@ if TYPE_CHECKING:
 log = logging.getLogger("jobframework.saga")  # the package's one logger, named as before the split
 
 
+def is_forward_step(envelope: Envelope) -> bool:
+    """``envelope`` is a saga's step (not a compensation or a deadline check)."""
+    return envelope.saga is not None and parse_step(envelope.saga.step)[0] == "step"
+
+
 def on_step_event(consumer: Any, envelope: Envelope, event: str, **details: Any) -> None:
     """Advance the saga of ``envelope`` after its job ``event`` (``completed`` or ``failed``).
 

@@ -75,17 +75,28 @@ def test_a_failure_at_step_2_compensates_step_1_only(srt):
     assert record.reason == "step s.reserve failed (permanent)"
     assert charge_.compensation_state.value == "compensated"
     assert reserve_.compensation_state is None and notify_.state.value == "pending"
-    dead = receive_all(srt.sqs, srt.dlq("high"))
-    assert [parse_body(m["Body"]).type for m in dead] == ["s.reserve"]
+    # The saga took the step's failure: no dead letter (an out-of-stock order paged on-call and rolled a
+    # canary back through the DLQ's alarms, for an expected outcome, a letter that must not be redriven)
+    assert receive_all(srt.sqs, srt.dlq("high")) == []
+    status = srt.client.status(reserve_.job_id)
+    assert status is not None and (status.status, status.reason) == (JobState.DEAD, "permanent")
 
 
-def test_a_step_redriven_after_its_saga_compensated_does_not_run(srt):
-    """The failed step's dead letter, redriven once its saga has compensated (what `jf dlq redrive`
-    of the lane does): running it would act after the step before it was undone, unknown to the saga."""
+def test_a_step_redelivered_after_its_saga_compensated_does_not_run(srt):
+    """The failed step's message again once its saga has compensated (a duplicate delivery, or a dead
+    letter of a version that dead-lettered a saga's failed steps, redriven): running it would act after
+    the step before it was undone, unknown to the saga."""
     saga_id = saga_jobs.order_saga.start({"order_id": "o-9", "fail_at": "reserve"}, client=srt.client)
-    before = drive(srt, saga_id, ended)
+    seen: list[dict[str, Any]] = []
+    for _ in range(40):
+        before = srt.client.saga_status(saga_id)
+        assert before is not None
+        if ended(before):
+            break
+        records, _ = srt.consume("high")
+        seen.extend(records)
     assert before.status is SagaStatus.COMPENSATED
-    [letter] = receive_all(srt.sqs, srt.dlq("high"))
+    [letter] = [{"Body": r["body"]} for r in seen if parse_body(r["body"]).type == "s.reserve"]
     srt.sqs.send_message(QueueUrl=srt.url("high"), MessageBody=letter["Body"])  # as a redrive sends it
     outcomes: list[Any] = []
     srt.handler.listeners.append(outcomes.append)
