@@ -94,18 +94,10 @@ async def arun_inline(
     job's call waited for a server that could not run), cancelled at its ``timeout=``; a plain ``def``
     job runs on a worker thread (``asyncio.to_thread``), so the loop keeps serving meanwhile.
 
-    Example:
-        >>> import asyncio
-        >>> from pydantic import BaseModel
-        >>> from jobframework import JobRegistry, job
-        >>> class N(BaseModel):
-        ...     n: int
-        >>> @job("doc.double", registry=JobRegistry())
-        ... async def double(p: N) -> int:
-        ...     await asyncio.sleep(0)
-        ...     return 2 * p.n
-        >>> asyncio.run(arun_inline(double, {"n": 21}))
-        42
+    Example, in an ``async def`` test (``@pytest.mark.asyncio`` with pytest-asyncio)::
+
+        async def test_sync_contact(fake_crm: FakeCrm) -> None:  # a server on the test's loop
+            assert await arun_inline(sync_contact, {"contact_id": "c-1"}) == "synced"
     """
     import asyncio
     import inspect

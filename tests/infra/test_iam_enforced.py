@@ -338,7 +338,8 @@ def test_the_producer_and_consumer_paths_run_with_only_what_the_synthesized_role
 
 def _operate(env: Enforced, declined: EnqueueResult) -> None:
     """What an operator does about the dead letter, with the operator role: ``jf dlq ls``, ``peek`` and
-    ``redrive`` (which refreshes its offloaded payload), ``jf status``."""
+    ``redrive`` (which refreshes its offloaded payload and sets the job's status back to queued),
+    ``jf status``."""
     session = env.sessions["operator"]
     with _default_session(session):
         letters = DeadLetters(
@@ -351,7 +352,9 @@ def _operate(env: Enforced, declined: EnqueueResult) -> None:
         assert (letter.job_id, letter.reason) == (declined.id, "permanent")
         assert letters.redrive("low").moved == 1
         status = JobClient(env.config, registry=iam_jobs.REGISTRY, session=session).status(declined.id)
-        assert status is not None and status.status == "dead", status
+        # The redrive set its status back to queued (the operator role may write the state table)
+        assert status is not None and status.status == "queued", status
+        assert status.reason == "redriven from the low DLQ (it died: permanent)"
     redriven = receive_all(env.admin_sqs, env.config.queues["low"].url)  # type: ignore[arg-type]
     assert [parse_body(m["Body"]).id for m in redriven] == [declined.id]
 
