@@ -138,25 +138,25 @@ TESTS = '''\
 from __future__ import annotations
 
 from jobframework import JobClient, consumer
-from jobframework.testing import consume_once, run_inline
+from jobframework.testing import EmbeddedAWS, RuntimeConfig, consume_once, run_inline
 from $package.jobs import Invoice, cleanup, greet, render_invoice
 
 
-def test_greet_runs_inline():
+def test_greet_runs_inline() -> None:
     assert run_inline(greet, {"name": "Ada"}) == "Hello, Ada!"
 
 
-def test_an_invoice_is_keyed_by_its_id():
+def test_an_invoice_is_keyed_by_its_id() -> None:
     assert render_invoice.key_for(Invoice(invoice_id="42", amount_cents=100)) == "invoice:42:pdf"
     assert run_inline(render_invoice, {"invoice_id": "42", "amount_cents": 100}) == "invoices/42.pdf"
 
 
-def test_cleanup_runs_daily_with_its_schedule_payload():
+def test_cleanup_runs_daily_with_its_schedule_payload() -> None:
     assert cleanup.schedule is not None and cleanup.schedule.expression == "rate(1 day)"
     assert run_inline(cleanup, cleanup.schedule.payload) == 30
 
 
-def test_an_enqueued_greeting_runs_on_the_embedded_aws(jf_aws, jf_config):
+def test_an_enqueued_greeting_runs_on_the_embedded_aws(jf_aws: EmbeddedAWS, jf_config: RuntimeConfig) -> None:
     sqs = jf_aws.client("sqs")
     JobClient(jf_config, sqs_client=sqs).enqueue(greet, {"name": "Ada"})
     records, response = consume_once(

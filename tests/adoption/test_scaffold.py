@@ -191,3 +191,39 @@ def test_jf_new_says_when_the_project_depends_on_a_local_path(tmp_path, monkeypa
     monkeypatch.setattr(new_module, "framework_requirement", lambda extras="": f"jobframework{extras}>=0.1")
     quiet = CliRunner().invoke(app, ["new", str(tmp_path / "svc2")])
     assert "teammate" not in quiet.stderr
+
+
+def test_a_new_projects_jobs_and_tests_pass_mypy_strict(tmp_path):
+    """A trial's team ran `mypy --strict` on a fresh `jf new` project: four untyped test functions
+    (the fixtures' types are in jobframework.testing)."""
+    import os
+    import subprocess
+    import sys
+
+    assert CliRunner().invoke(app, ["new", str(tmp_path / "shop")]).exit_code == 0
+    root = tmp_path / "shop"
+    repo = Path(__file__).resolve().parents[2]  # (an editable install hides the package from mypy)
+    env = {**os.environ, "MYPYPATH": str(repo)}
+    # (the package as an installed one is to mypy: its own errors are not the project's to report)
+    (tmp_path / "mypy.ini").write_text(
+        "[mypy]\nstrict = True\n\n[mypy-jobframework.*]\nignore_errors = True\n"
+    )
+    checked = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "mypy",
+            "--config-file",
+            str(tmp_path / "mypy.ini"),
+            "--no-incremental",
+            "shop",
+            "tests",
+        ],
+        check=False,
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert checked.returncode == 0, checked.stdout + checked.stderr
