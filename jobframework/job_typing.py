@@ -3,14 +3,17 @@
 ``@job("orders.fulfil")`` on ``def fulfil(order: Order) -> None`` gives a ``Job[Order]``: mypy and
 pyright then check ``fulfil.enqueue(...)``, ``fulfil.request(...)`` and ``fulfil(...)`` against
 ``Order``. A batched job's function takes ``list[Item]``: it is a ``Job[Item]`` (enqueued one item at a
-time). A function whose first parameter is not a pydantic model type is a ``Job[Any]``: the decorator
-refuses it when it runs, saying what to write.
+time). Whatever the function returns (``-> dict[str, Any]`` too: a fallback overload for any callable
+made mypy resolve such a function, which matched both, to ``Job[Any]``, and stop checking its
+enqueues). A function the decorator would refuse when it runs (its first parameter no model, the
+context first, a method, a second parameter not the context) matches no overload: the type checker
+flags it at the decorator.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar, overload
+from typing import TYPE_CHECKING, Protocol, TypeVar, overload
 
 from pydantic import BaseModel
 
@@ -25,12 +28,10 @@ class JobDecorator(Protocol):
     """``@job(...)``: turns the function into the :class:`~jobframework.jobs.Job` of its payload model."""
 
     @overload
-    def __call__(self, fn: Callable[[list[M]], Any], /) -> Job[M]: ...
+    def __call__(self, fn: Callable[[list[M]], object], /) -> Job[M]: ...
     @overload
-    def __call__(self, fn: Callable[[list[M], JobContext], Any], /) -> Job[M]: ...
+    def __call__(self, fn: Callable[[list[M], JobContext], object], /) -> Job[M]: ...
     @overload
-    def __call__(self, fn: Callable[[M], Any], /) -> Job[M]: ...
+    def __call__(self, fn: Callable[[M], object], /) -> Job[M]: ...
     @overload
-    def __call__(self, fn: Callable[[M, JobContext], Any], /) -> Job[M]: ...
-    @overload
-    def __call__(self, fn: Callable[..., Any], /) -> Job[Any]: ...
+    def __call__(self, fn: Callable[[M, JobContext], object], /) -> Job[M]: ...

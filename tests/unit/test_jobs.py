@@ -307,18 +307,18 @@ def _context_or_none(order: Order, ctx: JobContext | None = None) -> None: ...
             "not functools.partial",
         ),
         (
-            lambda reg: job("o.method", registry=reg)(_Service.run),
+            lambda reg: job("o.method", registry=reg)(_Service.run),  # type: ignore[arg-type]
             "not a method \\(its first parameter is 'self'\\)",
         ),
         (
-            lambda reg: job("o.ctx", registry=reg)(_context_first),
+            lambda reg: job("o.ctx", registry=reg)(_context_first),  # type: ignore[arg-type]
             "the payload comes first, then the JobContext",
         ),
         (
-            lambda reg: job("o.dict", registry=reg)(_context_as_dict),
+            lambda reg: job("o.dict", registry=reg)(_context_as_dict),  # type: ignore[arg-type]
             "second parameter 'ctx' is annotated dict",
         ),
-        (lambda reg: job("o.more", registry=reg)(_two_more), "at most one parameter.*it has 2: ctx, extra"),
+        (lambda reg: job("o.more", registry=reg)(_two_more), "at most one parameter.*it has 2: ctx, extra"),  # type: ignore[arg-type]
         (  # it was given the JobContext, which is truthy: a dry run ran for real
             lambda reg: job("o.default", registry=reg)(_option_with_default),
             "second parameter 'dry_run' is annotated bool.*its default does not keep it from being given "
@@ -329,7 +329,7 @@ def _context_or_none(order: Order, ctx: JobContext | None = None) -> None: ...
             r"second parameter dry_run=False would be given the JobContext, not its default",
         ),
         (  # (accepted, then every run failed: "takes 1 positional argument but 2 were given")
-            lambda reg: job("o.kw", registry=reg)(_keyword_context),
+            lambda reg: job("o.kw", registry=reg)(_keyword_context),  # type: ignore[arg-type]
             r"second parameter \(\*, ctx\) is not taken by position",
         ),
         (

@@ -12,6 +12,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 
 TEAM_CODE = """
+from typing import Any
 from pydantic import BaseModel
 from jobframework import BatchOptions, JobContext, job
 from jobframework.testing import run_inline
@@ -32,9 +33,15 @@ async def confirm(order: Order, ctx: JobContext) -> str:
 @job("orders.export", batch=BatchOptions(max_size=10))
 def export(orders: list[Order]) -> None: ...
 
+@job("orders.charge")  # (a saga step's dict merges into its data: it was a Job[Any], unchecked)
+def charge(order: Order, ctx: JobContext) -> dict[str, Any]:
+    return {}
+
 reveal_type(fulfil)
 reveal_type(confirm)
 reveal_type(export)
+reveal_type(charge)
+charge.enqueue(Refund(refund_id="r-0"))
 fulfil.enqueue(Order(order_id="o-1"))
 fulfil.enqueue({"order_id": "o-1"})
 export.request(Order(order_id="o-1"))
@@ -59,10 +66,11 @@ def test_a_jobs_payload_model_reaches_the_type_checker(tmp_path):
     )
     out = ran.stdout  # (exit 1: the one error the test expects)
     revealed = [line.split("Revealed type is ")[1] for line in out.splitlines() if "Revealed type" in line]
-    assert revealed == ['"jobframework.jobs.Job[shop.Order]"'] * 3, out
+    assert revealed == ['"jobframework.jobs.Job[shop.Order]"'] * 4, out
     errors = [line for line in out.splitlines() if ": error:" in line]
-    assert len(errors) == 4, out  # the two Refunds, countdown= and a str delay; nothing the right calls do
+    assert len(errors) == 5, out  # the three Refunds, countdown= and a str delay; nothing the right calls do
     assert 'error: Argument 1 to "enqueue" of "Job" has incompatible type "Refund"' in errors[0]
-    assert '"run_inline"' in errors[1]  # (mypy: no model is both the job's Order and a Refund)
-    assert 'Unexpected keyword argument "countdown" for "enqueue" of "Job"' in errors[2]  # (Celery's)
-    assert 'Argument "delay" to "enqueue_many" of "Job" has incompatible type "str"' in errors[3]
+    assert 'error: Argument 1 to "enqueue" of "Job" has incompatible type "Refund"' in errors[1]
+    assert '"run_inline"' in errors[2]  # (mypy: no model is both the job's Order and a Refund)
+    assert 'Unexpected keyword argument "countdown" for "enqueue" of "Job"' in errors[3]  # (Celery's)
+    assert 'Argument "delay" to "enqueue_many" of "Job" has incompatible type "str"' in errors[4]
