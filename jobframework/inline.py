@@ -16,7 +16,7 @@ from jobframework.errors import ConfigurationError
 from jobframework.errortext import shown
 from jobframework.jobs import Job, JobContext
 from jobframework.local.context import LocalLambdaContext
-from jobframework.running import call
+from jobframework.running import call, is_async
 from jobframework.tracing import new_trace
 
 if TYPE_CHECKING:
@@ -114,23 +114,13 @@ async def arun_inline(
         payload_version=payload_version,
     )
     with enqueues_with(_enqueuer(job, client), first=client is not None):
-        if _is_async(job.fn):
+        if is_async(job.fn):
             result = job(arg, ctx)
             if inspect.isawaitable(result):
                 result = await awaited(result, job.timeout)
         else:
             result = await asyncio.to_thread(call, job, arg, ctx, timeout=job.timeout)
         return _outcomes(job, arg, result)
-
-
-def _is_async(fn: Any) -> bool:
-    """``fn`` is an ``async def`` function (or an object whose ``__call__`` is one)."""
-    import inspect
-
-    target = inspect.unwrap(fn) if inspect.isfunction(fn) else fn
-    if inspect.isroutine(target):
-        return inspect.iscoroutinefunction(target)
-    return inspect.iscoroutinefunction(type(target).__call__)
 
 
 def _outcomes(job: Job[Any], arg: Any, result: Any) -> Any:

@@ -43,6 +43,7 @@ from jobframework.delivery import (
 from jobframework.errors import (
     ConfigurationError,
     JobCancelled,
+    JobTimedOut,
     MalformedMessageError,
     PayloadMissingError,
     PayloadVersionError,
@@ -195,6 +196,7 @@ class Pipeline:
         ran = True
         keyed: KeyedStart | None = None
         result: str | None = None
+        timed_out = False
         try:
             with (
                 job_span(
@@ -253,11 +255,12 @@ class Pipeline:
             log.info("job %s (%s) was cancelled; acknowledged unrun", env.id, env.type)
             return cancelled_unrun(d)
         except Exception as exc:  # a BaseException of the job arrives as JobAborted: the job's failure
+            timed_out = isinstance(exc, JobTimedOut)  # (an async job cancelled at its timeout: no overrun)
             return self.failed(d, job, exc, (time.perf_counter() - started) * 1000, batch)
         finally:
             if admitted.log_token is not None:  # (set by admit(), with the job's keys)
                 reset_log_keys(admitted.log_token, batch.log_keys)
-            if time.perf_counter() - started > job.timeout:
+            if time.perf_counter() - started > job.timeout and not timed_out:
                 d.events.append("Overrun")
         elapsed_ms = (time.perf_counter() - started) * 1000
         if not ran:

@@ -73,6 +73,20 @@ def check_runnable(fn: Any, name: str) -> None:
             )
 
 
+def is_async(fn: Any) -> bool:
+    """``fn`` is an ``async def`` function (or an object whose ``__call__`` is one): its timeout cancels it.
+
+    Example:
+        >>> async def a() -> None: ...
+        >>> is_async(a), is_async(len)
+        (True, False)
+    """
+    target = inspect.unwrap(fn) if inspect.isfunction(fn) else fn
+    if inspect.isroutine(target):
+        return inspect.iscoroutinefunction(target)
+    return inspect.iscoroutinefunction(type(target).__call__)
+
+
 def call(fn: Callable[..., Any], *args: Any, timeout: float | None = None) -> Any:
     """Call ``fn(*args)``; await the result on the process's event loop when it is awaitable (for at
     most ``timeout`` seconds: the job's ``timeout=``).

@@ -2,14 +2,21 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import threading
 import time
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from pydantic import BaseModel
 
+from jobframework.envelope import Envelope
 from jobframework.heartbeat import IDLE_SECONDS, PROMOTE_AHEAD, Heartbeat, Hold, period_for
+from jobframework.holding import Held
+from jobframework.jobs import JobRegistry
+from jobframework.jobs import job as job_of
 
 
 @pytest.fixture
@@ -177,3 +184,37 @@ def test_no_hold_outlives_its_job_when_the_thread_holds_it_as_it_ends(beating):
         promoter.join()
     assert held >= 50, "the race was not exercised: too few jobs were held by the thread"
     assert hb._holds == {} and hb._pending == {}
+
+
+class _Ping(BaseModel):
+    n: int
+
+
+_reg = JobRegistry()
+
+
+@job_of("hb.async", registry=_reg, timeout=1)
+async def _waits(p: _Ping) -> None:
+    await asyncio.sleep(0)
+
+
+@job_of("hb.plain", registry=_reg, timeout=1)
+def _blocks(p: _Ping) -> None: ...
+
+
+def test_an_async_jobs_hold_never_warns_of_an_overrun(caplog):
+    """A trial's jf dev said "past its timeout of 2s; its key and message stay held while it runs" of an
+    async job being cancelled at its timeout: only a plain job, which cannot be stopped, overruns."""
+
+    def hold_of(j: Any) -> Hold:
+        d = SimpleNamespace(require_envelope=lambda: Envelope.new(j.name, {"n": 1}))
+        consumer = SimpleNamespace(idempotency=None, change_visibility=lambda *_: None)
+        held = Held(consumer, d, j, SimpleNamespace(hard_end=1e12))  # type: ignore[arg-type]
+        held.started = time.monotonic() - 5  # (it has run 5 s of its 1 s)
+        return held.hold()
+
+    with caplog.at_level("WARNING", logger="jobframework.heartbeat"):
+        hold_of(_waits).beat(time.monotonic())
+        assert not caplog.records
+        hold_of(_blocks).beat(time.monotonic())
+    assert [r.getMessage() for r in caplog.records if "past its timeout" in r.getMessage()]
