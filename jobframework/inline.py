@@ -12,7 +12,7 @@ from pydantic import BaseModel
 
 from jobframework.client import enqueues_with
 from jobframework.envelope import Envelope
-from jobframework.errors import ConfigurationError
+from jobframework.errors import ConfigurationError, JobTimedOut
 from jobframework.errortext import shown
 from jobframework.jobs import Job, JobContext
 from jobframework.local.context import LocalLambdaContext
@@ -74,7 +74,16 @@ def run_inline(
         payload_version=payload_version,
     )
     with enqueues_with(_enqueuer(job, client), first=client is not None):
-        return _outcomes(job, arg, call(job, arg, ctx, timeout=job.timeout))
+        try:
+            return _outcomes(job, arg, call(job, arg, ctx, timeout=job.timeout))
+        except JobTimedOut as exc:
+            if _in_running_loop():
+                exc.add_note(
+                    "run_inline was called from a running event loop (an async test), which it blocks "
+                    "while the job runs: a job waiting on that loop (a fake server started there) waits "
+                    "for nothing; `await arun_inline(...)` runs the job on the test's loop"
+                )
+            raise
 
 
 async def arun_inline(
@@ -121,6 +130,16 @@ async def arun_inline(
         else:
             result = await asyncio.to_thread(call, job, arg, ctx, timeout=job.timeout)
         return _outcomes(job, arg, result)
+
+
+def _in_running_loop() -> bool:
+    import asyncio
+
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
 
 
 def _outcomes(job: Job[Any], arg: Any, result: Any) -> Any:

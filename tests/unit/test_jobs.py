@@ -174,6 +174,29 @@ def test_arun_inline_runs_an_async_job_on_the_tests_loop_and_a_plain_one_off_it(
         assert pool.submit(asyncio.run, test()).result() == ("7@2", True)
 
 
+def test_run_inline_from_a_running_loop_that_times_out_says_to_await_arun_inline(reg):
+    """A trial's run_inline in an async test hung until the job's timeout, then said only that."""
+    import asyncio
+
+    from jobframework.errors import JobTimedOut
+
+    @job("orders.on_loop", registry=reg, timeout=0.3)
+    async def on_loop(order: Order) -> None:
+        await asyncio.sleep(5)  # (as if waiting on a server of the blocked test loop)
+
+    async def test() -> JobTimedOut:
+        with pytest.raises(JobTimedOut) as stopped:
+            run_inline(on_loop, {"order_id": "1", "amount": 1})
+        return stopped.value
+
+    with ThreadPoolExecutor(1) as pool:
+        timed_out = pool.submit(asyncio.run, test()).result()
+    assert any("await arun_inline(...)" in note for note in timed_out.__notes__)
+    with pytest.raises(JobTimedOut) as plain:  # (no loop running: no note)
+        run_inline(on_loop, {"order_id": "2", "amount": 1})
+    assert not getattr(plain.value, "__notes__", None)
+
+
 def test_a_version_that_takes_its_own_payloads_only_says_so_with_an_empty_upgrade(reg):
     @job("orders.v2", registry=reg, version=2, upgrade={})
     def v2(order: Order) -> None: ...
