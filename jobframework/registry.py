@@ -47,10 +47,9 @@ class JobRegistry:
                 if shape(other) != shape(job_):
                     raise ConfigurationError(
                         f"job {job_.name}: limit_group={flow.limit_group!r} is shared with {other.name}, "
-                        f"whose limits differ (rate={_rate_text(other)}, concurrency={other.flow.concurrency}"
-                        f", rate_key={'set' if other.flow.rate_key else 'none'}, concurrency_key="
-                        f"{'set' if other.flow.concurrency_key else 'none'}): give every job of a group "
-                        "the same rate=, concurrency= and key functions"
+                        f"whose limits differ: {job_.name} has {_limits_text(job_)}, {other.name} has "
+                        f"{_limits_text(other)}; give every job of a group the same rate= (in the same "
+                        "unit), concurrency= and key functions"
                     )
                 return
 
@@ -76,6 +75,12 @@ class JobRegistry:
         self._jobs.clear()
 
 
-def _rate_text(job_: Job[Any]) -> str:
-    rate = job_.flow.rate
-    return "none" if rate is None else f"'{rate.limit:g}/{rate.per:g}s'"
+def _limits_text(job_: Job[Any]) -> str:
+    """``rate='2/second', concurrency=none, rate_key set`` (a rate as written, in its unit)."""
+    flow = job_.flow
+    units = {1.0: "second", 60.0: "minute", 3600.0: "hour"}
+    rate = "none" if flow.rate is None else f"'{flow.rate.limit:g}/{units.get(flow.rate.per, flow.rate.per)}'"
+    keys = [
+        name for name, fn in (("rate_key", flow.rate_key), ("concurrency_key", flow.concurrency_key)) if fn
+    ]
+    return f"rate={rate}, concurrency={flow.concurrency or 'none'}" + "".join(f", {k} set" for k in keys)

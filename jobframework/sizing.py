@@ -93,7 +93,7 @@ def stretched_lanes(
         ... def email(p: P) -> None: ...
         >>> print(stretched_lanes("shared", {"high": [email], "default": [nightly]}, 10, {}))
         the default lane (w.nightly, timeout=600) sizes the shared consumer at 900 s, so the high queue it \
-also reads hides a crashed batch's records for 90 minutes (13 for its own jobs, which need 130 s of \
+also reads hides a crashed batch's records for 90 minutes (13 minutes for its own jobs, which need 130 s of \
 function time): give w.nightly a function of its own (profile="io", or "cpu" for one at a time) or a \
 shorter timeout
     """
@@ -114,8 +114,8 @@ shorter timeout
     return (
         f"the {sizing} lane ({longest.name}, timeout={longest.timeout:g}{in_order}) sizes the {function} "
         f"consumer at {timeout} s, so the {queues} a crashed batch's records for {6 * timeout // 60} minutes "
-        f"({6 * need // 60} for {'their' if many else 'its'} own jobs, which need {need} s of function "
-        "time): "
+        f"({6 * need // 60} minutes for {'their' if many else 'its'} own jobs, which need {need} s of "
+        "function time): "
         f'give {longest.name} a function of its own (profile="io", or "cpu" for one at a time) or a '
         "shorter timeout"
     )

@@ -221,8 +221,8 @@ def redrive_summary(
     if not again:
         return summary, None
     reasons = ", ".join(sorted(set(result.by_reason) & FAIL_AGAIN))
-    verb = "would be" if dry_run else "were"
+    verb = ("would be" if dry_run else "were") if again > 1 else ("would be" if dry_run else "was")
     return summary, (
-        f"{again} of them {verb} letters dead-lettered {reasons}: such a letter fails the same way again "
+        f"{again} of them {verb} dead-lettered {reasons}: such a letter fails the same way again "
         "unless its job's code or its data changed"
     )

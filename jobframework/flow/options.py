@@ -176,8 +176,8 @@ def _check_limit_group(name: str, group: object, limited: bool) -> None:
         )
     if not limited:
         raise ConfigurationError(
-            f"job {name}: limit_group={group!r} shares a rate= or concurrency= with other job types: give "
-            "it the group's rate= (and concurrency=, if the group has one)"
+            f"job {name}: limit_group={group!r} names the limit the job counts in, but it has none: give it "
+            "rate= or concurrency= (the same as the group's other jobs)"
         )
 
 

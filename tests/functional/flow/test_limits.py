@@ -88,7 +88,11 @@ def test_a_limit_groups_jobs_must_declare_the_same_limits():
     @job("g.one", registry=reg, rate="2/second", limit_group="crm")
     def one(item: Item) -> None: ...
 
-    with pytest.raises(ConfigurationError, match=r"limit_group='crm' is shared with g\.one, whose limits"):
+    with pytest.raises(
+        ConfigurationError,
+        match=r"limit_group='crm' is shared with g\.one, whose limits differ: g\.two has "
+        r"rate='4/second', concurrency=none, g\.one has rate='2/second', concurrency=none",
+    ):
 
         @job("g.two", registry=reg, rate="4/second", limit_group="crm")
         def two(item: Item) -> None: ...
@@ -217,7 +221,7 @@ def test_a_rate_observed_over_a_minute_stays_within_ten_percent_of_the_limit(flo
         ({"rate": "0/second"}, "would let no job run: N in N/second must be above 0"),
         ({"rate_key": lambda p: "k"}, "rate_key= needs rate="),
         ({"tenant": "acme"}, "tenant= must be a function"),
-        ({"limit_group": "crm"}, "limit_group='crm' shares a rate= or concurrency= with other job types"),
+        ({"limit_group": "crm"}, "limit_group='crm' names the limit the job counts in, but it has none"),
         ({"limit_group": "a b", "rate": "1/s"}, "limit_group= names the limits several job types share"),
     ],
 )
