@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -30,9 +30,11 @@ from jobframework.topology import RuntimeConfig, Topology, TopologySettings
 from jobframework.verdict import Kind, Verdict
 
 if TYPE_CHECKING:
+    from jobframework.client import JobClient
     from jobframework.consumer import Consumer
     from jobframework.delivery import Batch
     from jobframework.local.aws import EmbeddedAWS
+    from jobframework.saga import SagaRecord
 
 NOWHERE = "http://127.0.0.1:9"
 """Where :func:`in_memory_consumer`'s clients point (the discard port; a hook refuses every request)."""
@@ -282,6 +284,41 @@ def consume_once(
     return records, response
 
 
+def run_saga(
+    client: JobClient,
+    saga_id: str,
+    handler: Any,
+    sqs: Any,
+    *,
+    until: Callable[[SagaRecord], bool] | None = None,
+    timeout: float = 30.0,
+) -> SagaRecord:
+    """Run a saga's jobs on the embedded AWS until its record is final (``succeeded``, ``compensated``,
+    ``failed``), or until ``until(record)`` holds (at a wait: ``lambda r: any(s.state == "waiting" for s
+    in r.steps)``): each
+    round takes one batch of every queue of ``client``'s topology with :func:`consume_once` (steps,
+    compensations and deadline checks may each be on a lane of their own). Returns the record.
+
+    Raises:
+        TimeoutError: ``timeout`` seconds passed first (the message has the record's status and steps).
+    """
+    import time
+
+    deadline = time.monotonic() + timeout
+    urls = [ep.url for ep in client.config.queues.values()]
+    while True:
+        record = client.saga_status(saga_id)
+        if record is None:
+            raise LookupError(f"no saga {saga_id} (started with this client's topology?)")
+        if until(record) if until is not None else record.status.terminal:
+            return record
+        if time.monotonic() > deadline:
+            steps = ", ".join(f"{s.name}: {s.state.value}" for s in record.steps)
+            raise TimeoutError(f"saga {saga_id} is {record.status.value} after {timeout:g} s ({steps})")
+        if not any([consume_once(handler, sqs, url)[0] for url in urls]):
+            time.sleep(0.05)  # (a delayed deadline check or a retry's backoff: nothing visible yet)
+
+
 __all__ = [
     "DEFAULT_QUEUE_ARN",
     "NOWHERE",
@@ -298,6 +335,7 @@ __all__ = [
     "provision_fresh",
     "receive_all",
     "run_inline",  # (from jobframework.inline)
+    "run_saga",
     "sqs_event",
     "sqs_record",
 ]

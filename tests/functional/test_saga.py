@@ -391,3 +391,24 @@ def test_a_redriven_compensation_that_completes_resumes_the_rollback():
     assert advance(defn, record, StepEvent("compensate", "s.charge", "completed"), now)
     assert record.status is SagaStatus.COMPENSATED
     assert not advance(defn, record, StepEvent("compensate", "s.charge", "completed"), now)  # duplicate
+
+
+def test_run_saga_runs_a_saga_to_its_end_or_to_a_wait(srt):
+    """A trial's team wrote its own loop over every queue, with a deadline, to run a saga in a test (and
+    its first try stopped at the first step that succeeded)."""
+    from jobframework.testing import run_saga
+
+    failed = saga_jobs.order_saga.start({"order_id": "o-rs", "fail_at": "reserve"}, client=srt.client)
+    record = run_saga(srt.client, failed, srt.handler, srt.sqs)
+    assert record.status is SagaStatus.COMPENSATED and saga_jobs.events[-1] == "refund ch-o-rs:o-rs"
+
+    waiting = saga_jobs.approval_later_saga.start({"order_id": "o-rw"}, client=srt.client)
+    at_wait = run_saga(
+        srt.client, waiting, srt.handler, srt.sqs, until=lambda r: any(s.state == "waiting" for s in r.steps)
+    )
+    assert at_wait.status is SagaStatus.RUNNING
+    assert saga_jobs.approval_later_saga.signal(waiting, "approval", {}, client=srt.client)
+    assert run_saga(srt.client, waiting, srt.handler, srt.sqs).status is SagaStatus.SUCCEEDED
+    stuck = saga_jobs.approval_later_saga.start({"order_id": "o-rt"}, client=srt.client)
+    with pytest.raises(TimeoutError, match=r"after 0\.2 s"):
+        run_saga(srt.client, stuck, srt.handler, srt.sqs, timeout=0.2)
