@@ -24,7 +24,8 @@ log = logging.getLogger(__name__)
 NO_JOB_MODULES = (
     "no job modules named: set JF_JOBS to the module(s) that define your @job functions "
     "(comma-separated, e.g. JF_JOBS=mysvc.jobs; the stack sets it from job_modules=), or give them to "
-    "the command with --jobs (e.g. jf dev --jobs mysvc.jobs, jf saga signal ID NAME --jobs mysvc.jobs)"
+    "the command with --jobs (e.g. jf dev --jobs mysvc.jobs, jf worker --jobs mysvc.jobs, "
+    "jf saga signal ID NAME --jobs mysvc.jobs)"
 )
 
 

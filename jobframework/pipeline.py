@@ -399,10 +399,9 @@ class Pipeline:
             # Gone, a 400, an unknown order): expected, as Celery's `throws`, so not an ERROR line for
             # error-log alerts (the DLQ's alarm still pages).
             logging.WARNING if reason is Reason.PERMANENT else logging.ERROR,
-            "job %s (%s) %s (%s) after attempt %d: %s",
+            f"job %s (%s) {ended} (%s) after attempt %d: %s",  # (the words in the template: jf dev's filter)
             env.id,
             env.type,
-            ended,
             reason.value,
             d.attempt,
             error,

@@ -189,12 +189,17 @@ def test_run_inline_from_a_running_loop_that_times_out_says_to_await_arun_inline
             run_inline(on_loop, {"order_id": "1", "amount": 1})
         return stopped.value
 
+    def plain() -> JobTimedOut:  # (no loop running in its thread: no note)
+        with pytest.raises(JobTimedOut) as stopped:
+            run_inline(on_loop, {"order_id": "2", "amount": 1})
+        return stopped.value
+
+    # (each on a thread of its own: a browser test's Playwright leaves a loop running in the main thread)
     with ThreadPoolExecutor(1) as pool:
         timed_out = pool.submit(asyncio.run, test()).result()
+        without = pool.submit(plain).result()
     assert any("await arun_inline(...)" in note for note in timed_out.__notes__)
-    with pytest.raises(JobTimedOut) as plain:  # (no loop running: no note)
-        run_inline(on_loop, {"order_id": "2", "amount": 1})
-    assert not getattr(plain.value, "__notes__", None)
+    assert not getattr(without, "__notes__", None)
 
 
 def test_a_version_that_takes_its_own_payloads_only_says_so_with_an_empty_upgrade(reg):
