@@ -86,6 +86,13 @@ def _taken_by_saga(v: Verdict) -> None:
         v.outcome.outcome = Outcome.FAILED
     env = v.delivery.require_envelope()
     saga = env.saga.id if env.saga is not None else "-"
+    if v.status is not None:  # (its status says where the failure went: `dead` alone sent readers to the DLQ)
+        state, fields = v.status
+        why = v.reason.value if v.reason is not None else "failed"
+        v.status = (
+            state,
+            {**fields, "reason": f"{why}: taken by saga {saga}, which compensates (no dead letter)"},
+        )
     log.info("job %s (%s) failed for good; its saga %s compensates (no dead letter)", env.id, env.type, saga)
 
 

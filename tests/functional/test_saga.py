@@ -79,7 +79,10 @@ def test_a_failure_at_step_2_compensates_step_1_only(srt):
     # canary back through the DLQ's alarms, for an expected outcome, a letter that must not be redriven)
     assert receive_all(srt.sqs, srt.dlq("high")) == []
     status = srt.client.status(reserve_.job_id)
-    assert status is not None and (status.status, status.reason) == (JobState.DEAD, "permanent")
+    assert status is not None and (status.status, status.reason) == (
+        JobState.DEAD,
+        f"permanent: taken by saga {saga_id}, which compensates (no dead letter)",
+    )
 
 
 def test_a_step_redelivered_after_its_saga_compensated_does_not_run(srt):
