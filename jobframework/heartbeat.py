@@ -38,6 +38,9 @@ from jobframework.core import SQS_MAX_VISIBILITY_SECONDS
 
 log = logging.getLogger(__name__)
 
+OVERRUN_GRACE_SECONDS = 1.0
+"""How far past its timeout a job runs before it counts as overrunning: an async job is cancelled at its
+timeout (it ends within it, unless its code blocks the loop); a plain one cannot be stopped."""
 MIN_PERIOD = 0.5
 MAX_PERIOD = 30.0
 MAX_VISIBILITY = SQS_MAX_VISIBILITY_SECONDS
@@ -92,7 +95,7 @@ class Hold:
     def beat(self, now: float) -> None:
         lease = 2 * self.period
         self.beats += 1
-        if not self.overran and now - self.started > self.timeout:
+        if not self.overran and now - self.started > self.timeout + OVERRUN_GRACE_SECONDS:
             self.overran = True
             log.warning(
                 "job %s has run %.1fs, past its timeout of %gs; its key and message stay held while it runs",

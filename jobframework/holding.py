@@ -10,7 +10,6 @@ from jobframework.gates import RELEASE_MARGIN_SECONDS
 from jobframework.heartbeat import Hold, heartbeat
 from jobframework.heartbeat import period_for as heartbeat_period
 from jobframework.idempotency import KeyHold
-from jobframework.running import is_async
 
 if TYPE_CHECKING:
     from jobframework.consumer import Consumer
@@ -55,7 +54,6 @@ class Held:
             self.lapses_at,
             key.extend if key is not None else None,
             partial(self.consumer.change_visibility, d),
-            overran=is_async(job.fn),  # (an async job is cancelled at its timeout: no overrun to warn of)
         )
 
     def __exit__(self, *exc: object) -> None:

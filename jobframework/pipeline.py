@@ -43,7 +43,6 @@ from jobframework.delivery import (
 from jobframework.errors import (
     ConfigurationError,
     JobCancelled,
-    JobTimedOut,
     MalformedMessageError,
     PayloadMissingError,
     PayloadVersionError,
@@ -59,6 +58,7 @@ from jobframework.gates import (
     release,
     stopped,
 )
+from jobframework.heartbeat import OVERRUN_GRACE_SECONDS
 from jobframework.holding import Held
 from jobframework.idempotency import AlreadyInProgress, KeyCancelled, KeyedStart
 from jobframework.retry import visibility_delay
@@ -196,7 +196,6 @@ class Pipeline:
         ran = True
         keyed: KeyedStart | None = None
         result: str | None = None
-        timed_out = False
         try:
             with (
                 job_span(
@@ -255,12 +254,13 @@ class Pipeline:
             log.info("job %s (%s) was cancelled; acknowledged unrun", env.id, env.type)
             return cancelled_unrun(d)
         except Exception as exc:  # a BaseException of the job arrives as JobAborted: the job's failure
-            timed_out = isinstance(exc, JobTimedOut)  # (an async job cancelled at its timeout: no overrun)
             return self.failed(d, job, exc, (time.perf_counter() - started) * 1000, batch)
         finally:
             if admitted.log_token is not None:  # (set by admit(), with the job's keys)
                 reset_log_keys(admitted.log_token, batch.log_keys)
-            if time.perf_counter() - started > job.timeout and not timed_out:
+            if (
+                time.perf_counter() - started > job.timeout + OVERRUN_GRACE_SECONDS
+            ):  # (async: cancelled at it)
                 d.events.append("Overrun")
         elapsed_ms = (time.perf_counter() - started) * 1000
         if not ran:
@@ -389,16 +389,17 @@ class Pipeline:
                 outcome=d.outcome(Outcome.RETRIED, error=error, delay=delay, processing_ms=elapsed_ms),
             )
         reason = decision.reason or Reason.EXHAUSTED
-        ended = "dead-lettered"
+        ended, saga_step = "dead-lettered", False
         if env.saga is not None:  # (its saga takes a step's failure: no letter, the settler says)
             from jobframework.saga import is_forward_step
 
-            ended = "failed for good" if is_forward_step(env) else ended
+            saga_step = is_forward_step(env)
+            ended = "failed for good" if saga_step else ended
         log.log(
             # A PermanentError, or a type the job declared permanent=, is the job's own refusal (a 410
             # Gone, a 400, an unknown order): expected, as Celery's `throws`, so not an ERROR line for
             # error-log alerts (the DLQ's alarm still pages).
-            logging.WARNING if reason is Reason.PERMANENT else logging.ERROR,
+            logging.WARNING if reason is Reason.PERMANENT or saga_step else logging.ERROR,
             f"job %s (%s) {ended} (%s) after attempt %d: %s",  # (the words in the template: jf dev's filter)
             env.id,
             env.type,

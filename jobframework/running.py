@@ -159,6 +159,11 @@ async def awaited(awaitable: Awaitable[Any], timeout: float | None) -> Any:
         raise
     except Exception:
         raise
+    except asyncio.CancelledError as exc:
+        task = asyncio.current_task()
+        if task is not None and task.cancelling():  # the awaiting task itself is cancelled (a test's
+            raise  # timeout, a TaskGroup): its cancellation goes on, it is no failure of the job's
+        raise JobAborted(exc) from exc
     except BaseException as exc:
         raise JobAborted(exc) from exc
 

@@ -126,9 +126,8 @@ def cancel(  # noqa: PLR0917
         return
     for entry in jobs:
         if dry_run:
-            typer.echo(
-                f"{entry['id']}  {entry['status']:<9} key {entry['key']}  enqueued {entry['enqueued_at']}"
-            )
+            key = entry["key"] or "-"
+            typer.echo(f"{entry['id']}  {entry['status']:<9} key {key}  enqueued {entry['enqueued_at']}")
         else:
             was = f"(status {entry['status']}, was {entry['status_before']})"
             typer.echo(f"{entry['id']}  {entry['outcome']:<9} {was}  enqueued {entry['enqueued_at']}")
@@ -175,8 +174,11 @@ def _value(state: JobState | None) -> str | None:
 
 
 def _dead_letter_hint(job_id: str, store: StateStore, catalog: dict[str, JobRoute]) -> str:
-    """How to keep a dead job from running again: its dead letter stays in its lane's DLQ."""
+    """How to keep a dead job from running again: its dead letter stays in its lane's DLQ (a saga's
+    step has none: its saga took the failure)."""
     status = store.jobs.get_status(job_id)
+    if status is not None and status.reason and ": taken by saga " in status.reason:
+        return f"jf: it has no dead letter: {status.reason.split(': ', 1)[1]}"
     route = catalog.get(status.type) if status is not None and status.type else None
     where, lane = (f"the {route.lane} DLQ", route.lane) if route is not None else ("its lane's DLQ", "LANE")
     return (

@@ -215,7 +215,10 @@ def dlq_purge(  # noqa: PLR0917
         found = letters.peek(
             priority, limit=None, job_type=job_type, reason=reason, ids=ids, matching=matching
         )
-        _purge_preview(priority, found, ids, json_output=json_output)
+        # (an id whose letter the other filters leave out is not "in no letter": named only unfiltered)
+        _purge_preview(
+            priority, found, None if job_type or reason or matching else ids, json_output=json_output
+        )
         if not found and (job_type or reason or matching):
             none_selected(ctx, priority, config, job_type)
         return

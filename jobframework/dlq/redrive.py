@@ -165,6 +165,7 @@ class Redrive:
         """Gives the job records whose status a moved tracked letter sets back to ``queued``."""
         self.result = result
         self._warned_s3 = False
+        self._warned_jobs = False
 
     def default_source(self) -> str:
         """The DLQ's source queue: the one its redrive allow policy names, else the topology's."""
@@ -269,6 +270,7 @@ class Redrive:
 
     def _send(self, scan: HeldScan, source_url: str, items: list[tuple[dict[str, Any], DeadLetter]]) -> int:
         result = self.result
+        self._lapse_claims([letter for _, letter in items if letter.tracked and letter.job_id])
         entries: list[Any] = [redrive_entry(letter, str(i)) for i, (_, letter) in enumerate(items)]
         try:
             response = self.sqs.send_message_batch(QueueUrl=source_url, Entries=entries)
@@ -290,17 +292,44 @@ class Redrive:
         self._requeue([letter for _, letter in sent if letter.tracked and letter.job_id])
         return len(sent)
 
+    def _job_records(self, letters: list[DeadLetter]) -> JobRecords | None:
+        """The job records a moved tracked letter's status is kept in (``None``: none; a failure to make
+        them is logged once: the jobs are back in their queues either way, and their runs write)."""
+        if not letters or self._jobs is None:
+            return None
+        try:
+            return self._jobs()
+        except Exception as exc:
+            if not self._warned_jobs:
+                log.warning("redriven jobs' statuses are left as they are (no state table client): %s", exc)
+                self._warned_jobs = True
+            return None
+
+    def _lapse_claims(self, letters: list[DeadLetter]) -> None:
+        """Before the send: the dead runs' start claims end (a claim of a redriven run, made after the
+        send, is its own and stands; lapsed after the send, a run that claimed meanwhile read queued)."""
+        jobs = self._job_records(letters)
+        for letter in letters if jobs is not None else ():
+            assert letter.job_id is not None and jobs is not None
+            if letter.died_at is None:
+                continue
+            try:
+                jobs.lapse_claim(letter.job_id, died_at=letter.died_at.isoformat(timespec="milliseconds"))
+            except Exception as exc:
+                log.warning(
+                    "job %s: its dead run's start claim stays until its deadline: %s", letter.job_id, exc
+                )
+
     def _requeue(self, letters: list[DeadLetter]) -> None:
         """Each moved tracked job's status back to ``queued`` (it read ``dead``: a cancel answered "too
         late" and ``jf status`` said dead while it waited, in a paused lane say). A failed write is
         logged: the job is back in its queue either way, and its run writes its status."""
-        jobs = self._jobs() if letters and self._jobs is not None else None
+        jobs = self._job_records(letters)
         for letter in letters if jobs is not None else ():
             assert letter.job_id is not None and jobs is not None
             why = f"redriven from the {self.result.priority} DLQ (it died: {letter.reason or 'no reason'})"
             try:
-                died = letter.died_at.isoformat(timespec="milliseconds") if letter.died_at else None
-                self.result.requeued += jobs.requeue(letter.job_id, why, died_at=died)
+                self.result.requeued += jobs.requeue(letter.job_id, why)
             except Exception as exc:
                 log.warning("job %s was redriven, but its status still reads dead: %s", letter.job_id, exc)
 

@@ -187,6 +187,7 @@ def cancellable(
                 type=job_type,
                 status=JobState(item["status"]["S"]),
                 key=item.get("job_key", {}).get("S"),
+                attempts=int(item.get("attempts", {}).get("N", 0)),  # (a retrying job's ended attempt)
                 enqueued_at=item.get("enqueued_at", {}).get("S", ""),
             )
             for item in response.get("Items", [])

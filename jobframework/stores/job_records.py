@@ -118,12 +118,16 @@ class JobRecords(Protocol):
         """The flow items (start claim, cancel marker; plain values) of those of ``job_ids`` that have one."""
         ...
 
-    def requeue(self, job_id: str, reason: str, *, died_at: str | None = None) -> bool:
+    def requeue(self, job_id: str, reason: str) -> bool:
         """A dead job's status back to ``queued`` with ``reason`` (its letter was redriven); its last
         error and attempts stay. Nothing changes unless it reads ``dead`` (a consumer may have run the
-        redriven job already). A start claim made before ``died_at`` (the dead run's, ISO as the records
-        write times) is lapsed, so that the job does not read ``running`` on it until its deadline.
-        ``True`` when the status changed."""
+        redriven job already). ``True`` when the status changed."""
+        ...
+
+    def lapse_claim(self, job_id: str, *, died_at: str) -> None:
+        """End a start claim made before ``died_at`` (the dead run's; ISO, as the records write times),
+        so that a redriven job does not read ``running`` on it until its deadline. Called before the
+        redrive sends the letter: a claim of the redriven job's own run is made after, and stands."""
         ...
 
     def claim_start(
@@ -314,14 +318,17 @@ class InMemoryJobRecords:
         with self._lock:
             return {i: dict(self.items[(i, "flow")]) for i in job_ids if (i, "flow") in self.items}
 
-    def requeue(self, job_id: str, reason: str, *, died_at: str | None = None) -> bool:
+    def lapse_claim(self, job_id: str, *, died_at: str) -> None:
+        with self._lock:
+            flow = self.items.get((job_id, "flow"), {})
+            if float(flow.get("runs_until") or 0) > 0 and str(flow.get("started_at", "")) < died_at:
+                flow["runs_until"] = 0
+
+    def requeue(self, job_id: str, reason: str) -> bool:
         with self._lock:
             item = self.items.get((job_id, "status"))
             if item is None or item.get("status") != JobState.DEAD.value:
                 return False
-            flow = self.items.get((job_id, "flow"), {})
-            if died_at is not None and "runs_until" in flow and str(flow.get("started_at", "")) < died_at:
-                flow["runs_until"] = 0
             for name in ("finished_at", "next_attempt_at"):
                 item.pop(name, None)
             item.update(status=JobState.QUEUED.value, reason=reason, updated_at=now_iso())

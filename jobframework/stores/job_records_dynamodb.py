@@ -7,6 +7,7 @@ Items are converted with boto3's ``TypeSerializer``/``TypeDeserializer``
 from __future__ import annotations
 
 import contextlib
+import logging
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -26,6 +27,8 @@ from jobframework.stores.key_records import KeyHolder
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
+
+log = logging.getLogger(__name__)
 
 FLOW_SK = "flow"
 BATCH_GET_ITEMS = 100
@@ -126,9 +129,11 @@ class DynamoJobRecords:
                 if not pending:
                     break
                 time.sleep(0.05 * 2**attempt)
+            else:  # (those jobs read as their status items say: queued, not running)
+                log.warning("%d start claims were not read (throttled)", len(pending[self.table]["Keys"]))
         return found
 
-    def requeue(self, job_id: str, reason: str, *, died_at: str | None = None) -> bool:
+    def requeue(self, job_id: str, reason: str) -> bool:
         try:
             self.client.update_item(
                 TableName=self.table,
@@ -151,16 +156,17 @@ class DynamoJobRecords:
             )
         except self.client.exceptions.ConditionalCheckFailedException:
             return False  # not dead (run again already, or no status): as it is
-        if died_at is not None:  # the dead run's claim lapses (a later run's, started since, stands)
-            with contextlib.suppress(self.client.exceptions.ConditionalCheckFailedException):
-                self.client.update_item(
-                    TableName=self.table,
-                    Key=_key(job_id, FLOW_SK),
-                    UpdateExpression="SET runs_until = :zero",
-                    ConditionExpression="runs_until > :zero AND started_at < :died",
-                    ExpressionAttributeValues=to_item({":zero": 0, ":died": died_at}),
-                )
         return True
+
+    def lapse_claim(self, job_id: str, *, died_at: str) -> None:
+        with contextlib.suppress(self.client.exceptions.ConditionalCheckFailedException):
+            self.client.update_item(
+                TableName=self.table,
+                Key=_key(job_id, FLOW_SK),
+                UpdateExpression="SET runs_until = :zero",
+                ConditionExpression="runs_until > :zero AND started_at < :died",
+                ExpressionAttributeValues=to_item({":zero": 0, ":died": died_at}),
+            )
 
     def put_statuses(self, statuses: list[dict[str, Any]], ttl: int = STATUS_TTL_SECONDS) -> None:
         """25 records a ``BatchWriteItem``; unprocessed ones are resent a few times, then it raises."""

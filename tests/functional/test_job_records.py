@@ -256,7 +256,8 @@ def test_a_requeued_job_does_not_read_running_on_its_dead_runs_claim(records):
     records.set_status("r3", JobState.DEAD, attempts=1, reason="permanent")
     time.sleep(0.01)
     died = now_iso()
-    assert records.requeue("r3", "redriven", died_at=died) is True
+    records.lapse_claim("r3", died_at=died)
+    assert records.requeue("r3", "redriven") is True
     assert records.get_status("r3").status is JobState.QUEUED  # type: ignore[union-attr]
     assert records.claim_start("r3", attempt=1, runs_until=time.time() + 60, now=time.time(), claimant="new")
     assert records.get_status("r3").status is JobState.RUNNING  # type: ignore[union-attr]

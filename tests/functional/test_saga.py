@@ -78,6 +78,10 @@ def test_a_failure_at_step_2_compensates_step_1_only(srt):
     # The saga took the step's failure: no dead letter (an out-of-stock order paged on-call and rolled a
     # canary back through the DLQ's alarms, for an expected outcome, a letter that must not be redriven)
     assert receive_all(srt.sqs, srt.dlq("high")) == []
+    from tests.functional.conftest_local import cli_env, invoke
+
+    said = invoke(["cancel", str(reserve_.job_id)], cli_env(srt.config))  # (no letter to purge: it says so)
+    assert "it has no dead letter: taken by saga" in said.stderr and "jf dlq purge" not in said.stderr
     status = srt.client.status(reserve_.job_id)
     assert status is not None and (status.status, status.reason) == (
         JobState.DEAD,

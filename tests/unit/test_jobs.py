@@ -202,6 +202,29 @@ def test_run_inline_from_a_running_loop_that_times_out_says_to_await_arun_inline
     assert not getattr(without, "__notes__", None)
 
 
+def test_a_cancellation_of_the_awaiting_task_is_no_failure_of_the_job():
+    """A review: arun_inline under a test's own timeout (asyncio.wait_for, a TaskGroup) turned the test's
+    cancellation into the job's JobAborted; a CancelledError the job's own code leaks still is one."""
+    import asyncio
+
+    from jobframework.running import JobAborted, awaited
+
+    async def runs() -> None:
+        await asyncio.sleep(5)
+
+    async def leaks() -> None:
+        raise asyncio.CancelledError
+
+    async def test() -> None:
+        with pytest.raises(TimeoutError):
+            await asyncio.wait_for(awaited(runs(), 5), 0.1)
+        with pytest.raises(JobAborted):
+            await awaited(leaks(), 5)
+
+    with ThreadPoolExecutor(1) as pool:  # (off the main thread: see the arun_inline test)
+        pool.submit(asyncio.run, test()).result()
+
+
 def test_a_version_that_takes_its_own_payloads_only_says_so_with_an_empty_upgrade(reg):
     @job("orders.v2", registry=reg, version=2, upgrade={})
     def v2(order: Order) -> None: ...

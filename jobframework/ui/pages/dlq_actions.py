@@ -9,6 +9,7 @@ and needs the lane's name (``high``, ``low-cpu``) typed in.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -24,6 +25,8 @@ from jobframework.dlq import RedriveResult
 from jobframework.ui.console import Console
 from jobframework.ui.tasks import Tasks
 from jobframework.ui.templating import render
+
+log = logging.getLogger(__name__)
 
 MAX_SELECTION = 1000
 
@@ -158,7 +161,11 @@ def _paused_since(console: Console, lane: str) -> str | None:
         return None
     from jobframework.flow.pause import paused
 
-    return paused(store).get(lane)
+    try:
+        return paused(store).get(lane)
+    except Exception:  # (a note of the preview's: the dry run stands without it)
+        log.warning("reading whether the %s queue is paused failed", lane, exc_info=True)
+        return None
 
 
 async def redrive(request: Request) -> Response:
