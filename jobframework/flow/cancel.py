@@ -37,6 +37,7 @@ from jobframework.flow.outcome import Drop
 from jobframework.state import JobState, JobStatus, no_status
 from jobframework.stores import key_records
 from jobframework.stores.job_records import with_claims
+from jobframework.stores.job_records_dynamodb import status_of_item
 from jobframework.stores.key_records import KeyHolder, claims_key, keyed_by_id
 
 if TYPE_CHECKING:
@@ -181,17 +182,7 @@ def cancellable(
     }
     while True:
         response = store.client.scan(**kwargs)
-        found = [
-            JobStatus(
-                id=item["pk"]["S"].removeprefix("job#"),
-                type=job_type,
-                status=JobState(item["status"]["S"]),
-                key=item.get("job_key", {}).get("S"),
-                attempts=int(item.get("attempts", {}).get("N", 0)),  # (a retrying job's ended attempt)
-                enqueued_at=item.get("enqueued_at", {}).get("S", ""),
-            )
-            for item in response.get("Items", [])
-        ]
+        found = [status_of_item(item) for item in response.get("Items", [])]
         found = with_claims(store.jobs, found, time.time())  # a running one read queued without its claim
         if store.key_table is not None:  # a run that finished in its key's record (stores/key_records.py)
             found = key_records.merged_all(store.client, store.key_table, found, time.time())

@@ -217,22 +217,18 @@ def with_claim(status: JobStatus, flow: dict[str, Any], now: float) -> JobStatus
     update: dict[str, Any] = {}
     if flow.get("cancelled_at"):
         update["cancel_requested_at"] = flow["cancelled_at"]
-    if flow.get("started_at"):
-        update["started_at"] = status.started_at or flow["started_at"]
+    started = flow.get("started_at")
+    if started:
+        update["started_at"] = status.started_at or started
         started_attempt = int(flow.get("started_attempt") or 0)
         ended = status.attempts if status.status is JobState.RETRYING else 0
-        if (
-            float(flow.get("runs_until") or 0) > now
-            and started_attempt > ended
-            and status.status in OPEN_STATES
-        ):
+        live = float(flow.get("runs_until") or 0) > now
+        if live and started_attempt > ended and status.status in OPEN_STATES:
             update |= {
                 "status": JobState.RUNNING,
                 "attempts": started_attempt,
-                "started_at": flow["started_at"],
-                "updated_at": max(
-                    status.updated_at or "", flow["started_at"]
-                ),  # the start: its latest change
+                "started_at": started,
+                "updated_at": max(status.updated_at or "", started),  # the start: its latest change
                 "next_attempt_at": None,
             }
     return status.model_copy(update=update) if update else status

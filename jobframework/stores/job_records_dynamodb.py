@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from jobframework.status import FINAL_STATES, STATUS_TTL_SECONDS, JobState, JobStatus, now_iso
 from jobframework.stores import key_records
-from jobframework.stores.items import from_item, to_item
+from jobframework.stores.items import batch_get, from_item, to_item
 from jobframework.stores.job_records import (
     CLAIM_FIELDS,
     EARLY_STATES,
@@ -31,10 +31,34 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 FLOW_SK = "flow"
-BATCH_GET_ITEMS = 100
-"""Keys a ``BatchGetItem`` takes at most."""
 BATCH_WRITE_ITEMS = 25
 """Items per ``BatchWriteItem`` (DynamoDB's limit)."""
+
+
+_STATUS_ATTRIBUTES = {
+    "job_type": "type",
+    "job_key": "key",
+    "attempts": "attempts",
+    "enqueued_at": "enqueued_at",
+    "started_at": "started_at",
+    "finished_at": "finished_at",
+    "updated_at": "updated_at",
+    "error": "error",
+    "reason": "reason",
+}
+"""Status-item attribute -> :class:`JobStatus` field, of those a list shows (``set_status`` writes them)."""
+
+
+def status_of_item(item: dict[str, Any]) -> JobStatus:
+    """The :class:`JobStatus` a raw status item says (a scan's: the lists, a bulk cancel), without its
+    start claim (:func:`jobframework.stores.job_records.with_claims` adds it)."""
+    plain = from_item(item)
+    values: dict[str, Any] = {"id": str(plain["pk"]).removeprefix("job#"), "status": plain["status"]}
+    for attribute, name in _STATUS_ATTRIBUTES.items():
+        value = plain.get(attribute)
+        if value is not None:
+            values[name] = int(value) if name == "attempts" else str(value)
+    return JobStatus(**values)
 
 
 def _key(job_id: str, sk: str) -> dict[str, Any]:
@@ -116,22 +140,12 @@ class DynamoJobRecords:
             )
 
     def claims(self, job_ids: list[str]) -> dict[str, dict[str, Any]]:
-        """100 keys a ``BatchGetItem`` (consistent reads); unprocessed keys are asked again a few times."""
-        found: dict[str, dict[str, Any]] = {}
-        for start in range(0, len(job_ids), BATCH_GET_ITEMS):
-            keys = [_key(i, FLOW_SK) for i in dict.fromkeys(job_ids[start : start + BATCH_GET_ITEMS])]
-            pending: dict[str, Any] = {self.table: {"Keys": keys, "ConsistentRead": True}}
-            for attempt in range(4):
-                response = self.client.batch_get_item(RequestItems=pending)
-                for item in response.get("Responses", {}).get(self.table, []):
-                    found[item["pk"]["S"].removeprefix("job#")] = from_item(item)
-                pending = response.get("UnprocessedKeys") or {}
-                if not pending:
-                    break
-                time.sleep(0.05 * 2**attempt)
-            else:  # (those jobs read as their status items say: queued, not running)
-                log.warning("%d start claims were not read (throttled)", len(pending[self.table]["Keys"]))
-        return found
+        """One ``BatchGetItem`` per 100 keys (consistent reads); unprocessed keys asked again a few times."""
+        keys = [_key(i, FLOW_SK) for i in dict.fromkeys(job_ids)]
+        flows, left = batch_get(self.client, self.table, keys, consistent=True, attempts=4)
+        if left:  # (those jobs read as their status items say: queued, not running)
+            log.warning("%d start claims were not read (throttled)", left)
+        return {str(flow["pk"]).removeprefix("job#"): flow for flow in flows}
 
     def requeue(self, job_id: str, reason: str) -> bool:
         try:

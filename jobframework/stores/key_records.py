@@ -39,7 +39,7 @@ from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
 from jobframework.status import STATUS_TTL_SECONDS, JobState, JobStatus, now_iso
-from jobframework.stores.items import from_item
+from jobframework.stores.items import batch_get, from_item
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -52,9 +52,8 @@ KEY_PREFIX = "jf"
 CANCELLED_FIELD = "cancelled"
 """The response field of a run that found its job cancelled and did not start."""
 IN_PROGRESS, COMPLETED = "INPROGRESS", "COMPLETED"
-BATCH_GET_KEYS = 100
-"""``BatchGetItem``'s most keys a request."""
 BATCH_GET_ATTEMPTS = 5
+"""Requests a chunk of records at most (its unprocessed keys asked again; then it raises)."""
 MOVABLE_STATES = frozenset(
     {JobState.QUEUED, JobState.SCHEDULED, JobState.RETRYING, JobState.RUNNING, JobState.DEAD}
 )
@@ -99,27 +98,11 @@ def read_many(
     """The records of jobs keyed by their ids, ``(job_type, job_id)`` each, by job id (one
     ``BatchGetItem`` per 100; for lists, where an eventually consistent read will do)."""
     by_record = {record_id(job_type, job_id): job_id for job_type, job_id in jobs}
-    ids = list(by_record)
-    found: dict[str, dict[str, Any]] = {}
-    for start in range(0, len(ids), BATCH_GET_KEYS):
-        request: dict[str, Any] = {
-            table: {
-                "Keys": [{"id": {"S": rid}} for rid in ids[start : start + BATCH_GET_KEYS]],
-                "ConsistentRead": consistent,
-            }
-        }
-        for attempt in range(BATCH_GET_ATTEMPTS):
-            response = client.batch_get_item(RequestItems=request)
-            for item in response.get("Responses", {}).get(table, []):
-                record = from_item(item)
-                found[by_record[str(record["id"])]] = record
-            request = response.get("UnprocessedKeys") or {}
-            if not request:
-                break
-            time.sleep(0.05 * 2**attempt)  # throttled: what is left, again (as BatchWriteItem's)
-        else:
-            raise RuntimeError(f"{len(request[table]['Keys'])} idempotency records were not read")
-    return found
+    keys = [{"id": {"S": rid}} for rid in by_record]
+    records, left = batch_get(client, table, keys, consistent=consistent, attempts=BATCH_GET_ATTEMPTS)
+    if left:
+        raise RuntimeError(f"{left} idempotency records were not read")
+    return {by_record[str(record["id"])]: record for record in records}
 
 
 def merged_all(

@@ -13,27 +13,13 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from boto3.dynamodb.types import TypeDeserializer
-
 from jobframework.state import FINAL_STATES, JobState, JobStatus, StateStore
 from jobframework.stores import key_records
 from jobframework.stores.job_records import OPEN_STATES, with_claims
+from jobframework.stores.job_records_dynamodb import status_of_item
 from jobframework.stores.key_records import MOVABLE_STATES
 
 MAX_PAGES = 20
-_ATTRIBUTES = {
-    "job_type": "type",
-    "job_key": "key",
-    "attempts": "attempts",
-    "enqueued_at": "enqueued_at",
-    "started_at": "started_at",
-    "finished_at": "finished_at",
-    "updated_at": "updated_at",
-    "error": "error",
-    "reason": "reason",
-}
-"""State-table attribute -> :class:`JobStatus` field (what ``StateStore.set_status`` writes)."""
-_deserialize = TypeDeserializer().deserialize
 
 
 @dataclass
@@ -43,17 +29,6 @@ class Found:
     jobs: list[JobStatus] = field(default_factory=list)
     complete: bool = True
     scanned: int = 0
-
-
-def job_status(item: dict[str, Any]) -> JobStatus:
-    """The :class:`JobStatus` of a raw ``job#<id>`` item."""
-    plain = {name: _deserialize(value) for name, value in item.items()}
-    values: dict[str, Any] = {"id": str(plain["pk"]).removeprefix("job#"), "status": plain["status"]}
-    for attribute, name in _ATTRIBUTES.items():
-        value = plain.get(attribute)
-        if value is not None:
-            values[name] = int(value) if name == "attempts" else str(value)
-    return JobStatus(**values)
 
 
 def find_jobs(
@@ -130,7 +105,7 @@ def find_jobs(
     for _ in range(max_pages):
         page = store.client.scan(**kwargs)
         found.scanned += int(page.get("ScannedCount", 0))
-        jobs = with_claims(store.jobs, [job_status(item) for item in page.get("Items", [])], time.time())
+        jobs = with_claims(store.jobs, [status_of_item(item) for item in page.get("Items", [])], time.time())
         if merging:
             assert store.key_table is not None
             jobs = key_records.merged_all(store.client, store.key_table, jobs, time.time())
