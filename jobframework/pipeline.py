@@ -258,9 +258,8 @@ class Pipeline:
         finally:
             if admitted.log_token is not None:  # (set by admit(), with the job's keys)
                 reset_log_keys(admitted.log_token, batch.log_keys)
-            if (
-                time.perf_counter() - started > job.timeout + OVERRUN_GRACE_SECONDS
-            ):  # (async: cancelled at it)
+            # (past a grace: an async job is cancelled at its timeout, which is no overrun)
+            if time.perf_counter() - started > job.timeout + OVERRUN_GRACE_SECONDS:
                 d.events.append("Overrun")
         elapsed_ms = (time.perf_counter() - started) * 1000
         if not ran:

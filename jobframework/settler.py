@@ -38,6 +38,7 @@ from jobframework.delivery import Batch, Outcome, RecordOutcome, describe, refus
 from jobframework.gates import dead_letter
 from jobframework.handback import copy_message
 from jobframework.state import JobState
+from jobframework.status import TAKEN_BY_SAGA
 from jobframework.tracing import record_trace_id
 from jobframework.verdict import Kind, Verdict
 
@@ -91,7 +92,7 @@ def _taken_by_saga(v: Verdict) -> None:
         why = v.reason.value if v.reason is not None else "failed"
         v.status = (
             state,
-            {**fields, "reason": f"{why}: taken by saga {saga}, which compensates (no dead letter)"},
+            {**fields, "reason": f"{why}: {TAKEN_BY_SAGA} {saga}, which compensates (no dead letter)"},
         )
     log.info("job %s (%s) failed for good; its saga %s compensates (no dead letter)", env.id, env.type, saga)
 

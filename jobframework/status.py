@@ -29,6 +29,10 @@ class JobState(StrEnum):
     """Acknowledged unrun: not started by its deadline (``expires_in`` / ``expires_after``)."""
 
 
+TAKEN_BY_SAGA = "taken by saga"
+"""What a saga step's status reason says when its saga took its failure (it compensates; no dead letter):
+``permanent: taken by saga <id>, which compensates (no dead letter)``."""
+
 FINAL_STATES = frozenset({JobState.SUCCEEDED, JobState.DEAD, JobState.CANCELLED, JobState.EXPIRED})
 
 

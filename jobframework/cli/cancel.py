@@ -176,8 +176,10 @@ def _value(state: JobState | None) -> str | None:
 def _dead_letter_hint(job_id: str, store: StateStore, catalog: dict[str, JobRoute]) -> str:
     """How to keep a dead job from running again: its dead letter stays in its lane's DLQ (a saga's
     step has none: its saga took the failure)."""
+    from jobframework.status import TAKEN_BY_SAGA
+
     status = store.jobs.get_status(job_id)
-    if status is not None and status.reason and ": taken by saga " in status.reason:
+    if status is not None and status.reason and f": {TAKEN_BY_SAGA} " in status.reason:
         return f"jf: it has no dead letter: {status.reason.split(': ', 1)[1]}"
     route = catalog.get(status.type) if status is not None and status.type else None
     where, lane = (f"the {route.lane} DLQ", route.lane) if route is not None else ("its lane's DLQ", "LANE")

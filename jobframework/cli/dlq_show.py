@@ -24,7 +24,7 @@ def print_table(
             f" (-n {min(depth, 1000)} for more)" if len(found) == count else ""
         )
     table = Table(title=f"{lane} DLQ: {shown}", title_justify="left")
-    keyed = any(d.key and d.key != d.job_id for d in found)  # (a key other than the id: the customer's)
+    keyed = any(d.own_key for d in found)
     columns = ["type", "id", *(["key"] if keyed else []), "reason", "error", "attempts", "dead at (UTC)"]
     if any(pointers):
         columns.append("payload")
@@ -36,7 +36,7 @@ def print_table(
             s["type"] or UNTYPED,
             # A malformed body has no job id: the id the consumer's log named (--id takes either).
             s["id"] or f"message {d.dead_message_id or d.message_id}",
-            *([d.key if d.key and d.key != d.job_id else "-"] if keyed else []),
+            *([d.own_key or "-"] if keyed else []),
             s["reason"] or "-",
             s["error"] or "-",
             str(s["attempts"] or "-"),

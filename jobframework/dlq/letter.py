@@ -101,6 +101,12 @@ class DeadLetter:
         )
 
     @property
+    def own_key(self) -> str | None:
+        """Its key when that is not its job id (a key naming the customer, ``evt:globex-...``), else
+        ``None``: what the key columns of ``jf dlq peek`` and the console show."""
+        return self.key if self.key and self.key != self.job_id else None
+
+    @property
     def died_at(self) -> datetime | None:
         """When it was dead-lettered (``jf-dead-at``, else when the DLQ got it)."""
         return self.dead_at or self.sent_at

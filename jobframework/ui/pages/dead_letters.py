@@ -84,7 +84,7 @@ def dlq_lane(request: Request) -> Response:
         read_limit=READ_LIMIT,
         groups=groups(read),
         letters=shown,
-        keyed=any(d.key and d.key != d.job_id for d in shown),  # (a key other than the id: a customer's)
+        keyed=any(d.own_key for d in shown),
         types=sorted({d.job_type or "?" for d in read}),
         reasons=sorted({d.reason for d in read if d.reason}),
         q=q,
