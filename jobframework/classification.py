@@ -3,15 +3,25 @@ and with which reason. The delays come from the job's :class:`~jobframework.retr
 
 from __future__ import annotations
 
+import inspect
+import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 from jobframework.core import SQS_MAX_VISIBILITY_SECONDS
-from jobframework.errors import PermanentError, RetryableError
+from jobframework.errors import ConfigurationError, PermanentError, RetryableError
 
 if TYPE_CHECKING:
     from jobframework.retry import RetryPolicy
+
+log = logging.getLogger("jobframework")
+
+PermanentRule: TypeAlias = type[BaseException] | Callable[[BaseException], bool]
+"""One entry of a job's ``permanent=``: an exception type, or a function of the exception that says
+whether it is permanent (a 400 or a 404 inside one ``HTTPStatusError``: Sidekiq's ``retry_in`` that
+answers ``:kill``)."""
 
 
 class Action(StrEnum):
@@ -106,17 +116,61 @@ def _closer(
     return distance(first) < distance(second)
 
 
+def _answers(rule: Callable[[BaseException], bool], exc: BaseException) -> bool:
+    """What a ``permanent=`` function says of ``exc``; one that raises is logged and says no (the
+    failure is then classified as if it were not there: retried, as any failure)."""
+    try:
+        return bool(rule(exc))
+    except Exception:
+        log.exception(
+            "the permanent= function %s raised on %s; the failure is classified without it",
+            getattr(rule, "__qualname__", repr(rule)),
+            type(exc).__name__,
+        )
+        return False
+
+
+def exception_types(value: Any, option: str, name: str) -> tuple[type[BaseException], ...]:
+    """A job's ``transient=`` (or another option of exception types), checked."""
+    types = value if isinstance(value, tuple | list | set | frozenset) else (value,)
+    for t in types:
+        if not (inspect.isclass(t) and issubclass(t, BaseException)):
+            raise ConfigurationError(f"job {name}: {option}= takes exception classes, got {t!r}")
+    return tuple(types)
+
+
+def permanent_rules(value: Any, name: str) -> tuple[PermanentRule, ...]:
+    """A job's ``permanent=``, checked: exception types and functions of one exception, one or a
+    tuple (or list) of them."""
+    rules = value if isinstance(value, tuple | list | set | frozenset) else (value,)
+    for rule in rules:
+        if inspect.isclass(rule):
+            if not issubclass(rule, BaseException):
+                raise ConfigurationError(
+                    f"job {name}: permanent= takes exception classes or functions of the exception, "
+                    f"got the class {rule.__name__}"
+                )
+        elif not callable(rule):
+            raise ConfigurationError(
+                f"job {name}: permanent= takes exception classes or functions of the exception "
+                f"(e.g. lambda e: getattr(e, 'status', 0) == 404), got {rule!r}"
+            )
+    return tuple(rules)
+
+
 def classify(
     exc: BaseException,
     *,
     attempt: int,
     policy: RetryPolicy,
-    permanent: tuple[type[BaseException], ...] = (),
+    permanent: tuple[PermanentRule, ...] = (),
     transient: tuple[type[BaseException], ...] = (),
 ) -> Decision:
     """Decide between a retry (with its delay) and a dead letter (with its reason).
 
-    Order: the job's ``permanent=`` and ``transient=`` types (an error of both takes the more
+    Order: the functions in the job's ``permanent=`` (one that answers true dead-letters the
+    failure, whatever ``transient=`` says: it looked at the error itself; one that raises is logged
+    and counts as false), then its ``permanent=`` and ``transient=`` types (an error of both takes the more
     specific: with ``permanent=(Exception,), transient=(ConnectionError,)`` a ``ConnectionError`` is
     retried, as an ``except`` clause for it would catch it first), then :class:`PermanentError`
     (dead-lettered now, unless its type is in ``transient=``), then everything else (retried while
@@ -131,13 +185,21 @@ def classify(
         >>> classify(ConnectionError("reset"), attempt=1, policy=RetryPolicy(),
         ...          permanent=(Exception,), transient=(ConnectionError,)).action
         <Action.RETRY: 'retry'>
+        >>> client_error = lambda e: getattr(e, "status", 0) in (400, 404)
+        >>> class HTTPError(Exception):
+        ...     def __init__(self, status: int) -> None:
+        ...         self.status = status
+        >>> [classify(HTTPError(s), attempt=1, policy=RetryPolicy(), permanent=(client_error,)).action
+        ...  for s in (404, 503)]
+        [<Action.DEAD_LETTER: 'dead_letter'>, <Action.RETRY: 'retry'>]
     """
-    declared_transient = bool(transient) and isinstance(exc, transient)
-    if (
-        permanent
-        and isinstance(exc, permanent)
-        and not (declared_transient and _closer(exc, transient, permanent))
+    types = tuple(rule for rule in permanent if isinstance(rule, type))
+    if len(types) < len(permanent) and any(
+        _answers(rule, exc) for rule in permanent if not isinstance(rule, type)
     ):
+        return Decision(Action.DEAD_LETTER, Reason.PERMANENT)
+    declared_transient = bool(transient) and isinstance(exc, transient)
+    if types and isinstance(exc, types) and not (declared_transient and _closer(exc, transient, types)):
         return Decision(Action.DEAD_LETTER, Reason.PERMANENT)
     if not declared_transient and isinstance(exc, PermanentError):
         return Decision(Action.DEAD_LETTER, Reason.PERMANENT)

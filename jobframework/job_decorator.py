@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, cast
 from pydantic import ValidationError
 
 from jobframework.budget_keys import RetryBudgetOption
+from jobframework.classification import PermanentRule
 from jobframework.core import ConfigurationError, Priority, Profile
 from jobframework.job_options import BatchOptions, Schedule, WhenBacklogged, checked_options, payload_model_of
 from jobframework.job_typing import JobDecorator
@@ -33,7 +34,7 @@ def job(
     *,
     priority: Priority | str = Priority.DEFAULT,
     retry: RetryPolicy | None = None,
-    permanent: type[BaseException] | tuple[type[BaseException], ...] = (),
+    permanent: PermanentRule | tuple[PermanentRule, ...] = (),
     transient: type[BaseException] | tuple[type[BaseException], ...] = (),
     key: Callable[[Any], str] | None = None,
     timeout: float | timedelta = 60.0,
@@ -66,7 +67,10 @@ def job(
         priority: queue: ``critical``, ``high``, ``default`` or ``low``.
         retry: the :class:`RetryPolicy`; the priority's default when ``None``.
         permanent: exception types never retried (dead-lettered at once), unless a nearer type of
-            ``transient`` matches (``permanent=(Exception,), transient=(ConnectionError,)``).
+            ``transient`` matches (``permanent=(Exception,), transient=(ConnectionError,)``), and
+            functions of the exception that say whether it is permanent, asked of every failure
+            first (``lambda e: isinstance(e, httpx.HTTPStatusError) and e.response.status_code
+            in (400, 404)``).
         transient: exception types always retried (within ``max_attempts``), even subclasses of
             ``PermanentError``.
         key: a function of the payload giving the deterministic idempotency/dedup key.

@@ -19,6 +19,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from jobframework.budget_keys import RetryBudgetOption, checked_retry_budget
+from jobframework.classification import PermanentRule, exception_types, permanent_rules
 from jobframework.context import JobContext
 from jobframework.core import (
     LAMBDA_MAX_TIMEOUT,
@@ -97,7 +98,7 @@ class JobOptions:
 
     priority: Priority
     retry: RetryPolicy
-    permanent: tuple[type[BaseException], ...]
+    permanent: tuple[PermanentRule, ...]
     transient: tuple[type[BaseException], ...]
     key: Callable[[Any], str] | None
     timeout: float
@@ -125,7 +126,7 @@ def checked_options(
     *,
     priority: Priority | str,
     retry: RetryPolicy | None,
-    permanent: type[BaseException] | tuple[type[BaseException], ...],
+    permanent: PermanentRule | tuple[PermanentRule, ...],
     transient: type[BaseException] | tuple[type[BaseException], ...],
     key: Callable[[Any], str] | None,
     timeout: float | timedelta,
@@ -167,7 +168,7 @@ def checked_options(
     if retry is not None and not isinstance(retry, RetryPolicy):
         raise ConfigurationError(f"job {name}: retry= must be a RetryPolicy, got {_with_hint(retry)}")
     policy = retry or default_policy(prio)
-    permanent_types = exception_types(permanent, "permanent", name)
+    permanent_types = permanent_rules(permanent, name)
     transient_types = exception_types(transient, "transient", name)
     both = set(permanent_types) & set(transient_types)
     if both:
@@ -370,14 +371,6 @@ def _check_context_parameter(name: str, given: inspect.Parameter, hint: Any, mod
                 else ""
             )
         )
-
-
-def exception_types(value: Any, option: str, name: str) -> tuple[type[BaseException], ...]:
-    types = value if isinstance(value, tuple | list | set | frozenset) else (value,)
-    for t in types:
-        if not (inspect.isclass(t) and issubclass(t, BaseException)):
-            raise ConfigurationError(f"job {name}: {option}= takes exception classes, got {t!r}")
-    return tuple(types)
 
 
 def flag(value: object, what: str) -> bool:

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 from pydantic import BaseModel
 
 from jobframework.budget_keys import RetryBudgetOption
+from jobframework.classification import PermanentRule
 from jobframework.context import JobContext
 from jobframework.core import (
     FIFO_MAX_BATCH,
@@ -94,7 +95,7 @@ class Job(Generic[P]):
         takes_context: bool,
         priority: Priority,
         retry: RetryPolicy,
-        permanent: tuple[type[BaseException], ...],
+        permanent: tuple[PermanentRule, ...],
         transient: tuple[type[BaseException], ...],
         key: Callable[[P], str] | None,
         timeout: float,

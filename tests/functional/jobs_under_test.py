@@ -53,11 +53,25 @@ class Rejected(Exception):
     """A downstream's 400 (a client error no retry mends), declared permanent= by the job."""
 
 
-@job("t.declined", registry=registry, track=True, priority="high", permanent=(Rejected,))
+class UpstreamStatus(Exception):
+    """An HTTP client's one error for every status (httpx's HTTPStatusError): 4xx are permanent."""
+
+    def __init__(self, status: int) -> None:
+        super().__init__(f"HTTP {status}")
+        self.status = status
+
+
+def client_error(exc: BaseException) -> bool:
+    return isinstance(exc, UpstreamStatus) and 400 <= exc.status < 500
+
+
+@job("t.declined", registry=registry, track=True, priority="high", permanent=(Rejected, client_error))
 def declined(work: Work) -> None:
     calls[work.name] += 1
     if work.name.startswith("declared"):
         raise Rejected(f"{work.name}: 400 Bad Request")
+    if work.name.startswith("status-"):
+        raise UpstreamStatus(int(work.name.removeprefix("status-")))
     raise PermanentError(f"{work.name} declined")
 
 

@@ -93,6 +93,23 @@ def test_a_failure_of_a_type_declared_permanent_is_a_warning_too(rt, caplog):
     assert declared.exc_info is not None  # (where it raised)
 
 
+def test_a_permanent_function_dead_letters_a_404_and_retries_a_503_of_one_error_type(rt, caplog):
+    """permanent= takes a function of the error: one HTTP error type carries both a 404 (no retry
+    mends it) and a 503 (a retry does)."""
+    rt.client.enqueue("t.declined", {"name": "status-404"})
+    rt.client.enqueue("t.declined", {"name": "status-503"})
+    with caplog.at_level(logging.INFO, logger="jobframework.consumer"):
+        rt.consume("high")
+    [dead] = receive_all(rt.sqs, rt.dlq("high"))
+    assert attrs(dead)["jf-reason"] == "permanent" and attrs(dead)["jf-attempts"] == "1"
+    assert "UpstreamStatus: HTTP 404" in attrs(dead)["jf-error"]
+    [line] = [r for r in caplog.records if "HTTP 404" in r.getMessage()]
+    assert line.levelno == logging.WARNING  # (asked for, as a PermanentError)
+    assert calls["status-404"] == 1 and calls["status-503"] == 1
+    [retried] = [r for r in caplog.records if "retry in" in r.getMessage()]
+    assert retried.exc_info is not None and str(retried.exc_info[1]) == "HTTP 503"
+
+
 def test_a_job_is_dead_lettered_as_exhausted_after_its_max_attempts(rt, caplog):
     rt.client.enqueue("t.broken", {"name": "b"})
     for _ in range(20):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import random
 from datetime import UTC, datetime, timedelta
 
@@ -11,7 +12,7 @@ from pydantic import BaseModel, ValidationError
 
 from jobframework.classification import Action, Reason, classify
 from jobframework.errors import ConfigurationError, PermanentError, RetryableError
-from jobframework.jobs import Priority
+from jobframework.jobs import JobRegistry, Priority, job
 from jobframework.retry import (
     MAX_VISIBILITY_SECONDS,
     Jitter,
@@ -316,3 +317,57 @@ def test_an_option_retry_policy_does_not_take_says_what_to_write(options, said):
     with pytest.raises(TypeError, match=said):
         RetryPolicy(**options)
     assert RetryPolicy(max_attempts=4, base_delay=2, jitter="none").delay(2) == 4.0  # (the rest as before)
+
+
+class _Payload(BaseModel):
+    n: int = 0
+
+
+class _Status(Exception):
+    """An HTTP client's one error type for every status (httpx's HTTPStatusError, requests' HTTPError)."""
+
+    def __init__(self, status: int) -> None:
+        super().__init__(f"HTTP {status}")
+        self.status = status
+
+
+def test_a_permanent_function_dead_letters_the_errors_it_answers_true_for():
+    """An API-sync trial's client raised one error type for a 400 and a 503: permanent= took types only,
+    so the 400s were retried five times. A function of the error decides, and wins over transient=."""
+
+    def client_error(e: BaseException) -> bool:
+        return isinstance(e, _Status) and 400 <= e.status < 500 and e.status != 429
+
+    rules = {"permanent": (client_error,), "transient": (_Status,)}
+    assert classify(_Status(404), attempt=1, policy=POLICY, **rules).reason is Reason.PERMANENT
+    for retried in (_Status(503), _Status(429), ConnectionError("reset")):
+        assert classify(retried, attempt=1, policy=POLICY, **rules).action is Action.RETRY
+    mixed = (KeyError, client_error)  # types and functions together
+    assert classify(KeyError("k"), attempt=1, policy=POLICY, permanent=mixed).reason is Reason.PERMANENT
+    assert classify(_Status(400), attempt=1, policy=POLICY, permanent=mixed).reason is Reason.PERMANENT
+
+
+def test_a_permanent_function_that_raises_is_logged_and_the_failure_retried(caplog):
+    def broken(e: BaseException) -> bool:
+        return bool(e.status == 400)  # type: ignore[attr-defined]  # (not every error has one)
+
+    with caplog.at_level(logging.ERROR, logger="jobframework"):
+        decision = classify(ConnectionError("reset"), attempt=1, policy=POLICY, permanent=(broken,))
+    assert decision.action is Action.RETRY
+    [line] = caplog.records
+    assert "permanent= function" in line.getMessage() and "broken" in line.getMessage()
+    assert "ConnectionError" in line.getMessage() and line.exc_info is not None
+
+
+@pytest.mark.parametrize(
+    ("permanent", "said"),
+    [
+        ("400", r"permanent= takes exception classes or functions of the exception \(e\.g\. lambda e: "),
+        (int, r"permanent= takes exception classes or functions of the exception, got the class int"),
+    ],
+)
+def test_a_permanent_that_is_neither_an_exception_type_nor_a_function_says_what_it_takes(permanent, said):
+    with pytest.raises(ConfigurationError, match=said):
+
+        @job("t.bad-permanent", registry=JobRegistry(), permanent=permanent)
+        def bad(_: _Payload) -> None: ...
