@@ -15,6 +15,7 @@ import sys
 import sysconfig
 import traceback
 from collections.abc import Iterable, Mapping
+from pathlib import Path
 
 from jobframework.config import ENV_JOBS
 from jobframework.errors import ConfigurationError
@@ -23,9 +24,10 @@ log = logging.getLogger(__name__)
 
 NO_JOB_MODULES = (
     "no job modules named: set JF_JOBS to the module(s) that define your @job functions "
-    "(comma-separated, e.g. JF_JOBS=mysvc.jobs; the stack sets it from job_modules=), or give them to "
-    "the command with --jobs (e.g. jf dev --jobs mysvc.jobs, jf worker --jobs mysvc.jobs, "
-    "jf saga signal ID NAME --jobs mysvc.jobs)"
+    "(comma-separated, e.g. JF_JOBS=mysvc.jobs; the stack sets it from job_modules=), or list them in "
+    "your project's pyproject.toml ([tool.jobframework] jobs = [\"mysvc.jobs\"]: jf, the tests' plugin "
+    "and the JobFramework construct read it), or give them to the command with --jobs (e.g. jf dev "
+    "--jobs mysvc.jobs, jf worker --jobs mysvc.jobs, jf saga signal ID NAME --jobs mysvc.jobs)"
 )
 
 
@@ -34,13 +36,23 @@ def parse_job_modules(spec: str) -> list[str]:
     return [name.strip() for name in spec.split(",") if name.strip()]
 
 
-def configured_job_modules(environ: Mapping[str, str] | None = None) -> list[str]:
-    """The job modules named by ``JF_JOBS``.
+def configured_job_modules(
+    environ: Mapping[str, str] | None = None, *, project_dir: Path | None = None
+) -> list[str]:
+    """The job modules named by ``JF_JOBS``, else (given ``project_dir``, as the CLI gives its
+    current directory; a Lambda's is its bundle, where the stack sets ``JF_JOBS``) by the
+    ``[tool.jobframework] jobs`` of the project's ``pyproject.toml``.
 
     Raises:
-        ConfigurationError: ``JF_JOBS`` is unset or empty (the message says what to set).
+        ConfigurationError: neither names any (the message says what to set), or the project file's
+            list is not one of module names.
     """
     modules = parse_job_modules((os.environ if environ is None else environ).get(ENV_JOBS, ""))
+    if not modules and project_dir is not None:
+        from jobframework.project_file import project_jobs
+
+        found = project_jobs(project_dir)
+        modules = found.modules if found is not None else []
     if not modules:
         raise ConfigurationError(NO_JOB_MODULES)
     return modules
@@ -75,8 +87,9 @@ def import_job_modules(modules: Iterable[str], *, cwd_importable: bool = False) 
             if exc.name is not None and (name == exc.name or name.startswith(exc.name + ".")):
                 raise ConfigurationError(
                     f"job module {name!r} not found (sys.path starts {sys.path[:3]}): check the module "
-                    f"names ({ENV_JOBS}, --jobs or the construct's job_modules=), and that its package is "
-                    "installed or in the current directory"
+                    f"names ({ENV_JOBS}, --jobs, pyproject.toml's [tool.jobframework] jobs or the "
+                    "construct's job_modules=), and that its package is installed or in the current "
+                    "directory"
                 ) from exc
             raise ConfigurationError(
                 f"job module {name!r} imports {exc.name!r}, which is not installed: add it to your "

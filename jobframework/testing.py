@@ -11,14 +11,17 @@ provisioned topology of the registered jobs for each test).
 from __future__ import annotations
 
 import os
+import sys
 import uuid
 from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from jobframework.delivery import RecordOutcome
 from jobframework.envelope import lambda_record
+from jobframework.errors import ConfigurationError
 from jobframework.inline import arun_inline, run_inline
 from jobframework.jobs import JobRegistry
 from jobframework.local.context import LocalLambdaContext
@@ -175,7 +178,10 @@ def provision_fresh(
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """The plugin turns the consumer's EMF metrics off for the session (each handler call would print
+    """The plugin imports the job modules of the project's ``pyproject.toml`` (``[tool.jobframework]
+    jobs = [...]``), so a conftest need not.
+
+    It turns the consumer's EMF metrics off for the session (each handler call would print
     a JSON document among the test's output), unless the environment says otherwise:
     ``JF_METRICS_DISABLED=false pytest`` prints them. A job's own Powertools metrics are untouched.
 
@@ -187,6 +193,25 @@ def pytest_configure(config: pytest.Config) -> None:
 
     os.environ.setdefault(METRICS_DISABLED_ENV, "true")
     os.environ.setdefault(LOG_LEVEL_ENV, "WARNING")
+    _import_project_jobs(config.rootpath)
+
+
+def _import_project_jobs(root: Path) -> None:
+    """Import the job modules the project's ``pyproject.toml`` names (``[tool.jobframework] jobs``),
+    with its directory importable: every test sees the jobs registered, run alone or not (a job no
+    test imported would be dead-lettered ``unknown-type``). A module that fails to import stops the
+    session with its message, as ``jf`` does."""
+    from jobframework.modules import import_job_modules
+    from jobframework.project_file import project_jobs
+
+    try:
+        found = project_jobs(root)
+        if found is not None:
+            if str(found.path.parent) not in sys.path:
+                sys.path.insert(0, str(found.path.parent))
+            import_job_modules(found.modules)
+    except ConfigurationError as exc:
+        raise pytest.UsageError(f"jobframework.testing: {exc}") from exc
 
 
 @pytest.fixture(scope="session")

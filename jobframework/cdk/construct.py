@@ -53,10 +53,11 @@ class JobFramework(JobResources):
     """Queues, DLQs, consumers, tables, schedules, the payload bucket, the delay group, the example API,
     alarms and the dashboard of the jobs declared in ``job_modules``, for one app and stage.
 
-    Props (all keyword-only; only ``job_modules`` is required):
+    Props (all keyword-only):
         job_modules: the modules that declare the ``@job`` functions, e.g. ``["billing.jobs"]`` (or
             ``"billing.jobs,billing.sagas"``). They are imported at synth (to derive the topology) and
-            by the consumers (``JF_JOBS``).
+            by the consumers (``JF_JOBS``). Default: the ``[tool.jobframework] jobs`` of the
+            ``pyproject.toml`` at or above ``code_root`` (the list ``jf`` and the tests' plugin read).
         stage: default ``"dev"``; ``"prod"`` retains data and keeps logs a year (:class:`StageConfig`).
         app_name: the prefix of every resource name, default ``"jf"`` (``jf-dev-high``).
         settings: queue and consumer tuning (:class:`TopologySettings`); default from ``app_name`` and
@@ -100,7 +101,7 @@ class JobFramework(JobResources):
         scope: Construct,
         construct_id: str,
         *,
-        job_modules: Sequence[str],
+        job_modules: Sequence[str] | None = None,
         stage: str | None = None,
         app_name: str | None = None,
         settings: TopologySettings | None = None,
@@ -123,15 +124,8 @@ class JobFramework(JobResources):
         outputs: bool = True,
         reserve_concurrency: bool = True,
     ) -> None:
-        if isinstance(job_modules, str):  # (a string is a sequence too: of one-letter "modules")
-            job_modules = job_modules.split(",")
-        modules = [m.strip() for m in job_modules if m.strip()]
-        if not modules:
-            raise ConfigurationError(
-                "JobFramework needs job_modules: the module(s) that declare your @job functions, "
-                'e.g. job_modules=["mysvc.jobs"]'
-            )
         root = Path(code_root if code_root is not None else os.getcwd()).resolve()
+        modules = _job_modules(job_modules, root)
         imported = topology is None  # (the job modules are imported here to derive it)
         topology = topology or _topology(
             modules, root, stage=stage, app_name=app_name, settings=settings, registry=registry
@@ -219,7 +213,7 @@ class JobFrameworkStack(Stack):
         scope: Construct,
         construct_id: str,
         *,
-        job_modules: Sequence[str],
+        job_modules: Sequence[str] | None = None,
         env: Environment | None = None,
         description: str | None = None,
         **props: Any,
@@ -263,6 +257,25 @@ def _check_names_free(scope: Construct, topology: Topology) -> None:
                 f"as {stack.stack_name}, and so the same queue, table and parameter names: give each its "
                 "own app_name or stage, or give the stacks different environments (env=)"
             )
+
+
+def _job_modules(given: Sequence[str] | None, root: Path) -> list[str]:
+    """``job_modules=`` as a list (a string is a comma-separated one), else the project file's."""
+    if given is None:
+        from jobframework.project_file import project_jobs
+
+        found = project_jobs(root)
+        given = found.modules if found is not None else []
+    elif isinstance(given, str):  # (a string is a sequence too: of one-letter "modules")
+        given = given.split(",")
+    modules = [m.strip() for m in given if m.strip()]
+    if not modules:
+        raise ConfigurationError(
+            "JobFramework needs job_modules: the module(s) that declare your @job functions, "
+            'e.g. job_modules=["mysvc.jobs"], or in your pyproject.toml: [tool.jobframework] '
+            'jobs = ["mysvc.jobs"]'
+        )
+    return modules
 
 
 def _topology(

@@ -66,7 +66,8 @@ JobsOption = Annotated[
     list[str] | None,
     typer.Option(
         "--jobs",
-        help="Module that registers jobs (repeatable; default: JF_JOBS).",
+        help="Module that registers jobs (repeatable; default: JF_JOBS, else pyproject.toml's "
+        "[tool.jobframework] jobs).",
         show_default=False,
     ),
 ]
@@ -74,21 +75,23 @@ JsonOption = Annotated[bool, typer.Option("--json", help="Print the result as JS
 
 
 def job_module_names(modules: list[str] | None) -> list[str]:
-    """The job modules ``--jobs`` names, else ``JF_JOBS``; none is a usage error (checked before a
+    """The job modules ``--jobs`` names, else ``JF_JOBS``, else the project's ``pyproject.toml``
+    (``[tool.jobframework] jobs``); none is a usage error (checked before a
     command sets up its logging, which a bad call must not leave behind)."""
     from jobframework.modules import configured_job_modules
 
     # --jobs a,b as well as --jobs a --jobs b (the form JF_JOBS and jf dev's exports use)
     given = [name for m in modules or [] for name in m.split(",")]
     try:
-        return given or configured_job_modules()
+        return given or configured_job_modules(project_dir=Path.cwd())
     except ConfigurationError as exc:  # none named: a missing argument
         raise UsageError(str(exc)) from exc
 
 
 def load_jobs(modules: list[str] | None) -> list[str]:
     """Import the job modules ``--jobs`` names (or names :func:`job_module_names` already resolved),
-    else ``JF_JOBS``'s (the current directory is importable, as with celery or uvicorn)."""
+    else ``JF_JOBS``'s, else the project file's (the current directory is importable, as with celery
+    or uvicorn)."""
     from jobframework.modules import import_job_modules
 
     names = job_module_names(modules)
@@ -161,13 +164,24 @@ def optional_jobs(modules: list[str] | None) -> list[str]:
     """
     if modules:
         return load_jobs(modules)
-    if not os.environ.get(ENV_JOBS, "").strip(" ,"):
+    if not os.environ.get(ENV_JOBS, "").strip(" ,") and not _project_names_jobs():
         return []
     try:
         return load_jobs(None)
     except CliError as exc:
         typer.echo(f"note: {exc}; going on without it (the topology's job catalog)", err=True)
         return []
+
+
+def _project_names_jobs() -> bool:
+    """Whether the current project's ``pyproject.toml`` names job modules (a bad list says so when
+    they are loaded)."""
+    from jobframework.project_file import project_jobs
+
+    try:
+        return project_jobs() is not None
+    except ConfigurationError:
+        return True
 
 
 def print_json(data: Any) -> None:

@@ -169,7 +169,7 @@ def _add_ignored(gitignore: Path) -> bool:
     return bool(missing)
 
 
-def _next_steps(path: Path, package: str, app_name: str) -> list[str]:
+def _next_steps(path: Path, app_name: str) -> list[str]:
     """What to run after ``jf new``: into the directory unless it is this one, into its venv if it has one."""
     resolved = path.expanduser().resolve()
     steps = [] if resolved == Path.cwd().resolve() else [f"cd {shlex.quote(str(path))}"]
@@ -179,7 +179,7 @@ def _next_steps(path: Path, package: str, app_name: str) -> list[str]:
         steps.append('python3 -m venv .venv && .venv/bin/pip install -e ".[dev]"')
     else:
         steps.append(f'{venv}/bin/pip install -e ".[dev]"   # into the venv that is there')
-    steps.append(f"{venv}/bin/python -m pytest; {venv}/bin/jf dev --jobs {package}.jobs --app {app_name}")
+    steps.append(f"{venv}/bin/python -m pytest; {venv}/bin/jf dev --app {app_name}")
     steps.append(f"source {venv}/bin/activate && cdk deploy")
     return steps
 
@@ -202,7 +202,7 @@ def new(
     written = scaffold(path, package)
     names = project_names(path.expanduser().resolve(), package)
     typer.echo(f"created {path} ({len(written)} files): the jobs are in {names['package']}/jobs.py")
-    for n, step in enumerate(_next_steps(path, names["package"], names["app_name"])):
+    for n, step in enumerate(_next_steps(path, names["app_name"])):
         typer.echo(f"{'next:' if n == 0 else '':6} {step}")
     if "file://" in names["framework"]:
         typer.echo(

@@ -25,6 +25,11 @@ dev = ["$framework_dev", "pytest>=8"]
 # Every package of the project (a second one you add too), not the tests.
 exclude = ["tests", "tests.*"]
 
+[tool.jobframework]
+# The modules that define your @job functions, named once: jf (dev, worker, ui, ...), the tests'
+# plugin and the JobFramework construct in app.py read this list. A job module you add goes here.
+jobs = ["$package.jobs"]
+
 [tool.pytest.ini_options]
 testpaths = ["tests"]
 """
@@ -105,10 +110,10 @@ stage = str(app.node.try_get_context("stage") or "dev")
 JobFrameworkStack(
     app,
     f"$stack-{stage}",
-    job_modules=["$package.jobs"],
     app_name="$app_name",
     stage=stage,
-    code_root=Path(__file__).resolve().parent,  # $package/ and pyproject.toml's dependencies are bundled
+    # $package/ and pyproject.toml's dependencies are bundled; its [tool.jobframework] jobs are imported
+    code_root=Path(__file__).resolve().parent,
     description=f"$project ({stage}): jobframework queues, consumers and schedules",
 )
 app.synth()
@@ -124,10 +129,10 @@ CDK_JSON = """\
 """``$context``: aws-cdk-lib's recommended feature flags (:mod:`jobframework.cli.feature_flags`)."""
 
 CONFTEST = '''\
-"""jobframework's fixtures: ``jf_aws`` (the embedded AWS) and ``jf_config`` (a provisioned topology)."""
+"""jobframework's fixtures: ``jf_aws`` (the embedded AWS) and ``jf_config`` (a provisioned topology).
 
-# The jobs are registered for every test, run alone or not (a job no test imported is dead-lettered).
-import $package.jobs  # noqa: F401
+The plugin imports the job modules of pyproject.toml's ``[tool.jobframework] jobs`` before the tests
+run: every test sees the jobs registered, run alone or not."""
 
 pytest_plugins = ["jobframework.testing"]
 '''
@@ -170,9 +175,9 @@ README = """\
 
 Background jobs on jobframework (installed from its clone or wheel): SQS queues by priority,
 Lambda consumers, retries with backoff, dead letters, schedules. The jobs are in `$package/jobs.py`.
-A job module of your own beside it goes in three places: `job_modules=` in `app.py` (what the
-deployed consumers import: a job missing there is dead-lettered `unknown-type`), the imports of
-`tests/conftest.py`, and `jf dev --jobs`.
+A job module of your own beside it goes in one place: `[tool.jobframework] jobs` in
+`pyproject.toml`, which `jf`, the tests and `app.py` read (a job the deployed consumers do not import
+is dead-lettered `unknown-type`).
 
 ## Set up
 
@@ -180,7 +185,7 @@ deployed consumers import: a job missing there is dead-lettered `unknown-type`),
 
 ## Run it locally (embedded AWS, no account)
 
-    .venv/bin/jf dev --jobs $package.jobs --app $app_name --port 4566
+    .venv/bin/jf dev --app $app_name --port 4566
     # in another terminal: paste the export lines jf dev printed, then
     .venv/bin/jf enqueue $prefix.greet '{"name": "Ada"}'
 

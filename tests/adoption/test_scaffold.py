@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import tarfile
+import tomllib
 from pathlib import Path
 
 from typer.testing import CliRunner
@@ -36,16 +37,16 @@ def test_jf_new_writes_a_project_named_after_its_directory(tmp_path):
     # The jobs log through ctx.logger (the job's keys, and `jf dev` shows it), not a module logger.
     assert "ctx.logger.info(" in jobs and "getLogger" not in jobs
     app_py = (root / "app.py").read_text()
-    assert 'job_modules=["billing_service.jobs"]' in app_py and 'app_name="billing-service"' in app_py
-    assert "jf dev --jobs billing_service.jobs" in (root / "README.md").read_text()
+    # The job modules are named once, in pyproject.toml: app.py, the tests and jf dev read them there.
+    assert "job_modules" not in app_py and 'app_name="billing-service"' in app_py
+    assert "jf dev --app billing-service" in (root / "README.md").read_text()
     pyproject = (root / "pyproject.toml").read_text()
     assert f'"{framework_requirement()}",' in pyproject  # this jobframework, from where it was installed
     assert f'"{framework_requirement("[cdk,local]")}", "pytest>=8"' in pyproject
+    assert tomllib.loads(pyproject)["tool"]["jobframework"] == {"jobs": ["billing_service.jobs"]}
     conftest = (root / "tests" / "conftest.py").read_text()
-    # The tests see the jobs whichever test module runs alone (an unimported job is dead-lettered).
-    assert (
-        "import billing_service.jobs" in conftest and 'pytest_plugins = ["jobframework.testing"]' in conftest
-    )
+    assert "import billing_service" not in conftest
+    assert 'pytest_plugins = ["jobframework.testing"]' in conftest
     compile(jobs, "jobs.py", "exec")
     compile(app_py, "app.py", "exec")
     compile(conftest, "conftest.py", "exec")
@@ -54,8 +55,6 @@ def test_jf_new_writes_a_project_named_after_its_directory(tmp_path):
 def test_the_scaffolds_packaging_takes_a_second_package_the_team_adds_and_not_the_tests(tmp_path):
     """`pip install .` of the project (another service that depends on it, a container image) gets every
     package; an include of the first package alone left out a `shared/` the jobs import."""
-    import tomllib
-
     from setuptools import find_packages  # type: ignore[import-untyped]
 
     root = tmp_path / "billing-service"

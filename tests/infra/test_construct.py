@@ -121,6 +121,24 @@ def test_job_modules_given_as_one_string_are_module_names_not_letters(tmp_path):
     assert jobs.job_modules == (f"{package}.jobs",)
 
 
+def test_without_job_modules_the_construct_takes_the_project_files_list(tmp_path):
+    """The list jf and the tests' plugin read (pyproject.toml's [tool.jobframework] jobs), from the
+    nearest project file at or above code_root (a src layout's is its parent's)."""
+    package, registry = _project(tmp_path / "src")
+    (tmp_path / "pyproject.toml").write_text(f'[tool.jobframework]\njobs = ["{package}.jobs"]\n')
+    jobs = JobFramework(
+        Stack(App(), "S"),
+        "Jobs",
+        registry=registry,
+        code_root=tmp_path / "src",
+        app_name="shop",
+        api=False,
+        requirements=(),
+    )
+    assert jobs.job_modules == (f"{package}.jobs",)
+    assert {j.name for j in jobs.topology.jobs} == {"orders.ship", "orders.audit"}
+
+
 def test_the_construct_goes_into_a_stack_of_the_team_and_exposes_what_it_built(tmp_path):
     package, registry = _project(tmp_path / "src")
     stack = Stack(App(), "ShopService")
@@ -265,9 +283,11 @@ def test_conflicting_props_fail_the_synth_naming_the_conflict(tmp_path, props, m
         )
 
 
-def test_no_job_modules_says_what_to_name():
+def test_no_job_modules_says_what_to_name(tmp_path):
     with pytest.raises(ConfigurationError, match=r"JobFramework needs job_modules.*mysvc\.jobs"):
         JobFramework(Stack(App(), "S"), "Jobs", job_modules=[" "])
+    with pytest.raises(ConfigurationError, match=r"or in your pyproject\.toml: \[tool\.jobframework\] jobs"):
+        JobFramework(Stack(App(), "S"), "Jobs", code_root=tmp_path)  # (no project file names them)
 
 
 def test_the_bundle_key_follows_the_code_and_the_requirements_not_the_path(tmp_path):
