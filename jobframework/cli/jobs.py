@@ -1,4 +1,4 @@
-"""``jf enqueue`` and ``jf status``: one job at a time."""
+"""``jf enqueue``: one job at a time (``jf status``: cli/status.py)."""
 
 from __future__ import annotations
 
@@ -327,57 +327,3 @@ def enqueue(  # noqa: PLR0917
             "it anyway)",
             err=True,
         )
-
-
-@app.command()
-def status(
-    ctx: typer.Context,
-    job_id: Annotated[str, typer.Argument(metavar="ID", help="The job id that enqueue printed.")],
-    json_output: JsonOption = False,
-) -> None:
-    """What is known of a job: queued, scheduled, running, retrying, succeeded or dead.
-
-    Example: jf status 0190b8a4-6f1e-7c3a-9d2b-1a2b3c4d5e6f
-    """
-    job_id = job_id.strip()  # (a pasted id with a space or a newline around it)
-    if not 0 < len(job_id) <= 128:
-        raise typer.BadParameter("a job id has 1 to 128 characters", param_hint="ID")
-    from jobframework.client import JobClient
-    from jobframework.state import no_status
-
-    aws = aws_of(ctx)
-    config = aws.runtime_config()
-    client = JobClient(
-        config,
-        sqs_client=aws.sqs(config),
-        clients={"dynamodb": aws.client("dynamodb", config=config)},
-    )
-    found = client.status(job_id)
-    if found is None:
-        raise CliError(no_status(job_id))
-    if json_output:
-        print_json(found.model_dump(mode="json"))
-        return
-    started: object = found.started_at
-    if started is not None and found.attempts > 1:
-        started = f"{started} (attempt {found.attempts}, the latest)"
-    rows = {
-        "id": found.id,
-        "type": found.type,
-        "status": found.status.value,
-        "attempts": found.attempts,
-        "key": found.key,
-        "enqueued at": found.enqueued_at,
-        "runs at": found.run_at if found.status.value in ("queued", "scheduled") else None,
-        "next attempt": found.next_attempt_at,
-        "started at": started,
-        "finished at": found.finished_at,
-        "updated at": found.updated_at,
-        "cancel asked": found.cancel_requested_at,
-        "reason": found.reason,
-        "error": found.error,
-        "result": None if found.result is None else json.dumps(found.result),
-    }
-    for name, value in rows.items():
-        if value is not None:
-            typer.echo(f"{name + ':':<13} {value}")

@@ -127,7 +127,35 @@ def test_status_takes_a_pasted_id_with_spaces_and_says_ids_are_lowercase(env_con
     assert f"(ids the client makes are lowercase: {sent.id})" in _one_error_line(upper)
 
 
-@pytest.mark.parametrize("args", [["status"], ["status", "x" * 129], ["status", "id", "--jsn"]])
+def test_status_by_key_shows_the_job_of_a_key_then_each_of_several_newest_first(env_config):
+    """On-call knows the order, not the job id the enqueue printed to someone else's log."""
+    config, client, _ = env_config
+    first = client.enqueue("eo.effect", {"name": "k1"}, key="order:7")
+    one = invoke(["status", "--key", " order:7 "], cli_env(config))
+    assert one.exit_code == 0, one.output
+    assert f"id:           {first.id}" in one.stdout and "key:          order:7" in one.stdout
+    time.sleep(0.01)  # (updated_at to the millisecond: the second is the newer)
+    second = client.enqueue("eo.effect", {"name": "k2"}, key="order:7", dedup_window=0)  # (sent again)
+    client.enqueue("eo.effect", {"name": "other"}, key="order:70")  # (a key is matched whole)
+    both = invoke(["status", "--key", "order:7", "--json"], cli_env(config))
+    assert both.exit_code == 0, both.output
+    assert [j["id"] for j in json.loads(both.stdout)] == [second.id, first.id]
+    table = invoke(["status", "--key", "order:7"], cli_env(config))
+    assert table.exit_code == 0, table.output
+    assert "jobs of the key order:7" in table.stdout and table.stdout.index(second.id) < table.stdout.index(
+        first.id
+    )
+    assert "2 jobs: jf status ID for one in full" in table.stderr
+    none = invoke(["status", "--key", "order:8"], cli_env(config))
+    assert none.exit_code == 1
+    line = _one_error_line(none)
+    assert "no tracked job has the key 'order:8'" in line and "track=True" in line
+
+
+@pytest.mark.parametrize(
+    "args",
+    [["status"], ["status", "x" * 129], ["status", "id", "--jsn"], ["status", "id", "--key", "k"]],
+)
 def test_status_with_bad_arguments_exits_2(args):
     result = invoke(args, {"JF_ENDPOINT_URL": "http://127.0.0.1:9"})
     assert result.exit_code == 2, result.output

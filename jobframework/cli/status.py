@@ -1,0 +1,141 @@
+"""``jf status``: what is known of a job, by its id or by its key."""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from jobframework.cli.aws import aws_of
+from jobframework.cli.base import JsonOption, app, print_json
+from jobframework.cli.errors import CliError
+
+if TYPE_CHECKING:
+    from jobframework.cli.aws import Aws
+    from jobframework.state import JobStatus
+
+KEY_MATCHES = 20
+"""How many of a key's jobs ``--key`` lists (newest first)."""
+
+
+@app.command()
+def status(
+    ctx: typer.Context,
+    job_id: Annotated[
+        str | None,
+        typer.Argument(metavar="[ID]", help="The job id that enqueue printed.", show_default=False),
+    ] = None,
+    key: Annotated[
+        str | None,
+        typer.Option(
+            "--key",
+            help="The job(s) of this idempotency key instead (an order's, a customer's: the key= of the "
+            "job), newest first; a scan of the state table, for an operator, not a hot path.",
+            show_default=False,
+        ),
+    ] = None,
+    json_output: JsonOption = False,
+) -> None:
+    """What is known of a job: queued, scheduled, running, retrying, succeeded or dead.
+
+    Example: jf status 0190b8a4-6f1e-7c3a-9d2b-1a2b3c4d5e6f
+    Example: jf status --key invoice:42:pdf
+    """
+    if (job_id is None) == (key is None):
+        raise typer.BadParameter(
+            "give a job id (jf status ID) or a key (jf status --key KEY), not both", param_hint="ID"
+        )
+    aws = aws_of(ctx)
+    if key is not None:
+        found = _by_key(aws, key.strip())
+        if json_output:
+            print_json([job.model_dump(mode="json") for job in found])
+        elif len(found) == 1:
+            _print_one(found[0])
+        else:
+            _print_many(key.strip(), found)
+        return
+    assert job_id is not None
+    job_id = job_id.strip()  # (a pasted id with a space or a newline around it)
+    if not 0 < len(job_id) <= 128:
+        raise typer.BadParameter("a job id has 1 to 128 characters", param_hint="ID")
+    from jobframework.client import JobClient
+    from jobframework.state import no_status
+
+    config = aws.runtime_config()
+    client = JobClient(
+        config,
+        sqs_client=aws.sqs(config),
+        clients={"dynamodb": aws.client("dynamodb", config=config)},
+    )
+    one = client.status(job_id)
+    if one is None:
+        raise CliError(no_status(job_id))
+    if json_output:
+        print_json(one.model_dump(mode="json"))
+    else:
+        _print_one(one)
+
+
+def _by_key(aws: Aws, key: str) -> list[JobStatus]:
+    """The tracked jobs of ``key`` (a debounce window's of it too), newest first; none is an error
+    saying why a job of the key may have no status."""
+    if not 0 < len(key) <= 1024:
+        raise typer.BadParameter("a key has 1 to 1024 characters", param_hint="--key")
+    from jobframework.state import StateStore
+    from jobframework.ui.records import find_jobs
+
+    config = aws.runtime_config()
+    if not config.state_table:
+        raise CliError("status --key needs the state table: set JF_STATE_TABLE (or JF_TOPOLOGY_PARAMETER)")
+    store = StateStore.of(config, aws.client("dynamodb", config=config))
+    found = find_jobs(store, key=key, limit=KEY_MATCHES)
+    if not found.jobs:
+        stopped = "" if found.complete else f" in the {found.scanned} records read (the scan stopped early)"
+        raise CliError(
+            f"no tracked job has the key {key!r}{stopped}: a job keeps a status only with track=True "
+            "(or track= at its enqueue), for a week after it ends; a key is matched whole (jf cancel "
+            "--type T --older-than 0 --match TEXT --dry-run finds text within keys)"
+        )
+    return found.jobs
+
+
+def _print_many(key: str, jobs: list[JobStatus]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=f"jobs of the key {key} (newest first)", title_justify="left")
+    for column in ("id", "type", "status", "attempts", "key", "updated at"):
+        table.add_column(column, no_wrap=column == "id")
+    for job in jobs:
+        table.add_row(job.id, job.type, job.status.value, str(job.attempts), job.key or "-", job.updated_at)
+    Console(soft_wrap=True).print(table)
+    more = " (at most the newest 20)" if len(jobs) >= KEY_MATCHES else ""
+    typer.echo(f"{len(jobs)} jobs{more}: jf status ID for one in full", err=True)
+
+
+def _print_one(found: JobStatus) -> None:
+    started: object = found.started_at
+    if started is not None and found.attempts > 1:
+        started = f"{started} (attempt {found.attempts}, the latest)"
+    rows = {
+        "id": found.id,
+        "type": found.type,
+        "status": found.status.value,
+        "attempts": found.attempts,
+        "key": found.key,
+        "enqueued at": found.enqueued_at,
+        "runs at": found.run_at if found.status.value in ("queued", "scheduled") else None,
+        "next attempt": found.next_attempt_at,
+        "started at": started,
+        "finished at": found.finished_at,
+        "updated at": found.updated_at,
+        "cancel asked": found.cancel_requested_at,
+        "reason": found.reason,
+        "error": found.error,
+        "result": None if found.result is None else json.dumps(found.result),
+    }
+    for name, value in rows.items():
+        if value is not None:
+            typer.echo(f"{name + ':':<13} {value}")
