@@ -220,6 +220,41 @@ def test_purge_needs_the_dlq_name_typed(page: Any, console_url: str, clean: Shop
     assert clean.dlq_depth("high") == 0
 
 
+def test_purge_takes_a_reason_or_the_ticked_letters(page: Any, console_url: str, clean: Shop):
+    """A trial could purge a lane's letters only by type from the console: not the letters of a
+    reason (what `jf dlq purge --reason` does), nor one letter it had looked at."""
+    from tests.functional.conftest_local import dead_letter
+
+    for n in range(2):
+        dead_letter(clean.sqs, clean.config, "high", "shop.charge", {"order_id": f"o-pb{n}"}, reason="budget")
+    kept = _dead_charge(clean, "o-kept")  # permanent
+    gone = _dead_charge(clean, "o-gone")  # permanent, ticked
+    page.goto(f"{console_url}/dlq/high")
+    form = page.locator("#purge")
+    form.locator('select[name="reason"]').select_option("budget")
+    form.get_by_role("button", name="Purge…").click()
+    expect(page.locator("#purge-preview")).to_contain_text("2 dead letters of reason budget would be deleted")
+    page.locator("#purge-confirm").fill("high")
+    page.locator("#confirm-purge").click()
+    expect(page.locator("#purge-done")).to_have_text(
+        "Deleted 2 dead letters of reason budget from the high DLQ."
+    )
+    assert clean.dlq_depth("high") == 2
+
+    page.goto(f"{console_url}/dlq/high")
+    page.locator("#purge-selected").click()  # none ticked
+    expect(page.get_by_role("alert")).to_contain_text("no dead letters selected")
+    page.locator(f'tr[data-job-id="{gone}"] input[type="checkbox"]').check()
+    page.locator("#purge-selected").click()
+    expect(page.locator("#purge-count")).to_have_text("1")
+    expect(page.locator("#purge-preview")).to_contain_text("1 selected dead letter would be deleted")
+    page.locator("#purge-confirm").fill("high")
+    page.locator("#confirm-purge").click()
+    expect(page.locator("#purge-done")).to_have_text("Deleted 1 selected dead letter from the high DLQ.")
+    [left] = receive_all(clean.sqs, clean.config.endpoints("high").dlq_url)
+    assert kept in left["Body"]
+
+
 def test_export_downloads_every_letter_as_json_lines(page: Any, console_url: str, clean: Shop):
     _dead_charge(clean, "o-x1")
     _dead_charge(clean, "o-x2")

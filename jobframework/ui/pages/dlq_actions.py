@@ -196,28 +196,65 @@ def task_progress(request: Request) -> Response:
     return render(request, "_task.html", task=task)
 
 
+@dataclass(frozen=True)
+class PurgeRequest:
+    """What a purge form asks for: the letters of a type and a reason (either, both or neither: all),
+    or a selection of message ids (the ticked letters)."""
+
+    job_type: str | None = None
+    reason: str | None = None
+    ids: tuple[str, ...] = ()
+
+    @classmethod
+    def of(cls, form: FormData) -> PurgeRequest:
+        if str(form.get("mode", "")) == "selection" and not any(str(v).strip() for v in form.getlist("id")):
+            raise ValueError("no dead letters selected: tick some, or purge by type and reason")
+        asked = RedriveRequest.of("", form)  # (the same fields, checked the same way)
+        if asked.mode == "selection":
+            return cls(ids=tuple(dict.fromkeys(asked.ids)))
+        return cls(job_type=asked.job_type, reason=asked.reason)
+
+    def letters(self, count: int) -> str:
+        """``dead letters of type shop.charge and reason budget``, ``selected dead letter`` (of ``count``)."""
+        letters = "dead letter" if count == 1 else "dead letters"
+        if self.ids:
+            return f"selected {letters}"
+        chosen = [
+            f"{what} {value}" for what, value in (("type", self.job_type), ("reason", self.reason)) if value
+        ]
+        return letters + (f" of {' and '.join(chosen)}" if chosen else "")
+
+    def count(self, console: Console, lane: str) -> int:
+        return len(
+            console.letters.peek(
+                lane, limit=None, job_type=self.job_type, reason=self.reason, ids=self.ids or None
+            )
+        )
+
+    def run(self, console: Console, lane: str) -> int:
+        return console.letters.purge(
+            lane, job_type=self.job_type, reason=self.reason, ids=self.ids or None
+        ).deleted
+
+
 async def purge_preview(request: Request) -> Response:
     console: Console = request.app.state.console
     lane = console.lane(request.path_params["lane"])
-    form = await request.form()
-    job_type = str(form.get("type", "")).strip() or None
-    letters = console.letters
-    count = await run_in_threadpool(
-        lambda: sum(1 for d in letters.peek(lane, limit=None) if job_type is None or d.job_type == job_type)
-    )
-    return render(request, "_purge_preview.html", lane=lane, job_type=job_type, count=count)
+    asked = PurgeRequest.of(await request.form())
+    count = await run_in_threadpool(asked.count, console, lane)
+    return render(request, "_purge_preview.html", lane=lane, asked=asked, count=count)
 
 
 async def purge(request: Request) -> Response:
     console: Console = request.app.state.console
     lane = console.lane(request.path_params["lane"])
     form = await request.form()
-    job_type = str(form.get("type", "")).strip() or None
+    asked = PurgeRequest.of(form)
     typed = str(form.get("confirm", "")).strip()
     if typed != lane:
         raise ValueError(f"type the lane ({lane}) to confirm the purge; nothing was deleted")
-    deleted = (await run_in_threadpool(lambda: console.letters.purge(lane, job_type=job_type))).deleted
-    return render(request, "_purge_done.html", lane=lane, job_type=job_type, deleted=deleted)
+    deleted = await run_in_threadpool(asked.run, console, lane)
+    return render(request, "_purge_done.html", lane=lane, asked=asked, deleted=deleted)
 
 
 routes = [
