@@ -82,15 +82,19 @@ def find_jobs(
         values[":type"] = {"S": job_type}
         filters.append("job_type = :type")
     wanted = JobState(status) if status is not None else None
+    since = updated_since.astimezone(UTC).isoformat(timespec="milliseconds") if updated_since else None
+    if wanted is JobState.RUNNING or (since is not None and wanted is None):
+        # A run's start is its claim (read below): its status item still reads open, and as old as its
+        # enqueue. So open items pass the scan whatever their status filter and time, and are
+        # filtered once their claims are read.
+        names["#status"] = "status"
+        values |= {f":o{n}": {"S": state.value} for n, state in enumerate(sorted(OPEN_STATES))}
+        opened = f"#status IN ({', '.join(f':o{n}' for n in range(len(OPEN_STATES)))})"
+        movable = f"{movable} OR {opened}" if movable else opened
     if wanted is not None:
         names["#status"] = "status"
         values[":status"] = {"S": wanted.value}
-        if wanted is JobState.RUNNING:  # (a run's start is its claim: its status item still reads open)
-            values |= {f":o{n}": {"S": state.value} for n, state in enumerate(sorted(OPEN_STATES))}
-            opened = f"#status IN ({', '.join(f':o{n}' for n in range(len(OPEN_STATES)))})"
-            movable = f"{movable} OR {opened}" if movable else opened
         filters.append(f"(#status = :status OR {movable})" if movable else "#status = :status")
-    since = updated_since.astimezone(UTC).isoformat(timespec="milliseconds") if updated_since else None
     if since is not None:
         values[":since"] = {"S": since}
         filters.append(f"(updated_at >= :since OR {movable})" if movable else "updated_at >= :since")
