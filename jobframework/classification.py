@@ -168,9 +168,11 @@ def classify(
 ) -> Decision:
     """Decide between a retry (with its delay) and a dead letter (with its reason).
 
-    Order: the functions in the job's ``permanent=`` (one that answers true dead-letters the
-    failure, whatever ``transient=`` says: it looked at the error itself; one that raises is logged
-    and counts as false), then its ``permanent=`` and ``transient=`` types (an error of both takes the more
+    Order: a :class:`RetryableError` is retried (the job's own call for one:
+    ``permanent=(Exception,)``, Celery's ``autoretry_for`` as written here, does not take it), then
+    the functions in the job's ``permanent=`` (one that answers true dead-letters the failure,
+    whatever ``transient=`` says: it looked at the error itself; one that raises is logged and counts
+    as false), then its ``permanent=`` and ``transient=`` types (an error of both takes the more
     specific: with ``permanent=(Exception,), transient=(ConnectionError,)`` a ``ConnectionError`` is
     retried, as an ``except`` clause for it would catch it first), then :class:`PermanentError`
     (dead-lettered now, unless its type is in ``transient=``), then everything else (retried while
@@ -193,6 +195,8 @@ def classify(
         ...  for s in (404, 503)]
         [<Action.DEAD_LETTER: 'dead_letter'>, <Action.RETRY: 'retry'>]
     """
+    if isinstance(exc, RetryableError):  # the job's own call for a retry: no permanent= type takes it
+        return _retried(exc, attempt, policy, transient=True)
     types = tuple(rule for rule in permanent if isinstance(rule, type))
     if len(types) < len(permanent) and any(
         _answers(rule, exc) for rule in permanent if not isinstance(rule, type)
@@ -203,12 +207,16 @@ def classify(
         return Decision(Action.DEAD_LETTER, Reason.PERMANENT)
     if not declared_transient and isinstance(exc, PermanentError):
         return Decision(Action.DEAD_LETTER, Reason.PERMANENT)
+    return _retried(exc, attempt, policy, transient=declared_transient or is_transient(exc))
+
+
+def _retried(exc: BaseException, attempt: int, policy: RetryPolicy, *, transient: bool) -> Decision:
+    """A retry after the policy's delay (a RetryableError's own when it gives one), or ``exhausted``
+    on the last attempt."""
     if attempt >= policy.max_attempts:
-        return Decision(
-            Action.DEAD_LETTER, Reason.EXHAUSTED, transient=declared_transient or is_transient(exc)
-        )
+        return Decision(Action.DEAD_LETTER, Reason.EXHAUSTED, transient=transient)
     if isinstance(exc, RetryableError) and exc.delay is not None:
         delay = min(exc.delay, SQS_MAX_VISIBILITY_SECONDS)
     else:
         delay = policy.delay(attempt)
-    return Decision(Action.RETRY, delay=delay, transient=declared_transient or is_transient(exc))
+    return Decision(Action.RETRY, delay=delay, transient=transient)

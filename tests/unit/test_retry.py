@@ -371,3 +371,17 @@ def test_a_permanent_that_is_neither_an_exception_type_nor_a_function_says_what_
 
         @job("t.bad-permanent", registry=JobRegistry(), permanent=permanent)
         def bad(_: _Payload) -> None: ...
+
+
+def test_a_retryable_error_is_retried_whatever_permanent_takes():
+    """A Celery port wrote autoretry_for as the guide says (permanent=(Exception,), transient=(...)) and
+    self.retry(countdown=30) as RetryableError(delay=30): the RetryableError was dead-lettered
+    `permanent`, being an Exception."""
+    rules = {"permanent": (Exception, lambda e: True), "transient": (ConnectionError,)}
+    decision = classify(RetryableError("pdf not rendered yet", delay=30), attempt=1, policy=POLICY, **rules)
+    assert (decision.action, decision.delay, decision.transient) == (Action.RETRY, 30, True)
+    last = classify(
+        RetryableError("still not", delay=30), attempt=POLICY.max_attempts, policy=POLICY, **rules
+    )
+    assert last.reason is Reason.EXHAUSTED  # (within max_attempts, as any retry)
+    assert classify(KeyError("k"), attempt=1, policy=POLICY, **rules).reason is Reason.PERMANENT
