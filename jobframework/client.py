@@ -359,6 +359,9 @@ _default: JobClient | None = None
 """The client :func:`set_default_client` gave."""
 _from_env: JobClient | None = None
 """The client made from ``JF_*`` variables, on first use."""
+_env_refusal: str | None = None
+"""Why no client may be made from ``JF_*`` here (the test plugin's: a test's enqueue must not reach
+the shell's deployment), or ``None``."""
 _enqueues_with: contextvars.ContextVar[tuple[Callable[[], JobClient], bool] | None] = contextvars.ContextVar(
     "jf_enqueues_with", default=None
 )
@@ -379,8 +382,18 @@ def default_client() -> JobClient:
     if running is not None:
         return running[0]()
     if _from_env is None:
+        if _env_refusal is not None:
+            raise ConfigurationError(_env_refusal)
         _from_env = JobClient()
     return _from_env
+
+
+def refuse_env_client(why: str | None) -> None:
+    """Make :func:`default_client` raise ``ConfigurationError(why)`` where it would make a client from
+    ``JF_*`` variables (``None``: make it again). The pytest plugin does, for the session: a test's
+    ``my_job.enqueue(...)`` with no client went where the shell's ``JF_*`` pointed."""
+    global _env_refusal
+    _env_refusal = why
 
 
 def set_default_client(client: JobClient | None) -> JobClient | None:

@@ -51,6 +51,11 @@ ELSEWHERE: dict[str, str] = {
     "expires": "expires_after= (seconds after its enqueue that an unstarted job is dropped)",
     "ignore_result": "nothing: a job's result is kept only when it is tracked (track=True)",
     "unique": "key= (a function of the payload) with dedup_window=",
+    "throws": (
+        "permanent= (exception types, or functions of the exception, never retried: dead-lettered at "
+        "once and logged at WARNING, not ERROR)"
+    ),
+    "retry_backoff_max": "retry=RetryPolicy(max_delay=...) (seconds; 300 by default)",
 }
 """Options of other job libraries, and what says the same to ``@job``."""
 
@@ -171,10 +176,28 @@ def _refusing(
 
     @functools.wraps(fn)
     def checked(*args: P.args, **kwargs: P.kwargs) -> R:
+        if "rate_limit" in kwargs and "rate_limit" not in taken and "rate_limit" in elsewhere:
+            raise error(f"{label} takes no option rate_limit=: write {_celery_rate(kwargs['rate_limit'])}")
         _refuse(kwargs, taken, label, elsewhere, error=error, keywords_from=keywords_from)
         return fn(*args, **kwargs)
 
     return checked
+
+
+def _celery_rate(value: object) -> str:
+    """Celery's ``rate_limit`` value as ``rate=`` writes it: ``"10/m"`` is ``rate="10/minute"``.
+
+    Example:
+        >>> _celery_rate("10/m"), _celery_rate(5), _celery_rate("x")
+        ('rate="10/minute" (across every consumer)', 'rate="5/second" (across every consumer)', \
+'rate="10/second" (N/second, N/minute or N/hour, across every consumer)')
+    """
+    units = {"s": "second", "m": "minute", "h": "hour"}
+    text = str(value).strip()
+    count, _, unit = text.partition("/")
+    if count.strip().isdigit() and (unit.strip() or "s") in units:
+        return f'rate="{int(count)}/{units[unit.strip() or "s"]}" (across every consumer)'
+    return ELSEWHERE["rate_limit"]
 
 
 def _refuse(

@@ -35,10 +35,17 @@ class EnqueueRecorder:
         assert [p.item for p in sent.payloads(notify)] == ["a", "b"]
     """
 
-    def __init__(self) -> None:
+    def __init__(self, *, run: bool = False) -> None:
+        """``run=True``: each enqueue also runs its job at once, in-process (``run_inline``, with this
+        recorder as the client of what it enqueues in turn), as Celery's ``task_always_eager``: a
+        delay is not waited, a job's exception propagates to the enqueue, its return value is in
+        :attr:`results`. A job known only by name (not imported) is recorded, not run."""
+        self.run = run
         self.requests: list[EnqueueRequest] = []
         """Every enqueue (a copy of its request), in order; a job's payload as its model (an older
         version's as upgraded; a job known only by name, as it was given)."""
+        self.results: dict[str, Any] = {}
+        """With ``run=True``: what each job run returned, by job id."""
 
     def enqueue(
         self, job: Job[Any] | str, payload: BaseModel | dict[str, Any], **options: Unpack[EnqueueOptions]
@@ -53,7 +60,20 @@ class EnqueueRecorder:
         entries = list(requests)
         checked = [of_entry(i, len(entries), self._checked, r) for i, r in enumerate(entries)]
         self.requests.extend(recorded for recorded, _ in checked)
+        if self.run:
+            for recorded, result in checked:
+                self._run(recorded, result)
         return [result for _, result in checked]
+
+    def _run(self, request: EnqueueRequest, result: EnqueueResult) -> None:
+        job = registry.find(request.job) if isinstance(request.job, str) else request.job
+        if not isinstance(job, Job):
+            return  # (known by name only: recorded, as the client would send it to whoever has it)
+        from jobframework.inline import run_inline
+
+        self.results[result.id] = run_inline(
+            job, request.payload, job_id=result.id, key=result.key, client=self
+        )
 
     def _checked(self, request: EnqueueRequest) -> tuple[EnqueueRequest, EnqueueResult]:
         job = registry.find(request.job) if isinstance(request.job, str) else request.job

@@ -181,6 +181,10 @@ def pytest_configure(config: pytest.Config) -> None:
     """The plugin imports the job modules of the project's ``pyproject.toml`` (``[tool.jobframework]
     jobs = [...]``), so a conftest need not.
 
+    A test's ``my_job.enqueue(...)`` with no client (none given, no ``jf_config``, no
+    ``set_default_client``) raises ``ConfigurationError`` saying what to take: it went where the
+    shell's ``JF_*`` variables pointed.
+
     It turns the consumer's EMF metrics off for the session (each handler call would print
     a JSON document among the test's output), unless the environment says otherwise:
     ``JF_METRICS_DISABLED=false pytest`` prints them. A job's own Powertools metrics are untouched.
@@ -194,6 +198,18 @@ def pytest_configure(config: pytest.Config) -> None:
     os.environ.setdefault(METRICS_DISABLED_ENV, "true")
     os.environ.setdefault(LOG_LEVEL_ENV, "WARNING")
     _import_project_jobs(config.rootpath)
+    from jobframework.client import refuse_env_client
+
+    refuse_env_client(NO_TEST_CLIENT)
+
+
+NO_TEST_CLIENT = (
+    "a job was enqueued with no client in a test, and the jobframework.testing plugin does not send "
+    "where the shell's JF_* variables point (a running jf dev's queues, a deployed stage's): take the "
+    "jf_config fixture (the embedded AWS), or jf_inline (each enqueue runs its job inline, as Celery's "
+    "task_always_eager), or set_default_client(EnqueueRecorder()) (recorded, not sent); to send to "
+    "JF_* on purpose, set_default_client(JobClient())"
+)
 
 
 def _import_project_jobs(root: Path) -> None:
@@ -238,6 +254,22 @@ def jf_config(jf_aws: Any) -> Iterator[RuntimeConfig]:
     previous = set_default_client(JobClient(config, sqs_client=jf_aws.client("sqs")))
     try:
         yield config
+    finally:
+        set_default_client(previous)
+
+
+@pytest.fixture
+def jf_inline() -> Iterator[EnqueueRecorder]:
+    """Every enqueue of the test runs its job at once, in-process (Celery's ``task_always_eager``):
+    an :class:`EnqueueRecorder` with ``run=True`` as the default client for the test's length (put
+    back after). ``jf_inline.requests`` has what was enqueued, ``jf_inline.results`` what each job
+    returned; a job's exception propagates to its enqueue. No AWS: no queue, no retry, no status."""
+    from jobframework.client import set_default_client
+
+    recorder = EnqueueRecorder(run=True)
+    previous = set_default_client(recorder)  # type: ignore[arg-type]  # (it stands for a JobClient)
+    try:
+        yield recorder
     finally:
         set_default_client(previous)
 

@@ -13,7 +13,7 @@ import pytest
 from pydantic import BaseModel, ValidationError
 
 from jobframework import consumer, job
-from jobframework.client import JobClient, default_client, set_default_client
+from jobframework.client import JobClient, default_client, refuse_env_client, set_default_client
 from jobframework.envelope import Envelope
 from jobframework.errors import (
     ConfigurationError,
@@ -23,6 +23,7 @@ from jobframework.errors import (
 )
 from jobframework.jobs import JobRegistry
 from jobframework.testing import (
+    NO_TEST_CLIENT,
     EnqueueRecorder,
     FakeLambdaContext,
     consume_once,
@@ -80,8 +81,15 @@ def _urls(sqs: Any, config: Any) -> list[str]:
 
 def test_a_job_enqueues_into_the_topology_of_the_consumer_that_runs_it(world):
     handler, sqs, config = world
-    with pytest.raises(ConfigurationError, match="not configured"):  # outside a job: no topology known
+    # Outside a job no topology is known: in a test the plugin says what to take, else the client's own.
+    with pytest.raises(ConfigurationError, match="no client in a test"):
         default_client()
+    refuse_env_client(None)
+    try:
+        with pytest.raises(ConfigurationError, match="not configured"):
+            default_client()
+    finally:
+        refuse_env_client(NO_TEST_CLIENT)
     event = sqs_event(
         Envelope.new("fan.crawl", {"urls": ["a", "b"]}),
         Envelope.new("fan.crawl_async", {"urls": ["c"]}),  # an async def job, on the consumer's loop

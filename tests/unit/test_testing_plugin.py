@@ -129,3 +129,59 @@ def test_jf_log_level_info_shows_the_framework_info_lines_again_with_the_same_ke
     assert framework[0]["level"] == "INFO"
     # the same JSON shape as the job's own line, and the job as correlation keys (job_id, trace_id)
     assert set(own) - {"job_id", "job_type", "job_key", "attempt", "trace_id"} <= set(framework[0]), own
+
+
+EAGER_TEST = """
+import pytest
+from pydantic import BaseModel
+from jobframework import PermanentError, job
+from jobframework.errors import ConfigurationError
+
+
+class Invoice(BaseModel):
+    invoice_id: str
+
+
+@job("billing.receipt", idempotent=False)
+def receipt(invoice: Invoice) -> str:
+    if invoice.invoice_id == "bad":
+        raise PermanentError("no such invoice")
+    return f"receipt {invoice.invoice_id}"
+
+
+@job("billing.invoice", idempotent=False)
+def send_invoice(invoice: Invoice) -> str:
+    receipt.enqueue(invoice)  # (a job that enqueues the next)
+    return f"sent {invoice.invoice_id}"
+
+
+def signup_view(invoice_id: str) -> str:  # the web app's handler: enqueue and answer 202
+    return send_invoice.enqueue(Invoice(invoice_id=invoice_id)).id
+
+
+def test_an_enqueue_with_no_client_does_not_reach_the_shells_deployment():
+    with pytest.raises(ConfigurationError, match="does not send where the shell's JF_\\\\* variables point"):
+        signup_view("i-1")
+
+
+def test_jf_inline_runs_each_enqueue_and_what_it_enqueues(jf_inline):
+    job_id = signup_view("i-2")
+    assert jf_inline.results[job_id] == "sent i-2"
+    assert [r.payload.invoice_id for r in jf_inline.requests] == ["i-2", "i-2"]
+    assert sorted(jf_inline.results.values()) == ["receipt i-2", "sent i-2"]  # (the child ran inside)
+    with pytest.raises(PermanentError, match="no such invoice"):  # (a job's failure reaches the test)
+        receipt.enqueue(Invoice(invoice_id="bad"))
+"""
+
+
+def test_a_test_enqueue_with_no_client_is_refused_and_jf_inline_runs_jobs_eagerly(tmp_path):
+    """A Celery port's test (no jf_config) enqueued onto the `jf dev` whose exports its shell had:
+    pointed at a deployed stage, it would have enqueued there. Celery's task_always_eager had no
+    equivalent but EnqueueRecorder and run_inline by hand."""
+    out = _run(
+        tmp_path,
+        EAGER_TEST,
+        JF_ENDPOINT_URL="http://127.0.0.1:9",
+        JF_QUEUE_URL_DEFAULT="http://127.0.0.1:9/123456789012/jf-dev-default",
+    )
+    assert "2 passed" in out, out
