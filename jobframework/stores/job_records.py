@@ -222,16 +222,28 @@ def with_claim(status: JobStatus, flow: dict[str, Any], now: float) -> JobStatus
         update["started_at"] = status.started_at or started
         started_attempt = int(flow.get("started_attempt") or 0)
         ended = status.attempts if status.status is JobState.RETRYING else 0
-        live = float(flow.get("runs_until") or 0) > now
-        if live and started_attempt > ended and status.status in OPEN_STATES:
-            update |= {
-                "status": JobState.RUNNING,
-                "attempts": started_attempt,
-                "started_at": started,
-                "updated_at": max(status.updated_at or "", started),  # the start: its latest change
-                "next_attempt_at": None,
-            }
+        runs_until = float(flow.get("runs_until") or 0)
+        if started_attempt > ended and status.status in OPEN_STATES:
+            if runs_until > now:
+                update |= {
+                    "status": JobState.RUNNING,
+                    "attempts": started_attempt,
+                    "started_at": started,
+                    "updated_at": max(status.updated_at or "", started),  # the start: its latest change
+                    "next_attempt_at": None,
+                }
+            elif runs_until > 0:  # (0: a redrive lapsed it on purpose; the status says redriven)
+                update |= {"attempts": started_attempt, "reason": _cut_off(started_attempt, started)}
     return status.model_copy(update=update) if update else status
+
+
+def _cut_off(attempt: int, started: str) -> str:
+    """The reason of a job whose run's claim lapsed with no outcome written (a trial read ``queued,
+    attempts 0`` after killing a worker mid-run)."""
+    return (
+        f"attempt {attempt}, started at {started}, ended without an outcome by its deadline (its "
+        "process stopped, or it runs past its timeout): it runs again when SQS delivers it again"
+    )
 
 
 def with_claims(records: JobRecords, statuses: list[JobStatus], now: float) -> list[JobStatus]:

@@ -86,6 +86,11 @@ def test_a_claimed_run_reads_as_running_until_its_deadline(records):
     assert records.claim_start("j4", attempt=2, runs_until=now - 1, now=now)  # its deadline has passed
     after = records.get_status("j4")
     assert after is not None and after.status is JobState.QUEUED
+    # A run cut off (its worker killed) says so: it read `queued, attempts 0` as if nothing had run.
+    assert after.attempts == 2 and after.reason is not None
+    assert after.reason.startswith("attempt 2, started at ") and "ended without an outcome" in after.reason
+    records.lapse_claim("j4", died_at="9999")  # a redrive's lapse: its own status reason stands
+    assert records.get_status("j4").reason is None  # type: ignore[union-attr]
 
 
 def test_a_retrying_job_is_running_only_once_a_later_attempt_claims_its_start(records):
