@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from aws_cdk import RemovalPolicy, Stack
+from aws_cdk import RemovalPolicy, Stack, Token
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_scheduler as scheduler
@@ -96,10 +96,10 @@ class DelayedJobs(Construct):
     @property
     def schedules_finding(self) -> str:
         """cdk-nag's IAM5 finding for a grant on the group's schedules."""
-        return (
-            "Resource::arn:<AWS::Partition>:scheduler:<AWS::Region>:<AWS::AccountId>:"
-            f"schedule/{self.group_name}/*"
-        )
+        stack = Stack.of(self)  # (a stack pinned to an account and region writes them out)
+        region = "<AWS::Region>" if Token.is_unresolved(stack.region) else stack.region
+        account = "<AWS::AccountId>" if Token.is_unresolved(stack.account) else stack.account
+        return f"Resource::arn:<AWS::Partition>:scheduler:{region}:{account}:schedule/{self.group_name}/*"
 
     def grant_schedule(self, grantee: iam.IGrantable) -> None:
         """What a producer needs for a long delay: ``scheduler:CreateSchedule`` on this group's schedules

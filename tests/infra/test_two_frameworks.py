@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 from aws_cdk import App, Environment, Stack, Validations
+from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk.assertions import Template
 from cdk_nag import AwsSolutionsChecks
@@ -120,3 +121,17 @@ def test_each_frameworks_alarms_watch_only_the_metrics_its_own_consumers_write(t
         == written
         == {"Billing": {"JobFramework/billing-dev"}, "Shipping": {"JobFramework/shipping-dev"}}
     )
+
+
+def test_cdk_nag_passes_in_a_stack_pinned_to_an_account_and_region():
+    """A platform trial's prod stack (env=Environment(account=..., region=...)) failed cdk-nag on the
+    framework's own roles: its acknowledgments named the region and account as tokens, which a pinned
+    stack writes out."""
+    app = App()
+    Validations.of(app).add_plugins(AwsSolutionsChecks(app))
+    stack = Stack(app, "Pinned", env=Environment(account="222222222222", region="eu-west-1"))
+    framework = _framework(stack, "Jobs", "pinned")
+    producer = iam.Role(stack, "Producer", assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"))
+    framework.grant_enqueue(producer)
+    framework.grant_operate(producer)
+    app.synth()  # (an unacknowledged finding raises)
