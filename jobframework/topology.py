@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 import warnings
+from collections.abc import Callable
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -146,10 +147,16 @@ def _lane_concurrency(lane: str, consumer: ConsumerSpec, s: TopologySettings) ->
     return max(2, int(total * share))
 
 
-def _saga_names(registry: JobRegistry) -> tuple[str, ...]:
+def _saga_names(registry: JobRegistry, jobs: set[str]) -> tuple[str, ...]:
+    """The sagas declared on the registry whose step jobs are all among ``jobs``."""
     from jobframework.saga import sagas_of  # sagas are declared on top of the registry's jobs
+    from jobframework.saga.steps import Step
 
-    return tuple(s.name for s in sagas_of(registry))
+    return tuple(
+        s.name
+        for s in sagas_of(registry)
+        if all(step.job.name in jobs for step in s.steps if isinstance(step, Step))
+    )
 
 
 class Topology(BaseModel):
@@ -174,9 +181,14 @@ class Topology(BaseModel):
 
     @classmethod
     def from_registry(
-        cls, registry: JobRegistry | None = None, settings: TopologySettings | None = None
+        cls,
+        registry: JobRegistry | None = None,
+        settings: TopologySettings | None = None,
+        *,
+        only: Callable[[Job[Any]], bool] | None = None,
     ) -> Topology:
-        """Derive the topology of the registered jobs.
+        """Derive the topology of the registered jobs (those ``only`` takes, when given: a saga whose
+        step jobs it leaves out is left out too).
 
         Every priority has a queue (a lane); a priority whose jobs declare a worker profile gets a
         lane per profile too (``high-cpu``), only where such jobs exist.
@@ -188,7 +200,7 @@ class Topology(BaseModel):
         reg = registry if registry is not None else default_registry
         s = settings or TopologySettings()
         prefix = f"{s.app}-{s.stage}"
-        jobs = list(reg)
+        jobs = [j for j in reg if only is None or only(j)]
         lanes: dict[str, list[Job[Any]]] = {p.value: [] for p in Priority}
         for j in jobs:
             lanes.setdefault(j.lane, []).append(j)
@@ -328,7 +340,7 @@ class Topology(BaseModel):
                 for j in jobs
             ),
             schedules=schedules,
-            sagas=_saga_names(reg),
+            sagas=_saga_names(reg, {j.name for j in jobs}),
             state_table=f"{prefix}-state",
             idempotency_table=f"{prefix}-idempotency",
             topology_parameter=f"/{s.app}/{s.stage}/topology",

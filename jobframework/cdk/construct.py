@@ -19,7 +19,7 @@ platform, and jobframework itself.
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -39,7 +39,7 @@ from jobframework.cdk.props import NAME_ADVICE, prop_error
 from jobframework.cdk.resources import JobResources
 from jobframework.cdk.workers import RUNTIME
 from jobframework.errors import ConfigurationError
-from jobframework.jobs import JobRegistry
+from jobframework.jobs import Job, JobRegistry
 from jobframework.jobs import registry as default_registry
 from jobframework.modules import import_job_modules, packages_hint
 from jobframework.topology import Topology, TopologySettings
@@ -127,8 +127,16 @@ class JobFramework(JobResources):
         root = Path(code_root if code_root is not None else os.getcwd()).resolve()
         modules = _job_modules(job_modules, root)
         imported = topology is None  # (the job modules are imported here to derive it)
+        shipped = tuple(dict.fromkeys(packages or [m.split(".", 1)[0] for m in modules]))
+        left_out: list[str] = []
         topology = topology or _topology(
-            modules, root, stage=stage, app_name=app_name, settings=settings, registry=registry
+            modules,
+            root,
+            stage=stage,
+            app_name=app_name,
+            settings=settings,
+            registry=registry,
+            only=None if registry is not None else _own_jobs(modules, shipped, left_out),
         )
         for name, given in (("stage", stage), ("app_name", app_name)):
             actual = topology.stage if name == "stage" else topology.app
@@ -138,7 +146,6 @@ class JobFramework(JobResources):
                     f"{actual!r}: give one of them"
                 )
         arch = architecture or lambda_.Architecture.X86_64
-        shipped = tuple(dict.fromkeys(packages or [m.split(".", 1)[0] for m in modules]))
         if code is None:
             for module in modules:
                 if module.split(".", 1)[0] not in shipped:
@@ -189,6 +196,14 @@ class JobFramework(JobResources):
             outputs=outputs,
             reserve_concurrency=reserve_concurrency,
         )
+        if left_out:
+            Annotations.of(self).add_warning_v2(
+                "jobframework:other-jobs",
+                f"left out of this construct's topology: {', '.join(left_out)}: registered in this process "
+                f"(by another JobFramework's modules, or a module app.py imports) but defined outside its "
+                f"packages ({', '.join(shipped)}) and its job_modules; a library's job module to run here "
+                "goes in job_modules=",
+            )
         for module in unlisted_job_modules(root, shipped, modules) if imported else ():
             Annotations.of(self).add_warning_v2(
                 "jobframework:job-modules",
@@ -278,6 +293,26 @@ def _job_modules(given: Sequence[str] | None, root: Path) -> list[str]:
     return modules
 
 
+def _own_jobs(
+    modules: Sequence[str], packages: Sequence[str], left_out: list[str]
+) -> Callable[[Job[Any]], bool]:
+    """Which jobs of the default registry are this construct's: those defined in its packages or in
+    its job modules (another construct of the app registers its own jobs there too: a platform trial's
+    second team deployed the first team's schedule, dead-lettered unknown-type each day). The others
+    are named in ``left_out``."""
+
+    def own(job_: Job[Any]) -> bool:
+        where = job_.fn.__module__
+        mine = where.split(".", 1)[0] in packages or any(
+            where == m or where.startswith(m + ".") for m in modules
+        )
+        if not mine:
+            left_out.append(f"{job_.name} ({where})")
+        return mine
+
+    return own
+
+
 def _topology(
     modules: Sequence[str],
     root: Path,
@@ -286,6 +321,7 @@ def _topology(
     app_name: str | None,
     settings: TopologySettings | None,
     registry: JobRegistry | None,
+    only: Callable[[Job[Any]], bool] | None = None,
 ) -> Topology:
     """Import the job modules (``code_root`` importable) and derive the topology of their registry."""
     import sys
@@ -312,7 +348,13 @@ def _topology(
                     "app": ("app_name", given_app, f"e.g. 'billing': {NAME_ADVICE}"),
                 },
             ) from None
-    return Topology.from_registry(reg, settings)
+    topology = Topology.from_registry(reg, settings, only=only)
+    if not topology.jobs:
+        raise ConfigurationError(
+            f"job modules {', '.join(modules)} registered no jobs of their own (the registry's jobs are "
+            "defined in other packages): decorate your job functions with @job" + packages_hint(modules)
+        )
+    return topology
 
 
 def _requirements(

@@ -312,3 +312,45 @@ def test_the_bundle_key_follows_the_code_and_the_requirements_not_the_path(tmp_p
     before = spec.key()
     (tmp_path / "a" / "svc" / "__init__.py").write_text("X = 2\n")
     assert len({before, spec.key(), arm.key(), with_dependency.key()}) == 4
+
+
+def test_two_constructs_on_the_default_registry_each_take_their_own_packages_jobs(tmp_path, monkeypatch):
+    """A platform trial's two teams in one CDK app: team B's topology held team A's jobs (one default
+    registry), so B deployed A's daily schedule, dead-lettered unknown-type by B's consumers."""
+    import jobframework.cdk.construct as construct_module
+    import jobframework.jobs
+
+    fresh = JobRegistry()
+    monkeypatch.setattr(jobframework.jobs, "registry", fresh)
+    monkeypatch.setattr(construct_module, "default_registry", fresh)
+    root = tmp_path / "src"
+    for team, schedule in (("teama", ', schedule="rate(1 day)"'), ("teamb", "")):
+        (root / team).mkdir(parents=True)
+        (root / team / "__init__.py").write_text("")
+        (root / team / "jobs.py").write_text(
+            "from pydantic import BaseModel\nfrom jobframework import job\n"
+            "class P(BaseModel):\n    n: int = 0\n"
+            f"@job('{team}.run'{schedule})\ndef run(p: P) -> None: ...\n"
+        )
+    app = App()
+
+    def team(name: str) -> JobFramework:
+        return JobFramework(
+            Stack(app, name.title()),
+            "Jobs",
+            job_modules=[f"{name}.jobs"],
+            code_root=root,
+            app_name=name,
+            api=False,
+            requirements=(),
+        )
+
+    a, b = team("teama"), team("teamb")
+    assert [j.name for j in a.topology.jobs] == ["teama.run"]
+    assert [j.name for j in b.topology.jobs] == ["teamb.run"] and not b.topology.schedules
+    from aws_cdk.assertions import Annotations
+
+    warned = Annotations.from_stack(Stack.of(b)).find_warning("*", Match.string_like_regexp("left out"))
+    texts = [str(w.entry.data) for w in warned]
+    assert len(texts) == 1 and "left out of this construct's topology: teama.run (teama.jobs)" in texts[0]
+    assert not Annotations.from_stack(Stack.of(a)).find_warning("*", Match.string_like_regexp("left out"))
