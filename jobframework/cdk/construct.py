@@ -28,6 +28,7 @@ from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_ecs as ecs
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_sns as sns
 from constructs import Construct
 from pydantic import ValidationError
 
@@ -80,7 +81,9 @@ class JobFramework(JobResources):
         ``True``), container_lanes, container_image (required with container lanes outside this
         repository's layout), vpc, outputs (CloudFormation outputs, default ``True``),
         reserve_concurrency (default ``True``: the critical consumer reserves its concurrency while a
-        job uses the critical lane): see :class:`~jobframework.cdk.resources.JobResources`.
+        job uses the critical lane), alarm_topic (an existing topic the alarms go to, e.g. the team's
+        paging topic from ``sns.Topic.from_topic_arn``; default one of its own): see
+        :class:`~jobframework.cdk.resources.JobResources`.
 
     Attributes:
         topology, queues (by lane), dead_letter_queues (by lane), functions (consumers by name),
@@ -123,6 +126,7 @@ class JobFramework(JobResources):
         vpc: ec2.IVpc | None = None,
         outputs: bool = True,
         reserve_concurrency: bool = True,
+        alarm_topic: sns.ITopic | None = None,
     ) -> None:
         root = Path(code_root if code_root is not None else os.getcwd()).resolve()
         modules = _job_modules(job_modules, root)
@@ -195,6 +199,7 @@ class JobFramework(JobResources):
             vpc=vpc,
             outputs=outputs,
             reserve_concurrency=reserve_concurrency,
+            alarm_topic=alarm_topic,
         )
         if left_out:
             Annotations.of(self).add_warning_v2(

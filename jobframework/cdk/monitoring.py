@@ -53,6 +53,10 @@ class Monitoring(Construct):
         depth_growth_per_minute, depth_growth_minutes: a queue's depth-growth alarm fires when its
             backlog grows by more than this many messages a minute for that many minutes in a row
             (default 50 and 5, :data:`~jobframework.cdk.defaults.DEPTH_GROWTH_PER_MINUTE`).
+        alarm_topic: an existing topic (the team's paging topic, imported with
+            ``sns.Topic.from_topic_arn``) that the alarms go to instead of a topic of their own (no
+            topic and no key are created; ``key`` is ``None``). CloudWatch must be able to publish to
+            it: an encrypted topic's key policy lets ``cloudwatch.amazonaws.com`` use the key.
 
     Attributes:
         topic, key, dashboard, budget_alarms (by priority, after :meth:`add_budget_alarms`),
@@ -84,6 +88,7 @@ class Monitoring(Construct):
         container_lanes: Sequence[str] = (),
         depth_growth_per_minute: float = DEPTH_GROWTH_PER_MINUTE,
         depth_growth_minutes: int = DEPTH_GROWTH_MINUTES,
+        alarm_topic: sns.ITopic | None = None,
     ) -> None:
         if not 1 <= depth_growth_minutes <= MAX_EVALUATION_MINUTES or depth_growth_per_minute < 0:
             raise ConfigurationError(
@@ -98,24 +103,8 @@ class Monitoring(Construct):
         self.budget_alarms: dict[str, cloudwatch.Alarm] = {}
         self.allowed_concurrency: dict[str, int] = {}
         self.depth_growth_alarms: dict[str, cloudwatch.Alarm] = {}
-        self.key = kms.Key(
-            self,
-            "AlarmTopicKey",
-            description=f"encrypts the {topic_name} SNS topic",
-            enable_key_rotation=True,
-            removal_policy=removal_policy,
-        )
-        self.key.add_to_resource_policy(
-            iam.PolicyStatement(
-                sid="AllowCloudWatchAlarmsToPublish",
-                principals=[iam.ServicePrincipal("cloudwatch.amazonaws.com")],
-                actions=["kms:Decrypt", "kms:GenerateDataKey"],
-                resources=["*"],
-            )
-        )
-        self.topic = sns.Topic(
-            self, "AlarmTopic", topic_name=topic_name, master_key=self.key, enforce_ssl=True
-        )
+        self.key: kms.Key | None = None
+        self.topic: sns.ITopic = alarm_topic or self._own_topic(topic_name, removal_policy)
         self._action = cw_actions.SnsAction(self.topic)
 
         self.dashboard = cloudwatch.Dashboard(self, "Dashboard", dashboard_name=dashboard_name)
@@ -277,6 +266,25 @@ class Monitoring(Construct):
                 title="Scheduled runs deferred (queue backlogged)", left=per_job("ScheduleDeferred"), width=8
             ),
         )
+
+    def _own_topic(self, topic_name: str, removal_policy: RemovalPolicy) -> sns.Topic:
+        """The alarm topic, encrypted with a key of its own that CloudWatch may use."""
+        self.key = kms.Key(
+            self,
+            "AlarmTopicKey",
+            description=f"encrypts the {topic_name} SNS topic",
+            enable_key_rotation=True,
+            removal_policy=removal_policy,
+        )
+        self.key.add_to_resource_policy(
+            iam.PolicyStatement(
+                sid="AllowCloudWatchAlarmsToPublish",
+                principals=[iam.ServicePrincipal("cloudwatch.amazonaws.com")],
+                actions=["kms:Decrypt", "kms:GenerateDataKey"],
+                resources=["*"],
+            )
+        )
+        return sns.Topic(self, "AlarmTopic", topic_name=topic_name, master_key=self.key, enforce_ssl=True)
 
     def route(self, *alarms: cloudwatch.Alarm) -> None:
         """Send the alarms' ALARM and OK transitions to the topic."""

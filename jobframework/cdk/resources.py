@@ -10,6 +10,7 @@ from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_ecs as ecs
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_sns as sns
 from aws_cdk import aws_sqs as sqs
 from aws_cdk import aws_ssm as ssm
 from constructs import Construct
@@ -85,6 +86,8 @@ class JobResources(Construct):
         reserve_concurrency: reserve the critical consumer's concurrency
             (``TopologySettings.critical_reserved_concurrency``) while a job is routed to the critical
             lane; ``False``: never (for accounts whose concurrency limit is 10); see :class:`Workers`.
+        alarm_topic: the alarms' topic, an existing one (``sns.Topic.from_topic_arn``: the team's
+            paging topic); default a topic of the deployment's own (see :class:`Monitoring`).
 
     Attributes:
         topology, queues (:class:`PriorityQueue` by lane: ``high``, ``high-cpu``), dead_letter_queues
@@ -117,6 +120,7 @@ class JobResources(Construct):
         vpc: ec2.IVpc | None = None,
         outputs: bool = True,
         reserve_concurrency: bool = True,
+        alarm_topic: sns.ITopic | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
         self.code = code
@@ -285,6 +289,7 @@ class JobResources(Construct):
             topology=topology,
             container_lanes=container_lanes,
             metrics_namespace=metrics_namespace(topology.app, topology.stage),
+            alarm_topic=alarm_topic,
         )
         for q in self.queues.values():
             self.monitoring.route(*q.alarms)

@@ -10,6 +10,7 @@ import pytest
 from aws_cdk import App, Environment, Stack, Validations
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_sns as sns
 from aws_cdk.assertions import Template
 from cdk_nag import AwsSolutionsChecks
 
@@ -22,7 +23,7 @@ from . import iam_jobs
 INLINE = "def handler(event, context): ..."
 
 
-def _framework(stack: Stack, construct_id: str, app_name: str) -> JobFramework:
+def _framework(stack: Stack, construct_id: str, app_name: str, **props: Any) -> JobFramework:
     return JobFramework(
         stack,
         construct_id,
@@ -31,6 +32,7 @@ def _framework(stack: Stack, construct_id: str, app_name: str) -> JobFramework:
         app_name=app_name,
         api=False,
         code=lambda_.Code.from_inline(INLINE),
+        **props,
     )
 
 
@@ -135,3 +137,17 @@ def test_cdk_nag_passes_in_a_stack_pinned_to_an_account_and_region():
     framework.grant_enqueue(producer)
     framework.grant_operate(producer)
     app.synth()  # (an unacknowledged finding raises)
+
+
+def test_the_alarms_go_to_an_existing_topic_when_given_one():
+    """A platform team routes every stage's pages to its own SNS topic: the construct made a topic (and
+    a key) per stage, and routing them elsewhere meant walking its alarms by hand."""
+    stack = Stack(App(), "Paged", env=Environment(account="222222222222", region="eu-west-1"))
+    arn = "arn:aws:sns:eu-west-1:222222222222:platform-pages"
+    framework = _framework(stack, "Jobs", "paged", alarm_topic=sns.Topic.from_topic_arn(stack, "Pages", arn))
+    template = Template.from_stack(stack)
+    assert template.find_resources("AWS::SNS::Topic") == {} and template.find_resources("AWS::KMS::Key") == {}
+    alarms = template.find_resources("AWS::CloudWatch::Alarm").values()
+    routed = [a["Properties"] for a in alarms if "AlarmActions" in a["Properties"]]
+    assert routed and all(p["AlarmActions"] == [arn] and p["OKActions"] == [arn] for p in routed)
+    assert framework.alarm_topic.topic_arn == arn and framework.monitoring.key is None
