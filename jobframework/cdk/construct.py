@@ -59,7 +59,8 @@ class JobFramework(JobResources):
             ``"billing.jobs,billing.sagas"``). They are imported at synth (to derive the topology) and
             by the consumers (``JF_JOBS``). Default: the ``[tool.jobframework] jobs`` of the
             ``pyproject.toml`` at or above ``code_root`` (the list ``jf`` and the tests' plugin read).
-        stage: default ``"dev"``; ``"prod"`` retains data and keeps logs a year (:class:`StageConfig`).
+        stage: default ``"dev"``; ``"prod"`` (``"production"``, ``"prod-eu"``) retains data and keeps
+            logs a year (:class:`StageConfig`).
         app_name: the prefix of every resource name, default ``"jf"`` (``jf-dev-high``).
         settings: queue and consumer tuning (:class:`TopologySettings`); default from ``app_name`` and
             ``stage``. Giving both ``settings`` and a different ``stage``/``app_name`` is a conflict.

@@ -77,7 +77,14 @@ class StageConfig:
 
     @classmethod
     def for_stage(cls, stage: str) -> StageConfig:
-        if stage == "prod":
+        """Production's settings (data retained, logs a year) for ``prod``, ``production`` and a stage
+        named ``prod-...`` (``prod-eu``); dev's for any other (deleted with the stack, logs two weeks).
+
+        Example:
+            >>> [StageConfig.for_stage(s).retain for s in ("prod", "production", "prod-eu", "staging")]
+            [True, True, True, False]
+        """
+        if is_production(stage):
             return cls(
                 stage=stage, retain=True, log_retention=logs.RetentionDays.ONE_YEAR, payload_expiry_days=30
             )
@@ -86,6 +93,11 @@ class StageConfig:
     @property
     def removal_policy(self) -> RemovalPolicy:
         return RemovalPolicy.RETAIN if self.retain else RemovalPolicy.DESTROY
+
+
+def is_production(stage: str) -> bool:
+    """Whether a stage's name says it is production (``prod``, ``production``, ``prod-eu``)."""
+    return stage in ("prod", "production") or stage.startswith(("prod-", "prod_"))
 
 
 def secure_queue(

@@ -22,6 +22,7 @@ from jobframework.cdk.defaults import (
     DELAY_GROUP_SUFFIX,
     POWERTOOLS_LAYER_VERSION,
     StageConfig,
+    is_production,
     lane_id,
 )
 from jobframework.cdk.delays import DelayedJobs
@@ -126,12 +127,12 @@ class JobResources(Construct):
         self.code = code
         self.topology = topology
         stage = stage_config or StageConfig.for_stage(topology.stage)
-        if stage_config is None and topology.stage not in ("dev", "prod"):
+        if stage_config is None and topology.stage != "dev" and not is_production(topology.stage):
             Annotations.of(self).add_warning_v2(
                 "jobframework:stage",
                 f"stage {topology.stage!r} gets dev's settings: its queues, tables and bucket are deleted "
-                "with the stack and logs kept 2 weeks; only 'prod' retains data (or pass stage_config="
-                "StageConfig(stage=..., retain=True, ...))",
+                "with the stack and logs kept 2 weeks; only 'prod', 'production' and 'prod-...' retain "
+                "data (or pass stage_config=StageConfig(stage=..., retain=True, ...))",
             )
         prefix = f"{topology.app}-{topology.stage}"
         max_attempts = {j.name: j.max_attempts for j in topology.jobs}

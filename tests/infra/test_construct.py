@@ -70,18 +70,22 @@ def _framework(stack: Stack, root: Path, package: str, registry: JobRegistry, **
 
 
 def test_a_stage_that_is_neither_dev_nor_prod_is_warned_to_get_devs_settings(tmp_path):
-    """`stage="production"` destroyed its data with the stack, silently: only `prod` retains it."""
+    """`stage="production"` destroyed its data with the stack (a warning said so): a stage named as
+    production retains its data; another (`staging`) is warned that it does not."""
     from aws_cdk.assertions import Annotations, Match
 
     package, registry = _project(tmp_path / "src")
     stack = Stack(App(), "S")
-    _framework(stack, tmp_path / "src", package, registry, requirements=(), stage="production")
+    _framework(stack, tmp_path / "src", package, registry, requirements=(), stage="staging")
     Annotations.from_stack(stack).has_warning(
-        "*", Match.string_like_regexp("stage 'production' gets dev's settings.*only 'prod' retains data")
+        "*", Match.string_like_regexp("stage 'staging' gets dev's settings.*only 'prod', 'production' and")
     )
-    prod = Stack(App(), "P")
-    _framework(prod, tmp_path / "src", package, registry, requirements=(), stage="prod")
-    assert not Annotations.from_stack(prod).find_warning("*", Match.string_like_regexp("gets dev's"))
+    for stage in ("prod", "production", "prod-eu"):
+        prod = Stack(App(), "P")
+        _framework(prod, tmp_path / "src", package, registry, requirements=(), stage=stage)
+        assert not Annotations.from_stack(prod).find_warning("*", Match.string_like_regexp("gets dev's"))
+        tables = Template.from_stack(prod).find_resources("AWS::DynamoDB::Table")
+        assert tables and all(t["DeletionPolicy"] == "Retain" for t in tables.values()), stage
 
 
 def test_a_module_that_declares_jobs_but_is_not_in_job_modules_is_warned_at_synth(tmp_path):
