@@ -36,6 +36,7 @@ from jobframework.outgoing import (
     EnqueueResult,
     Prepared,
     delay_seconds,
+    unsent_said,
 )
 from jobframework.preparing import Preparer, of_entry
 from jobframework.sender import Sender
@@ -333,7 +334,9 @@ class JobClient:
         """
         return self.sender.send(prepared)
 
-    def enqueue_many(self, requests: Iterable[EnqueueRequest]) -> list[EnqueueResult]:
+    def enqueue_many(
+        self, requests: Iterable[EnqueueRequest], *, raise_on_error: bool = False
+    ) -> list[EnqueueResult]:
         """Send many jobs, ten per ``SendMessageBatch``, in the order given.
 
         Ordered jobs keep the order of their group when SQS takes every entry; an entry it refuses and
@@ -342,7 +345,9 @@ class JobClient:
 
         Every payload is validated before anything is sent. Entries a batch reports as failed are
         resent up to ``batch_retries`` times with backoff (unless SQS says the entry itself is at fault);
-        what still fails comes back as a result with ``error`` set.
+        what still fails comes back as a result with ``error`` set (``ok`` false; logged as a WARNING),
+        or with ``raise_on_error=True`` raises :class:`~jobframework.errors.EnqueueManyError` once
+        the rest are sent (its ``results`` has every entry's).
         """
         entries = list(requests)
         for entry in entries:
@@ -352,7 +357,8 @@ class JobClient:
                     f"EnqueueRequest(job, payload), got {type(entry).__name__} {shown(entry)}"
                 )
         count = len(entries)
-        return self.sender.send_many([of_entry(i, count, self.prepare, r) for i, r in enumerate(entries)])
+        results = self.sender.send_many([of_entry(i, count, self.prepare, r) for i, r in enumerate(entries)])
+        return unsent_said(results, raise_on_error=raise_on_error)
 
 
 _default: JobClient | None = None

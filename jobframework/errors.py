@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import timedelta
+from typing import Any
 
 from jobframework.core import ConfigurationError, JobFrameworkError, TopologyWarning
 
@@ -18,6 +19,7 @@ __all__ = [
     "DuplicateJobError",
     "EndpointNotSupportedError",
     "EnqueueError",
+    "EnqueueManyError",
     "JobCancelled",
     "JobFrameworkError",
     "JobTimedOut",
@@ -145,6 +147,19 @@ class MalformedMessageError(JobFrameworkError, ValueError):
 
 class EnqueueError(JobFrameworkError):
     """SQS refused or failed to take a message after the client's retries."""
+
+
+class EnqueueManyError(EnqueueError):
+    """``enqueue_many(..., raise_on_error=True)``: some entries were not sent (the others were).
+
+    Attributes:
+        results: every entry's ``EnqueueResult``, in order (``.ok`` false and ``.error`` set on those
+            not sent, whose dedup keys were released: resend those).
+    """
+
+    def __init__(self, message: str, results: list[Any]) -> None:
+        super().__init__(message)
+        self.results = results
 
 
 class EndpointNotSupportedError(JobFrameworkError):

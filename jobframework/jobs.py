@@ -254,18 +254,19 @@ class Job(Generic[P]):
         payloads: Iterable[P | dict[str, Any]],
         *,
         client: JobClient | None = None,
+        raise_on_error: bool = False,
         **options: Unpack[EnqueueOptions],
     ) -> list[EnqueueResult]:
         """Send many payloads of this job (any iterable: read once), ten per SQS call, with the same
         ``options`` (requests with options of their own go to ``client.enqueue_many``:
-        :func:`~jobframework.outgoing.payloads_only`)."""
+        :func:`~jobframework.outgoing.payloads_only`); ``raise_on_error`` as the client's."""
         from jobframework.client import default_client
         from jobframework.outgoing import payloads_only
 
         given = list(payloads)  # (a generator: checked, then sent; it was used up by the check)
         payloads_only(self.name, given)
         requests = [self.request(p, **options) for p in given]  # (a bad option: before any client)
-        return (client or default_client()).enqueue_many(requests)
+        return (client or default_client()).enqueue_many(requests, raise_on_error=raise_on_error)
 
 
 def _context_optional(fn: Callable[..., Any]) -> bool:

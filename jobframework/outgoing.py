@@ -4,6 +4,7 @@ and the limits that apply (SQS's delay and size, the dedup window).
 
 from __future__ import annotations
 
+import logging
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -210,3 +211,22 @@ class Prepared:
         if duplicate_of is not None:
             return EnqueueResult(duplicate_of, env.key, env.type, self.priority, None, duplicate=True)
         return EnqueueResult(env.id, env.key, env.type, self.priority, message_id, error=error)
+
+
+def unsent_said(results: list[EnqueueResult], *, raise_on_error: bool) -> list[EnqueueResult]:
+    """``results`` of an ``enqueue_many``, its entries not sent logged as a WARNING (a backfill that
+    went on read them as sent), or raised as :class:`~jobframework.errors.EnqueueManyError`."""
+    unsent = [(i, r) for i, r in enumerate(results) if not r.ok]
+    if not unsent:
+        return results
+    first_index, first = unsent[0]
+    said = (
+        f"enqueue_many: {len(unsent)} of {len(results)} entries were not sent (their results' .ok is "
+        f"False and .error says why; entry {first_index}, job {first.id}: {first.error})"
+    )
+    if raise_on_error:
+        from jobframework.errors import EnqueueManyError
+
+        raise EnqueueManyError(said, results)
+    logging.getLogger("jobframework.client").warning("%s", said)
+    return results

@@ -54,9 +54,12 @@ class EnqueueRecorder:
         refuse_unknown_enqueue_options(options, ENQUEUE_OPTIONS)
         return self.enqueue_many([EnqueueRequest(job, payload, **options)])[0]
 
-    def enqueue_many(self, requests: Iterable[EnqueueRequest]) -> list[EnqueueResult]:
+    def enqueue_many(
+        self, requests: Iterable[EnqueueRequest], *, raise_on_error: bool = False
+    ) -> list[EnqueueResult]:
         """Record each request (a copy); the results in their order. As the client sends nothing when
-        one entry is refused, a refused entry records none of them."""
+        one entry is refused, a refused entry records none of them (``raise_on_error``: as the
+        client's, though nothing recorded fails to send)."""
         entries = list(requests)
         checked = [of_entry(i, len(entries), self._checked, r) for i, r in enumerate(entries)]
         self.requests.extend(recorded for recorded, _ in checked)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import time
 from typing import Any
 
@@ -12,6 +13,7 @@ from pydantic import BaseModel
 from jobframework.client import EnqueueRequest, set_default_client
 from jobframework.errors import (
     ConfigurationError,
+    EnqueueManyError,
     EnqueueOptionError,
     PayloadTooLargeError,
     PayloadValidationError,
@@ -271,6 +273,35 @@ def test_an_entry_sqs_blames_on_the_sender_is_reported_not_retried(rt):
         rt.sqs.meta.events.unregister("after-call.sqs.SendMessageBatch", blame)
     assert [r.ok for r in results] == [False, True]
     assert results[0].error == "InvalidMessageContents: bad"
+
+
+def test_entries_enqueue_many_did_not_send_are_logged_or_raised_when_asked(rt, caplog):
+    """A backfill of 5,000 recorded 30 ids of jobs never sent: enqueue_many returned normally, each
+    failed entry's .ok False, and nothing said so."""
+
+    def refuse_the_first(parsed, **_):
+        if parsed.get("Successful"):
+            first = parsed["Successful"][0]["Id"]
+            parsed["Failed"] = [
+                {"Id": first, "SenderFault": True, "Code": "InvalidMessageContents", "Message": "bad"}
+            ]
+            parsed["Successful"] = parsed["Successful"][1:]
+
+    rt.sqs.meta.events.register("after-call.sqs.SendMessageBatch", refuse_the_first)
+    try:
+        with caplog.at_level(logging.WARNING, logger="jobframework.client"):
+            logged = ok.enqueue_many([{"name": "a"}, {"name": "b"}], client=rt.client)
+        with pytest.raises(EnqueueManyError, match=r"^enqueue_many: 1 of 2 entries were not sent") as raised:
+            rt.client.enqueue_many(
+                [ok.request({"name": "c"}), ok.request({"name": "d"})], raise_on_error=True
+            )
+    finally:
+        rt.sqs.meta.events.unregister("after-call.sqs.SendMessageBatch", refuse_the_first)
+    assert [r.ok for r in logged] == [False, True]
+    [line] = [r for r in caplog.records if "were not sent" in r.getMessage()]
+    assert line.levelno == logging.WARNING and "entry 0, job " in line.getMessage()
+    assert "InvalidMessageContents: bad" in line.getMessage()
+    assert [r.ok for r in raised.value.results] == [False, True]  # (the rest were sent)
 
 
 def test_an_enqueue_option_from_celery_or_a_typo_says_what_to_write(rt):
