@@ -95,13 +95,21 @@ def _current_payload_data(
     try:
         return payload_data(job, payload)
     except PayloadValidationError as exc:
-        if job.version == 1 or isinstance(payload, BaseModel):
+        if job.version == 1 or isinstance(payload, BaseModel) or not _shape_changed(exc):
             raise
         raise PayloadValidationError(
             f"{exc} ({job.name} takes payload version {job.version}: a payload of an older version is "
             "sent with payload_version=N, jf enqueue --payload-version N)",
             [(f["field"], f["message"]) for f in exc.fields],
         ) from exc
+
+
+def _shape_changed(exc: PayloadValidationError) -> bool:
+    """Whether a refusal is one an older version's shape makes: a field missing or one not taken (a
+    wrong type is the value's fault, not the version's)."""
+    return any(
+        f["message"].startswith(("Field required", "Extra inputs are not permitted")) for f in exc.fields
+    )
 
 
 def _payload_version(job: Job[Any] | RoutedJob, version: object) -> int:

@@ -103,6 +103,9 @@ def test_a_producer_by_name_sends_an_older_payload_unchecked_for_the_consumer_to
     assert "takes payload version 2: a payload of an older version is sent with payload_version=N" in str(
         refused.value
     )
+    with pytest.raises(PayloadValidationError, match="account_id") as wrong_type:  # (a type: not the shape)
+        by_name.enqueue("old.export", {"account_id": 7, "destination": "s3://x"})
+    assert "payload version" not in str(wrong_type.value)  # (a trial read a versioning hint for it)
     by_name.enqueue("old.export", {"account_id": "a-1", "dest": "s3://x"}, payload_version=1)
     consume_once(consumer(registry, config=config, sqs_client=sqs), sqs, config.endpoints("default").url)
     assert exported == [Export(account_id="a-1", destination="s3://x")]
