@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from aws_cdk import Acknowledgment, Duration, RemovalPolicy, Validations
+from aws_cdk import Acknowledgment, Duration, RemovalPolicy, Token, Validations
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_logs as logs
@@ -93,6 +93,13 @@ class StageConfig:
     @property
     def removal_policy(self) -> RemovalPolicy:
         return RemovalPolicy.RETAIN if self.retain else RemovalPolicy.DESTROY
+
+
+def pseudo(value: str, name: str) -> str:
+    """A stack's partition, region or account as cdk-nag writes it in a finding: ``<AWS::Region>``
+    while a token, the value itself where the stack is pinned (``env=``) or CDK writes literals
+    (``@aws-cdk/core:enablePartitionLiterals``, which ``jf new`` turns on)."""
+    return f"<AWS::{name}>" if Token.is_unresolved(value) else value
 
 
 def is_production(stage: str) -> bool:

@@ -9,14 +9,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from aws_cdk import RemovalPolicy, Stack, Token
+from aws_cdk import RemovalPolicy, Stack
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_scheduler as scheduler
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
-from jobframework.cdk.defaults import ALARM_PERIOD, acknowledge_wildcard, alarm_on_any
+from jobframework.cdk.defaults import ALARM_PERIOD, acknowledge_wildcard, alarm_on_any, pseudo
 
 SCHEDULER_PRINCIPAL = "scheduler.amazonaws.com"
 
@@ -97,9 +97,16 @@ class DelayedJobs(Construct):
     def schedules_finding(self) -> str:
         """cdk-nag's IAM5 finding for a grant on the group's schedules."""
         stack = Stack.of(self)  # (a stack pinned to an account and region writes them out)
-        region = "<AWS::Region>" if Token.is_unresolved(stack.region) else stack.region
-        account = "<AWS::AccountId>" if Token.is_unresolved(stack.account) else stack.account
-        return f"Resource::arn:<AWS::Partition>:scheduler:{region}:{account}:schedule/{self.group_name}/*"
+        arn = ":".join(
+            (
+                "arn",
+                pseudo(stack.partition, "Partition"),
+                "scheduler",
+                pseudo(stack.region, "Region"),
+                pseudo(stack.account, "AccountId"),
+            )
+        )
+        return f"Resource::{arn}:schedule/{self.group_name}/*"
 
     def grant_schedule(self, grantee: iam.IGrantable) -> None:
         """What a producer needs for a long delay: ``scheduler:CreateSchedule`` on this group's schedules

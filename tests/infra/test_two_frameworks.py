@@ -125,11 +125,12 @@ def test_each_frameworks_alarms_watch_only_the_metrics_its_own_consumers_write(t
     )
 
 
-def test_cdk_nag_passes_in_a_stack_pinned_to_an_account_and_region():
+@pytest.mark.parametrize("literals", [False, True])
+def test_cdk_nag_passes_in_a_stack_pinned_to_an_account_and_region(literals):
     """A platform trial's prod stack (env=Environment(account=..., region=...)) failed cdk-nag on the
     framework's own roles: its acknowledgments named the region and account as tokens, which a pinned
-    stack writes out."""
-    app = App()
+    stack writes out; with the partition literals jf new's cdk.json turns on, the partition too."""
+    app = App(context={"@aws-cdk/core:enablePartitionLiterals": literals})
     Validations.of(app).add_plugins(AwsSolutionsChecks(app))
     stack = Stack(app, "Pinned", env=Environment(account="222222222222", region="eu-west-1"))
     framework = _framework(stack, "Jobs", "pinned")
