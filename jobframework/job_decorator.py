@@ -68,9 +68,9 @@ def job(
         retry: the :class:`RetryPolicy`; the priority's default when ``None``.
         permanent: exception types never retried (dead-lettered at once), unless a nearer type of
             ``transient`` matches (``permanent=(Exception,), transient=(ConnectionError,)``), and
-            functions of the exception that say whether it is permanent, asked of every failure
-            first (``lambda e: isinstance(e, httpx.HTTPStatusError) and e.response.status_code
-            in (400, 404)``).
+            functions of the exception that say whether it is permanent, asked of every failure but
+            a ``RetryableError`` (always retried) before the types (``lambda e: isinstance(e,
+            httpx.HTTPStatusError) and e.response.status_code in (400, 404)``).
         transient: exception types always retried (within ``max_attempts``), even subclasses of
             ``PermanentError``.
         key: a function of the payload giving the deterministic idempotency/dedup key.

@@ -170,7 +170,7 @@ def checked_options(
     policy = retry or default_policy(prio)
     permanent_types = permanent_rules(permanent, name)
     transient_types = exception_types(transient, "transient", name)
-    both = set(permanent_types) & set(transient_types)
+    both = {t for t in permanent_types if isinstance(t, type)} & set(transient_types)
     if both:
         raise ConfigurationError(
             f"job {name}: {', '.join(t.__name__ for t in both)} is both permanent= and transient=; choose one"

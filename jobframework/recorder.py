@@ -74,9 +74,15 @@ class EnqueueRecorder:
             return  # (known by name only: recorded, as the client would send it to whoever has it)
         from jobframework.inline import run_inline
 
-        self.results[result.id] = run_inline(
-            job, request.payload, job_id=result.id, key=result.key, client=self
-        )
+        if job.batch is None:
+            self.results[result.id] = run_inline(
+                job, request.payload, job_id=result.id, key=result.key, client=self
+            )
+            return
+        [outcome] = run_inline(job, [request.payload], job_id=result.id, key=result.key, client=self)
+        if isinstance(outcome, BaseException):  # (a batch's outcome per payload: its failure, raised)
+            raise outcome
+        self.results[result.id] = outcome
 
     def _checked(self, request: EnqueueRequest) -> tuple[EnqueueRequest, EnqueueResult]:
         job = registry.find(request.job) if isinstance(request.job, str) else request.job

@@ -148,14 +148,18 @@ def _lane_concurrency(lane: str, consumer: ConsumerSpec, s: TopologySettings) ->
 
 
 def _saga_names(registry: JobRegistry, jobs: set[str]) -> tuple[str, ...]:
-    """The sagas declared on the registry whose step jobs are all among ``jobs``."""
+    """The sagas declared on the registry whose step and compensation jobs are all among ``jobs``."""
     from jobframework.saga import sagas_of  # sagas are declared on top of the registry's jobs
     from jobframework.saga.steps import Step
 
     return tuple(
         s.name
         for s in sagas_of(registry)
-        if all(step.job.name in jobs for step in s.steps if isinstance(step, Step))
+        if all(
+            step.job.name in jobs and (step.compensate is None or step.compensate.name in jobs)
+            for step in s.steps
+            if isinstance(step, Step)
+        )
     )
 
 

@@ -302,15 +302,27 @@ def _job_modules(given: Sequence[str] | None, root: Path) -> list[str]:
 def _own_jobs(
     modules: Sequence[str], packages: Sequence[str], left_out: list[str]
 ) -> Callable[[Job[Any]], bool]:
-    """Which jobs of the default registry are this construct's: those defined in its packages or in
-    its job modules (another construct of the app registers its own jobs there too: a platform trial's
-    second team deployed the first team's schedule, dead-lettered unknown-type each day). The others
-    are named in ``left_out``."""
+    """Which jobs of the default registry are this construct's: those its job modules hold by name,
+    and those defined in its packages or in its job modules (another construct of the app registers
+    its own jobs there too: a platform trial's second team deployed the first team's schedule,
+    dead-lettered unknown-type each day). The others are named in ``left_out``."""
+
+    import sys
+
+    held: set[int] = set()
 
     def own(job_: Job[Any]) -> bool:
-        where = job_.fn.__module__
-        mine = where.split(".", 1)[0] in packages or any(
-            where == m or where.startswith(m + ".") for m in modules
+        if not held:  # (once the modules are imported: the topology is derived after)
+            # A job a job module holds by name is its own wherever it was made (a factory's in a
+            # shared package, a library's job imported there).
+            held.add(0)
+            for module in filter(None, (sys.modules.get(m) for m in modules)):
+                held.update(id(v) for v in vars(module).values() if isinstance(v, Job))
+        where = getattr(job_.fn, "__module__", None) or ""
+        mine = (
+            id(job_) in held
+            or where.split(".", 1)[0] in packages
+            or any(where == m or where.startswith(m + ".") for m in modules)
         )
         if not mine:
             left_out.append(f"{job_.name} ({where})")

@@ -233,7 +233,11 @@ def with_claim(status: JobStatus, flow: dict[str, Any], now: float) -> JobStatus
                     "next_attempt_at": None,
                 }
             elif runs_until > 0:  # (0: a redrive lapsed it on purpose; the status says redriven)
-                update |= {"attempts": started_attempt, "reason": _cut_off(started_attempt, started)}
+                update |= {
+                    "attempts": started_attempt,
+                    "reason": _cut_off(started_attempt, started),
+                    "next_attempt_at": None,  # (a retry's time from before that run: past)
+                }
     return status.model_copy(update=update) if update else status
 
 

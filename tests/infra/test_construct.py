@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from aws_cdk import App, Stack
 from aws_cdk import aws_iam as iam
+from aws_cdk import aws_lambda as lambda_
 from aws_cdk.assertions import Match, Template
 
 from jobframework.cdk import JobFramework, JobFrameworkStack
@@ -336,6 +337,15 @@ def test_two_constructs_on_the_default_registry_each_take_their_own_packages_job
             "class P(BaseModel):\n    n: int = 0\n"
             f"@job('{team}.run'{schedule})\ndef run(p: P) -> None: ...\n"
         )
+    # A job made by a shared package's factory, held by team B's module: B's own (a review's case).
+    (root / "common").mkdir()
+    (root / "common" / "__init__.py").write_text(
+        "from pydantic import BaseModel\nfrom jobframework import job\n"
+        "class Q(BaseModel):\n    n: int = 0\n"
+        "def make(name):\n    def run(q: Q) -> None: ...\n    return job(name)(run)\n"
+    )
+    with (root / "teamb" / "jobs.py").open("a") as jobs:
+        jobs.write("from common import make\nsync = make('teamb.sync')\n")
     app = App()
 
     def team(name: str) -> JobFramework:
@@ -346,12 +356,12 @@ def test_two_constructs_on_the_default_registry_each_take_their_own_packages_job
             code_root=root,
             app_name=name,
             api=False,
-            requirements=(),
+            code=lambda_.Code.from_inline("def handler(e, c): ..."),  # (common is not shipped)
         )
 
     a, b = team("teama"), team("teamb")
     assert [j.name for j in a.topology.jobs] == ["teama.run"]
-    assert [j.name for j in b.topology.jobs] == ["teamb.run"] and not b.topology.schedules
+    assert [j.name for j in b.topology.jobs] == ["teamb.run", "teamb.sync"] and not b.topology.schedules
     from aws_cdk.assertions import Annotations
 
     warned = Annotations.from_stack(Stack.of(b)).find_warning("*", Match.string_like_regexp("left out"))

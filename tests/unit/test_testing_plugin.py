@@ -12,6 +12,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pydantic import BaseModel
+
+from jobframework import BatchOptions, JobRegistry, job
+from jobframework.testing import EnqueueRecorder
 
 TEST = """
 pytest_plugins = ["jobframework.testing"]
@@ -185,3 +189,23 @@ def test_a_test_enqueue_with_no_client_is_refused_and_jf_inline_runs_jobs_eagerl
         JF_QUEUE_URL_DEFAULT="http://127.0.0.1:9/123456789012/jf-dev-default",
     )
     assert "2 passed" in out, out
+
+
+class _Mail(BaseModel):
+    to: str
+
+
+@job("eager.mails", registry=JobRegistry(), idempotent=False, batch=BatchOptions(max_size=10))
+def _mails(batch: list[_Mail]) -> list[str]:
+    if any(m.to == "bounce" for m in batch):
+        raise ValueError("bounced")
+    return [f"sent {m.to}" for m in batch]
+
+
+def test_an_eager_recorder_runs_a_batched_job_as_a_batch_of_one_and_raises_its_failure():
+    """jf_inline's recorder gave a batched job (batch=) one payload where it takes a list: TypeError."""
+    eager = EnqueueRecorder(run=True)
+    sent = eager.enqueue(_mails, {"to": "ada"})
+    assert eager.results[sent.id] == "sent ada"
+    with pytest.raises(ValueError, match="bounced"):
+        eager.enqueue(_mails, {"to": "bounce"})
