@@ -203,6 +203,14 @@ def pytest_configure(config: pytest.Config) -> None:
     refuse_env_client(NO_TEST_CLIENT)
 
 
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """The refusal of an enqueue with no client ends with the session (``pytest.main`` in a process
+    that goes on)."""
+    from jobframework.client import refuse_env_client
+
+    refuse_env_client(None)
+
+
 NO_TEST_CLIENT = (
     "a job was enqueued with no client in a test, and the jobframework.testing plugin does not send "
     "where the shell's JF_* variables point (a running jf dev's queues, a deployed stage's): take the "

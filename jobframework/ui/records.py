@@ -42,6 +42,7 @@ def find_jobs(
     updated_since: datetime | None = None,
     limit: int | None = 100,
     max_pages: int = MAX_PAGES,
+    started_since: bool = True,
 ) -> Found:
     """Job status records matching every filter given, newest (``updated_at``) first.
 
@@ -55,6 +56,8 @@ def find_jobs(
         updated_since: only records written since then.
         limit: at most this many (``None``: all found).
         max_pages: stop after this many scan pages (``Found.complete`` is then false).
+        started_since: with ``updated_since``, an open job whose run started since counts too (every
+            open job's start claim is then read; ``False``: its status item's time alone decides).
     """
     # A tracked, idempotent job keyed by its id keeps its outcome in its idempotency record, not its
     # status item (stores/key_records.py): with that table, the items that record can move on are
@@ -83,7 +86,7 @@ def find_jobs(
         filters.append("job_type = :type")
     wanted = JobState(status) if status is not None else None
     since = updated_since.astimezone(UTC).isoformat(timespec="milliseconds") if updated_since else None
-    if wanted is JobState.RUNNING or (since is not None and wanted is None):
+    if wanted is JobState.RUNNING or (since is not None and wanted is None and started_since):
         # A run's start is its claim (read below): its status item still reads open, and as old as its
         # enqueue. So open items pass the scan whatever their status filter and time, and are
         # filtered once their claims are read.
@@ -167,7 +170,7 @@ def activity(
     as ``unrun``; only those in no final state (:data:`jobframework.status.FINAL_STATES`) as in progress.
     """
     since = datetime.now(UTC) - window
-    found = find_jobs(store, updated_since=since, limit=None)
+    found = find_jobs(store, updated_since=since, limit=None, started_since=False)  # (no start is activity)
     by_type: dict[str, TypeActivity] = {}
     for job in found.jobs:
         row = by_type.setdefault(job.type or "?", TypeActivity(job.type or "?"))

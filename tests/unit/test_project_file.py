@@ -78,7 +78,8 @@ def test_jf_loads_the_project_files_modules_without_jobs(tmp_path, monkeypatch):
     import jobframework.jobs
 
     _project(tmp_path, package="clisvc")
-    monkeypatch.chdir(tmp_path)
+    (tmp_path / "deploy").mkdir()
+    monkeypatch.chdir(tmp_path / "deploy")  # (a subdirectory of the project: its modules import still)
     monkeypatch.delenv("JF_JOBS", raising=False)
     monkeypatch.setattr(jobframework.jobs, "registry", JobRegistry())  # (no job of other tests)
     monkeypatch.setattr(sys, "path", list(sys.path))
