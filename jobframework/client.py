@@ -9,10 +9,8 @@ entries a batch reports as failed.
 
 from __future__ import annotations
 
-import contextlib
-import contextvars
 import logging
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Iterable, Mapping
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -20,6 +18,7 @@ from pydantic import BaseModel
 
 from jobframework.aws_clients import AwsClients
 from jobframework.config import RuntimeConfig
+from jobframework.default_client import default_client, set_default_client  # (re-exported)
 from jobframework.errors import ConfigurationError
 from jobframework.errortext import shown
 from jobframework.job_unknown import refusing_unknown_enqueue_options
@@ -359,65 +358,3 @@ class JobClient:
         count = len(entries)
         results = self.sender.send_many([of_entry(i, count, self.prepare, r) for i, r in enumerate(entries)])
         return unsent_said(results, raise_on_error=raise_on_error)
-
-
-_default: JobClient | None = None
-"""The client :func:`set_default_client` gave."""
-_from_env: JobClient | None = None
-"""The client made from ``JF_*`` variables, on first use."""
-_env_refusal: str | None = None
-"""Why no client may be made from ``JF_*`` here (the test plugin's: a test's enqueue must not reach
-the shell's deployment), or ``None``."""
-_enqueues_with: contextvars.ContextVar[tuple[Callable[[], JobClient], bool] | None] = contextvars.ContextVar(
-    "jf_enqueues_with", default=None
-)
-"""While a consumer given its configuration, or ``run_inline``, runs a job: what makes the client its
-enqueues go to, and whether that wins over :func:`set_default_client`'s (see :func:`enqueues_with`)."""
-
-
-def default_client() -> JobClient:
-    """The client ``my_job.enqueue(...)`` uses: the one :func:`set_default_client` gave; inside a job
-    that a consumer given its ``config=`` runs (``jf dev``, ``jf worker``, a test's handler), that
-    consumer's topology; else one configured from ``JF_*`` variables on first use."""
-    global _from_env
-    running = _enqueues_with.get()
-    if running is not None and running[1]:
-        return running[0]()
-    if _default is not None:
-        return _default
-    if running is not None:
-        return running[0]()
-    if _from_env is None:
-        if _env_refusal is not None:
-            raise ConfigurationError(_env_refusal)
-        _from_env = JobClient()
-    return _from_env
-
-
-def refuse_env_client(why: str | None) -> None:
-    """Make :func:`default_client` raise ``ConfigurationError(why)`` where it would make a client from
-    ``JF_*`` variables (``None``: make it again). The pytest plugin does, for the session: a test's
-    ``my_job.enqueue(...)`` with no client went where the shell's ``JF_*`` pointed."""
-    global _env_refusal
-    _env_refusal = why
-
-
-def set_default_client(client: JobClient | None) -> JobClient | None:
-    """Replace (or, with ``None``, forget) the client that ``my_job.enqueue`` uses; returns the one
-    it replaces (``None``: none was set), to put back."""
-    global _default, _from_env
-    previous = _default
-    _default, _from_env = client, None
-    return previous
-
-
-@contextlib.contextmanager
-def enqueues_with(make: Callable[[], JobClient], *, first: bool = False) -> Iterator[None]:
-    """Jobs run in this block (and the threads and tasks they start with its context) enqueue with
-    the client ``make`` gives (made on their first enqueue), unless :func:`set_default_client` set one
-    and ``first`` is false (``run_inline(client=...)``'s is first: the test named it)."""
-    token = _enqueues_with.set((make, first))
-    try:
-        yield
-    finally:
-        _enqueues_with.reset(token)

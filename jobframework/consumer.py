@@ -245,7 +245,7 @@ class Consumer:
         handler); in Lambda the ``JF_*`` variables say the same."""
         if self._config is None:
             return contextlib.nullcontext()
-        from jobframework.client import enqueues_with
+        from jobframework.default_client import enqueues_with
 
         return enqueues_with(self.jobs_client)
 

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from pydantic import BaseModel
 
-from jobframework.client import enqueues_with
+from jobframework.default_client import enqueues_with
 from jobframework.envelope import Envelope
 from jobframework.errors import ConfigurationError, JobTimedOut
 from jobframework.errortext import shown

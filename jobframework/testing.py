@@ -198,7 +198,7 @@ def pytest_configure(config: pytest.Config) -> None:
     os.environ.setdefault(METRICS_DISABLED_ENV, "true")
     os.environ.setdefault(LOG_LEVEL_ENV, "WARNING")
     _import_project_jobs(config.rootpath)
-    from jobframework.client import refuse_env_client
+    from jobframework.default_client import refuse_env_client
 
     refuse_env_client(NO_TEST_CLIENT)
 
@@ -206,7 +206,7 @@ def pytest_configure(config: pytest.Config) -> None:
 def pytest_unconfigure(config: pytest.Config) -> None:
     """The refusal of an enqueue with no client ends with the session (``pytest.main`` in a process
     that goes on)."""
-    from jobframework.client import refuse_env_client
+    from jobframework.default_client import refuse_env_client
 
     refuse_env_client(None)
 

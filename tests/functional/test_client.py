@@ -257,15 +257,18 @@ def test_enqueue_many_sends_25_jobs_in_batches_and_retries_an_entry_the_batch_fa
     assert [sent[r.id] for r in results] == [f"n{i}" for i in range(25)]  # a result per job, in order
 
 
-def test_an_entry_sqs_blames_on_the_sender_is_reported_not_retried(rt):
-    def blame(parsed, **_):
-        if parsed.get("Successful"):
-            first = parsed["Successful"][0]["Id"]
-            parsed["Failed"] = [
-                {"Id": first, "SenderFault": True, "Code": "InvalidMessageContents", "Message": "bad"}
-            ]
-            parsed["Successful"] = parsed["Successful"][1:]
+def _blame_the_first(parsed: dict[str, Any], **_: Any) -> None:
+    """SQS reports a batch's first entry failed, the sender's fault (not resent)."""
+    if parsed.get("Successful"):
+        first = parsed["Successful"][0]["Id"]
+        parsed["Failed"] = [
+            {"Id": first, "SenderFault": True, "Code": "InvalidMessageContents", "Message": "bad"}
+        ]
+        parsed["Successful"] = parsed["Successful"][1:]
 
+
+def test_an_entry_sqs_blames_on_the_sender_is_reported_not_retried(rt):
+    blame = _blame_the_first
     rt.sqs.meta.events.register("after-call.sqs.SendMessageBatch", blame)
     try:
         results = rt.client.enqueue_many([ok.request({"name": "a"}), ok.request({"name": "b"})])
@@ -278,15 +281,7 @@ def test_an_entry_sqs_blames_on_the_sender_is_reported_not_retried(rt):
 def test_entries_enqueue_many_did_not_send_are_logged_or_raised_when_asked(rt, caplog):
     """A backfill of 5,000 recorded 30 ids of jobs never sent: enqueue_many returned normally, each
     failed entry's .ok False, and nothing said so."""
-
-    def refuse_the_first(parsed, **_):
-        if parsed.get("Successful"):
-            first = parsed["Successful"][0]["Id"]
-            parsed["Failed"] = [
-                {"Id": first, "SenderFault": True, "Code": "InvalidMessageContents", "Message": "bad"}
-            ]
-            parsed["Successful"] = parsed["Successful"][1:]
-
+    refuse_the_first = _blame_the_first
     rt.sqs.meta.events.register("after-call.sqs.SendMessageBatch", refuse_the_first)
     try:
         with caplog.at_level(logging.WARNING, logger="jobframework.client"):

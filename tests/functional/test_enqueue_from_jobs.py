@@ -13,7 +13,8 @@ import pytest
 from pydantic import BaseModel, ValidationError
 
 from jobframework import consumer, job
-from jobframework.client import JobClient, default_client, refuse_env_client, set_default_client
+from jobframework.client import JobClient, default_client, set_default_client
+from jobframework.default_client import refuse_env_client
 from jobframework.envelope import Envelope
 from jobframework.errors import (
     ConfigurationError,
