@@ -233,11 +233,9 @@ def with_claim(status: JobStatus, flow: dict[str, Any], now: float) -> JobStatus
                     "next_attempt_at": None,
                 }
             elif runs_until > 0:  # (0: a redrive lapsed it on purpose; the status says redriven)
-                update |= {
-                    "attempts": started_attempt,
-                    "reason": _cut_off(started_attempt, started),
-                    "next_attempt_at": None,  # (a retry's time from before that run: past)
-                }
+                update |= {"reason": _cut_off(started_attempt, started), "next_attempt_at": None}
+                if status.status is not JobState.RETRYING:  # (its attempts: the last that ended)
+                    update["attempts"] = started_attempt
     return status.model_copy(update=update) if update else status
 
 
