@@ -150,6 +150,12 @@ def permanent_rules(value: Any, name: str) -> tuple[PermanentRule, ...]:
                     f"job {name}: permanent= takes exception classes or functions of the exception, "
                     f"got the class {rule.__name__}"
                 )
+            if issubclass(rule, RetryableError):
+                raise ConfigurationError(
+                    f"job {name}: permanent= lists {rule.__name__}, a RetryableError, which is always "
+                    "retried: raise PermanentError (or an exception of another type) for a failure no "
+                    "retry mends"
+                )
         elif not callable(rule):
             raise ConfigurationError(
                 f"job {name}: permanent= takes exception classes or functions of the exception "

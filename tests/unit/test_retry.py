@@ -364,6 +364,7 @@ def test_a_permanent_function_that_raises_is_logged_and_the_failure_retried(capl
     [
         ("400", r"permanent= takes exception classes or functions of the exception \(e\.g\. lambda e: "),
         (int, r"permanent= takes exception classes or functions of the exception, got the class int"),
+        (RetryableError, r"permanent= lists RetryableError, a RetryableError, which is always retried: "),
     ],
 )
 def test_a_permanent_that_is_neither_an_exception_type_nor_a_function_says_what_it_takes(permanent, said):
