@@ -130,19 +130,24 @@ def _answers(rule: Callable[[BaseException], bool], exc: BaseException) -> bool:
         return False
 
 
+def _entries(value: Any) -> tuple[Any, ...]:
+    """An option of one entry or a collection of them (a tuple, list or set), as a tuple."""
+    return tuple(value) if isinstance(value, tuple | list | set | frozenset) else (value,)
+
+
 def exception_types(value: Any, option: str, name: str) -> tuple[type[BaseException], ...]:
     """A job's ``transient=`` (or another option of exception types), checked."""
-    types = value if isinstance(value, tuple | list | set | frozenset) else (value,)
+    types = _entries(value)
     for t in types:
         if not (inspect.isclass(t) and issubclass(t, BaseException)):
             raise ConfigurationError(f"job {name}: {option}= takes exception classes, got {t!r}")
-    return tuple(types)
+    return types
 
 
 def permanent_rules(value: Any, name: str) -> tuple[PermanentRule, ...]:
     """A job's ``permanent=``, checked: exception types and functions of one exception, one or a
     tuple (or list) of them."""
-    rules = value if isinstance(value, tuple | list | set | frozenset) else (value,)
+    rules = _entries(value)
     for rule in rules:
         if inspect.isclass(rule):
             if not issubclass(rule, BaseException):
@@ -161,7 +166,7 @@ def permanent_rules(value: Any, name: str) -> tuple[PermanentRule, ...]:
                 f"job {name}: permanent= takes exception classes or functions of the exception "
                 f"(e.g. lambda e: getattr(e, 'status', 0) == 404), got {rule!r}"
             )
-    return tuple(rules)
+    return rules
 
 
 def classify(

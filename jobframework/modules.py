@@ -41,7 +41,8 @@ def configured_job_modules(
 ) -> list[str]:
     """The job modules named by ``JF_JOBS``, else (given ``project_dir``, as the CLI gives its
     current directory; a Lambda's is its bundle, where the stack sets ``JF_JOBS``) by the
-    ``[tool.jobframework] jobs`` of the project's ``pyproject.toml``.
+    ``[tool.jobframework] jobs`` of the project's ``pyproject.toml``, whose directory is then put on
+    ``sys.path`` (its packages import from a subdirectory too).
 
     Raises:
         ConfigurationError: neither names any (the message says what to set), or the project file's
@@ -52,7 +53,9 @@ def configured_job_modules(
         from jobframework.project_file import project_jobs
 
         found = project_jobs(project_dir)
-        modules = found.modules if found is not None else []
+        if found is not None:
+            found.importable()
+            modules = found.modules
     if not modules:
         raise ConfigurationError(NO_JOB_MODULES)
     return modules

@@ -12,6 +12,7 @@ The nearest ``pyproject.toml`` at or above a directory is the project's (a paren
 
 from __future__ import annotations
 
+import sys
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,6 +29,12 @@ class ProjectJobs:
 
     modules: list[str]
     path: Path
+
+    def importable(self) -> None:
+        """Put the project's directory (the file's) on ``sys.path``, where its packages are: ``jf`` run
+        from a subdirectory, pytest from anywhere."""
+        if str(self.path.parent) not in sys.path:
+            sys.path.insert(0, str(self.path.parent))
 
 
 def project_file(start: Path) -> Path | None:
@@ -73,7 +80,9 @@ def project_jobs(start: Path | None = None) -> ProjectJobs | None:
         raise ConfigurationError(
             f"{path}: [tool.jobframework] jobs must be a list of module names, got {jobs!r}; e.g.\n{EXAMPLE}"
         )
-    modules = [m.strip() for name in names for m in name.split(",") if m.strip()]
+    from jobframework.modules import parse_job_modules  # (it reads this module's list: not at import)
+
+    modules = parse_job_modules(",".join(names))
     if not modules:
         raise ConfigurationError(
             f"{path}: [tool.jobframework] jobs is empty; name your job modules, e.g.\n{EXAMPLE}"

@@ -74,14 +74,13 @@ class EnqueueRecorder:
             return  # (known by name only: recorded, as the client would send it to whoever has it)
         from jobframework.inline import run_inline
 
-        if job.batch is None:
-            self.results[result.id] = run_inline(
-                job, request.payload, job_id=result.id, key=result.key, client=self
-            )
-            return
-        [outcome] = run_inline(job, [request.payload], job_id=result.id, key=result.key, client=self)
-        if isinstance(outcome, BaseException):  # (a batch's outcome per payload: its failure, raised)
-            raise outcome
+        batched = job.batch is not None  # (a batch of one, its one outcome: a failure is raised)
+        payload = [request.payload] if batched else request.payload
+        outcome = run_inline(job, payload, job_id=result.id, key=result.key, client=self)
+        if batched:
+            [outcome] = outcome
+            if isinstance(outcome, BaseException):
+                raise outcome
         self.results[result.id] = outcome
 
     def _checked(self, request: EnqueueRequest) -> tuple[EnqueueRequest, EnqueueResult]:

@@ -11,7 +11,6 @@ provisioned topology of the registered jobs for each test).
 from __future__ import annotations
 
 import os
-import sys
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -231,8 +230,7 @@ def _import_project_jobs(root: Path) -> None:
     try:
         found = project_jobs(root)
         if found is not None:
-            if str(found.path.parent) not in sys.path:
-                sys.path.insert(0, str(found.path.parent))
+            found.importable()
             import_job_modules(found.modules)
     except ConfigurationError as exc:
         raise pytest.UsageError(f"jobframework.testing: {exc}") from exc

@@ -19,6 +19,7 @@ platform, and jobframework itself.
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -141,7 +142,8 @@ class JobFramework(JobResources):
             app_name=app_name,
             settings=settings,
             registry=registry,
-            only=None if registry is not None else _own_jobs(modules, shipped, left_out),
+            packages=shipped,
+            left_out=left_out,
         )
         for name, given in (("stage", stage), ("app_name", app_name)):
             actual = topology.stage if name == "stage" else topology.app
@@ -306,18 +308,16 @@ def _own_jobs(
     and those defined in its packages or in its job modules (another construct of the app registers
     its own jobs there too: a platform trial's second team deployed the first team's schedule,
     dead-lettered unknown-type each day). The others are named in ``left_out``."""
-
-    import sys
-
-    held: set[int] = set()
+    # A job a job module holds by name is its own wherever it was made (a factory's in a shared
+    # package, a library's job imported there). The modules are imported already.
+    held = {
+        id(value)
+        for module in filter(None, (sys.modules.get(m) for m in modules))
+        for value in vars(module).values()
+        if isinstance(value, Job)
+    }
 
     def own(job_: Job[Any]) -> bool:
-        if not held:  # (once the modules are imported: the topology is derived after)
-            # A job a job module holds by name is its own wherever it was made (a factory's in a
-            # shared package, a library's job imported there).
-            held.add(0)
-            for module in filter(None, (sys.modules.get(m) for m in modules)):
-                held.update(id(v) for v in vars(module).values() if isinstance(v, Job))
         where = getattr(job_.fn, "__module__", None) or ""
         mine = (
             id(job_) in held
@@ -339,11 +339,12 @@ def _topology(
     app_name: str | None,
     settings: TopologySettings | None,
     registry: JobRegistry | None,
-    only: Callable[[Job[Any]], bool] | None = None,
+    packages: Sequence[str],
+    left_out: list[str],
 ) -> Topology:
-    """Import the job modules (``code_root`` importable) and derive the topology of their registry."""
-    import sys
-
+    """Import the job modules (``code_root`` importable) and derive the topology of their registry (of
+    the default registry, the construct's own jobs: :func:`_own_jobs`, the others named in
+    ``left_out``)."""
     if str(root) not in sys.path:
         sys.path.insert(0, str(root))
     import_job_modules(modules)
@@ -366,6 +367,7 @@ def _topology(
                     "app": ("app_name", given_app, f"e.g. 'billing': {NAME_ADVICE}"),
                 },
             ) from None
+    only = None if registry is not None else _own_jobs(modules, packages, left_out)
     topology = Topology.from_registry(reg, settings, only=only)
     if not topology.jobs:
         raise ConfigurationError(

@@ -6,7 +6,6 @@ import json
 import logging
 import os
 import re
-import sys
 from collections.abc import Sequence
 from enum import StrEnum
 from pathlib import Path
@@ -96,8 +95,6 @@ def load_jobs(modules: list[str] | None) -> list[str]:
     from jobframework.modules import import_job_modules
 
     names = job_module_names(modules)
-    if not modules and not os.environ.get(ENV_JOBS, "").strip(" ,"):
-        _project_importable()  # (jf run in a subdirectory of the project)
     try:
         return import_job_modules(names, cwd_importable=True)
     except ConfigurationError as exc:
@@ -174,15 +171,6 @@ def optional_jobs(modules: list[str] | None) -> list[str]:
     except CliError as exc:
         typer.echo(f"note: {exc}; going on without it (the topology's job catalog)", err=True)
         return []
-
-
-def _project_importable() -> None:
-    """Put the directory of the project file that names the job modules on ``sys.path``."""
-    from jobframework.project_file import project_jobs
-
-    found = project_jobs()
-    if found is not None and str(found.path.parent) not in sys.path:
-        sys.path.insert(0, str(found.path.parent))
 
 
 def _project_names_jobs() -> bool:

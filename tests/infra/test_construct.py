@@ -58,10 +58,11 @@ def _bundle_cache(tmp_path, monkeypatch):
 
 
 def _framework(stack: Stack, root: Path, package: str, registry: JobRegistry, **props: Any) -> JobFramework:
+    """The team's construct (``job_modules=`` its package's ``jobs`` unless ``props`` give them)."""
+    props.setdefault("job_modules", [f"{package}.jobs"])
     return JobFramework(
         stack,
         "Jobs",
-        job_modules=[f"{package}.jobs"],
         registry=registry,
         code_root=root,
         app_name="shop",
@@ -113,15 +114,8 @@ def test_a_module_that_declares_jobs_but_is_not_in_job_modules_is_warned_at_synt
 def test_job_modules_given_as_one_string_are_module_names_not_letters(tmp_path):
     """A string is a sequence too: ``job_modules="shop.jobs"`` was read as the modules 's', 'h', ..."""
     package, registry = _project(tmp_path / "src")
-    jobs = JobFramework(
-        Stack(App(), "S"),
-        "Jobs",
-        job_modules=f"{package}.jobs",
-        registry=registry,
-        code_root=tmp_path / "src",
-        app_name="shop",
-        api=False,
-        requirements=(),
+    jobs = _framework(
+        Stack(App(), "S"), tmp_path / "src", package, registry, job_modules=f"{package}.jobs", requirements=()
     )
     assert jobs.job_modules == (f"{package}.jobs",)
 
@@ -131,14 +125,8 @@ def test_without_job_modules_the_construct_takes_the_project_files_list(tmp_path
     nearest project file at or above code_root (a src layout's is its parent's)."""
     package, registry = _project(tmp_path / "src")
     (tmp_path / "pyproject.toml").write_text(f'[tool.jobframework]\njobs = ["{package}.jobs"]\n')
-    jobs = JobFramework(
-        Stack(App(), "S"),
-        "Jobs",
-        registry=registry,
-        code_root=tmp_path / "src",
-        app_name="shop",
-        api=False,
-        requirements=(),
+    jobs = _framework(
+        Stack(App(), "S"), tmp_path / "src", package, registry, job_modules=None, requirements=()
     )
     assert jobs.job_modules == (f"{package}.jobs",)
     assert {j.name for j in jobs.topology.jobs} == {"orders.ship", "orders.audit"}
