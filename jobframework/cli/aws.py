@@ -17,6 +17,7 @@ if TYPE_CHECKING:
 
     from jobframework.aws_clients import AwsClients
     from jobframework.config import JobRoute
+    from jobframework.state import StateStore
     from jobframework.topology import RuntimeConfig
 
 DEFAULT_PARAMETER = "/jf/dev/topology"
@@ -110,6 +111,14 @@ class Aws:
 
     def sqs(self, config: RuntimeConfig, *, attempts: int = 2) -> Any:
         return self.client("sqs", config=config, attempts=attempts)
+
+    def state_store(self, config: RuntimeConfig, what: str) -> StateStore:
+        """The state table's store of ``config``, or a :class:`CliError` saying ``what`` needs it."""
+        from jobframework.state import StateStore
+
+        if not config.state_table:
+            raise CliError(f"{what} needs the state table: set JF_STATE_TABLE (or JF_TOPOLOGY_PARAMETER)")
+        return StateStore.of(config, self.client("dynamodb", config=config))
 
     def job_client(self, config: RuntimeConfig, registry: Any = None) -> Any:
         """A :class:`~jobframework.client.JobClient` of ``config`` on this command's clients (and the

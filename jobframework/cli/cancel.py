@@ -8,7 +8,7 @@ import typer
 
 from jobframework.cli.aws import aws_of, catalog_of
 from jobframework.cli.base import JsonOption, app, parse_duration, print_json
-from jobframework.cli.errors import EXIT_FAILED, CliError
+from jobframework.cli.errors import EXIT_FAILED
 
 if TYPE_CHECKING:
     from jobframework.config import JobRoute
@@ -57,13 +57,10 @@ def cancel(  # noqa: PLR0917
         )
     from jobframework.flow.cancel import cancel as cancel_job
     from jobframework.flow.cancel import cancellable
-    from jobframework.state import StateStore
 
     aws = aws_of(ctx)
     config = aws.runtime_config()
-    if not config.state_table:
-        raise CliError("cancel needs the state table: set JF_STATE_TABLE (or JF_TOPOLOGY_PARAMETER)")
-    store = StateStore.of(config, aws.client("dynamodb", config=config))
+    store = aws.state_store(config, "cancel")
 
     def unschedule(found_id: str) -> None:  # a job delayed past 15 minutes: its schedule never fires
         from jobframework.delays import delete_one_time_schedule

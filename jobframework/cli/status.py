@@ -83,13 +83,9 @@ def _by_key(aws: Aws, key: str) -> list[JobStatus]:
     saying why a job of the key may have no status."""
     if not 0 < len(key) <= 1024:
         raise typer.BadParameter("a key has 1 to 1024 characters", param_hint="--key")
-    from jobframework.state import StateStore
     from jobframework.ui.records import find_jobs
 
-    config = aws.runtime_config()
-    if not config.state_table:
-        raise CliError("status --key needs the state table: set JF_STATE_TABLE (or JF_TOPOLOGY_PARAMETER)")
-    store = StateStore.of(config, aws.client("dynamodb", config=config))
+    store = aws.state_store(aws.runtime_config(), "status --key")
     found = find_jobs(store, key=key, limit=KEY_MATCHES)
     if not found.jobs:
         stopped = "" if found.complete else f" in the {found.scanned} records read (the scan stopped early)"
