@@ -202,7 +202,12 @@ class Job(Generic[P]):
             try:
                 payload = upgrader(payload)
             except Exception as exc:
-                raise PayloadVersionError(f"{self.name} upgrade from version {step} failed: {exc!r}") from exc
+                name = getattr(upgrader, "__qualname__", None) or repr(upgrader)
+                raise PayloadVersionError(
+                    f"{self.name} upgrade from payload version {step} to {step + 1} ({name}) raised "
+                    f"{exc!r}; the version {step} payload's fields: {', '.join(map(str, payload)) or 'none'} "
+                    "(fix the upgrade, deploy, then redrive the letter)"
+                ) from exc
             if not isinstance(payload, dict):
                 raise PayloadVersionError(
                     f"{self.name} upgrade from version {step} returned {type(payload).__name__}"

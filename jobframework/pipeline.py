@@ -121,8 +121,9 @@ class Pipeline:
             return refuse(
                 d,
                 Reason.UNKNOWN_TYPE,
-                f"no job named {env.type!r} is registered here (the consumer imports the modules that "
-                "JF_JOBS names, the construct's job_modules=; a test imports the job's module itself)",
+                f"no job named {env.type!r} is registered here (the consumer imports the job modules that "
+                "pyproject.toml's [tool.jobframework] jobs, --jobs or JF_JOBS name, the construct's "
+                "job_modules= when deployed; a test imports the job's module itself)",
             )
         if d.lane is not None and job.flow.ordered_by is not None and not d.lane.endswith(FIFO_SUFFIX):
             self._out_of_order(d, job)

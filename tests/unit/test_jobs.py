@@ -233,6 +233,21 @@ def test_a_version_that_takes_its_own_payloads_only_says_so_with_an_empty_upgrad
         run_inline(v2, {"order_id": "1", "amount": 1}, payload_version=1)
 
 
+def test_a_broken_upgrade_names_itself_and_the_fields_the_old_payload_had(reg):
+    def add_currency(old: dict) -> dict:
+        return {**old, "currency": old["customer"]["currency"]}  # (v1 has no "customer")
+
+    @job("orders.v2b", registry=reg, version=2, upgrade={1: add_currency})
+    def v2(order: Order) -> None: ...
+
+    with pytest.raises(PayloadVersionError) as raised:
+        run_inline(v2, {"order_id": "1", "amount": 1}, payload_version=1)
+    message = str(raised.value)
+    assert "upgrade from payload version 1 to 2" in message
+    assert "add_currency" in message and "KeyError('customer')" in message
+    assert "fields: order_id, amount" in message
+
+
 def test_a_job_without_context_is_called_with_the_payload_only(reg):
     @job("orders.count", registry=reg)
     def count(order: Order) -> int:
