@@ -142,7 +142,9 @@ def dlq_peek(  # noqa: PLR0917 (typer options)
     """
     letters, config = dead_letters_of(ctx, priority)
     if ids:
-        show_in_full(priority, letters.peek(priority, limit=None, ids=ids), ids, json_output=json_output)
+        found = letters.peek(priority, limit=None, ids=ids)
+        s3 = letters.s3 if config.payload_bucket else None
+        show_in_full(priority, found, ids, json_output=json_output, s3=s3)
         return
     depth = letters.depth(priority)  # (before the peek, which holds what it reads for a moment)
     found = letters.peek(priority, limit=count, job_type=job_type, reason=reason, matching=matching)

@@ -48,17 +48,20 @@ def print_table(
     rich_console().print(table)
 
 
-def show_in_full(lane: str, found: list[Any], ids: list[str], *, json_output: bool) -> None:
-    """``peek --id``: each letter as ``export`` writes it (JSON), or its fields, body and attributes."""
+def show_in_full(lane: str, found: list[Any], ids: list[str], *, json_output: bool, s3: Any = None) -> None:
+    """``peek --id``: each letter as ``export`` writes it (JSON), or its fields, body and attributes;
+    an offloaded payload's data read from S3 with ``s3`` (``offloaded_payload`` in JSON, or why not
+    as ``offloaded_payload_error``)."""
     if not found:
         raise CliError(
             f"no dead letter of the {lane} DLQ has the id {', '.join(ids)}; `jf dlq peek {lane}` shows "
             "their job ids and message ids"
         )
+    records = [{**d.export_record(), **offloaded(d.body, s3)} for d in found]
     if json_output:
-        print_json([d.export_record() for d in found])
+        print_json(records)
     else:
-        _print_letters(found)
+        _print_letters(found, records)
     from jobframework.dlq.letter import Selection
 
     named = Selection(ids=frozenset(ids))
@@ -68,11 +71,11 @@ def show_in_full(lane: str, found: list[Any], ids: list[str], *, json_output: bo
         raise CliError(f"not in the {lane} DLQ: {', '.join(missing)} (the others are shown)")
 
 
-def _print_letters(found: list[Any]) -> None:
-    """Each letter's fields, body (indented) and attributes, as ``peek --id`` shows them."""
+def _print_letters(found: list[Any], records: list[dict[str, Any]]) -> None:
+    """Each letter's fields, body (indented), offloaded payload and attributes, as ``peek --id`` shows
+    them."""
     console = rich_console()
-    for d in found:
-        record = d.export_record()
+    for d, record in zip(found, records, strict=True):
         for name in (
             *("type", "id", "key", "reason", "error", "attempts", "dead_at", "source"),
             *("dead_message_id", "message_id"),  # the record that died (jf dev's), the letter's own
@@ -81,6 +84,12 @@ def _print_letters(found: list[Any]) -> None:
                 console.print(f"{name + ':':<17} {record[name]}", markup=False, highlight=False)
         console.print("body:", markup=False)
         console.print(d.shown_body(), markup=False, highlight=False)
+        if "offloaded_payload" in record:
+            console.print("payload (offloaded, read from S3):", markup=False)
+            shown = json.dumps(record["offloaded_payload"], indent=2, sort_keys=True, ensure_ascii=False)
+            console.print(shown, markup=False, highlight=False)
+        elif "offloaded_payload_error" in record:
+            console.print(f"payload: {record['offloaded_payload_error']}", markup=False, highlight=False)
         console.print("attributes:", markup=False)
         for name, value in sorted(record["attributes"].items()):
             console.print(f"  {name}: {value}", markup=False, highlight=False)
@@ -96,3 +105,21 @@ def payload_pointer(body: str) -> dict[str, Any] | None:
     if not isinstance(ref, dict) or not ref.get("bucket") or not ref.get("key"):
         return None
     return {"uri": f"s3://{ref['bucket']}/{ref['key']}", "size": ref.get("size"), "sha256": ref.get("sha256")}
+
+
+def offloaded(body: str, s3: Any) -> dict[str, Any]:
+    """An offloaded payload's data (``{"offloaded_payload": {...}}``), or why it cannot be read
+    (``{"offloaded_payload_error": "..."}``); ``{}`` for a payload in the body."""
+    from jobframework.envelope import PayloadRef
+    from jobframework.payloads import fetch
+
+    pointer = payload_pointer(body)
+    if pointer is None:
+        return {}
+    if s3 is None:
+        return {"offloaded_payload_error": f"at {pointer['uri']}; no payload bucket is configured to read it"}
+    try:
+        ref = PayloadRef.model_validate(json.loads(body)["payload_ref"])
+        return {"offloaded_payload": fetch(ref, s3)}
+    except Exception as exc:  # gone (expired), unreadable, or not what was sent: said, not raised
+        return {"offloaded_payload_error": f"at {pointer['uri']}, not read: {exc}"}

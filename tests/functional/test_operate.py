@@ -41,10 +41,10 @@ def calls(monkeypatch: pytest.MonkeyPatch) -> set[tuple[str, str]]:
     return seen
 
 
-def _offloaded_dead_letter(jf_aws: Any, config: RuntimeConfig, sqs: Any) -> None:
-    """A dead letter whose payload is in S3 (its redrive refreshes the object)."""
+def _offloaded_dead_letter(jf_aws: Any, config: RuntimeConfig, sqs: Any) -> str:
+    """A dead letter whose payload is in S3 (its redrive refreshes the object); its job id."""
     small = config.model_copy(update={"offload_threshold": 1024})
-    JobClient(small, sqs_client=sqs, clients={"s3": jf_aws.client("s3")}).enqueue(
+    sent = JobClient(small, sqs_client=sqs, clients={"s3": jf_aws.client("s3")}).enqueue(
         "emails.send", {"to": "d@example.com", "subject": "big", "body": "x" * 4000}
     )
     ep = config.endpoints("high")
@@ -54,6 +54,24 @@ def _offloaded_dead_letter(jf_aws: Any, config: RuntimeConfig, sqs: Any) -> None
     attributes["jf-reason"] = string_attribute("exhausted")
     attributes["jf-source"] = string_attribute(ep.name)
     sqs.send_message(QueueUrl=ep.dlq_url, MessageBody=message["Body"], MessageAttributes=attributes)
+    return sent.id
+
+
+def test_peek_by_id_shows_an_offloaded_payload_read_from_s3(jf_aws, jf_config, sqs):
+    """A trial read only the pointer (s3://...) of a big payload's letter, not what the job was given."""
+    job_id = _offloaded_dead_letter(jf_aws, jf_config, sqs)
+    env = cli_env(jf_config)
+    shown = invoke(["dlq", "peek", "high", "--id", job_id], env)
+    assert shown.exit_code == 0, shown.output
+    assert "payload (offloaded, read from S3):" in shown.stdout and '"subject": "big"' in shown.stdout
+    [letter] = json.loads(invoke(["dlq", "peek", "high", "--id", job_id, "--json"], env).stdout)
+    assert letter["offloaded_payload"]["body"] == "x" * 4000
+    ref = json.loads(letter["body"])["payload_ref"]
+    jf_aws.client("s3").delete_object(Bucket=ref["bucket"], Key=ref["key"])  # (expired)
+    gone = invoke(["dlq", "peek", "high", "--id", job_id], env)
+    assert gone.exit_code == 0, gone.output
+    said = " ".join(gone.stdout.split())  # (rich wraps the long line)
+    assert "not read: the payload s3://" in said and "is gone (expired or deleted)" in said
 
 
 def test_the_operators_commands_make_only_granted_requests(jf_aws, jf_config, sqs, tmp_path, request):
@@ -64,7 +82,7 @@ def test_the_operators_commands_make_only_granted_requests(jf_aws, jf_config, sq
     sent = client.enqueue("emails.send", {"to": "a@example.com", "subject": "hi"}, track=True)
     dead_letter(sqs, jf_config, "high", "emails.send", {"to": "b@example.com", "subject": "x"})
     dead_letter(sqs, jf_config, "low", "emails.send", {"to": "c@example.com", "subject": "y"})
-    _offloaded_dead_letter(jf_aws, jf_config, sqs)
+    offloaded = _offloaded_dead_letter(jf_aws, jf_config, sqs)
     env = cli_env(jf_config)
     seen = request.getfixturevalue("calls")  # recording starts after the set-up above
     commands = [
@@ -73,6 +91,7 @@ def test_the_operators_commands_make_only_granted_requests(jf_aws, jf_config, sq
         ["queue", "resume", "high"],
         ["dlq", "ls", "--json"],
         ["dlq", "peek", "high", "--json"],
+        ["dlq", "peek", "high", "--id", offloaded],  # (reads the payload from S3)
         ["dlq", "export", "high", "--out", str(tmp_path / "high.jsonl")],
         ["dlq", "redrive", "high", "--json"],
         ["dlq", "purge", "low", "--yes"],
