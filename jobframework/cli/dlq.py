@@ -107,7 +107,7 @@ def dlq_ls(
         table.add_column(name, justify="right" if name in ("depth", "in flight", "oldest") else "left")
     for d in depths:
         oldest = age_text(d.oldest_age_seconds) + ("+" if d.sampled and d.sampled < d.depth else "")
-        source = "paused" if d.priority in stopped else "consuming"
+        source = "paused" if d.priority in stopped else "not paused"
         table.add_row(d.priority, d.name, str(d.depth), str(d.in_flight), oldest, source)
     rich_console().print(table)
 

@@ -172,6 +172,6 @@ def queue_ls(ctx: typer.Context, json_output: JsonOption = False) -> None:
     for name in ("lane", "queue", *counts, "state"):
         table.add_column(name.replace("_", " "), justify="right" if name in counts else "left")
     for r in rows:
-        state = f"paused since {r['paused_at']}" if r["paused"] else "consuming"
+        state = f"paused since {r['paused_at']}" if r["paused"] else "not paused"
         table.add_row(str(r["lane"]), str(r["queue"]), *(str(r[c]) for c in counts), state)
     rich_console().print(table)
