@@ -12,18 +12,17 @@ from __future__ import annotations
 
 import os
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from jobframework.delivery import RecordOutcome
-from jobframework.envelope import lambda_record
 from jobframework.errors import ConfigurationError
 from jobframework.inline import arun_inline, run_inline
 from jobframework.jobs import JobRegistry
-from jobframework.local.context import LocalLambdaContext
+from jobframework.polling import FakeLambdaContext, consume_once, drain, receive_all
 from jobframework.recorder import EnqueueRecorder
 from jobframework.settler import Settler
 from jobframework.sqs_events import DEFAULT_QUEUE_ARN, sqs_event, sqs_record
@@ -40,15 +39,6 @@ if TYPE_CHECKING:
 
 NOWHERE = "http://127.0.0.1:9"
 """Where :func:`in_memory_consumer`'s clients point (the discard port; a hook refuses every request)."""
-
-
-class FakeLambdaContext(LocalLambdaContext):
-    """A Lambda context whose remaining time counts down from ``timeout`` seconds (default 900, Lambda's
-    longest: the consumer releases unstarted a record whose job's ``timeout`` plus a few seconds is more
-    than the time left, so give a shorter one to test that)."""
-
-    def __init__(self, timeout: float = 900.0, function_name: str = "jf-local-consumer") -> None:
-        super().__init__(timeout, function_name)
 
 
 def in_memory_consumer(
@@ -280,73 +270,6 @@ def jf_inline() -> Iterator[EnqueueRecorder]:
         set_default_client(previous)
 
 
-def receive_all(sqs: Any, queue_url: str, *, attempts: int = 3) -> Sequence[dict[str, Any]]:
-    """Every visible message of a (shallow) queue, with all attributes, without waiting."""
-    messages: list[dict[str, Any]] = []
-    empty = 0
-    while empty < attempts:
-        got = sqs.receive_message(
-            QueueUrl=queue_url,
-            MaxNumberOfMessages=10,
-            WaitTimeSeconds=0,
-            AttributeNames=["All"],
-            MessageAttributeNames=["All"],
-            MessageSystemAttributeNames=["All"],
-        ).get("Messages", [])
-        if not got:
-            empty += 1
-        messages.extend(got)
-    return messages
-
-
-def consume_once(
-    handler: Any,
-    sqs: Any,
-    queue_url: str,
-    *,
-    max_messages: int = 10,
-    context: Any = None,
-    wait_seconds: int = 0,
-) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    """One event-source-mapping poll: receive a batch, call ``handler``, delete what it did not report.
-
-    Args:
-        handler: the Lambda handler (``consumer(...)``).
-        sqs: the SQS client to poll and delete with: pass your own (e.g. ``jf_aws.client("sqs")`` for
-            the embedded AWS); ``consume_once`` never makes one. The handler uses its own client
-            (``consumer(sqs_client=...)``, else one from ``JF_*``) for retries and dead letters.
-        queue_url: the queue to poll.
-        max_messages: at most this many records (1-10).
-        context: the Lambda context (a :class:`FakeLambdaContext` of 900 s when ``None``).
-        wait_seconds: ``WaitTimeSeconds`` of the receive (0: return at once).
-
-    Returns the records passed to the handler and its response (empty when no message was visible).
-    """
-    queue_arn = sqs.get_queue_attributes(QueueUrl=queue_url, AttributeNames=["QueueArn"])["Attributes"][
-        "QueueArn"
-    ]
-    messages = sqs.receive_message(
-        QueueUrl=queue_url,
-        MaxNumberOfMessages=max_messages,
-        WaitTimeSeconds=wait_seconds,
-        AttributeNames=["All"],
-        MessageAttributeNames=["All"],
-        MessageSystemAttributeNames=["All"],
-    ).get("Messages", [])
-    if not messages:
-        return [], {"batchItemFailures": []}
-    records = [lambda_record(m, queue_arn=queue_arn) for m in messages]
-    response = handler({"Records": records}, context or FakeLambdaContext())
-    failed = {f["itemIdentifier"] for f in response.get("batchItemFailures", [])}
-    done = [r for r in records if r["messageId"] not in failed]
-    if done:
-        sqs.delete_message_batch(
-            QueueUrl=queue_url,
-            Entries=[{"Id": str(n), "ReceiptHandle": r["receiptHandle"]} for n, r in enumerate(done)],
-        )
-    return records, response
-
-
 def run_saga(
     client: JobClient,
     saga_id: str,
@@ -387,11 +310,12 @@ __all__ = [
     "NOWHERE",
     "EmbeddedAWS",  # (jf_aws's type; from jobframework.local.aws)
     "EnqueueRecorder",  # (from jobframework.recorder)
-    "FakeLambdaContext",
+    "FakeLambdaContext",  # (from jobframework.polling, as consume_once, drain and receive_all)
     "RecordOutcome",  # (what a listener hears; from jobframework.delivery)
     "RuntimeConfig",  # (jf_config's type; from jobframework.topology)
     "arun_inline",  # (from jobframework.inline)
     "consume_once",
+    "drain",
     "in_memory_consumer",
     "jf_aws",
     "jf_config",
