@@ -72,6 +72,8 @@ def dead_letter_message(
     if source.endswith(".fifo") and isinstance(group, str):  # a FIFO queue's DLQ is a FIFO queue
         kwargs["MessageGroupId"] = group
         kwargs["MessageDeduplicationId"] = str(record.get("messageId", ""))[:128] or "-"
+    elif isinstance(group, str) and group:  # a standard queue's group is the job's tenant: kept for redrive
+        kwargs["MessageGroupId"] = group
     body = record.get("body")
     body = body if isinstance(body, str) and body else "<empty body>"
     fit_dead_letter(body, attributes)

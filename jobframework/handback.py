@@ -2,8 +2,9 @@
 
 See :mod:`jobframework.attempts`. The copy keeps the body byte for byte and the message attributes
 (trace, type, signature), and carries ``jf-executions``/``jf-deferrals``; the X-Ray header travels
-again as a system attribute. A delay over SQS's 15 minutes is sent as 15 minutes: the record is
-looked at again then and handed back again if it must still wait.
+again as a system attribute, and a standard queue's ``MessageGroupId`` (the job's tenant) with it.
+A delay over SQS's 15 minutes is sent as 15 minutes: the record is looked at again then and handed
+back again if it must still wait.
 """
 
 from __future__ import annotations
@@ -68,4 +69,7 @@ def copy_message(
     xray = system.get("AWSTraceHeader") if isinstance(system, Mapping) else None
     if isinstance(xray, str) and 0 < len(xray) <= wire.MAX_TRACE_ATTRIBUTE_CHARS:
         message["MessageSystemAttributes"] = {"AWSTraceHeader": wire.string_attribute(xray)}
+    group = system.get("MessageGroupId") if isinstance(system, Mapping) else None
+    if isinstance(group, str) and group and not str(record.get("eventSourceARN", "")).endswith(".fifo"):
+        message["MessageGroupId"] = group  # its tenant (a fair queue's): the copy counts as that tenant's
     return message

@@ -24,8 +24,11 @@ def print_table(
             f" (-n {min(depth, 1000)} for more)" if len(found) == count else ""
         )
     table = Table(title=f"{lane} DLQ: {shown}", title_justify="left")
-    keyed = any(d.own_key for d in found)
-    columns = ["type", "id", *(["key"] if keyed else []), "reason", "error", "attempts", "dead at (UTC)"]
+    keyed, tenants = any(d.own_key for d in found), any(d.tenant for d in found)
+    columns = [
+        *("type", "id", *(["key"] if keyed else []), *(["tenant"] if tenants else [])),
+        *("reason", "error", "attempts", "dead at (UTC)"),
+    ]
     if any(pointers):
         columns.append("payload")
     for name in columns:  # (the id whole: it is what --id, jf status and the console take)
@@ -37,6 +40,7 @@ def print_table(
             # A malformed body has no job id: the id the consumer's log named (--id takes either).
             s["id"] or f"message {d.dead_message_id or d.message_id}",
             *([d.own_key or "-"] if keyed else []),
+            *([d.tenant or "-"] if tenants else []),
             s["reason"] or "-",
             s["error"] or "-",
             str(s["attempts"] or "-"),

@@ -125,12 +125,24 @@ class DeadLetter:
         except ValueError:
             return self.body
 
+    @property
+    def fifo(self) -> bool:
+        """It is a FIFO DLQ's (its group is an ordered job's, with a sequence number)."""
+        return "SequenceNumber" in self.system_attributes or (self.source or "").endswith(".fifo")
+
+    @property
+    def tenant(self) -> str | None:
+        """The job's tenant (``enqueue(tenant=)``): a standard queue's ``MessageGroupId``."""
+        group = self.system_attributes.get("MessageGroupId")
+        return group if group and not self.fifo else None
+
     def summary(self) -> dict[str, Any]:
         """What ``jf dlq peek`` shows (JSON-ready)."""
         return {
             "type": self.job_type,
             "id": self.job_id,
             "key": self.key,
+            "tenant": self.tenant,
             "reason": self.reason,
             "error": self.error,
             "attempts": self.attempts,
@@ -199,8 +211,8 @@ class Selection:
 
 def _contains(letter: DeadLetter, text: str) -> bool:
     """``text`` is in the letter's body as sent (compact JSON) or as ``jf dlq peek --id`` shows it
-    (indented: ``"amount": -1``, which an operator copies), or in its error."""
-    if text in letter.body or text in (letter.error or ""):
+    (indented: ``"amount": -1``, which an operator copies), in its error, or in its tenant."""
+    if text in letter.body or text in (letter.error or "") or text in (letter.tenant or ""):
         return True
     # (the shown form differs from the sent one in spaces only)
     return any(c.isspace() for c in text) and text in letter.shown_body()

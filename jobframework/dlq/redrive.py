@@ -135,9 +135,10 @@ def redrive_entry(letter: DeadLetter, entry_id: str) -> dict[str, Any]:
     if xray:
         entry["MessageSystemAttributes"] = {"AWSTraceHeader": wire.string_attribute(xray)}
     group = letter.system_attributes.get("MessageGroupId")
-    if group:  # from a FIFO DLQ back to its FIFO source: same group, deduplicated per dead letter
+    if group:  # its tenant (a standard queue's group), or its FIFO group: back under the same one
         entry["MessageGroupId"] = group
-        entry["MessageDeduplicationId"] = letter.message_id[:128]
+        if letter.fifo:  # from a FIFO DLQ back to its FIFO source: deduplicated per dead letter
+            entry["MessageDeduplicationId"] = letter.message_id[:128]
     return entry
 
 

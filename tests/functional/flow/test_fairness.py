@@ -12,7 +12,7 @@ import pytest
 from jobframework.errors import ConfigurationError
 from jobframework.jobs import Priority
 from jobframework.local.emulator import Emulator, QueuePoller, queue_arn_from_url
-from jobframework.testing import receive_all
+from jobframework.testing import consume_once, drain, receive_all
 
 from .flow_jobs import Item
 
@@ -100,3 +100,40 @@ def test_without_the_look_ahead_the_flood_comes_first(flow):
     _flood(flow.sqs, url)
     served = _served_order(flow.sqs, url, lookahead=0, total=70)
     assert min(n for n, body in enumerate(served) if body.startswith("small")) >= 60
+
+
+def _groups_arriving(flow, url: str, count: int, seconds: float = 8) -> list[str | None]:
+    """The MessageGroupId of the next ``count`` messages of ``url`` (hand-backs come back delayed)."""
+    got: list[dict[str, Any]] = []
+    deadline = time.monotonic() + seconds
+    while len(got) < count and time.monotonic() < deadline:
+        got.extend(receive_all(flow.sqs, url, attempts=1))
+        time.sleep(0.2)
+    return [m["Attributes"].get("MessageGroupId") for m in got]
+
+
+def test_a_job_handed_back_over_its_limit_keeps_its_tenant(flow):
+    """A webhook trial's flood: the copies handed back over a per-customer cap lost their group, so the
+    overflow of one customer no longer counted as that customer's in the fair queue."""
+    for n in range(4):
+        flow.client.enqueue("f.per-tenant", Item(name=f"h{n}", tenant="acme"), tenant="acme")
+    records, _ = consume_once(flow.handler, flow.sqs, flow.url("default"))
+    assert len(records) == 4
+    released = [o for o in flow.outcomes if o.outcome == "released"]
+    assert len(released) == 3  # (concurrency=1 a tenant: one ran)
+    assert _groups_arriving(flow, flow.url("default"), 3) == ["acme"] * 3
+
+
+def test_a_dead_letter_and_its_redrive_keep_the_tenant(flow):
+    from jobframework.dlq import DeadLetters
+
+    flow.client.enqueue("f.flaky", Item(name="dead", fail_times=9), tenant="globex")
+    flow.client.enqueue("f.flaky", Item(name="dead2", fail_times=9))
+    drain(flow.handler, flow.sqs, flow.url("default"))  # (3 attempts each, then the DLQ)
+    letters = DeadLetters(flow.config, flow.sqs, wait_time_seconds=0)
+    found = letters.peek("default", limit=None)
+    assert sorted((d.summary()["tenant"] or "-") for d in found) == ["-", "globex"]
+    [chosen] = letters.peek("default", limit=None, matching="globex")  # (--match finds the tenant)
+    assert chosen.tenant == "globex"
+    letters.redrive("default")
+    assert sorted(g or "-" for g in _groups_arriving(flow, flow.url("default"), 2)) == ["-", "globex"]
