@@ -78,9 +78,46 @@ _THROTTLING_CODES = frozenset(
 )
 
 
+_TRANSIENT_BY_NAME = frozenset(
+    {
+        ("requests.exceptions", "ConnectionError"),
+        ("requests.exceptions", "Timeout"),
+        ("httpx", "TransportError"),
+        ("httpx", "TimeoutException"),
+        ("aiohttp.client_exceptions", "ClientConnectionError"),
+        ("aiohttp.client_exceptions", "ServerTimeoutError"),
+        ("urllib3.exceptions", "NewConnectionError"),
+        ("urllib3.exceptions", "ProtocolError"),
+        ("urllib3.exceptions", "TimeoutError"),
+    }
+)
+"""HTTP clients' connection and timeout errors by module and class (none of them is imported): most
+are not the built-in ``ConnectionError``/``TimeoutError`` (requests' subclasses ``OSError``, httpx's
+only ``Exception``)."""
+_CHAIN_DEPTH = 5
+
+
 def is_transient(exc: BaseException) -> bool:
-    """True for failures that are expected to pass: timeouts, dropped connections, AWS throttling."""
+    """True for failures that are expected to pass: timeouts, dropped connections (the built-in ones, an
+    HTTP client's, or one of them as the cause or ``reason`` of what was raised: urllib's ``URLError``
+    of a refused connection), AWS throttling."""
+    seen: BaseException | None = exc
+    for _ in range(_CHAIN_DEPTH):
+        if seen is None:
+            return False
+        if _transient_itself(seen):
+            return True
+        reason = getattr(seen, "reason", None)  # (urllib.error.URLError, urllib3's MaxRetryError)
+        if isinstance(reason, BaseException) and _transient_itself(reason):
+            return True
+        seen = seen.__cause__ or (None if seen.__suppress_context__ else seen.__context__)
+    return False
+
+
+def _transient_itself(exc: BaseException) -> bool:
     if isinstance(exc, TimeoutError | ConnectionError | RetryableError):
+        return True
+    if any((t.__module__, t.__name__) in _TRANSIENT_BY_NAME for t in type(exc).__mro__):
         return True
     try:
         from botocore.exceptions import (

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import logging
 import random
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
 import pytest
 from botocore.exceptions import ClientError, EndpointConnectionError
 from pydantic import BaseModel, ValidationError
 
-from jobframework.classification import Action, Reason, classify
+from jobframework.classification import Action, Reason, classify, is_transient
 from jobframework.errors import ConfigurationError, PermanentError, RetryableError
 from jobframework.jobs import JobRegistry, Priority, job
 from jobframework.retry import (
@@ -386,3 +387,32 @@ def test_a_retryable_error_is_retried_whatever_permanent_takes():
     )
     assert last.reason is Reason.EXHAUSTED  # (within max_attempts, as any retry)
     assert classify(KeyError("k"), attempt=1, policy=POLICY, **rules).reason is Reason.PERMANENT
+
+
+def _refused(call: Callable[[], object]) -> BaseException:
+    """What ``call`` raises connecting to a closed local port (the discard port: nothing listens)."""
+    try:
+        call()
+    except Exception as exc:
+        return exc
+    raise AssertionError("the connection was not refused")
+
+
+def test_an_http_clients_refused_connection_is_transient_however_it_is_wrapped():
+    """A webhook trial's refused connection through urllib (URLError, an OSError) was logged at ERROR
+    with its traceback, where the README promised one WARNING line as for a dropped connection."""
+    import urllib.error
+    import urllib.request
+
+    import requests
+
+    by_urllib = _refused(lambda: urllib.request.urlopen("http://127.0.0.1:9/", timeout=2))
+    by_requests = _refused(lambda: requests.get("http://127.0.0.1:9/", timeout=2))
+    assert isinstance(by_urllib, urllib.error.URLError) and not isinstance(by_urllib, ConnectionError)
+    assert not isinstance(by_requests, ConnectionError)  # (requests' own ConnectionError: an OSError)
+    assert is_transient(by_urllib) and is_transient(by_requests)
+    assert not is_transient(FileNotFoundError("no such file"))  # (an OSError, not a connection's)
+    assert not is_transient(ValueError("bad"))
+    wrapped = RuntimeError("the upload failed")
+    wrapped.__cause__ = ConnectionResetError("reset by peer")
+    assert is_transient(wrapped)  # (its cause is the connection's)
