@@ -149,8 +149,10 @@ def dlq_peek(  # noqa: PLR0917 (typer options)
     depth = letters.depth(priority)  # (before the peek, which holds what it reads for a moment)
     found = letters.peek(priority, limit=count, job_type=job_type, reason=reason, matching=matching)
     pointers = [payload_pointer(d.body) for d in found]
-    if not found and (job_type or reason or matching):
+    filtered = bool(job_type or reason or matching)
+    if not found and filtered and not json_output:
         none_selected(ctx, priority, config, job_type)
+        return  # (no empty table under the explanation)
     if json_output:
         print_json(
             [
@@ -159,7 +161,7 @@ def dlq_peek(  # noqa: PLR0917 (typer options)
             ]
         )
         return
-    print_table(priority, found, pointers, depth=depth, count=count)
+    print_table(priority, found, pointers, depth=depth, count=count, filtered=filtered)
 
 
 @dlq_app.command("export")

@@ -8,20 +8,33 @@ from typing import Any
 from jobframework.cli.base import print_json, rich_console
 from jobframework.cli.errors import CliError
 
+TABLE_ERROR_CHARS = 100
+"""An error longer than this is cut in ``peek``'s table (wrapped into slivers in a terminal of 100
+columns, a trial found); ``peek --id`` shows it whole."""
+
 
 def print_table(
-    lane: str, found: list[Any], pointers: list[dict[str, Any] | None], *, depth: int, count: int
+    lane: str,
+    found: list[Any],
+    pointers: list[dict[str, Any] | None],
+    *,
+    depth: int,
+    count: int,
+    filtered: bool = False,
 ) -> None:
     """``peek``'s table: a row a letter (type, id, reason, error, attempts, dead at; where its offloaded
-    payload is, when any is), titled with how many are shown of about how many in the DLQ."""
+    payload is, when any is), titled with how many are shown (matching, when ``filtered``) of about
+    how many in the DLQ."""
     from rich.table import Table
 
     from jobframework.dlq import UNTYPED
 
-    shown = f"{len(found)} shown"
+    shown = f"{len(found)} {'matching ' if filtered else ''}shown"
     if depth > len(found):  # (SQS's count is approximate)
         shown += f" of about {depth} in the DLQ" + (
-            f" (-n {min(depth, 1000)} for more)" if len(found) == count else ""
+            f" (-n {min(depth, 1000)} for more{' that match' if filtered else ''})"
+            if len(found) == count
+            else ""
         )
     table = Table(title=f"{lane} DLQ: {shown}", title_justify="left")
     keyed, tenants = any(d.own_key for d in found), any(d.tenant for d in found)
@@ -42,7 +55,7 @@ def print_table(
             *([d.own_key or "-"] if keyed else []),
             *([d.tenant or "-"] if tenants else []),
             s["reason"] or "-",
-            s["error"] or "-",
+            _cut(s["error"] or "-"),
             str(s["attempts"] or "-"),
             d.died_at.strftime("%Y-%m-%d %H:%M:%S") if d.died_at else "-",  # (UTC, as --json's dead_at)
         ]
@@ -50,6 +63,12 @@ def print_table(
             row.append(f"{ref['uri']} ({ref['size']:,} bytes)" if ref else "inline")
         table.add_row(*row)
     rich_console().print(table)
+
+
+def _cut(error: str) -> str:
+    if len(error) <= TABLE_ERROR_CHARS:
+        return error
+    return error[: TABLE_ERROR_CHARS - 1].rstrip() + "… (peek --id: all of it)"
 
 
 def show_in_full(lane: str, found: list[Any], ids: list[str], *, json_output: bool, s3: Any = None) -> None:

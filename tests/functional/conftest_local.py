@@ -108,6 +108,7 @@ def dead_letter(
     reason: str = "exhausted",
     attempts: int = 3,
     dead_at: str = "2026-01-01T00:00:00.000+00:00",
+    error: str = "RuntimeError: boom",
 ) -> Envelope:
     """Put a dead letter on ``priority``'s DLQ exactly as the consumer writes one; returns its envelope."""
     env = Envelope.new(job_type, payload, key=key)
@@ -120,7 +121,7 @@ def dead_letter(
             "jf-type": string_attribute(job_type),
             "traceparent": string_attribute(trace.traceparent),
             "jf-reason": string_attribute(reason),
-            "jf-error": string_attribute("RuntimeError: boom"),
+            "jf-error": string_attribute(error),
             "jf-attempts": string_attribute(str(attempts)),
             "jf-source": string_attribute(ep.name),
             "jf-dead-at": string_attribute(dead_at),

@@ -167,6 +167,13 @@ def test_peek_says_how_many_the_dlq_holds_and_where_a_job_types_letters_are(sqs,
     assert "low DLQ: 5 shown of about 12 in the DLQ (-n 12 for more)" in peeked.stdout
     everything = invoke(["dlq", "peek", "low", "-n", "20"], env)
     assert "low DLQ: 12 shown" in everything.stdout and "of about" not in everything.stdout
+    # An on-call trial: a filtered peek's title read as if -n would show more of what matched.
+    one = invoke(["dlq", "peek", "low", "--match", '"r-3"'], env)
+    assert "low DLQ: 1 matching shown of about 12 in the DLQ" in one.stdout and "for more" not in one.stdout
+    two = invoke(["dlq", "peek", "low", "--type", "dl.report", "-n", "2"], env)
+    assert "2 matching shown of about 12 in the DLQ (-n 12 for more that match)" in two.stdout
+    nothing = invoke(["dlq", "peek", "low", "--match", "no-such-text"], env)
+    assert "no dead letter of the low DLQ matched" in nothing.stderr and "DLQ:" not in nothing.stdout
     elsewhere = invoke(["dlq", "peek", "high", "--type", "dl.report"], env)
     assert elsewhere.exit_code == 0
     assert "dl.report runs on low: its letters are in the low DLQ" in elsewhere.stderr
@@ -180,6 +187,17 @@ def test_peek_says_how_many_the_dlq_holds_and_where_a_job_types_letters_are(sqs,
     assert "JF_QUEUE_URL_LOW" in exported
     purged = invoke(["dlq", "purge", "high", "--type", "dl.report", "--yes"], exported)
     assert "dl.report runs on low: its letters are in the low DLQ" in purged.stderr, purged.output
+
+
+def test_a_long_error_is_cut_in_the_table_and_whole_by_id(sqs, jf_config):
+    """An on-call trial's budget errors wrapped into 8-character slivers in a 100-column terminal."""
+    env = {**cli_env(jf_config), "COLUMNS": "400"}  # (one line a row: the cell as cut)
+    error = "ConnectionError: partner down (not retried: the retry budget of default is spent; " + "x" * 300
+    letter = dead_letter(sqs, jf_config, "low", "reports.generate", {"report_id": "r-long"}, error=error)
+    table = invoke(["dlq", "peek", "low"], env)
+    assert "… (peek --id: all of it)" in table.stdout and "x" * 50 not in table.stdout, table.stdout
+    whole = invoke(["dlq", "peek", "low", "--id", letter.id], env)
+    assert "x" * 300 in whole.stdout.replace("\n", "")
 
 
 def test_peek_by_id_shows_a_letter_in_full(sqs, jf_config):
