@@ -35,26 +35,39 @@ def status(
             show_default=False,
         ),
     ] = None,
+    matching: Annotated[
+        str | None,
+        typer.Option(
+            "--match",
+            help="The jobs whose key contains this text (a customer's id within keys such as "
+            "order:c-42:o-1:confirm), newest first; a scan, as --key.",
+            show_default=False,
+        ),
+    ] = None,
     json_output: JsonOption = False,
 ) -> None:
     """What is known of a job: queued, scheduled, running, retrying, succeeded or dead.
 
     Example: jf status 0190b8a4-6f1e-7c3a-9d2b-1a2b3c4d5e6f
     Example: jf status --key invoice:42:pdf
+    Example: jf status --match c-42
     """
-    if (job_id is None) == (key is None):
+    if sum(given is not None for given in (job_id, key, matching)) != 1:
         raise typer.BadParameter(
-            "give a job id (jf status ID) or a key (jf status --key KEY), not both", param_hint="ID"
+            "give one of a job id (jf status ID), a key (--key KEY) or text within keys (--match TEXT)",
+            param_hint="ID",
         )
     aws = aws_of(ctx)
-    if key is not None:
-        found = _by_key(aws, key.strip())
+    if key is not None or matching is not None:
+        whole = key is not None
+        text = (key if whole else matching) or ""
+        found = _by_key(aws, text.strip(), whole=whole)
         if json_output:
             print_json([job.model_dump(mode="json") for job in found])
         elif len(found) == 1:
             _print_one(found[0])
         else:
-            _print_many(key.strip(), found)
+            _print_many(f"the key {text.strip()}" if whole else f"keys containing {text.strip()}", found)
         return
     assert job_id is not None
     job_id = job_id.strip()  # (a pasted id with a space or a newline around it)
@@ -78,34 +91,41 @@ def status(
         _print_one(one)
 
 
-def _by_key(aws: Aws, key: str) -> list[JobStatus]:
-    """The tracked jobs of ``key`` (a debounce window's of it too), newest first; none is an error
-    saying why a job of the key may have no status."""
+def _by_key(aws: Aws, key: str, *, whole: bool = True) -> list[JobStatus]:
+    """The tracked jobs of ``key`` (a debounce window's of it too; ``whole=False``: of every key
+    containing it), newest first; none is an error saying why a job of the key may have no status."""
+    option = "--key" if whole else "--match"
     if not 0 < len(key) <= 1024:
-        raise typer.BadParameter("a key has 1 to 1024 characters", param_hint="--key")
+        raise typer.BadParameter("give 1 to 1024 characters", param_hint=option)
     from jobframework.ui.records import find_jobs
 
-    store = aws.state_store(aws.runtime_config(), "status --key")
-    found = find_jobs(store, key=key, limit=KEY_MATCHES)
+    store = aws.state_store(aws.runtime_config(), f"status {option}")
+    if whole:
+        found = find_jobs(store, key=key, limit=KEY_MATCHES)
+    else:
+        found = find_jobs(store, key_contains=key, limit=KEY_MATCHES)
     if not found.jobs:
         stopped = "" if found.complete else f" in the {found.scanned} records read (the scan stopped early)"
+        which = f"has the key {key!r}" if whole else f"has a key containing {key!r}"
         raise CliError(
-            f"no tracked job has the key {key!r}{stopped}: a job keeps a status only with track=True "
-            "(or track= at its enqueue), for a week after it ends; a key is matched whole (jf cancel "
-            "--type T --older-than 0 --match TEXT --dry-run finds text within keys)"
+            f"no tracked job {which}{stopped}: a job keeps a status only with track=True (or track= at "
+            "its enqueue), for a week after it ends"
+            + ("; --key matches a key whole (jf status --match TEXT finds text within keys)" if whole else "")
         )
     return found.jobs
 
 
-def _print_many(key: str, jobs: list[JobStatus]) -> None:
+def _print_many(of: str, jobs: list[JobStatus]) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    table = Table(title=f"jobs of the key {key} (newest first)", title_justify="left")
-    for column in ("id", "type", "status", "attempts", "key", "updated at"):
-        table.add_column(column, no_wrap=column == "id")
+    # No box, and folded rather than cut to "inve…": an on-call trial's 80-column terminal.
+    table = Table(title=f"jobs of {of} (newest first)", title_justify="left", box=None, pad_edge=False)
+    for column in ("id", "status", "attempts", "type", "key", "updated (UTC)"):
+        table.add_column(column, no_wrap=column in ("id", "status"), overflow="fold")
     for job in jobs:
-        table.add_row(job.id, job.type, job.status.value, str(job.attempts), job.key or "-", job.updated_at)
+        updated = str(job.updated_at or "-").replace("T", " ")[:19]
+        table.add_row(job.id, job.status.value, str(job.attempts), job.type, job.key or "-", updated)
     Console(soft_wrap=True).print(table)
     more = " (at most the newest 20)" if len(jobs) >= KEY_MATCHES else ""
     typer.echo(f"{len(jobs)} jobs{more}: jf status ID for one in full", err=True)

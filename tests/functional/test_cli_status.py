@@ -150,11 +150,35 @@ def test_status_by_key_shows_the_job_of_a_key_then_each_of_several_newest_first(
     assert none.exit_code == 1
     line = _one_error_line(none)
     assert "no tracked job has the key 'order:8'" in line and "track=True" in line
+    assert "jf status --match TEXT finds text within keys" in line
+
+
+def test_status_match_finds_the_jobs_whose_key_contains_the_text(env_config):
+    """An on-call trial knew the customer (c-42), not the whole key; the hint sent it to jf cancel,
+    which finds unfinished jobs only."""
+    config, client, _ = env_config
+    a = client.enqueue("eo.effect", {"name": "m1"}, key="order:c-42:o-1:confirm")
+    b = client.enqueue("eo.effect", {"name": "m2"}, key="order:c-42:o-2:confirm")
+    client.enqueue("eo.effect", {"name": "m3"}, key="order:c-7:o-3:confirm")
+    found = invoke(["status", "--match", "c-42", "--json"], cli_env(config))
+    assert found.exit_code == 0, found.output
+    assert sorted(j["id"] for j in json.loads(found.stdout)) == sorted([a.id, b.id])
+    table = invoke(["status", "--match", "c-42"], {**cli_env(config), "COLUMNS": "80"})
+    assert "jobs of keys containing c-42" in table.stdout and a.id in table.stdout, table.stdout
+    assert "…" not in table.stdout and "queued" in table.stdout  # (folded, not cut, at 80 columns)
+    none = invoke(["status", "--match", "c-99"], cli_env(config))
+    assert none.exit_code == 1 and "no tracked job has a key containing 'c-99'" in _one_error_line(none)
 
 
 @pytest.mark.parametrize(
     "args",
-    [["status"], ["status", "x" * 129], ["status", "id", "--jsn"], ["status", "id", "--key", "k"]],
+    [
+        ["status"],
+        ["status", "x" * 129],
+        ["status", "id", "--jsn"],
+        ["status", "id", "--key", "k"],
+        ["status", "--key", "k", "--match", "k"],
+    ],
 )
 def test_status_with_bad_arguments_exits_2(args):
     result = invoke(args, {"JF_ENDPOINT_URL": "http://127.0.0.1:9"})
