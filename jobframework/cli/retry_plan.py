@@ -48,8 +48,16 @@ def retry_plan(
         }
         for row in retry_plan(job.retry)
     ]
+    budget = budget_note(job.retry_budget, job.lane)
     if json_output:
-        print_json({"type": job.name, "max_attempts": job.retry.max_attempts, "retries": rows})
+        print_json(
+            {
+                "type": job.name,
+                "max_attempts": job.retry.max_attempts,
+                "retries": rows,
+                "retry_budget": budget,
+            }
+        )
         return
     from rich.table import Table
 
@@ -58,7 +66,7 @@ def retry_plan(
         title_justify="left",
         caption=(
             "as SQS applies them: the policy's delay and jitter rounded up to whole seconds; "
-            f"{OWN_DELAY_NOTE}"
+            f"{OWN_DELAY_NOTE}. {budget}"
         ),
         caption_justify="left",
     )
@@ -73,6 +81,24 @@ def retry_plan(
     if not rows:
         table.add_row("1", "no retry", "-")
     rich_console().print(table)
+
+
+def budget_note(option: object, lane: str) -> str:
+    """What the retry budget does to the plan (an on-call trial's outage dead-lettered most jobs
+    ``budget`` at attempt 1 while this table promised every attempt)."""
+    if option is False:
+        return "No retry budget (retry_budget=False): every attempt above is made."
+    if option is True:
+        of = f"the {lane} queue's retry budget"
+    elif isinstance(option, str):
+        of = f"the retry budget {option!r}"
+    else:
+        of = "the retry budget its retry_budget= function names"
+    return (
+        f"Each retry also needs room in {of} (JF_RETRY_BUDGET: by default retries up to 20 % of first "
+        "attempts, at least 100 in 5 minutes): past it, a retry is dead-lettered budget at once, so in a "
+        "long outage most jobs end there (redrive them once the downstream is back)."
+    )
 
 
 def _whole(seconds: float) -> str:

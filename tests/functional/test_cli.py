@@ -232,6 +232,10 @@ def test_retry_plan_as_json_and_table():
     assert "webhooks.deliver: 4 attempts" in table.stdout
     assert "1 s - 2 s" in table.stdout and "rounded up to whole seconds" in table.stdout  # not "1.0s"
     assert "RetryableError(delay=N)" in " ".join(table.stdout.split())  # (the caption may wrap)
+    # An on-call trial's outage: most jobs dead-lettered `budget` at attempt 1, which the plan never said
+    said = " ".join(table.stdout.split())
+    assert "Each retry also needs room in the default queue's retry budget" in said, said
+    assert "dead-lettered budget at once" in plan["retry_budget"]
     typo = invoke(["retry-plan", "webhooks.delivr"])  # (it listed every job, no word of the close one)
     assert typo.exit_code == 1, typo.output
     assert "(did you mean 'webhooks.deliver'?)" in typo.stderr, typo.output
