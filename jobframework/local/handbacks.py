@@ -4,8 +4,9 @@ A record over a concurrency or rate limit, held back behind its FIFO group, or w
 debounce window is handed back unrun, not as an attempt, and comes back by itself: 20 jobs held by
 ``concurrency=1`` make dozens of such ``released`` lines. :class:`QuietHandBacks` lets the first of
 each job type and reason through, with a note, then one line per :data:`SUMMARY_SECONDS` at most
-that counts them; ``jf dev -v`` (and ``--json``) print every one. Any other outcome, a hand-back for
-lack of time or because the limits could not be read included, is always printed.
+that counts them; ``jf dev -v`` (and ``--json``) print every one. So are the dead letters of a spent
+retry budget (an outage's hundreds alike). Any other outcome, a hand-back for lack of time or because
+the limits could not be read included, is always printed.
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ from jobframework.fifo import HELD_BACK
 ROUTINE_REASONS = frozenset({"concurrency limit", "rate limit", "debounce window still open", HELD_BACK})
 """The reasons of the hand-backs that are the limits doing their work (``jobframework.flow.limits``,
 ``jobframework.flow.debounce``, ``jobframework.fifo``)."""
+BUDGET = "budget"
+"""A dead letter's reason when the retry budget was spent (``Reason.BUDGET``): in an outage, many."""
 SUMMARY_SECONDS = 30.0
 """At most one line per job type and reason in this many seconds, after the first."""
 
@@ -51,6 +54,16 @@ class QuietHandBacks(logging.Filter):
         >>> now[0] = 31.0
         >>> later = released(); quiet.filter(later), later.note
         (True, '2 hand-backs of crm.sync (concurrency limit) in the last 31 s')
+        >>> def spent():  # (an outage past the retry budget)
+        ...     return logging.makeLogRecord({"outcome": "dead_lettered", "job_type": "inventory.sync",
+        ...                                   "reason": "budget", "lane": "default"})
+        >>> first = spent(); quiet.filter(first), quiet.filter(spent())
+        (True, False)
+        >>> first.note.split("; ")[-1]
+        'jf dlq peek default --reason budget lists them'
+        >>> quiet.filter(logging.makeLogRecord({"outcome": "dead_lettered", "job_type": "inventory.sync",
+        ...                                     "reason": "exhausted"}))
+        True
     """
 
     def __init__(self, every: float = SUMMARY_SECONDS, clock: Callable[[], float] = time.monotonic) -> None:
@@ -62,24 +75,29 @@ class QuietHandBacks(logging.Filter):
 
     def filter(self, record: logging.LogRecord) -> bool:
         reason = getattr(record, "reason", None)
-        if getattr(record, "outcome", None) != Outcome.RELEASED or reason not in ROUTINE_REASONS:
+        outcome = getattr(record, "outcome", None)
+        if outcome == Outcome.RELEASED and reason in ROUTINE_REASONS:
+            what = "hand-backs"
+        elif outcome == Outcome.DEAD_LETTERED and reason == BUDGET:
+            what = "dead letters"  # (an outage past the retry budget: hundreds alike, an on-call trial)
+        else:
             return True
         job_type = str(getattr(record, "job_type", None) or "(no job type)")
         now = self._clock()
         with self._lock:
-            seen = self._counts.get((job_type, reason))
+            seen = self._counts.get((job_type, str(reason)))
             if seen is None:
-                self._counts[(job_type, reason)] = _Count(now)
+                self._counts[(job_type, str(reason))] = _Count(now)
+                lane = getattr(record, "lane", None) or getattr(record, "priority", None)
+                listed = f"; jf dlq peek {lane} --reason budget lists them" if what == "dead letters" else ""
                 record.note = (
-                    f"more hand-backs of {job_type} ({reason}): one line per {self.every:g} s; "
-                    "jf dev -v shows each"
+                    f"more {what} of {job_type} ({reason}): one line per {self.every:g} s; "
+                    f"jf dev -v shows each{listed}"
                 )
                 return True
             seen.count += 1
             if now - seen.since < self.every:
                 return False
-            record.note = (
-                f"{seen.count} hand-backs of {job_type} ({reason}) in the last {now - seen.since:.0f} s"
-            )
+            record.note = f"{seen.count} {what} of {job_type} ({reason}) in the last {now - seen.since:.0f} s"
             seen.since, seen.count = now, 0
             return True
