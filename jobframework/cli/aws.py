@@ -120,6 +120,25 @@ class Aws:
             raise CliError(f"{what} needs the state table: set JF_STATE_TABLE (or JF_TOPOLOGY_PARAMETER)")
         return StateStore.of(config, self.client("dynamodb", config=config))
 
+    def paused_lanes(self, config: RuntimeConfig) -> dict[str, str]:
+        """The lanes ``jf queue pause`` paused and since when (none without a state table)."""
+        if not config.state_table:
+            return {}
+        from jobframework.flow.pause import paused
+        from jobframework.state import StateStore
+
+        return paused(StateStore(config.state_table, self.client("dynamodb", config=config)))
+
+    def note_if_paused(self, config: RuntimeConfig, lane: str, what: str) -> None:
+        """Say on stderr that ``what`` (the job, the redriven jobs) waits in ``lane``'s paused queue."""
+        since = self.paused_lanes(config).get(lane, False)
+        if since is not False:
+            typer.echo(
+                f"jf: note: the {lane} queue is paused (since {since or '?'}): {what} waits there until "
+                f"`jf queue resume {lane}`",
+                err=True,
+            )
+
     def job_client(self, config: RuntimeConfig, registry: Any = None) -> Any:
         """A :class:`~jobframework.client.JobClient` of ``config`` on this command's clients (and the
         jobs of ``registry``, the default registry when ``None``)."""

@@ -38,7 +38,6 @@ from jobframework.cli.errors import CliError
 
 if TYPE_CHECKING:
     from jobframework.dlq.letter import DeadLetter
-    from jobframework.topology import RuntimeConfig
 
 dlq_app = typer.Typer(
     cls=TyperGroup,
@@ -96,7 +95,7 @@ def dlq_ls(
     """
     letters, config = dead_letters_of(ctx)
     depths = letters.depths(sample=sample)
-    stopped = _paused_lanes(ctx, config)
+    stopped = set(aws_of(ctx).paused_lanes(config))
     if json_output:
         print_json([{**asdict(d), "source_paused": d.priority in stopped} for d in depths])
         return
@@ -110,16 +109,6 @@ def dlq_ls(
         source = "paused" if d.priority in stopped else "not paused"
         table.add_row(d.priority, d.name, str(d.depth), str(d.in_flight), oldest, source)
     rich_console().print(table)
-
-
-def _paused_lanes(ctx: typer.Context, config: RuntimeConfig) -> set[str]:
-    """The lanes ``jf queue pause`` paused (none without a state table)."""
-    if not config.state_table:
-        return set()
-    from jobframework.flow.pause import paused
-    from jobframework.state import StateStore
-
-    return set(paused(StateStore(config.state_table, aws_of(ctx).client("dynamodb", config=config))))
 
 
 @dlq_app.command("peek")
@@ -361,12 +350,8 @@ def dlq_redrive(  # noqa: PLR0917
         typer.echo(summary)
         if note:
             typer.echo(f"jf: note: {note}", err=True)
-        if result.matched and priority in _paused_lanes(ctx, config):  # (they wait: say so, and for how long)
-            typer.echo(
-                f"jf: note: the {priority} queue is paused: the redriven jobs wait there until "
-                f"`jf queue resume {priority}`",
-                err=True,
-            )
+        if result.matched:  # (they wait in a paused queue: say so, and for how long)
+            aws_of(ctx).note_if_paused(config, priority, "each redriven job")
     if ids:  # named letters that are not there, or not selected: a script must hear it
         check_named(priority, ids, result, filtered=bool(job_type or reason or older_than or matching))
     elif not result.matched and (job_type or reason or older_than or matching):

@@ -104,13 +104,15 @@ def _run_now(
         )
     if config is None:
         raise CliError(why)
-    result = enqueue_by_hand(aws_of(ctx).job_client(config), spec)
+    aws = aws_of(ctx)
+    result = enqueue_by_hand(aws.job_client(config), spec)
     if not result.ok:
         raise CliError(f"the run of {spec.job} could not be sent: {result.error}")
     if json_output:
         print_json({"id": result.id, "type": spec.job, "key": result.key, "duplicate": result.duplicate})
     else:
         typer.echo(result.id)
+    aws.note_if_paused(config, spec.lane, "the run")
 
 
 def _paused(store: StateStore | None) -> dict[str, str]:

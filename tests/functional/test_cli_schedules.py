@@ -110,3 +110,7 @@ def test_jf_schedules_run_enqueues_one_run_of_a_schedule_now_with_its_payload(jf
     assert listed[0]["last_run"] is not None
     typo = invoke(["schedules", "--jobs", "handlers.jobs", "--run", "maintenance.clenup"], env)
     assert typo.exit_code == 2 and "did you mean 'maintenance.cleanup'?" in typo.stderr, typo.output
+    assert invoke(["queue", "pause", "low"], env).exit_code == 0  # (an on-call trial's nightly run)
+    held = invoke(["schedules", "--jobs", "handlers.jobs", "--run", "maintenance.cleanup"], env)
+    assert held.exit_code == 0, held.output
+    assert "the low queue is paused (since " in held.stderr and "the run waits there" in held.stderr

@@ -114,7 +114,7 @@ def test_the_emulator_stops_and_restarts_polling_a_paused_lane(jf_aws, jf_config
     assert handled == ["held"]
 
 
-def test_a_redrive_into_a_paused_queue_says_its_jobs_wait_there(jf_config, sqs):
+def test_a_redrive_or_an_enqueue_into_a_paused_queue_says_its_jobs_wait_there(jf_config, sqs):
     """An operator redrove into a paused queue and was told only "redrove 1"."""
     from tests.functional.conftest_local import dead_letter
 
@@ -123,8 +123,13 @@ def test_a_redrive_into_a_paused_queue_says_its_jobs_wait_there(jf_config, sqs):
     assert invoke(["queue", "pause", "default"], env).exit_code == 0
     moved = invoke(["dlq", "redrive", "default"], env)
     assert moved.exit_code == 0 and "redrove 1" in moved.stdout, moved.output
-    assert "the default queue is paused: the redriven jobs wait there until `jf queue resume default`" in (
-        moved.stderr
-    )
+    said = " ".join(moved.stderr.split())
+    assert "the default queue is paused (since " in said, said
+    assert "each redriven job waits there until `jf queue resume default`" in said
+    # An on-call trial's enqueue and by-hand schedule run into a paused lane printed only an id
+    sent = invoke(["enqueue", "crm.sync", '{"account_id": "a-2"}'], env)
+    assert sent.exit_code == 0, sent.output
+    assert "the job waits there until `jf queue resume default`" in " ".join(sent.stderr.split())
     assert invoke(["queue", "resume", "default"], env).exit_code == 0
     assert "is paused" not in invoke(["dlq", "redrive", "default"], env).stderr
+    assert "is paused" not in invoke(["enqueue", "crm.sync", '{"account_id": "a-3"}'], env).stderr
