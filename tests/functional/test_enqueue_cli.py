@@ -320,3 +320,37 @@ def test_enqueue_wait_prints_how_the_job_ended_and_exits_1_unless_it_succeeded(s
     assert "has not ended after 0.3 s: it is queued" in late.stderr
     untracked = invoke(["enqueue", "emails.send", email, "--wait", "5", "--no-track"], env)
     assert untracked.exit_code == 2 and "--wait reads the job's status" in untracked.output
+
+
+def test_enqueue_wait_of_a_duplicate_says_it_did_not_run(sqs, jf_config):
+    """An on-call trial's "enqueue it again" of a keyed job read "succeeded after 1 attempt", exit 0,
+    though the consumer skipped it as its key's duplicate."""
+    import threading
+
+    from jobframework.consumer import consumer
+    from jobframework.jobs import registry
+    from jobframework.testing import consume_once
+
+    env, email = cli_env(jf_config), '{"to": "k@example.com", "subject": "x"}'
+    handler = consumer(registry, config=jf_config, sqs_client=sqs)
+    for expected in ("succeeded after 1 attempt", "not run: a duplicate"):
+        running = threading.Timer(0.5, consume_once, args=(handler, sqs, jf_config.endpoints("high").url))
+        running.start()
+        try:
+            args = [
+                "enqueue",
+                "emails.send",
+                email,
+                "--key",
+                "mail:k-1",
+                "--dedup-window",
+                "0",
+                "--wait",
+                "30",
+            ]
+            done = invoke(args, env)
+        finally:
+            running.join()
+        assert done.exit_code == 0, done.output
+        assert done.stdout.splitlines()[1].startswith(expected), done.stdout
+    assert "to run the work again, enqueue a payload whose key differs" in done.stdout
