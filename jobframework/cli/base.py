@@ -66,6 +66,7 @@ JobsOption = Annotated[
     list[str] | None,
     typer.Option(
         "--jobs",
+        metavar="MODULE",
         help="Module that registers jobs (repeatable; default: JF_JOBS, else pyproject.toml's "
         "[tool.jobframework] jobs).",
         show_default=False,

@@ -294,9 +294,10 @@ def dlq_redrive(  # noqa: PLR0917
     ids: IdOption = None,
     matching: MatchOption = None,
     older_than: Annotated[
-        str | None, typer.Option(help="Only dead letters at least this old (90s, 15m, 2h, 1d).")
+        str | None,
+        typer.Option(metavar="AGE", help="Only dead letters at least this old (90s, 15m, 2h, 1d)."),
     ] = None,
-    limit: Annotated[int | None, typer.Option(help="At most this many.", min=1)] = None,
+    limit: Annotated[int | None, typer.Option(metavar="N", help="At most this many.", min=1)] = None,
     rate: Annotated[float | None, typer.Option(help="At most this many messages a second.", min=0.1)] = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Show what would move; move nothing.")] = False,
     native: Annotated[

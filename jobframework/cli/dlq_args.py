@@ -55,7 +55,9 @@ PriorityArg = Annotated[
 
 TypeOption = Annotated[
     str | None,
-    typer.Option("--type", help="Only this job type ('?': letters whose type cannot be read)."),
+    typer.Option(
+        "--type", metavar="TYPE", help="Only this job type ('?': letters whose type cannot be read)."
+    ),
 ]
 
 
@@ -72,6 +74,7 @@ def known_reason(value: str | None) -> str | None:
 ReasonOption = Annotated[
     str | None,
     typer.Option(
+        metavar="REASON",
         help="Only this dead-letter reason (exhausted, permanent, malformed, ...; see peek).",
         callback=known_reason,
     ),
@@ -91,7 +94,7 @@ MatchOption = Annotated[
     typer.Option(
         "--match",
         metavar="TEXT",
-        help="Only letters whose body (payload, key) or error contains TEXT, e.g. a tenant's id.",
+        help="Only letters whose body (payload, key), error or tenant contains TEXT, e.g. a tenant's id.",
         callback=some_text,
     ),
 ]
@@ -106,6 +109,7 @@ IdOption = Annotated[
     list[str] | None,
     typer.Option(
         "--id",
+        metavar="ID",
         help="Only this letter: a job id or an SQS message id (repeat for more).",
         callback=stripped_ids,
     ),

@@ -83,7 +83,10 @@ def _switch(ctx: typer.Context, name: str, *, pause: bool, json_output: bool) ->
         return
     verb = "paused" if pause else "resumed"
     for r in report:
-        where = [f"{len(r['mappings'])} event source mapping(s)"] + (["local pollers"] if r["flag"] else [])
+        count = len(r["mappings"])
+        where = [f"{count} Lambda event source mapping{'' if count == 1 else 's'}"] if count else []
+        if r["flag"]:
+            where.append("the pause flag that jf dev and jf worker read")
         already = f"already paused since {r['already_paused_since']}" if r["already_paused_since"] else ""
         typer.echo(f"{r['lane']}: {already or verb} ({', '.join(where)})")
 

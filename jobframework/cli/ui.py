@@ -50,7 +50,9 @@ def ui(  # noqa: PLR0917
     allow_host: Annotated[
         list[str] | None,
         typer.Option(
-            "--allow-host", help="Another host name the browser may use to reach the console (repeatable)."
+            "--allow-host",
+            metavar="HOST",
+            help="Another host name the browser may use to reach the console (repeatable).",
         ),
     ] = None,
     jobs: JobsOption = None,

@@ -45,7 +45,7 @@ def test_pause_disables_the_mapping_and_shows_in_ls_and_dlq_ls(jf_aws, jf_config
     assert again.exit_code == 0
     assert (
         "high: already paused since 20" in again.output
-        and "(1 event source mapping(s), local pollers)" in (again.output)
+        and "(1 Lambda event source mapping, the pause flag that jf dev and jf worker read)" in again.output
     )
 
     rows = {r["lane"]: r for r in json.loads(invoke(["queue", "ls", "--json"], env).output)}
