@@ -87,8 +87,17 @@ def status(
         raise CliError(no_status(job_id))
     if json_output:
         print_json(one.model_dump(mode="json"))
-    else:
-        _print_one(one)
+        return
+    _print_one(one)
+    if one.status.value == "dead":  # (an on-call trial: the status did not say where its letter is)
+        from jobframework.cli.aws import catalog_of
+
+        route = catalog_of(aws, config).get(one.type or "")
+        lane = route.lane if route is not None else "LANE"
+        typer.echo(
+            f"{'dead letter:':<13} jf dlq peek {lane} --id {one.id}  (jf dlq redrive {lane} --id {one.id} "
+            "runs it again)"
+        )
 
 
 def _by_key(aws: Aws, key: str, *, whole: bool = True) -> list[JobStatus]:

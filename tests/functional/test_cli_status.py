@@ -369,3 +369,22 @@ def test_a_redriven_job_reads_queued_again_and_can_be_cancelled_before_it_runs(e
     assert receive_all(sqs, config.endpoints("high").dlq_url) and not receive_all(
         sqs, config.endpoints("high").url
     )
+
+
+def test_status_of_a_dead_job_names_its_letter_and_the_redrive(env_config):
+    """An on-call trial's dead job: `jf status` said `dead` and left finding its letter to the reader."""
+    from jobframework.testing import drain
+
+    config, client, sqs = env_config
+    sent = client.enqueue("eo.blob", {"name": "reject-1", "data": "x"})
+    drain(consumer(jobs.registry, config=config, sqs_client=sqs), sqs, config.endpoints("high").url)
+    env = {  # (the topology parameter, as jf dev exports it: its catalog names the job's lane)
+        **FAKE_CREDENTIALS,
+        "JF_ENDPOINT_URL": str(config.endpoint_url),
+        "JF_TOPOLOGY_PARAMETER": str(config.topology_parameter),
+    }
+    shown = invoke(["status", sent.id], env)
+    assert shown.exit_code == 0, shown.output
+    assert "status:       dead" in shown.stdout
+    assert f"dead letter:  jf dlq peek high --id {sent.id}" in shown.stdout
+    assert f"jf dlq redrive high --id {sent.id}" in shown.stdout
