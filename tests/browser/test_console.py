@@ -173,11 +173,15 @@ def test_dry_run_count_matches_what_a_filter_redrive_moves(page: Any, console_ur
 def test_the_letters_show_a_key_that_is_not_the_id(page: Any, console_url: str, clean: Shop):
     """An on-call trial looked for one customer's letters: the list had no key (the CLI's peek has)."""
     console_jobs.declined.add("o-keyed")
-    _client(clean).enqueue("shop.charge", {"order_id": "o-keyed"}, key="charge:customer-7")
+    _client(clean).enqueue("shop.charge", {"order_id": "o-keyed"}, key="charge:customer-7", tenant="acme")
     clean.consume("high")
     page.goto(f"{console_url}/dlq/high")
     expect(page.locator("#letters thead")).to_contain_text("key")
     expect(page.locator("#letters tbody")).to_contain_text("charge:customer-7")
+    expect(page.locator("#letters thead")).to_contain_text("tenant")  # (kept by the dead letter)
+    expect(page.locator("#letters tbody")).to_contain_text("acme")
+    page.locator("#letters tbody a").first.click()
+    expect(page.locator("#letter-tenant")).to_have_text("acme")
 
 
 def test_search_and_read_a_dead_letter(page: Any, console_url: str, clean: Shop):

@@ -85,6 +85,7 @@ def dlq_lane(request: Request) -> Response:
         groups=groups(read),
         letters=shown,
         keyed=any(d.own_key for d in shown),
+        tenants=any(d.tenant for d in shown),
         types=sorted({d.job_type or "?" for d in read}),
         reasons=sorted({d.reason for d in read if d.reason}),
         q=q,
