@@ -78,6 +78,36 @@ def retries_allowed(first_attempts: int, retries: int, budget: RetryBudget) -> i
     return max(0, max(budget.floor, int(budget.fraction * first_attempts)) - retries)
 
 
+@dataclass(frozen=True, slots=True)
+class BudgetState:
+    """Where a budget stands in its window now (what ``jf queue ls`` shows)."""
+
+    first_attempts: int
+    retries: int
+    allowed: int
+    """Retries the window allows in all (its floor, or its fraction of the first attempts)."""
+
+    @property
+    def spent(self) -> bool:
+        return self.retries >= self.allowed
+
+
+def budget_state(counter: BudgetCounter, key: str, budget: RetryBudget, now: float) -> BudgetState:
+    """The window's counts of the budget ``key`` (a queue's name) as the counter holds them (first
+    attempts a process has not written yet are not there: it reads a little stricter than it is).
+
+    Example:
+        >>> counter = InMemoryBudgetCounter()
+        >>> counter.budget_add("q", int(1000 // 60), 600, 118, ttl=600)
+        >>> state = budget_state(counter, "q", RetryBudget(), now=1000)
+        >>> state.allowed, state.spent
+        (120, False)
+    """
+    since = int((now - budget.window) // budget.bucket) + 1
+    first, retries = counter.budget_window(key, since)
+    return BudgetState(first, retries, max(budget.floor, int(budget.fraction * first)))
+
+
 class BudgetCounter(Protocol):
     """Where counts are kept: the state table in production, memory in simulations."""
 

@@ -164,6 +164,7 @@ def queue_ls(ctx: typer.Context, json_output: JsonOption = False) -> None:
         }
         if held is not None:
             row["scheduled"] = held.get(ep.name, 0)
+        row["retry_budget"] = _budget_of(store, config, ep.name)
         rows.append({**row, "paused": lane in stopped, "paused_at": stopped.get(lane)})
     if json_output:
         print_json(rows)
@@ -172,9 +173,46 @@ def queue_ls(ctx: typer.Context, json_output: JsonOption = False) -> None:
 
     counts = ("depth", "in_flight", "delayed") + (("scheduled",) if held is not None else ())
     table = Table(title=f"Queues of {where_text(config)}", title_justify="left")
-    for name in ("lane", "queue", *counts, "state"):
+    budgets = any(r["retry_budget"] is not None for r in rows)
+    for name in ("lane", "queue", *counts, "state", *(("retry budget (5 min)",) if budgets else ())):
         table.add_column(name.replace("_", " "), justify="right" if name in counts else "left")
     for r in rows:
         state = f"paused since {r['paused_at']}" if r["paused"] else "not paused"
-        table.add_row(str(r["lane"]), str(r["queue"]), *(str(r[c]) for c in counts), state)
+        budget = r["retry_budget"]
+        said = () if not budgets else (_budget_text(budget),)
+        table.add_row(str(r["lane"]), str(r["queue"]), *(str(r[c]) for c in counts), state, *said)
     rich_console().print(table)
+    if any(r["retry_budget"] and r["retry_budget"]["spent"] for r in rows):
+        typer.echo(
+            "jf: note: a spent retry budget dead-letters a failing job's retry at once (reason budget) "
+            "until first attempts or time make room: redrive those letters once the downstream is back",
+            err=True,
+        )
+
+
+def _budget_of(store: StateStore | None, config: RuntimeConfig, queue: str) -> dict[str, Any] | None:
+    """Where the queue's retry budget stands (``None``: off, or no state table to read it from)."""
+    if store is None or config.retry_budget is None:
+        return None
+    import time
+
+    from jobframework.budget import RetryBudget, budget_state
+
+    try:
+        state = budget_state(store, queue, RetryBudget(fraction=config.retry_budget), time.time())
+    except Exception as exc:  # (a read this table refuses: the rest of the listing still stands)
+        typer.echo(f"jf: warning: cannot read the retry budget of {queue}: {exc}", err=True)
+        return None
+    return {
+        "retries": state.retries,
+        "allowed": state.allowed,
+        "first_attempts": state.first_attempts,
+        "spent": state.spent,
+    }
+
+
+def _budget_text(budget: dict[str, Any] | None) -> str:
+    if budget is None:
+        return "-"
+    used = f"{budget['retries']} of {budget['allowed']} retries"
+    return f"SPENT: {used}" if budget["spent"] else used

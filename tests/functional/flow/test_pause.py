@@ -133,3 +133,28 @@ def test_a_redrive_or_an_enqueue_into_a_paused_queue_says_its_jobs_wait_there(jf
     assert invoke(["queue", "resume", "default"], env).exit_code == 0
     assert "is paused" not in invoke(["dlq", "redrive", "default"], env).stderr
     assert "is paused" not in invoke(["enqueue", "crm.sync", '{"account_id": "a-3"}'], env).stderr
+
+
+def test_queue_ls_shows_where_each_queue_retry_budget_stands(jf_aws, jf_config):
+    """An on-call trial's outage spent the budget: nothing showed it, or when it would refill."""
+    import time as clock
+
+    from jobframework.budget import RetryBudget
+
+    env = cli_env(jf_config)
+    store = StateStore(str(jf_config.state_table), jf_aws.client("dynamodb"))
+    bucket = int(clock.time() // RetryBudget().bucket)
+    store.budget_add(jf_config.endpoints("default").name, bucket, first_attempts=40, retries=100, ttl=600)
+    rows = {r["lane"]: r for r in json.loads(invoke(["queue", "ls", "--json"], env).stdout)}
+    assert rows["default"]["retry_budget"] == {
+        "retries": 100,
+        "allowed": 100,  # (the floor: 20 % of 40 first attempts is less)
+        "first_attempts": 40,
+        "spent": True,
+    }
+    assert rows["high"]["retry_budget"]["spent"] is False and rows["high"]["retry_budget"]["retries"] == 0
+    table = invoke(["queue", "ls"], {**env, "COLUMNS": "250"})
+    assert "SPENT: 100 of 100 retries" in table.stdout and "0 of 100 retries" in table.stdout, table.stdout
+    assert "a spent retry budget dead-letters a failing job's retry at once" in " ".join(table.stderr.split())
+    off = json.loads(invoke(["queue", "ls", "--json"], {**env, "JF_RETRY_BUDGET": "off"}).stdout)
+    assert {r["retry_budget"] for r in off} == {None}
