@@ -89,3 +89,23 @@ def test_read_only_offers_no_signal(page: Any, read_only_url: str, clean: Shop):
     page.goto(f"{read_only_url}/sagas/{saga_id}")
     expect(page.locator('#steps tr[data-step="approval"]')).to_contain_text("waiting")
     expect(page.locator("#signal")).to_have_count(0)
+
+
+def test_the_overview_shows_where_each_queue_retry_budget_stands(page: Any, console_url: str, clean: Shop):
+    """An on-call trial's outage spent a queue's retry budget: no page showed it."""
+    import time
+
+    from jobframework.budget import RetryBudget
+
+    queue = clean.config.endpoints("low").name
+    bucket = int(time.time() // RetryBudget().bucket)
+    _store(clean).budget_add(queue, bucket, first_attempts=0, retries=100, ttl=600)
+    try:
+        page.goto(f"{console_url}/")
+        expect(page.locator("#budget-low")).to_have_text("spent: 100 of 100")
+        expect(page.locator("#budget-high")).to_have_text("0 of 100")
+    finally:  # (the shop is the session's: give the low queue its budget back)
+        clean.dynamodb.delete_item(
+            TableName=str(clean.config.state_table),
+            Key={"pk": {"S": f"budget#{queue}"}, "sk": {"S": f"{bucket:012d}"}},
+        )

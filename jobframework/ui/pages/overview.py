@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import time
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -11,6 +12,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from jobframework.budget import BudgetState, RetryBudget, budget_state
 from jobframework.dlq import DlqDepth
 from jobframework.flow.pause import paused
 from jobframework.ui.console import Console
@@ -34,6 +36,20 @@ class QueueRow:
     dlq: DlqDepth
     paused_at: str | None = None
     """Since when ``jf queue pause`` (or the console) paused it; ``None``: consuming."""
+    budget: BudgetState | None = None
+    """Where the queue's retry budget stands (``None``: off, or no state table)."""
+
+
+def budget_of(console: Console, queue_name: str) -> BudgetState | None:
+    """The queue's retry budget in its window (an on-call trial's outage spent it unseen)."""
+    fraction = console.config.retry_budget
+    if console.store is None or fraction is None:
+        return None
+    try:
+        return budget_state(console.store, queue_name, RetryBudget(fraction=fraction), time.time())
+    except Exception as exc:
+        log.warning("cannot read the retry budget of %s: %s", queue_name, exc)
+        return None
 
 
 def oldest_age(console: Console, queue_name: str) -> float | None:
@@ -88,6 +104,7 @@ def queue_rows(console: Console) -> list[QueueRow]:
                 oldest_seconds=oldest_age(console, ep.name),
                 dlq=dlqs[lane],
                 paused_at=stopped.get(lane),
+                budget=budget_of(console, ep.name),
             )
         )
     return rows
