@@ -135,6 +135,13 @@ def summary_rows(results: dict[str, dict[str, Any]]) -> list[tuple[str, str, str
         lambda r: f"{r['cli_ms']:.0f} vs {r['boto3_ms']:.0f} ms",
         "lower is better",
     )
+    add(
+        "enqueue_many",
+        "`enqueue_many` of tracked, keyed jobs, DynamoDB writes together vs one at a time (10 ms a request)",
+        lambda r: f"{r['ratio']:.2f}x",
+        lambda r: f"{r['many_s']:.2f} vs {r['one_s']:.2f} s for {r['jobs']} jobs",
+        "lower is better",
+    )
     cost = results.get("cost", {"failed": "not run"})
     if failed(cost):
         rows.append(("Cost per million jobs vs the mode's floor", f"failed: {failed(cost)}", "", ""))

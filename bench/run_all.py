@@ -94,6 +94,12 @@ def run_cli_latency() -> dict[str, Any]:
     return dict(cli_latency.measure(samples=9))
 
 
+def run_enqueue_many() -> dict[str, Any]:
+    from bench import enqueue_many
+
+    return dict(enqueue_many.measure(rounds=3))
+
+
 def run_throughput() -> dict[str, Any]:
     from bench import throughput
 
@@ -200,6 +206,13 @@ BENCHES = [
     Bench("redrive", "Redrive rate", f"{PY} bench/redrive.py", 300, run_redrive),
     Bench(
         "cli_latency", "`jf enqueue` latency", f"{PY} bench/cli_latency.py --samples 9", 180, run_cli_latency
+    ),
+    Bench(
+        "enqueue_many",
+        "Tracked enqueue_many",
+        f"{PY} bench/enqueue_many.py --rounds 3",
+        300,
+        run_enqueue_many,
     ),
     Bench("cost", "Cost per million jobs", f"{PY} bench/cost.py --jobs 200", 300, run_cost),
     Bench("limits", "The cost of flow control", f"{PY} bench/limits.py --jobs 200", 300, run_limits),
