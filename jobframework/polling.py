@@ -109,44 +109,67 @@ def drain(
         handler: the Lambda handler (``consumer(...)``).
         sqs: the SQS client to poll, delete and fast-forward with.
         queue_url: the queue to run dry.
-        fast_forward: make a record the handler handed back (a retry's backoff, a release) visible
-            again at once instead of waiting out its visibility: the attempts, the classification and the
-            retry policy's last attempt are real, the waits are not. ``False``: wait for them (up to
-            ``timeout``).
-        max_polls: at most this many polls, then :class:`RuntimeError` (a job handed back for ever).
-        timeout: seconds to wait, without ``fast_forward``, for records in flight to come back.
+        fast_forward: make a record the handler retried visible again at once instead of waiting out
+            its backoff: the attempts, the classification and the retry policy's last attempt are
+            real, the waits are not. ``False``: wait for them (up to ``timeout``). A record released
+            over a concurrency or rate limit comes back as a copy sent with a delay (a few seconds),
+            which SQS cannot shorten: ``drain`` waits for it either way.
+        max_polls: at most this many polls that handle records, then :class:`RuntimeError` (a job
+            handed back for ever).
+        timeout: seconds to wait for records in flight or released to come back.
         context: the Lambda context of each call (a fresh :class:`FakeLambdaContext` when ``None``).
 
-    Messages sent with a delay (``enqueue(delay=...)``) and not yet visible are left in the queue.
+    Messages delayed when it began (``enqueue(delay=...)``) and not yet visible are left in the queue.
 
     Returns every record passed to the handler, in order (a retried job's once per attempt).
     """
     handled: list[dict[str, Any]] = []
+    _, _, delayed_before = _counts(sqs, queue_url)  # (the caller's own delayed messages are left)
     deadline = time.monotonic() + timeout
-    for _ in range(max_polls):
+    polls = 0  # (the polls that handled records: waiting for a record to come back is not one)
+    while True:
+        if polls == max_polls:
+            if _waiting(sqs, queue_url, delayed_before) == 0:
+                return handled
+            raise RuntimeError(
+                f"drain: {queue_url} was not dry after {max_polls} polls ({len(handled)} records handled): "
+                "a job is handed back each time (waiting for its key, a limit, a backlog gate) or "
+                "re-enqueues itself; raise max_polls= if that many are expected"
+            )
         records, response = consume_once(handler, sqs, queue_url, context=context)
-        handled.extend(records)
         if records:
+            polls += 1
+            handled.extend(records)
             if fast_forward:
                 _fast_forward(sqs, queue_url, records, response)
             continue
-        counts = sqs.get_queue_attributes(
-            QueueUrl=queue_url, AttributeNames=["ApproximateNumberOfMessagesNotVisible"]
-        )["Attributes"]
-        in_flight = int(counts.get("ApproximateNumberOfMessagesNotVisible", 0))
-        if in_flight == 0:
+        waiting = _waiting(sqs, queue_url, delayed_before)
+        if waiting == 0:
             return handled
         if time.monotonic() > deadline:
             raise TimeoutError(
-                f"drain: {in_flight} message(s) of {queue_url} still in flight after {timeout:g} s (a "
-                "retry's backoff or a release longer than that: drain(fast_forward=True) skips the waits)"
+                f"drain: {waiting} message(s) of {queue_url} still in flight or delayed after {timeout:g} s "
+                "(a retry's backoff or a release longer than that: drain(fast_forward=True) skips a "
+                "retry's backoff)"
             )
         time.sleep(0.2)
-    raise RuntimeError(
-        f"drain: {queue_url} was not dry after {max_polls} polls ({len(handled)} records handled): a job is "
-        "handed back each time (waiting for its key, a limit, a backlog gate) or re-enqueues itself; "
-        "raise max_polls= if that many are expected"
-    )
+
+
+def _counts(sqs: Any, queue_url: str) -> tuple[int, int, int]:
+    """Messages visible, in flight and delayed (SQS's approximate counts)."""
+    names = ["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"]
+    counts = sqs.get_queue_attributes(
+        QueueUrl=queue_url, AttributeNames=[*names, "ApproximateNumberOfMessagesDelayed"]
+    )["Attributes"]
+    visible, in_flight = (int(counts.get(name, 0)) for name in names)
+    return visible, in_flight, int(counts.get("ApproximateNumberOfMessagesDelayed", 0))
+
+
+def _waiting(sqs: Any, queue_url: str, delayed_before: int) -> int:
+    """What may still come back: messages visible or in flight, and those delayed since the drain
+    began (a record released over a limit comes back as a copy sent with a delay of a few seconds)."""
+    visible, in_flight, delayed = _counts(sqs, queue_url)
+    return visible + in_flight + max(0, delayed - delayed_before)
 
 
 def _fast_forward(sqs: Any, queue_url: str, records: list[dict[str, Any]], response: dict[str, Any]) -> None:

@@ -14,6 +14,7 @@ from jobframework.jobs import Priority
 from jobframework.local.emulator import Emulator, QueuePoller, queue_arn_from_url
 from jobframework.testing import consume_once, drain, receive_all
 
+from . import flow_jobs
 from .flow_jobs import Item
 
 
@@ -137,3 +138,12 @@ def test_a_dead_letter_and_its_redrive_keep_the_tenant(flow):
     assert chosen.tenant == "globex"
     letters.redrive("default")
     assert sorted(g or "-" for g in _groups_arriving(flow, flow.url("default"), 2)) == ["-", "globex"]
+
+
+def test_drain_waits_for_the_copies_released_over_a_limit(flow):
+    """A review found drain() returning with three of four capped jobs still delayed in the queue."""
+    for n in range(4):
+        flow.client.enqueue("f.per-tenant", Item(name=f"d{n}", tenant="acme"), tenant="acme")
+    drain(flow.handler, flow.sqs, flow.url("default"), timeout=60)
+    assert sorted(r["name"] for r in flow_jobs.ran) == ["d0", "d1", "d2", "d3"]
+    assert any(o.outcome == "released" for o in flow.outcomes)  # (they were released, and came back)
