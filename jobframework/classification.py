@@ -82,8 +82,9 @@ _TRANSIENT_BY_NAME = frozenset(
     {
         ("requests.exceptions", "ConnectionError"),
         ("requests.exceptions", "Timeout"),
-        ("httpx", "TransportError"),
+        ("httpx", "NetworkError"),
         ("httpx", "TimeoutException"),
+        ("httpx", "RemoteProtocolError"),
         ("aiohttp.client_exceptions", "ClientConnectionError"),
         ("aiohttp.client_exceptions", "ServerTimeoutError"),
         ("urllib3.exceptions", "NewConnectionError"),
@@ -94,13 +95,22 @@ _TRANSIENT_BY_NAME = frozenset(
 """HTTP clients' connection and timeout errors by module and class (none of them is imported): most
 are not the built-in ``ConnectionError``/``TimeoutError`` (requests' subclasses ``OSError``, httpx's
 only ``Exception``)."""
+_NOT_TRANSIENT_BY_NAME = frozenset(
+    {
+        ("requests.exceptions", "SSLError"),
+        ("requests.exceptions", "ProxyError"),
+        ("aiohttp.client_exceptions", "ClientSSLError"),
+    }
+)
+"""Subclasses of those that a configuration causes (a certificate, a proxy), which no wait mends."""
 _CHAIN_DEPTH = 5
 
 
 def is_transient(exc: BaseException) -> bool:
     """True for failures that are expected to pass: timeouts, dropped connections (the built-in ones, an
-    HTTP client's, or one of them as the cause or ``reason`` of what was raised: urllib's ``URLError``
-    of a refused connection), AWS throttling."""
+    HTTP client's, or one of them as the explicit cause, ``raise ... from``, or the ``reason`` of what
+    was raised: urllib's ``URLError`` of a refused connection), AWS throttling. An error raised while
+    handling a connection error (its implicit context: a bug in a fallback) is not one."""
     seen: BaseException | None = exc
     for _ in range(_CHAIN_DEPTH):
         if seen is None:
@@ -110,14 +120,15 @@ def is_transient(exc: BaseException) -> bool:
         reason = getattr(seen, "reason", None)  # (urllib.error.URLError, urllib3's MaxRetryError)
         if isinstance(reason, BaseException) and _transient_itself(reason):
             return True
-        seen = seen.__cause__ or (None if seen.__suppress_context__ else seen.__context__)
+        seen = seen.__cause__
     return False
 
 
 def _transient_itself(exc: BaseException) -> bool:
-    if isinstance(exc, TimeoutError | ConnectionError | RetryableError):
-        return True
-    if any((t.__module__, t.__name__) in _TRANSIENT_BY_NAME for t in type(exc).__mro__):
+    names = {(t.__module__, t.__name__) for t in type(exc).__mro__}
+    if names & _NOT_TRANSIENT_BY_NAME:
+        return False
+    if isinstance(exc, TimeoutError | ConnectionError | RetryableError) or names & _TRANSIENT_BY_NAME:
         return True
     try:
         from botocore.exceptions import (
