@@ -118,6 +118,20 @@ def bad_settings_message(exc: ValidationError, given: Mapping[str, str]) -> str:
     return "; ".join(lines)
 
 
+def queues_in_env(env: Mapping[str, str]) -> dict[str, QueueEndpoints]:
+    """The lanes whose queue and DLQ the ``JF_QUEUE_URL_<LANE>``/``JF_DLQ_URL_<LANE>`` variables both
+    name (none: the configuration comes from the topology parameter)."""
+    queues = {}
+    prefix = ENV_QUEUE_URL.format("")
+    for name, url in env.items():
+        if name.startswith(prefix) and url:
+            lane = name[len(prefix) :].lower().replace("_", "-")
+            dlq = env.get(_env_name(ENV_DLQ_URL, lane))
+            if dlq:
+                queues[lane] = QueueEndpoints(url=url, dlq_url=dlq)
+    return queues
+
+
 def _env_name(template: str, lane: str) -> str:
     """``JF_QUEUE_URL_{}`` and ``high-cpu`` -> ``JF_QUEUE_URL_HIGH_CPU``."""
     return template.format(lane.upper().replace("-", "_"))
@@ -236,14 +250,7 @@ class RuntimeConfig(BaseModel):
             ConfigurationError: nothing is configured, or the parameter cannot be read.
         """
         env = os.environ if environ is None else environ
-        queues = {}
-        prefix = ENV_QUEUE_URL.format("")
-        for name, url in env.items():
-            if name.startswith(prefix) and url:
-                lane = name[len(prefix) :].lower().replace("_", "-")
-                dlq = env.get(_env_name(ENV_DLQ_URL, lane))
-                if dlq:
-                    queues[lane] = QueueEndpoints(url=url, dlq_url=dlq)
+        queues = queues_in_env(env)
         endpoint = env.get(ENV_ENDPOINT_URL) or None
         region = env.get(ENV_REGION) or None
         settings = {field: env[name] for field, name in OPTIONAL_SETTINGS.items() if env.get(name)}

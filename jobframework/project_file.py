@@ -83,6 +83,12 @@ def project_jobs(start: Path | None = None) -> ProjectJobs | None:
     from jobframework.modules import parse_job_modules  # (it reads this module's list: not at import)
 
     modules = parse_job_modules(",".join(names))
+    bad = [m for m in modules if not all(part.isidentifier() for part in m.split("."))]
+    if bad:
+        raise ConfigurationError(
+            f"{path}: [tool.jobframework] jobs names {', '.join(map(repr, bad))}, not a module name "
+            f"(dotted, as you would import it); e.g.\n{EXAMPLE}"
+        )
     if not modules:
         raise ConfigurationError(
             f"{path}: [tool.jobframework] jobs is empty; name your job modules, e.g.\n{EXAMPLE}"

@@ -36,10 +36,12 @@ def show_config(ctx: typer.Context, json_output: JsonOption = False) -> None:
 
 def described(config: RuntimeConfig, aws: Aws) -> dict[str, Any]:
     """The configuration as ``--json`` prints it."""
+    from jobframework.cli.aws import catalog_of
+    from jobframework.config import queues_in_env
     from jobframework.core import lane_sort_key
     from jobframework.topology import ENV_TOPOLOGY_PARAMETER
 
-    from_variables = any(name.startswith("JF_QUEUE_URL_") and value for name, value in os.environ.items())
+    from_variables = bool(queues_in_env(os.environ))  # (as RuntimeConfig.from_env decides)
     parameter = config.topology_parameter or os.environ.get(ENV_TOPOLOGY_PARAMETER)
     region = config.region or aws.region or aws.session(None).region_name
     return {
@@ -58,7 +60,7 @@ def described(config: RuntimeConfig, aws: Aws) -> dict[str, Any]:
         "signing_keys": config.signing_keys,
         "schedule_group": config.schedule_group,
         "retry_budget": config.retry_budget,
-        "catalog_jobs": sorted(config.jobs),
+        "catalog_jobs": sorted(catalog_of(aws, config)),  # (jf dev's exports name its parameter)
         "job_modules": _job_modules(),
     }
 
@@ -66,13 +68,17 @@ def described(config: RuntimeConfig, aws: Aws) -> dict[str, Any]:
 def _job_modules() -> dict[str, Any]:
     """The modules ``jf dev``/``jf worker`` import with no ``--jobs``, and where that comes from."""
     from jobframework.config import ENV_JOBS
+    from jobframework.errors import ConfigurationError
     from jobframework.modules import parse_job_modules
     from jobframework.project_file import project_jobs
 
     named = parse_job_modules(os.environ.get(ENV_JOBS, ""))
     if named:
         return {"modules": named, "from": ENV_JOBS}
-    found = project_jobs(Path.cwd())
+    try:
+        found = project_jobs(Path.cwd())
+    except ConfigurationError as exc:  # (a bad project file: said, and the rest shown)
+        return {"modules": [], "from": None, "error": str(exc)}
     if found is not None:
         return {"modules": found.modules, "from": str(found.path)}
     return {"modules": [], "from": None}
@@ -113,12 +119,15 @@ def _print(shown: dict[str, Any]) -> None:
         highlight=False,
     )
     modules = shown["job_modules"]
-    said = (
-        f"{', '.join(modules['modules'])} (from {modules['from']})"
-        if modules["modules"]
-        else "none named (jf dev and jf worker take --jobs, JF_JOBS or pyproject.toml's "
-        "[tool.jobframework] jobs)"
-    )
+    if modules["modules"]:
+        said = f"{', '.join(modules['modules'])} (from {modules['from']})"
+    elif modules.get("error"):
+        said = f"not read: {modules['error']}"
+    else:
+        said = (
+            "none named (jf dev and jf worker take --jobs, JF_JOBS or pyproject.toml's "
+            "[tool.jobframework] jobs)"
+        )
     console.print(f"{'job modules:':<19} {said}", markup=False, highlight=False)
     table = Table(title=f"Queues of {shown['deployment']}", title_justify="left")
     for name in ("lane", "queue", "dlq"):

@@ -50,6 +50,7 @@ def test_the_nearest_project_file_at_or_above_a_directory_names_the_modules(tmp_
         ("[tool.jobframework]\njobs = []\n", r"jobs is empty; name your job modules"),
         ('[tool.jobframework]\njob = ["a.jobs"]\n', r"takes jobs \(a list of job modules\), not job;"),
         ("[tool.jobframework\n", r"is not valid TOML"),
+        ('[tool.jobframework]\njobs = ["my svc.jobs"]\n', r"names 'my svc\.jobs', not a module name"),
     ],
 )
 def test_a_bad_project_file_says_what_to_write(tmp_path, text, said):
