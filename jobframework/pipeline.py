@@ -64,7 +64,7 @@ from jobframework.idempotency import AlreadyInProgress, KeyCancelled, KeyedStart
 from jobframework.retry import visibility_delay
 from jobframework.running import call
 from jobframework.state import JobState, summarize
-from jobframework.status import now_iso
+from jobframework.status import DUPLICATE_REASON, now_iso
 from jobframework.stores.key_records import claims_key
 from jobframework.telemetry import job_logger, put_log_keys, reset_log_keys
 from jobframework.tracing import extract, job_span
@@ -291,7 +291,7 @@ class Pipeline:
         if env.track:  # (an untracked job's status is never written: none to note)
             fields: dict[str, Any] = {"attempts": d.attempt, "result": result}
             if not ran:  # its key's run succeeded before: say so beside the result, which is that run's
-                fields["reason"] = f"duplicate: key {env.key} had already completed, so this job did not run"
+                fields["reason"] = DUPLICATE_REASON.format(key=env.key)
             status = (JobState.SUCCEEDED, fields)
         return Verdict(
             d,

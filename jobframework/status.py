@@ -36,6 +36,10 @@ TAKEN_BY_SAGA = "taken by saga"
 FINAL_STATES = frozenset({JobState.SUCCEEDED, JobState.DEAD, JobState.CANCELLED, JobState.EXPIRED})
 
 
+DUPLICATE_REASON = "duplicate: key {key} had already completed, so this job did not run"
+"""A succeeded job's reason when its key's earlier run made it a duplicate (it did not run)."""
+
+
 class JobStatus(BaseModel):
     """What is known of one job (``client.status(job_id)``, ``jf status ID``, ``GET /jobs/{id}``)."""
 
@@ -64,6 +68,13 @@ class JobStatus(BaseModel):
     expires_at: int | None = None
     """Epoch seconds when the state table drops this status: 7 days after its last change, or after
     the job's run time for a job enqueued with a longer ``delay``."""
+
+    @property
+    def duplicate(self) -> bool:
+        """It succeeded without running: its key's earlier run had completed (``reason`` says which)."""
+        return self.status is JobState.SUCCEEDED and (self.reason or "").startswith(
+            DUPLICATE_REASON.split("{", 1)[0]
+        )
 
 
 def now_iso(later: float = 0.0) -> str:

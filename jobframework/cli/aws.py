@@ -130,8 +130,13 @@ class Aws:
         return paused(StateStore(config.state_table, self.client("dynamodb", config=config)))
 
     def note_if_paused(self, config: RuntimeConfig, lane: str, what: str) -> None:
-        """Say on stderr that ``what`` (the job, the redriven jobs) waits in ``lane``'s paused queue."""
-        since = self.paused_lanes(config).get(lane, False)
+        """Say on stderr that ``what`` (the job, the redriven jobs) waits in ``lane``'s paused queue;
+        nothing when the flag cannot be read (the job is sent: a failed read must not fail the
+        command, which a script would then run again)."""
+        try:
+            since = self.paused_lanes(config).get(lane, False)
+        except Exception:  # (a role without dynamodb:Query, a throttle)
+            return
         if since is not False:
             typer.echo(
                 f"jf: note: the {lane} queue is paused (since {since or '?'}): {what} waits there until "

@@ -139,9 +139,10 @@ def dlq_peek(  # noqa: PLR0917 (typer options)
     found = letters.peek(priority, limit=count, job_type=job_type, reason=reason, matching=matching)
     pointers = [payload_pointer(d.body) for d in found]
     filtered = bool(job_type or reason or matching)
-    if not found and filtered and not json_output:
-        none_selected(ctx, priority, config, job_type)
-        return  # (no empty table under the explanation)
+    if not found and filtered:
+        none_selected(ctx, priority, config, job_type)  # (on stderr: --json's [] stands)
+        if not json_output:
+            return  # (no empty table under the explanation)
     if json_output:
         print_json(
             [

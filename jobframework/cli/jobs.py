@@ -149,13 +149,15 @@ def _waited(client: Any, job_id: str, seconds: float, sent: dict[str, Any] | Non
         raise CliError(str(exc)) from None
     if sent is not None:
         print_json({**sent, "ended": ended.model_dump(mode="json")})
-    elif ended.status.value == "succeeded" and (ended.reason or "").startswith("duplicate:"):
+    elif ended.duplicate:
         # (an on-call trial's "enqueue again" read "succeeded after 1 attempt" of a run that never happened)
         typer.echo("not run: a duplicate (its key's earlier run succeeded; the result is that run's)")
         typer.echo(f"result: {ended.result if isinstance(ended.result, str) else json.dumps(ended.result)}")
+        from jobframework.idempotency import DEFAULT_EXPIRY_SECONDS
+
         typer.echo(
             f"reason: {ended.reason}; to run the work again, enqueue a payload whose key differs, or "
-            "after the key's idempotency record lapses (24 hours)"
+            f"after the key's idempotency record lapses ({DEFAULT_EXPIRY_SECONDS // 3600} hours)"
         )
     else:
         typer.echo(f"{ended.status.value} after {ended.attempts} attempt{'' if ended.attempts == 1 else 's'}")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -48,7 +48,7 @@ def retry_plan(
         }
         for row in retry_plan(job.retry)
     ]
-    budget = budget_note(job.retry_budget, job.lane)
+    budget = budget_of(job.retry_budget, job.lane)
     if json_output:
         print_json(
             {
@@ -66,7 +66,7 @@ def retry_plan(
         title_justify="left",
         caption=(
             "as SQS applies them: the policy's delay and jitter rounded up to whole seconds; "
-            f"{OWN_DELAY_NOTE}. {budget}"
+            f"{OWN_DELAY_NOTE}. {budget['note']}"
         ),
         caption_justify="left",
     )
@@ -83,22 +83,43 @@ def retry_plan(
     rich_console().print(table)
 
 
-def budget_note(option: object, lane: str) -> str:
-    """What the retry budget does to the plan (an on-call trial's outage dead-lettered most jobs
-    ``budget`` at attempt 1 while this table promised every attempt)."""
-    if option is False:
-        return "No retry budget (retry_budget=False): every attempt above is made."
+def budget_of(option: object, lane: str) -> dict[str, Any]:
+    """Which retry budget the job's retries count against, and what it does to the plan (an on-call
+    trial's outage dead-lettered most jobs at attempt 1 while this table promised every attempt):
+    ``budget`` (the queue's lane, a name, ``"per payload"``, or ``None``: off), ``fraction``,
+    ``floor``, ``window_seconds`` and a ``note`` for the table's caption."""
+    import contextlib
+    import os
+
+    from jobframework.budget import RetryBudget
+    from jobframework.config import RuntimeConfig
+
+    setting = os.environ.get("JF_RETRY_BUDGET")
+    fraction = RuntimeConfig.model_fields["retry_budget"].default
+    with contextlib.suppress(ValueError):  # (a bad setting: the consumer refuses it at its start)
+        fraction = RuntimeConfig(queues={}, retry_budget=setting).retry_budget if setting else fraction
+    if option is False or fraction is None:
+        why = "retry_budget=False" if option is False else "JF_RETRY_BUDGET=off"
+        return {"budget": None, "note": f"No retry budget ({why}): every attempt above is made."}
     if option is True:
-        of = f"the {lane} queue's retry budget"
+        name, of = lane, f"the {lane} queue's retry budget"
     elif isinstance(option, str):
-        of = f"the retry budget {option!r}"
+        name, of = option, f"the retry budget {option!r}"
     else:
-        of = "the retry budget its retry_budget= function names"
-    return (
-        f"Each retry also needs room in {of} (JF_RETRY_BUDGET: by default retries up to 20 % of first "
-        "attempts, at least 100 in 5 minutes): past it, a retry is dead-lettered budget at once, so in a "
-        "long outage most jobs end there (redrive them once the downstream is back)."
-    )
+        name, of = "per payload", "the retry budget its retry_budget= function names"
+    defaults = RetryBudget()
+    return {
+        "budget": name,
+        "fraction": fraction,
+        "floor": defaults.floor,
+        "window_seconds": defaults.window,
+        "note": (
+            f"Each retry also needs room in {of}: up to {fraction * 100:g} % of first attempts, at least "
+            f"{defaults.floor}, in {defaults.window / 60:g} minutes. Past it a retry is dead-lettered "
+            "(reason budget) at once, so in a long outage most jobs end there: redrive them once the "
+            "downstream is back."
+        ),
+    }
 
 
 def _whole(seconds: float) -> str:

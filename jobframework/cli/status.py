@@ -14,6 +14,7 @@ from jobframework.cli.errors import CliError
 if TYPE_CHECKING:
     from jobframework.cli.aws import Aws
     from jobframework.state import JobStatus
+    from jobframework.topology import RuntimeConfig
 
 KEY_MATCHES = 20
 """How many of a key's jobs ``--key`` lists (newest first)."""
@@ -30,6 +31,7 @@ def status(
         str | None,
         typer.Option(
             "--key",
+            metavar="KEY",
             help="The job(s) of this idempotency key instead (an order's, a customer's: the key= of the "
             "job), newest first; a scan of the state table, for an operator, not a hot path.",
             show_default=False,
@@ -39,6 +41,7 @@ def status(
         str | None,
         typer.Option(
             "--match",
+            metavar="TEXT",
             help="The jobs whose key contains this text (a customer's id within keys such as "
             "order:c-42:o-1:confirm), newest first; a scan, as --key.",
             show_default=False,
@@ -66,6 +69,7 @@ def status(
             print_json([job.model_dump(mode="json") for job in found])
         elif len(found) == 1:
             _print_one(found[0])
+            _dead_letter_hint(aws, found[0])
         else:
             _print_many(f"the key {text.strip()}" if whole else f"keys containing {text.strip()}", found)
         return
@@ -89,15 +93,25 @@ def status(
         print_json(one.model_dump(mode="json"))
         return
     _print_one(one)
-    if one.status.value == "dead":  # (an on-call trial: the status did not say where its letter is)
-        from jobframework.cli.aws import catalog_of
+    _dead_letter_hint(aws, one, config)
 
-        route = catalog_of(aws, config).get(one.type or "")
-        lane = route.lane if route is not None else "LANE"
-        typer.echo(
-            f"{'dead letter:':<13} jf dlq peek {lane} --id {one.id}  (jf dlq redrive {lane} --id {one.id} "
-            "runs it again)"
-        )
+
+def _dead_letter_hint(aws: Aws, job: JobStatus, config: RuntimeConfig | None = None) -> None:
+    """Where a dead job's letter is and the redrive that runs it again (an on-call trial's status said
+    ``dead`` and left finding the letter to the reader): its job's lane from the topology's catalog
+    (a job enqueued at another priority is in that priority's DLQ)."""
+    if job.status.value != "dead":
+        return
+    from jobframework.cli.aws import catalog_of
+
+    route = catalog_of(aws, config or aws.runtime_config()).get(job.type or "")
+    if route is None:
+        typer.echo(f"{'dead letter:':<13} in its lane's DLQ: jf dlq ls, then jf dlq peek LANE --id {job.id}")
+        return
+    typer.echo(
+        f"{'dead letter:':<13} jf dlq peek {route.lane} --id {job.id}  (jf dlq redrive {route.lane} --id "
+        f"{job.id} runs it again; enqueued at another priority, it is in that priority's DLQ)"
+    )
 
 
 def _by_key(aws: Aws, key: str, *, whole: bool = True) -> list[JobStatus]:

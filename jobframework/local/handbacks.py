@@ -17,14 +17,13 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from jobframework.classification import Reason
 from jobframework.delivery import Outcome
 from jobframework.fifo import HELD_BACK
 
 ROUTINE_REASONS = frozenset({"concurrency limit", "rate limit", "debounce window still open", HELD_BACK})
 """The reasons of the hand-backs that are the limits doing their work (``jobframework.flow.limits``,
 ``jobframework.flow.debounce``, ``jobframework.fifo``)."""
-BUDGET = "budget"
-"""A dead letter's reason when the retry budget was spent (``Reason.BUDGET``): in an outage, many."""
 SUMMARY_SECONDS = 30.0
 """At most one line per job type and reason in this many seconds, after the first."""
 
@@ -78,7 +77,7 @@ class QuietHandBacks(logging.Filter):
         outcome = getattr(record, "outcome", None)
         if outcome == Outcome.RELEASED and reason in ROUTINE_REASONS:
             what = "hand-backs"
-        elif outcome == Outcome.DEAD_LETTERED and reason == BUDGET:
+        elif outcome == Outcome.DEAD_LETTERED and reason == Reason.BUDGET:  # (an outage's many)
             what = "dead letters"  # (an outage past the retry budget: hundreds alike, an on-call trial)
         else:
             return True

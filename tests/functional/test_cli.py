@@ -235,7 +235,13 @@ def test_retry_plan_as_json_and_table():
     # An on-call trial's outage: most jobs dead-lettered `budget` at attempt 1, which the plan never said
     said = " ".join(table.stdout.split())
     assert "Each retry also needs room in the default queue's retry budget" in said, said
-    assert "dead-lettered budget at once" in plan["retry_budget"]
+    assert plan["retry_budget"]["budget"] == "default" and plan["retry_budget"]["fraction"] == 0.2
+    assert "dead-lettered (reason budget) at once" in plan["retry_budget"]["note"]
+    off = json.loads(invoke(["retry-plan", "webhooks.deliver", "--json"], {"JF_RETRY_BUDGET": "off"}).stdout)
+    assert off["retry_budget"] == {
+        "budget": None,
+        "note": "No retry budget (JF_RETRY_BUDGET=off): every attempt above is made.",
+    }
     typo = invoke(["retry-plan", "webhooks.delivr"])  # (it listed every job, no word of the close one)
     assert typo.exit_code == 1, typo.output
     assert "(did you mean 'webhooks.deliver'?)" in typo.stderr, typo.output
