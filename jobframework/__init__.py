@@ -21,6 +21,7 @@ from jobframework.errors import (
     PayloadValidationError,
     PermanentError,
     RetryableError,
+    StatusUnavailableError,
     TopologyWarning,
 )
 from jobframework.job_options import BatchOptions
@@ -53,6 +54,7 @@ __all__ = [
     "RetryPolicy",
     "RetryableError",
     "Schedule",
+    "StatusUnavailableError",
     "TopologyWarning",
     "consumer",
     "job",

@@ -19,7 +19,7 @@ from pydantic import BaseModel
 from jobframework.aws_clients import AwsClients
 from jobframework.config import RuntimeConfig
 from jobframework.default_client import default_client, set_default_client  # (re-exported)
-from jobframework.errors import ConfigurationError
+from jobframework.errors import ConfigurationError, StatusUnavailableError
 from jobframework.errortext import shown
 from jobframework.job_unknown import refusing_unknown_enqueue_options
 from jobframework.jobs import Job, JobRegistry, Priority
@@ -152,13 +152,21 @@ class JobClient:
 
         Raises:
             ConfigurationError: no state table is configured, or the id is not text.
+            StatusUnavailableError: the state table could not be read now (a 503 to a caller).
         """
         state = self.state
         if state is None:
             raise ConfigurationError("job status needs the state table: set JF_STATE_TABLE")
         if not isinstance(job_id, str):
             raise ConfigurationError(f"a job id is a string of 1 to 128 characters, got {shown(job_id)}")
-        return state.get_status(job_id) if 0 < len(job_id) <= 128 else None
+        if not 0 < len(job_id) <= 128:
+            return None
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        try:
+            return state.get_status(job_id)
+        except (BotoCoreError, ClientError) as exc:  # (as enqueue wraps SQS's: EnqueueError)
+            raise StatusUnavailableError(f"reading the status of job {job_id} failed: {exc}") from exc
 
     def wait(self, job_id: str, *, timeout: float = 60.0, every: float = 1.0) -> JobStatus:
         """Block until a tracked job ends (succeeded, dead, cancelled, expired) and return its status:

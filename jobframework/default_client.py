@@ -14,6 +14,7 @@ from jobframework.errors import ConfigurationError
 
 if TYPE_CHECKING:
     from jobframework.client import JobClient
+    from jobframework.recorder import EnqueueRecorder
 
 __all__ = ["default_client", "enqueues_with", "refuse_env_client", "set_default_client"]
 
@@ -60,12 +61,14 @@ def refuse_env_client(why: str | None) -> None:
     _env_refusal = why
 
 
-def set_default_client(client: JobClient | None) -> JobClient | None:
+def set_default_client(client: JobClient | EnqueueRecorder | None) -> JobClient | None:
     """Replace (or, with ``None``, forget) the client that ``my_job.enqueue`` uses; returns the one
-    it replaces (``None``: none was set), to put back."""
+    it replaces (``None``: none was set), to put back. An ``EnqueueRecorder`` (a test's: it records,
+    or with ``run=True`` runs, and answers ``enqueue``, ``enqueue_many``, ``status`` and ``wait``)
+    stands for a client; :func:`default_client` then returns it."""
     global _default, _from_env
     previous = _default
-    _default, _from_env = client, None
+    _default, _from_env = client, None  # type: ignore[assignment]  # (a recorder stands for a client)
     return previous
 
 

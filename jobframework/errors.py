@@ -149,6 +149,11 @@ class EnqueueError(JobFrameworkError):
     """SQS refused or failed to take a message after the client's retries."""
 
 
+class StatusUnavailableError(JobFrameworkError):
+    """A job's status could not be read now (the state table unreachable, throttled or refusing):
+    answer a caller 503 and let it ask again; nothing about the job is known from this."""
+
+
 class EnqueueManyError(EnqueueError):
     """``enqueue_many(..., raise_on_error=True)``: some entries were not sent (the others were).
 

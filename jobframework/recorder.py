@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from typing_extensions import Unpack
 
     from jobframework.outgoing import EnqueueOptions
+    from jobframework.status import JobStatus
 
 
 class EnqueueRecorder:
@@ -35,17 +36,23 @@ class EnqueueRecorder:
         assert [p.item for p in sent.payloads(notify)] == ["a", "b"]
     """
 
-    def __init__(self, *, run: bool = False) -> None:
+    def __init__(self, *, run: bool = False, propagate: bool = True) -> None:
         """``run=True``: each enqueue also runs its job at once, in-process (``run_inline``, with this
         recorder as the client of what it enqueues in turn), as Celery's ``task_always_eager``: a
-        delay is not waited, a job's exception propagates to the enqueue, its return value is in
-        :attr:`results`. A job known only by name (not imported) is recorded, not run."""
+        delay is not waited, a job's exception propagates to the enqueue (``propagate=False``: it is
+        kept in :attr:`errors` instead, and the job's :meth:`status` reads ``dead``, as Celery's
+        ``task_eager_propagates=False``), its return value is in :attr:`results`. A job known only by
+        name (not imported) is recorded, not run."""
         self.run = run
+        self.propagate = propagate
         self.requests: list[EnqueueRequest] = []
         """Every enqueue (a copy of its request), in order; a job's payload as its model (an older
         version's as upgraded; a job known only by name, as it was given)."""
         self.results: dict[str, Any] = {}
         """With ``run=True``: what each job run returned, by job id."""
+        self.errors: dict[str, BaseException] = {}
+        """With ``run=True, propagate=False``: what each job that failed raised, by job id."""
+        self._sent: dict[str, EnqueueResult] = {}
 
     def enqueue(
         self, job: Job[Any] | str, payload: BaseModel | dict[str, Any], **options: Unpack[EnqueueOptions]
@@ -63,6 +70,7 @@ class EnqueueRecorder:
         entries = list(requests)
         checked = [of_entry(i, len(entries), self._checked, r) for i, r in enumerate(entries)]
         self.requests.extend(recorded for recorded, _ in checked)
+        self._sent.update((result.id, result) for _, result in checked)
         if self.run:
             for recorded, result in checked:
                 self._run(recorded, result)
@@ -76,12 +84,49 @@ class EnqueueRecorder:
 
         batched = job.batch is not None  # (a batch of one, its one outcome: a failure is raised)
         payload = [request.payload] if batched else request.payload
-        outcome = run_inline(job, payload, job_id=result.id, key=result.key, client=self)
-        if batched:
-            [outcome] = outcome
-            if isinstance(outcome, BaseException):
-                raise outcome
+        try:
+            outcome = run_inline(job, payload, job_id=result.id, key=result.key, client=self)
+            if batched:
+                [outcome] = outcome
+                if isinstance(outcome, BaseException):
+                    raise outcome
+        except Exception as exc:
+            if self.propagate:
+                raise
+            self.errors[result.id] = exc
+            return
         self.results[result.id] = outcome
+
+    def status(self, job_id: str) -> JobStatus | None:
+        """What a 202 API's ``GET`` reads of a job enqueued here, as ``JobClient.status`` would: with
+        ``run=True`` ``succeeded`` (its return value as the status's JSON text) or ``dead`` (what it
+        raised); else ``queued``. ``None`` for an id not enqueued here."""
+        sent = self._sent.get(job_id)
+        if sent is None:
+            return None
+        from jobframework.delivery import describe
+        from jobframework.errors import PermanentError
+        from jobframework.status import JobState, JobStatus, now_iso, summarize
+
+        known = {"id": job_id, "type": sent.job_type, "key": sent.key, "enqueued_at": now_iso()}
+        if job_id in self.errors:
+            error = self.errors[job_id]
+            reason = "permanent" if isinstance(error, PermanentError) else "raised (run once: no retry here)"
+            return JobStatus(**known, status=JobState.DEAD, attempts=1, error=describe(error), reason=reason)
+        if job_id in self.results:
+            result = summarize(self.results[job_id])
+            return JobStatus(**known, status=JobState.SUCCEEDED, attempts=1, result=result)
+        return JobStatus(**known, status=JobState.QUEUED)
+
+    def wait(self, job_id: str, *, timeout: float = 60.0, every: float = 1.0) -> JobStatus:
+        """``JobClient.wait``: the job's status once ended; a job only recorded never ends here
+        (:class:`TimeoutError`, at once), one not enqueued here is a :class:`LookupError`."""
+        found = self.status(job_id)
+        if found is None:
+            raise LookupError(f"no job {job_id} was enqueued here")
+        if found.status.value == "queued":
+            raise TimeoutError(f"job {job_id} is recorded, not run: EnqueueRecorder(run=True) runs it")
+        return found
 
     def _checked(self, request: EnqueueRequest) -> tuple[EnqueueRequest, EnqueueResult]:
         job = registry.find(request.job) if isinstance(request.job, str) else request.job

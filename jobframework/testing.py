@@ -259,11 +259,13 @@ def jf_inline() -> Iterator[EnqueueRecorder]:
     """Every enqueue of the test runs its job at once, in-process (Celery's ``task_always_eager``):
     an :class:`EnqueueRecorder` with ``run=True`` as the default client for the test's length (put
     back after). ``jf_inline.requests`` has what was enqueued, ``jf_inline.results`` what each job
-    returned; a job's exception propagates to its enqueue. No AWS: no queue, no retry, no status."""
+    returned; a job's exception propagates to its enqueue (``jf_inline.propagate = False``: kept in
+    ``jf_inline.errors``, its status ``dead``). ``default_client().status(id)`` reads ``succeeded``
+    or ``dead`` (a 202 API's GET). No AWS: no queue, no retry."""
     from jobframework.client import set_default_client
 
     recorder = EnqueueRecorder(run=True)
-    previous = set_default_client(recorder)  # type: ignore[arg-type]  # (it stands for a JobClient)
+    previous = set_default_client(recorder)
     try:
         yield recorder
     finally:

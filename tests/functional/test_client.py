@@ -341,3 +341,23 @@ def test_status_of_text_that_is_no_job_id_is_none_as_an_unknown_ids(rt):
     assert rt.client.status("x" * 200) is None and rt.client.status("") is None
     with pytest.raises(ConfigurationError, match="a job id is a string"):
         rt.client.status(42)  # type: ignore[arg-type]  # (a caller's bug, not a caller's id)
+
+
+def test_a_status_read_that_fails_raises_status_unavailable_not_botocore(rt):
+    """A web API trial's GET answered 500 with botocore's EndpointConnectionError (its POST's enqueue
+    raised EnqueueError, which the README's 202 example maps to 503)."""
+    import boto3
+    from botocore.config import Config
+
+    from jobframework import StatusUnavailableError
+    from jobframework.client import JobClient
+
+    unreachable = boto3.client(
+        "dynamodb",
+        endpoint_url="http://127.0.0.1:9",
+        region_name="us-east-1",
+        config=Config(connect_timeout=1, retries={"total_max_attempts": 1}),
+    )
+    client = JobClient(rt.config, sqs_client=rt.sqs, clients={"dynamodb": unreachable})
+    with pytest.raises(StatusUnavailableError, match="reading the status of job j-1 failed"):
+        client.status("j-1")

@@ -175,6 +175,23 @@ def test_jf_inline_runs_each_enqueue_and_what_it_enqueues(jf_inline):
     assert sorted(jf_inline.results.values()) == ["receipt i-2", "sent i-2"]  # (the child ran inside)
     with pytest.raises(PermanentError, match="no such invoice"):  # (a job's failure reaches the test)
         receipt.enqueue(Invoice(invoice_id="bad"))
+
+
+def status_view(job_id: str) -> str:  # the web app's GET: what became of it
+    from jobframework.client import default_client
+
+    found = default_client().status(job_id)
+    return "404" if found is None else found.status.value + " " + str(found.result or found.error)
+
+
+def test_jf_inline_answers_the_status_a_202_api_reads(jf_inline):
+    # A web API trial's GET under jf_inline: 'EnqueueRecorder' object has no attribute 'status'
+    assert status_view(signup_view("i-3")) == 'succeeded "sent i-3"'
+    assert status_view("no-such-job") == "404"
+    jf_inline.propagate = False  # (Celery's task_eager_propagates=False: accepted, then dead)
+    dead = receipt.enqueue(Invoice(invoice_id="bad")).id
+    assert status_view(dead) == "dead PermanentError: no such invoice"
+    assert isinstance(jf_inline.errors[dead], PermanentError)
 """
 
 
@@ -188,7 +205,7 @@ def test_a_test_enqueue_with_no_client_is_refused_and_jf_inline_runs_jobs_eagerl
         JF_ENDPOINT_URL="http://127.0.0.1:9",
         JF_QUEUE_URL_DEFAULT="http://127.0.0.1:9/123456789012/jf-dev-default",
     )
-    assert "2 passed" in out, out
+    assert "3 passed" in out, out
 
 
 class _Mail(BaseModel):
@@ -209,3 +226,14 @@ def test_an_eager_recorder_runs_a_batched_job_as_a_batch_of_one_and_raises_its_f
     assert eager.results[sent.id] == "sent ada"
     with pytest.raises(ValueError, match="bounced"):
         eager.enqueue(_mails, {"to": "bounce"})
+
+
+def test_a_recording_recorder_reads_queued_and_never_ends():
+    recorder = EnqueueRecorder()
+    sent = recorder.enqueue(_mails, {"to": "ada"})
+    found = recorder.status(sent.id)
+    assert found is not None and found.status.value == "queued" and found.type == "eager.mails"
+    with pytest.raises(TimeoutError, match="recorded, not run"):
+        recorder.wait(sent.id)
+    with pytest.raises(LookupError):
+        recorder.wait("no-such-job")
