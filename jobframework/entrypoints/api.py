@@ -38,6 +38,7 @@ from jobframework.errors import (
     EnqueueError,
     PayloadTooLargeError,
     PayloadValidationError,
+    StatusUnavailableError,
     UnknownJobError,
 )
 from jobframework.modules import configured_job_modules, import_job_modules
@@ -168,8 +169,13 @@ def enqueue(job_type: str) -> Response[str]:
 
 @app.get("/jobs/<job_id>")
 def status(job_id: str) -> Response[str]:
-    """200 with the job's status, 404 when the id is unknown (or its record expired)."""
-    found = job_client().status(job_id) if 0 < len(job_id) <= MAX_JOB_ID else None
+    """200 with the job's status, 404 when the id is unknown (or its record expired), 503 when the
+    state table cannot be read now."""
+    try:
+        found = job_client().status(job_id) if 0 < len(job_id) <= MAX_JOB_ID else None
+    except StatusUnavailableError as exc:
+        log.warning("status of job %s unavailable: %s", job_id, exc)
+        return _json(503, {"message": "the job's status could not be read; try again"})
     if found is None:
         return _json(404, {"message": f"no job {job_id}"})
     return _json(200, found.model_dump(mode="json"))

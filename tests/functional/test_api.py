@@ -129,3 +129,11 @@ def test_unknown_id_is_404(config):
     status, _, body = call("GET", "/jobs/01JNOSUCHJOB0000000000000")
     assert status == 404
     assert "01JNOSUCHJOB0000000000000" in body["message"]
+
+
+def test_a_status_that_cannot_be_read_is_503_not_500(config, monkeypatch):
+    """A web API trial's GET answered 500 with botocore's error when the state table was unreachable."""
+    monkeypatch.setenv("JF_STATE_TABLE", "no-such-table")
+    api.reset()
+    status, _, body = call("GET", "/jobs/0190b8a4-6f1e-7c3a-9d2b-1a2b3c4d5e6f")
+    assert status == 503 and body == {"message": "the job's status could not be read; try again"}
