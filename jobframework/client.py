@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 
+from jobframework.async_calls import AsyncCalls
 from jobframework.aws_clients import AwsClients
 from jobframework.config import RuntimeConfig
 from jobframework.default_client import default_client, set_default_client  # (re-exported)
@@ -70,7 +71,7 @@ __all__ = [
 """The client's API; the request types and limits live in :mod:`jobframework.outgoing`."""
 
 
-class JobClient:
+class JobClient(AsyncCalls):
     """Sends jobs to their queues.
 
     Args:

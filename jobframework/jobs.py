@@ -254,6 +254,19 @@ class Job(Generic[P]):
 
         return (client or default_client()).enqueue(self, payload, **options)
 
+    async def aenqueue(
+        self,
+        payload: P | dict[str, Any],
+        *,
+        client: JobClient | None = None,
+        **options: Unpack[EnqueueOptions],
+    ) -> EnqueueResult:
+        """:meth:`enqueue` for ``async def`` code: the send on a worker thread, the loop free meanwhile
+        (:mod:`jobframework.async_calls`)."""
+        import asyncio
+
+        return await asyncio.to_thread(lambda: self.enqueue(payload, client=client, **options))
+
     def enqueue_many(
         self,
         payloads: Iterable[P | dict[str, Any]],

@@ -361,3 +361,36 @@ def test_a_status_read_that_fails_raises_status_unavailable_not_botocore(rt):
     client = JobClient(rt.config, sqs_client=rt.sqs, clients={"dynamodb": unreachable})
     with pytest.raises(StatusUnavailableError, match="reading the status of job j-1 failed"):
         client.status("j-1")
+
+
+def test_the_async_calls_leave_the_event_loop_serving(rt):
+    """A web API trial's async handler calling enqueue stalled every other request for 1.3 s."""
+    import asyncio
+
+    from .jobs_under_test import Work, ok
+
+    rt.sqs.meta.events.register("before-send.sqs.SendMessage", lambda **_: time.sleep(0.3))
+
+    async def handler() -> tuple[Any, ...]:
+        ticks = 0
+
+        async def other_requests() -> None:
+            nonlocal ticks
+            while True:
+                ticks += 1
+                await asyncio.sleep(0.01)
+
+        served = asyncio.create_task(other_requests())
+        sent = await rt.client.aenqueue("t.ok", {"name": "async-1"})
+        during = ticks
+        by_job = await ok.aenqueue(Work(name="async-2"), client=rt.client)
+        many = await rt.client.aenqueue_many([ok.request(Work(name="async-3"))])
+        found = await rt.client.astatus(sent.id)
+        served.cancel()
+        return sent, during, by_job, many, found
+
+    sent, during, by_job, many, found = asyncio.run(handler())
+    assert during >= 10  # (0.3 s of a blocked loop would have let it run once)
+    assert found is not None and found.id == sent.id and found.status.value == "queued"
+    assert by_job.ok and [r.ok for r in many] == [True]
+    assert len(receive_all(rt.sqs, rt.url("high"))) == 3
