@@ -366,6 +366,7 @@ def test_a_status_read_that_fails_raises_status_unavailable_not_botocore(rt):
 def test_the_async_calls_leave_the_event_loop_serving(rt):
     """A web API trial's async handler calling enqueue stalled every other request for 1.3 s."""
     import asyncio
+    from concurrent.futures import ThreadPoolExecutor
 
     from .jobs_under_test import Work, ok
 
@@ -389,7 +390,9 @@ def test_the_async_calls_leave_the_event_loop_serving(rt):
         served.cancel()
         return sent, during, by_job, many, found
 
-    sent, during, by_job, many, found = asyncio.run(handler())
+    # (on a thread of its own: a browser test's Playwright leaves its loop running in the main thread)
+    with ThreadPoolExecutor(1) as pool:
+        sent, during, by_job, many, found = pool.submit(asyncio.run, handler()).result()
     assert during >= 10  # (0.3 s of a blocked loop would have let it run once)
     assert found is not None and found.id == sent.id and found.status.value == "queued"
     assert by_job.ok and [r.ok for r in many] == [True]

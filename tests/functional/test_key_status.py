@@ -318,7 +318,11 @@ def test_a_job_that_waits_for_its_keys_run_elsewhere_reads_queued_not_running(rt
     run = threading.Thread(target=rt.handler, args=({"Records": [by_name["holder"]]}, None))
     run.start()
     try:
-        time.sleep(0.4)  # the first job's run holds the key
+        deadline = time.monotonic() + 10  # the first job's run holds the key (on a busy machine, later)
+        while (held := rt.client.status(first.id)) is None or held.status is not JobState.RUNNING:
+            assert time.monotonic() < deadline, "the first job's run never started"
+            time.sleep(0.05)
+        time.sleep(0.2)  # (its key's claim follows its start claim at once; its nap lasts 1 s)
         assert rt.handler({"Records": [by_name["waiter"]]}, None) == {"batchItemFailures": []}
         status = rt.client.status(waiting.id)
         assert status is not None
