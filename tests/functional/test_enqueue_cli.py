@@ -11,6 +11,7 @@ import sys
 import textwrap
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -295,18 +296,32 @@ def test_enqueue_with_the_jobs_module_checks_the_payload_before_any_aws_call():
     assert version.exit_code == 2 and "payload_version must be a whole number" in version.stderr
 
 
+def _consumer_for_one(handler: Any, sqs: Any, url: str) -> Any:
+    """A thread that polls ``url`` (as Lambda's mapping would) until it handled one record, 30 s at
+    most: a single poll half a second on could come before a slow CLI process had sent its job."""
+    import threading
+
+    from jobframework.testing import consume_once
+
+    def poll() -> None:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and not consume_once(handler, sqs, url)[0]:
+            time.sleep(0.1)
+
+    thread = threading.Thread(target=poll)
+    thread.start()
+    return thread
+
+
 def test_enqueue_wait_prints_how_the_job_ended_and_exits_1_unless_it_succeeded(sqs, jf_config):
     """A script's "enqueue and wait" (helper-67 wished for `jf enqueue --wait`): the client had wait()."""
-    import threading
 
     from jobframework.consumer import consumer
     from jobframework.jobs import registry
-    from jobframework.testing import consume_once
 
     env, email = cli_env(jf_config), '{"to": "a@example.com", "subject": "x"}'
     handler = consumer(registry, config=jf_config, sqs_client=sqs)
-    running = threading.Timer(0.5, consume_once, args=(handler, sqs, jf_config.endpoints("high").url))
-    running.start()
+    running = _consumer_for_one(handler, sqs, jf_config.endpoints("high").url)
     try:
         done = invoke(["enqueue", "emails.send", email, "--wait", "30"], env)
     finally:
@@ -325,17 +340,14 @@ def test_enqueue_wait_prints_how_the_job_ended_and_exits_1_unless_it_succeeded(s
 def test_enqueue_wait_of_a_duplicate_says_it_did_not_run(sqs, jf_config):
     """An on-call trial's "enqueue it again" of a keyed job read "succeeded after 1 attempt", exit 0,
     though the consumer skipped it as its key's duplicate."""
-    import threading
 
     from jobframework.consumer import consumer
     from jobframework.jobs import registry
-    from jobframework.testing import consume_once
 
     env, email = cli_env(jf_config), '{"to": "k@example.com", "subject": "x"}'
     handler = consumer(registry, config=jf_config, sqs_client=sqs)
     for expected in ("succeeded after 1 attempt", "not run: a duplicate"):
-        running = threading.Timer(0.5, consume_once, args=(handler, sqs, jf_config.endpoints("high").url))
-        running.start()
+        running = _consumer_for_one(handler, sqs, jf_config.endpoints("high").url)
         try:
             args = [
                 "enqueue",
