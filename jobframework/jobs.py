@@ -149,7 +149,12 @@ class Job(Generic[P]):
     def lane(self) -> str:
         """The queue this job goes to: its priority, or ``<priority>-<profile>``; ``-fifo`` after
         either for an ordered job."""
-        return lane_name(self.priority, self.profile, fifo=self.ordered)
+        return self.lane_for(self.priority)
+
+    def lane_for(self, priority: Priority) -> str:
+        """The lane of this job at ``priority`` (an enqueue's ``priority=`` moves it there), as a
+        catalog's job (:meth:`jobframework.catalog.RoutedJob.lane_for`) says it."""
+        return lane_name(priority, self.profile, fifo=self.ordered)
 
     @property
     def ordered(self) -> bool:

@@ -28,7 +28,7 @@ from jobframework.errors import (
 from jobframework.errortext import shown
 from jobframework.flow.enqueue import FlowRequest, check_flow_request, flow_fields, tenant_of
 from jobframework.flow.ordered import check_ordered_request, deduplication_id, is_ordered, message_group
-from jobframework.jobs import Job, Priority, lane_name, parse_priority
+from jobframework.jobs import Job, Priority, parse_priority
 from jobframework.outgoing import (
     DEFAULT_DEDUP_WINDOW,
     MAX_DELAY_SECONDS,
@@ -202,7 +202,7 @@ class Preparer:
             env = self._offload(env, size, job, delay)
             signed, attributes = self._sign(env, unsigned, delay)
         env = signed
-        lane = lane_name(priority, job.profile, ordered) if isinstance(job, Job) else job.lane_for(priority)
+        lane = job.lane_for(priority)
         return Prepared(
             envelope=env,
             priority=priority,

@@ -128,15 +128,6 @@ def _check_here(job_type: str, data: dict[str, Any], payload_version: int | None
         raise UsageError(str(exc)) from exc
 
 
-def _lane_of(found: Any, priority: Any) -> str:
-    """The lane a job of ``found`` (a registered job or a catalog's) goes to at ``priority``."""
-    from jobframework.jobs import Job, lane_name
-
-    if isinstance(found, Job):
-        return lane_name(priority, found.profile, fifo=found.flow.ordered_by is not None)
-    return str(found.lane_for(priority))
-
-
 def _waited(client: Any, job_id: str, seconds: float, sent: dict[str, Any] | None) -> None:
     """``--wait``: how the job ended (with ``sent``, as JSON beside it: ``"ended"``); exit 1 unless it
     succeeded, or when it has not ended within ``seconds``."""
@@ -336,7 +327,7 @@ def enqueue(  # noqa: PLR0917
     if not json_output:
         typer.echo(result.id)
     if not result.duplicate:  # (an on-call trial's enqueue into a paused lane said nothing)
-        aws.note_if_paused(config, _lane_of(found, result.priority), "the job")
+        aws.note_if_paused(config, found.lane_for(result.priority), "the job")
     if wait is not None:
         _waited(client, result.id, wait, sent if json_output else None)
     elif json_output:
