@@ -38,7 +38,8 @@ class _Blocking(Protocol):
     def wait(self, job_id: str, *, timeout: float = 60.0, every: float = 1.0) -> JobStatus: ...
 
 
-async def _to_thread(fn: Callable[..., _R], *args: Any) -> _R:
+async def in_thread(fn: Callable[..., _R], *args: Any) -> _R:
+    """``fn(*args)`` on a worker thread, with the caller's context."""
     import asyncio  # (not at import: the consumer's cold start imports the client module)
 
     return await asyncio.to_thread(fn, *args)
@@ -56,21 +57,21 @@ class AsyncCalls:
         **options: Unpack[EnqueueOptions],
     ) -> EnqueueResult:
         """:meth:`JobClient.enqueue` on a worker thread."""
-        return await _to_thread(lambda: self.enqueue(job, payload, **options))
+        return await in_thread(lambda: self.enqueue(job, payload, **options))
 
     async def aenqueue_many(
         self: _Blocking, requests: Iterable[EnqueueRequest], *, raise_on_error: bool = False
     ) -> list[EnqueueResult]:
         """:meth:`JobClient.enqueue_many` on a worker thread (the requests are read here, first)."""
         given = list(requests)
-        return await _to_thread(lambda: self.enqueue_many(given, raise_on_error=raise_on_error))
+        return await in_thread(lambda: self.enqueue_many(given, raise_on_error=raise_on_error))
 
     async def astatus(self: _Blocking, job_id: str) -> JobStatus | None:
         """:meth:`JobClient.status` on a worker thread."""
-        return await _to_thread(self.status, job_id)
+        return await in_thread(self.status, job_id)
 
     async def await_job(
         self: _Blocking, job_id: str, *, timeout: float = 60.0, every: float = 1.0
     ) -> JobStatus:
         """:meth:`JobClient.wait` on a worker thread: the job's status once it ended."""
-        return await _to_thread(lambda: self.wait(job_id, timeout=timeout, every=every))
+        return await in_thread(lambda: self.wait(job_id, timeout=timeout, every=every))

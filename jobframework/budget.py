@@ -92,20 +92,27 @@ class BudgetState:
         return self.retries >= self.allowed
 
 
-def budget_state(counter: BudgetCounter, key: str, budget: RetryBudget, now: float) -> BudgetState:
+def budget_state(
+    counter: BudgetCounter | None, key: str, fraction: float | None, now: float
+) -> BudgetState | None:
     """The window's counts of the budget ``key`` (a queue's name) as the counter holds them (first
-    attempts a process has not written yet are not there: it reads a little stricter than it is).
+    attempts a process has not written yet are not there: it reads a little stricter than it is);
+    ``None`` with no counter (no state table) or no ``fraction`` (the budget is off). What
+    ``jf queue ls`` and the console's overview show.
 
     Example:
         >>> counter = InMemoryBudgetCounter()
         >>> counter.budget_add("q", int(1000 // 60), 600, 118, ttl=600)
-        >>> state = budget_state(counter, "q", RetryBudget(), now=1000)
+        >>> state = budget_state(counter, "q", 0.2, now=1000)
         >>> state.allowed, state.spent
         (120, False)
     """
+    if counter is None or fraction is None:
+        return None
+    budget = RetryBudget(fraction=fraction)
     since = int((now - budget.window) // budget.bucket) + 1
     first, retries = counter.budget_window(key, since)
-    return BudgetState(first, retries, max(budget.floor, int(budget.fraction * first)))
+    return BudgetState(first, retries, retries_allowed(first, 0, budget))
 
 
 class BudgetCounter(Protocol):

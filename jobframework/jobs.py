@@ -268,9 +268,9 @@ class Job(Generic[P]):
     ) -> EnqueueResult:
         """:meth:`enqueue` for ``async def`` code: the send on a worker thread, the loop free meanwhile
         (:mod:`jobframework.async_calls`)."""
-        import asyncio
+        from jobframework.async_calls import in_thread
 
-        return await asyncio.to_thread(lambda: self.enqueue(payload, client=client, **options))
+        return await in_thread(lambda: self.enqueue(payload, client=client, **options))
 
     def enqueue_many(
         self,

@@ -52,7 +52,8 @@ class EnqueueRecorder:
         """With ``run=True``: what each job run returned, by job id."""
         self.errors: dict[str, BaseException] = {}
         """With ``run=True, propagate=False``: what each job that failed raised, by job id."""
-        self._sent: dict[str, EnqueueResult] = {}
+        self._sent: dict[str, tuple[EnqueueResult, str]] = {}
+        """Each job enqueued here and when, by id (what :meth:`status` reads)."""
 
     def enqueue(
         self, job: Job[Any] | str, payload: BaseModel | dict[str, Any], **options: Unpack[EnqueueOptions]
@@ -70,7 +71,10 @@ class EnqueueRecorder:
         entries = list(requests)
         checked = [of_entry(i, len(entries), self._checked, r) for i, r in enumerate(entries)]
         self.requests.extend(recorded for recorded, _ in checked)
-        self._sent.update((result.id, result) for _, result in checked)
+        from jobframework.status import now_iso
+
+        sent_at = now_iso()
+        self._sent.update((result.id, (result, sent_at)) for _, result in checked)
         if self.run:
             for recorded, result in checked:
                 self._run(recorded, result)
@@ -101,14 +105,14 @@ class EnqueueRecorder:
         """What a 202 API's ``GET`` reads of a job enqueued here, as ``JobClient.status`` would: with
         ``run=True`` ``succeeded`` (its return value as the status's JSON text) or ``dead`` (what it
         raised); else ``queued``. ``None`` for an id not enqueued here."""
-        sent = self._sent.get(job_id)
-        if sent is None:
+        if job_id not in self._sent:
             return None
         from jobframework.delivery import describe
         from jobframework.errors import PermanentError
-        from jobframework.status import JobState, JobStatus, now_iso, summarize
+        from jobframework.status import JobState, JobStatus, summarize
 
-        known = {"id": job_id, "type": sent.job_type, "key": sent.key, "enqueued_at": now_iso()}
+        sent, sent_at = self._sent[job_id]
+        known = {"id": job_id, "type": sent.job_type, "key": sent.key, "enqueued_at": sent_at}
         if job_id in self.errors:
             error = self.errors[job_id]
             reason = "permanent" if isinstance(error, PermanentError) else "raised (run once: no retry here)"

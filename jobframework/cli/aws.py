@@ -125,9 +125,8 @@ class Aws:
         if not config.state_table:
             return {}
         from jobframework.flow.pause import paused
-        from jobframework.state import StateStore
 
-        return paused(StateStore(config.state_table, self.client("dynamodb", config=config)))
+        return paused(self.state_store(config, "the pause flag"))
 
     def note_if_paused(self, config: RuntimeConfig, lane: str, what: str) -> None:
         """Say on stderr that ``what`` (the job, the redriven jobs) waits in ``lane``'s paused queue;

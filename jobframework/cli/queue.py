@@ -192,16 +192,16 @@ def queue_ls(ctx: typer.Context, json_output: JsonOption = False) -> None:
 
 def _budget_of(store: StateStore | None, config: RuntimeConfig, queue: str) -> dict[str, Any] | None:
     """Where the queue's retry budget stands (``None``: off, or no state table to read it from)."""
-    if store is None or config.retry_budget is None:
-        return None
     import time
 
-    from jobframework.budget import RetryBudget, budget_state
+    from jobframework.budget import budget_state
 
     try:
-        state = budget_state(store, queue, RetryBudget(fraction=config.retry_budget), time.time())
+        state = budget_state(store, queue, config.retry_budget, time.time())
     except Exception as exc:  # (a read this table refuses: the rest of the listing still stands)
         typer.echo(f"jf: warning: cannot read the retry budget of {queue}: {exc}", err=True)
+        return None
+    if state is None:
         return None
     return {
         "retries": state.retries,

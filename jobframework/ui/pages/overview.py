@@ -12,7 +12,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from jobframework.budget import BudgetState, RetryBudget, budget_state
+from jobframework.budget import BudgetState, budget_state
 from jobframework.dlq import DlqDepth
 from jobframework.flow.pause import paused
 from jobframework.ui.console import Console
@@ -42,11 +42,8 @@ class QueueRow:
 
 def budget_of(console: Console, queue_name: str) -> BudgetState | None:
     """The queue's retry budget in its window (an on-call trial's outage spent it unseen)."""
-    fraction = console.config.retry_budget
-    if console.store is None or fraction is None:
-        return None
     try:
-        return budget_state(console.store, queue_name, RetryBudget(fraction=fraction), time.time())
+        return budget_state(console.store, queue_name, console.config.retry_budget, time.time())
     except Exception as exc:
         log.warning("cannot read the retry budget of %s: %s", queue_name, exc)
         return None
