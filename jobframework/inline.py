@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any, TypeVar, cast, overload
 
 from pydantic import BaseModel
 
@@ -25,10 +25,35 @@ if TYPE_CHECKING:
 
 
 M = TypeVar("M", bound=BaseModel)
+R = TypeVar("R")
 
 
+@overload
 def run_inline(
-    job: Job[M],
+    job: Job[M, R],
+    payload: M | dict[str, Any],
+    *,
+    attempt: int = 1,
+    key: str | None = None,
+    timeout: float | None = None,
+    job_id: str | None = None,
+    payload_version: int | None = None,
+    client: JobClient | EnqueueRecorder | None = None,
+) -> R: ...
+@overload
+def run_inline(  # (a batched job's: one outcome per payload)
+    job: Job[M, Any],
+    payload: Sequence[M | dict[str, Any]],
+    *,
+    attempt: int = 1,
+    key: str | None = None,
+    timeout: float | None = None,
+    job_id: str | None = None,
+    payload_version: int | None = None,
+    client: JobClient | EnqueueRecorder | None = None,
+) -> list[Any]: ...
+def run_inline(
+    job: Job[M, Any],
     payload: M | dict[str, Any] | Sequence[M | dict[str, Any]],
     *,
     attempt: int = 1,
@@ -86,8 +111,32 @@ def run_inline(
             raise
 
 
+@overload
 async def arun_inline(
-    job: Job[M],
+    job: Job[M, R],
+    payload: M | dict[str, Any],
+    *,
+    attempt: int = 1,
+    key: str | None = None,
+    timeout: float | None = None,
+    job_id: str | None = None,
+    payload_version: int | None = None,
+    client: JobClient | EnqueueRecorder | None = None,
+) -> R: ...
+@overload
+async def arun_inline(  # (a batched job's: one outcome per payload)
+    job: Job[M, Any],
+    payload: Sequence[M | dict[str, Any]],
+    *,
+    attempt: int = 1,
+    key: str | None = None,
+    timeout: float | None = None,
+    job_id: str | None = None,
+    payload_version: int | None = None,
+    client: JobClient | EnqueueRecorder | None = None,
+) -> list[Any]: ...
+async def arun_inline(
+    job: Job[M, Any],
     payload: M | dict[str, Any] | Sequence[M | dict[str, Any]],
     *,
     attempt: int = 1,

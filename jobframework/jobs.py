@@ -13,9 +13,10 @@ Options are keyword-only and checked when the decorator is applied
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic
 
 from pydantic import BaseModel
+from typing_extensions import TypeVar
 
 from jobframework.budget_keys import RetryBudgetOption
 from jobframework.classification import PermanentRule
@@ -81,10 +82,14 @@ __all__ = [
 ]
 
 P = TypeVar("P", bound=BaseModel)
+R = TypeVar("R", default=Any)
+"""What the job's function returns (awaited, for an ``async def`` job): what ``run_inline`` gives."""
 
 
-class Job(Generic[P]):
-    """A registered job: its name, payload model, options and function. Made by :func:`job`."""
+class Job(Generic[P, R]):
+    """A registered job: its name, payload model, options and function. Made by :func:`job`.
+
+    ``Job[Order, Receipt]`` for ``def f(order: Order) -> Receipt`` (``Job[Order]``: any result)."""
 
     def __init__(
         self,

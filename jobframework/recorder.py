@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 from pydantic import BaseModel
 
@@ -21,6 +21,8 @@ if TYPE_CHECKING:
 
     from jobframework.outgoing import EnqueueOptions
     from jobframework.status import JobStatus
+
+M = TypeVar("M", bound=BaseModel)
 
 
 class EnqueueRecorder:
@@ -146,7 +148,12 @@ class EnqueueRecorder:
         name = request.job if isinstance(request.job, str) else request.job.name
         return recorded, EnqueueResult(job_id, key or job_id, name, priority)
 
+    @overload
+    def payloads(self, job: Job[M, Any]) -> list[M]: ...
+    @overload
+    def payloads(self, job: str) -> list[Any]: ...
     def payloads(self, job: Job[Any] | str) -> list[Any]:
-        """The payloads enqueued of ``job`` (the job or its name), in order."""
+        """The payloads enqueued of ``job`` (the job or its name), in order: of a job, its models (a
+        dict given is validated into one); by name, as given."""
         name = job if isinstance(job, str) else job.name
         return [r.payload for r in self.requests if (r.job if isinstance(r.job, str) else r.job.name) == name]

@@ -1,5 +1,6 @@
-"""A team's type checker knows each job's payload model: ``@job`` on ``def f(order: Order)`` is a
-``Job[Order]``, so mypy flags an enqueue of another model. (That the package ships ``py.typed``, which
+"""A team's type checker knows each job's payload model and result: ``@job`` on
+``def f(order: Order) -> Receipt`` is a ``Job[Order, Receipt]``, so mypy flags an enqueue of another
+model, and knows what ``run_inline`` gives. (That the package ships ``py.typed``, which
 makes a type checker read it at all once installed, is checked on the wheel by the adoption test.)"""
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ TEAM_CODE = """
 from typing import Any
 from pydantic import BaseModel
 from jobframework import BatchOptions, JobContext, job
-from jobframework.testing import run_inline
+from jobframework.testing import EnqueueRecorder, run_inline
 
 class Order(BaseModel):
     order_id: str
@@ -54,6 +55,11 @@ run_inline(fulfil, Refund(refund_id="r-2"))
 fulfil.enqueue(Order(order_id="o-9"), delay=60, key="k-9", track=True)
 fulfil.enqueue(Order(order_id="o-9"), countdown=30)
 fulfil.enqueue_many([Order(order_id="o-9")], delay="10")
+reveal_type(run_inline(confirm, Order(order_id="o-10")))
+reveal_type(run_inline(export, [Order(order_id="o-11")]))
+reveal_type(EnqueueRecorder().payloads(fulfil))
+reveal_type(EnqueueRecorder().payloads("orders.fulfil"))
+count: int = run_inline(charge, {"order_id": "o-12"})
 """
 
 
@@ -65,12 +71,26 @@ def test_a_jobs_payload_model_reaches_the_type_checker(tmp_path):
         mypy, check=False, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300
     )
     out = ran.stdout  # (exit 1: the one error the test expects)
-    revealed = [line.split("Revealed type is ")[1] for line in out.splitlines() if "Revealed type" in line]
-    assert revealed == ['"jobframework.jobs.Job[shop.Order]"'] * 4, out
+    revealed = [
+        line.split("Revealed type is ")[1].replace("builtins.", "")  # (older mypy names builtins so)
+        for line in out.splitlines()
+        if "Revealed type" in line
+    ]
+    assert revealed == [
+        '"jobframework.jobs.Job[shop.Order, None]"',
+        '"jobframework.jobs.Job[shop.Order, str]"',  # (an async def job's: what it awaits to)
+        '"jobframework.jobs.Job[shop.Order, Any]"',  # (a batched job's outcomes are per item)
+        '"jobframework.jobs.Job[shop.Order, dict[str, Any]]"',
+        '"str"',
+        '"list[Any]"',
+        '"list[shop.Order]"',
+        '"list[Any]"',
+    ], out
     errors = [line for line in out.splitlines() if ": error:" in line]
-    assert len(errors) == 5, out  # the three Refunds, countdown= and a str delay; nothing the right calls do
+    assert len(errors) == 6, out  # the three Refunds, countdown=, a str delay, a result taken as an int
     assert 'error: Argument 1 to "enqueue" of "Job" has incompatible type "Refund"' in errors[0]
     assert 'error: Argument 1 to "enqueue" of "Job" has incompatible type "Refund"' in errors[1]
     assert '"run_inline"' in errors[2]  # (mypy: no model is both the job's Order and a Refund)
     assert 'Unexpected keyword argument "countdown" for "enqueue" of "Job"' in errors[3]  # (Celery's)
     assert 'Argument "delay" to "enqueue_many" of "Job" has incompatible type "str"' in errors[4]
+    assert 'Incompatible types in assignment (expression has type "dict[str, Any]"' in errors[5]
