@@ -58,6 +58,9 @@ def dead_letter_message(
     attributes[wire.ATTR_DEAD_AT] = wire.string_attribute(
         datetime.now(UTC).isoformat(timespec="milliseconds")
     )
+    redrives = wire.record_attribute(record, wire.ATTR_REDRIVES)
+    if redrives is not None and len(attributes) < wire.SQS_MAX_ATTRIBUTES:  # (history: after the rest)
+        attributes[wire.ATTR_REDRIVES] = wire.string_attribute(redrives[:10])
     message_id = record.get("messageId")
     if isinstance(message_id, str) and message_id and len(attributes) < wire.SQS_MAX_ATTRIBUTES:
         # The id the consumer's log names (a malformed body has no job id): `jf dlq --id` takes it. Only

@@ -36,6 +36,9 @@ ATTR_SOURCE = "jf-source"
 ATTR_DEAD_AT = "jf-dead-at"
 ATTR_MESSAGE_ID = "jf-message-id"
 """A dead letter's: the SQS message id of the record that died (what the consumer's log names)."""
+ATTR_REDRIVES = "jf-redrives"
+"""How many times the job's dead letter was redriven (set by the redrive, kept by its dead letters):
+the status's ``redrives``, as each run's attempts start again at 1."""
 SQS_MAX_ATTRIBUTES = 10
 """Message attributes SQS allows a message."""
 ATTR_RATE_SLOT = "jf-rate-slot"

@@ -314,9 +314,20 @@ def status_of(
         return False
     state, fields = status
     started = _ran(v).get("started_at")  # a run's start (a job keyed by its id has no start claim)
-    fields = {**fields, "trace_id": record_trace_id(d.record, env.traceparent), "started_at": started}
+    fields = {
+        **fields,
+        "trace_id": record_trace_id(d.record, env.traceparent),
+        "started_at": started,
+        "redrives": redrives_of(d.record),
+    }
     note_status(statuses, env, state, fields)
     return True
+
+
+def redrives_of(record: dict[str, Any]) -> int | None:
+    """How many times the record's job was redriven (its ``jf-redrives``), ``None`` if never."""
+    text = wire.record_attribute(record, wire.ATTR_REDRIVES)
+    return int(text) if text is not None and text.isdigit() and int(text) > 0 else None
 
 
 def note_status(

@@ -65,6 +65,8 @@ class JobStatus(BaseModel):
     """When a job enqueued with a ``delay`` is due (until it has run)."""
     next_attempt_at: str | None = None
     """When a retrying job's next attempt is due (its backoff's end: the message shows again then)."""
+    redrives: int = 0
+    """Times its dead letter was redriven (``jf dlq redrive``): each run's ``attempts`` start at 1."""
     expires_at: int | None = None
     """Epoch seconds when the state table drops this status: 7 days after its last change, or after
     the job's run time for a job enqueued with a longer ``delay``."""

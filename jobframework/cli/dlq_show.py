@@ -56,7 +56,7 @@ def print_table(
             *([d.tenant or "-"] if tenants else []),
             s["reason"] or "-",
             _cut(s["error"] or "-"),
-            str(s["attempts"] or "-"),
+            str(s["attempts"] or "-") + (f" ({d.redrives} redriven)" if d.redrives else ""),
             d.died_at.strftime("%Y-%m-%d %H:%M:%S") if d.died_at else "-",  # (UTC, as --json's dead_at)
         ]
         if any(pointers):

@@ -154,6 +154,13 @@ def _print_many(of: str, jobs: list[JobStatus]) -> None:
     typer.echo(f"{len(jobs)} jobs{more}: jf status ID for one in full", err=True)
 
 
+def _redriven(redrives: int) -> str | None:
+    """``redriven: 2 times (its attempts are this run's)``, or ``None`` for a job never redriven."""
+    if not redrives:
+        return None
+    return f"{redrives} time{'s' if redrives > 1 else ''} (its attempts are the latest run's)"
+
+
 def _print_one(found: JobStatus) -> None:
     started: object = found.started_at
     if started is not None and found.attempts > 1:
@@ -163,6 +170,7 @@ def _print_one(found: JobStatus) -> None:
         "type": found.type,
         "status": found.status.value,
         "attempts": found.attempts,
+        "redriven": _redriven(found.redrives),
         "key": found.key,
         "enqueued at": found.enqueued_at,
         "runs at": found.run_at if found.status.value in ("queued", "scheduled") else None,

@@ -131,6 +131,14 @@ class DeadLetter:
         return "SequenceNumber" in self.system_attributes or (self.source or "").endswith(".fifo")
 
     @property
+    def redrives(self) -> int:
+        """Times it was redriven before (``jf-redrives``): it died again after as many redrives."""
+        try:
+            return max(0, int(self.attributes.get(wire.ATTR_REDRIVES) or 0))
+        except ValueError:
+            return 0
+
+    @property
     def tenant(self) -> str | None:
         """The job's tenant (``enqueue(tenant=)``): a standard queue's ``MessageGroupId``."""
         group = self.system_attributes.get("MessageGroupId")
@@ -146,6 +154,7 @@ class DeadLetter:
             "reason": self.reason,
             "error": self.error,
             "attempts": self.attempts,
+            "redrives": self.redrives,
             "dead_at": self.died_at.isoformat() if self.died_at else None,
             "source": self.source,
             "message_id": self.message_id,

@@ -131,6 +131,7 @@ def redrive_entry(letter: DeadLetter, entry_id: str) -> dict[str, Any]:
             if name in KEPT_ATTRIBUTES
         },
     }
+    entry["MessageAttributes"][wire.ATTR_REDRIVES] = wire.string_attribute(str(letter.redrives + 1))
     xray = letter.system_attributes.get("AWSTraceHeader")
     if xray:
         entry["MessageSystemAttributes"] = {"AWSTraceHeader": wire.string_attribute(xray)}

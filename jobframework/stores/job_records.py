@@ -38,6 +38,7 @@ STATUS_FIELDS = {
     "result": "job_result",
     "trace_id": "trace_id",
     "next_attempt_at": "next_attempt_at",
+    "redrives": "redrives",
 }
 """Status fields (``put_statuses``' keys) and the attributes of the status item that hold them."""
 
@@ -119,9 +120,9 @@ class JobRecords(Protocol):
         ...
 
     def requeue(self, job_id: str, reason: str) -> bool:
-        """A dead job's status back to ``queued`` with ``reason`` (its letter was redriven); its last
-        error and attempts stay. Nothing changes unless it reads ``dead`` (a consumer may have run the
-        redriven job already). ``True`` when the status changed."""
+        """A dead job's status back to ``queued`` with ``reason`` (its letter was redriven), one more
+        ``redrives``; its last error and attempts stay. Nothing changes unless it reads ``dead`` (a
+        consumer may have run the redriven job already). ``True`` when the status changed."""
         ...
 
     def lapse_claim(self, job_id: str, *, died_at: str) -> None:
@@ -201,6 +202,7 @@ def merged_status(
             run_at=status.get("run_at"),
             next_attempt_at=status.get("next_attempt_at") if state is JobState.RETRYING else None,
             expires_at=int(status["expires_at"]) if status.get("expires_at") is not None else None,
+            redrives=int(status.get("redrives") or 0),
         ),
         flow,
         now,
@@ -342,6 +344,7 @@ class InMemoryJobRecords:
             for name in ("finished_at", "next_attempt_at"):
                 item.pop(name, None)
             item.update(status=JobState.QUEUED.value, reason=reason, updated_at=now_iso())
+            item["redrives"] = int(item.get("redrives") or 0) + 1
             item["expires_at"] = int(time.time()) + STATUS_TTL_SECONDS
             return True
 

@@ -154,7 +154,7 @@ class DynamoJobRecords:
                 Key=_key(job_id, "status"),
                 UpdateExpression=(
                     "SET #status = :queued, #reason = :reason, updated_at = :now, expires_at = :exp "
-                    "REMOVE finished_at, next_attempt_at"
+                    "ADD redrives :one REMOVE finished_at, next_attempt_at"
                 ),
                 ConditionExpression="#status = :dead",
                 ExpressionAttributeNames={"#status": "status", "#reason": "reason"},
@@ -165,6 +165,7 @@ class DynamoJobRecords:
                         ":reason": reason,
                         ":now": now_iso(),
                         ":exp": int(time.time()) + STATUS_TTL_SECONDS,
+                        ":one": 1,
                     }
                 ),
             )

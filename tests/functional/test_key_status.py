@@ -183,6 +183,26 @@ def test_a_dead_job_redriven_reads_succeeded(rt):
     assert status.result == {"name": "refused-once", "attempt": 1} and calls["refused-once"] == 2
 
 
+def test_a_redriven_job_keeps_count_of_its_redrives_through_its_deaths_and_its_success(rt):
+    sent = rt.client.enqueue(result_job, Work(name="refused-twice", fail_times=2))
+    letters = DeadLetters(rt.config, rt.sqs, wait_time_seconds=0)
+    rt.consume("high")
+    assert rt.client.status(sent.id).redrives == 0
+    assert letters.redrive("high").moved == 1
+    queued = rt.client.status(sent.id)
+    assert (queued.status, queued.redrives) == (JobState.QUEUED, 1)
+    rt.consume("high")  # dead again: the consumer's own status write, and its letter, keep the count
+    dead = rt.client.status(sent.id)
+    assert (dead.status, dead.attempts, dead.redrives) == (JobState.DEAD, 1, 1)
+    [letter] = letters.peek("high")
+    assert letter.redrives == 1 and letter.summary()["redrives"] == 1
+    assert letters.redrive("high").moved == 1
+    rt.consume("high")
+    done = rt.client.status(sent.id)
+    assert (done.status, done.attempts, done.redrives) == (JobState.SUCCEEDED, 1, 2)
+    assert calls["refused-twice"] == 3
+
+
 def test_a_record_that_lapsed_or_holds_garbage_leaves_the_status_item_as_it_is():
     from jobframework.status import JobStatus
 
