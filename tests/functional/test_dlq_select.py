@@ -186,6 +186,11 @@ def test_the_dead_records_id_is_left_out_where_sqs_has_no_room_for_an_eleventh_a
     roomy, full = letter_of(kept), letter_of(signed)
     assert roomy["jf-message-id"]["StringValue"] == "m-1"
     assert "jf-message-id" not in full and len(full) == 10
+    # A redriven job's count goes before the record's id, and only where there is room.
+    redriven = {"jf-redrives": {"stringValue": "2", "dataType": "String"}}
+    counted, crowded = letter_of({**kept, **redriven}), letter_of({**signed, **redriven})
+    assert counted["jf-redrives"]["StringValue"] == "2" and len(counted) == 10
+    assert "jf-redrives" not in crowded and len(crowded) == 10
 
 
 def test_redrive_and_purge_by_id_say_which_named_ids_are_not_there_and_which_did_not_match(sqs, jf_config):
