@@ -59,6 +59,10 @@ ELSEWHERE: dict[str, str] = {
 }
 """Options of other job libraries, and what says the same to ``@job``."""
 
+_OWN_ID = (
+    "key= (the job's id is made for you, a UUIDv7: result.id, which client.status reads; a key of your "
+    "own, an order id, dedups the enqueue as BullMQ's jobId does and keys the job's run)"
+)
 AT_ENQUEUE: dict[str, str] = {
     "countdown": "delay= (seconds, or a timedelta)",
     "eta": "delay= (an aware datetime to run at)",
@@ -67,8 +71,13 @@ AT_ENQUEUE: dict[str, str] = {
     "args": "the payload, a model or a dict of its fields",
     "kwargs": "the payload, a model or a dict of its fields",
     "task_id": "key= (the job's id is made for you; a key dedups the enqueue and keys its run)",
+    "job_id": _OWN_ID,
+    "jobId": _OWN_ID,
+    "attempts": "@job(retry=RetryPolicy(max_attempts=N)): retries are the job's, not an enqueue's",
+    "backoff": "@job(retry=RetryPolicy(base_delay=..., multiplier=...)): retries are the job's",
+    "repeat": "@job(schedule=...): a schedule is the job's, deployed with it (`jf schedules` lists them)",
 }
-"""Options of Celery's ``apply_async``, and what says the same to an enqueue."""
+"""Options of Celery's ``apply_async`` and BullMQ's ``add``, and what says the same to an enqueue."""
 
 
 _CHAINED = "a saga (jobframework.saga) for steps that follow one another, or enqueue the next from the job"

@@ -308,6 +308,10 @@ def test_an_enqueue_option_from_celery_or_a_typo_says_what_to_write(rt):
         rt.client.enqueue("t.ok", {"name": "x"}, priorty="high")  # type: ignore[call-arg]
     with pytest.raises(ConfigurationError, match=r"queue=: write priority="):
         rt.client.enqueue("t.ok", {"name": "x"}, queue="high")  # type: ignore[call-arg]
+    # A BullMQ trial's job_id= was told "did you mean job=?", which then failed as a second job.
+    for own_id in ("job_id", "jobId"):
+        with pytest.raises(EnqueueOptionError, match=rf"^enqueue takes no option {own_id}=: write key="):
+            ok.enqueue(Work(name="x"), client=rt.client, **{own_id: "order-1"})
     assert bodies(rt, "high") == []
 
 
