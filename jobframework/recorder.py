@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
@@ -105,7 +106,8 @@ class EnqueueRecorder:
 
     def status(self, job_id: str) -> JobStatus | None:
         """What a 202 API's ``GET`` reads of a job enqueued here, as ``JobClient.status`` would: with
-        ``run=True`` ``succeeded`` (its return value as the status's JSON text) or ``dead`` (what it
+        ``run=True`` ``succeeded`` (its return value as ``client.status`` gives it: the value of its JSON
+        summary) or ``dead`` (what it
         raised); else ``queued``. ``None`` for an id not enqueued here."""
         if job_id not in self._sent:
             return None
@@ -119,8 +121,9 @@ class EnqueueRecorder:
             error = self.errors[job_id]
             reason = "permanent" if isinstance(error, PermanentError) else "raised (run once: no retry here)"
             return JobStatus(**known, status=JobState.DEAD, attempts=1, error=describe(error), reason=reason)
-        if job_id in self.results:
-            result = summarize(self.results[job_id])
+        if job_id in self.results:  # (as the client reads it back: the value of its summary's JSON)
+            summary = summarize(self.results[job_id])
+            result = None if summary is None else json.loads(summary)
             return JobStatus(**known, status=JobState.SUCCEEDED, attempts=1, result=result)
         return JobStatus(**known, status=JobState.QUEUED)
 
