@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from jobframework.cli.aws import aws_of
-from jobframework.cli.base import JsonOption, app, print_json
+from jobframework.cli.base import JsonOption, app, print_json, rich_console
 from jobframework.cli.errors import CliError
 
 if TYPE_CHECKING:
@@ -139,7 +139,6 @@ def _by_key(aws: Aws, key: str, *, whole: bool = True) -> list[JobStatus]:
 
 
 def _print_many(of: str, jobs: list[JobStatus]) -> None:
-    from rich.console import Console
     from rich.table import Table
 
     # No box, and folded rather than cut to "inve…": an on-call trial's 80-column terminal.
@@ -149,7 +148,7 @@ def _print_many(of: str, jobs: list[JobStatus]) -> None:
     for job in jobs:
         updated = str(job.updated_at or "-").replace("T", " ")[:19]
         table.add_row(job.id, job.status.value, str(job.attempts), job.type, job.key or "-", updated)
-    Console(soft_wrap=True).print(table)
+    rich_console().print(table)  # (piped: as wide as peek's and queue ls's, not folded at 80)
     more = " (at most the newest 20)" if len(jobs) >= KEY_MATCHES else ""
     typer.echo(f"{len(jobs)} jobs{more}: jf status ID for one in full", err=True)
 

@@ -166,6 +166,9 @@ def test_status_match_finds_the_jobs_whose_key_contains_the_text(env_config):
     table = invoke(["status", "--match", "c-42"], {**cli_env(config), "COLUMNS": "80"})
     assert "jobs of keys containing c-42" in table.stdout and a.id in table.stdout, table.stdout
     assert "…" not in table.stdout and "queued" in table.stdout  # (folded, not cut, at 80 columns)
+    piped = invoke(["status", "--match", "c-42"], {**cli_env(config), "COLUMNS": ""})  # (a shell's pipe)
+    [row] = [line for line in piped.stdout.splitlines() if a.id in line]  # (a trial's pipe folded at 80)
+    assert "order:c-42:o-1:confirm" in row and "eo.effect" in row, piped.stdout
     none = invoke(["status", "--match", "c-99"], cli_env(config))
     assert none.exit_code == 1 and "no tracked job has a key containing 'c-99'" in _one_error_line(none)
 
