@@ -17,6 +17,7 @@ from jobframework.core import ConfigurationError, Priority, Profile
 from jobframework.job_options import BatchOptions, Schedule, WhenBacklogged, checked_options, payload_model_of
 from jobframework.job_typing import JobDecorator
 from jobframework.job_unknown import refusing_unknown_options
+from jobframework.masked_fields import masked_fields
 from jobframework.registry import JobRegistry
 from jobframework.retry import RetryPolicy
 from jobframework.running import check_runnable
@@ -172,6 +173,14 @@ def job(
     def decorate(fn: Callable[..., Any]) -> Job[Any]:
         check_runnable(fn, name)  # async def runs; generators, classes and non-callables are refused
         model, takes_context = payload_model_of(fn, name, batched=opts.batch is not None)
+        masked = masked_fields(model)
+        if masked:
+            raise ConfigurationError(
+                f"job {name}: {model.__name__}.{masked[0]} is a pydantic secret, which JSON carries as "
+                "'**********': the job would run on the mask. Put the secret in Secrets Manager or SSM "
+                "and its name in the payload (the message, its dead letter and jf dlq export hold the "
+                "payload as sent), or give the field a @field_serializer that says what to send"
+            )
         if sched is not None:
             try:
                 validate_data(model, sched.payload)

@@ -12,7 +12,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, SecretStr, ValidationError, field_serializer
 
 from jobframework.envelope import Envelope, parse_body
 from jobframework.errors import (
@@ -847,3 +847,39 @@ def test_a_method_of_another_librarys_task_says_what_to_write(reg, method, messa
     with pytest.raises(AttributeError, match=message):
         getattr(ported, method)(Order(order_id="o-1"))
     assert not hasattr(ported, "delay") and hasattr(ported, "enqueue")
+
+
+class _Card(BaseModel):
+    number: SecretStr
+
+
+class _Payout(BaseModel):
+    iban: str
+    cards: list[_Card] = []
+
+
+class _Revealed(BaseModel):
+    number: SecretStr
+
+    @field_serializer("number", when_used="json")
+    def _reveal(self, number: SecretStr) -> str:
+        return number.get_secret_value()
+
+
+def test_a_payload_model_with_a_pydantic_secret_is_refused_unless_it_says_what_to_send(reg):
+    """A fintech trial's card_number: SecretStr was sent as '**********', and its job ran on that."""
+    from jobframework.payload_data import payload_data
+
+    with pytest.raises(ConfigurationError, match=r"_Payout\.cards\.number is a pydantic secret.*'\*{10}'"):
+
+        @job("pay.out", registry=reg)
+        def payout(p: _Payout) -> None: ...
+
+    assert "pay.out" not in reg
+
+    @job("pay.revealed", registry=reg)
+    def revealed(p: _Revealed) -> str:
+        return p.number.get_secret_value()
+
+    assert payload_data(revealed, {"number": "4111"})[0] == {"number": "4111"}
+    assert run_inline(revealed, {"number": "4111"}) == "4111"
