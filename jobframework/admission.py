@@ -12,11 +12,13 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from jobframework import envelope as wire
 from jobframework.delivery import Delivery, Unavailable
 from jobframework.errors import MalformedMessageError
+from jobframework.scheduling import unsigned_firing_key
 
 if TYPE_CHECKING:
     from jobframework.envelope import Envelope
@@ -47,9 +49,20 @@ def verify_signature(d: Delivery, keys: KeySource, registry: JobRegistry) -> Non
     kid, mac = wire.record_attribute(d.record, ATTR_KID), wire.record_attribute(d.record, ATTR_SIG)
     if not (kid and mac) and env.sig:
         kid, _, mac = env.sig.partition(":")
-    if not (kid or mac) and is_recurring_firing(env, registry.find(env.type)):
+    job = registry.find(env.type)
+    if not (kid or mac) and job is not None and job.schedule is not None and is_recurring_firing(env, job):
         # A recurring schedule's Input is fixed in the stack and cannot be signed; such a message
-        # can only run its job with the schedule's own payload, which the schedule does anyway.
+        # can only run its job with the schedule's own payload, for a recent slot that its key dedups.
+        key = unsigned_firing_key(
+            job.name,
+            job.schedule.expression,
+            job.schedule.timezone,
+            env.key,
+            idempotent=job.idempotent,
+            now=datetime.now(UTC),
+        )
+        if key != env.key:  # (a rate schedule's: the slot of the period that holds its time)
+            d.envelope = env.model_copy(update={"key": key})
         log.info("job %s (%s): unsigned firing of its recurring schedule accepted", env.id, env.type)
         return
     try:

@@ -539,6 +539,27 @@ def test_an_unsigned_firing_of_a_recurring_schedule_runs_but_a_forged_payload_do
     assert message_attribute(dead, "jf-reason") == "signature"
 
 
+def test_unsigned_firings_made_up_for_other_times_run_no_more_than_the_schedule_would(signed):
+    """A fintech trial sent five unsigned firings of its nightly payout, each for a time of its own
+    (yesterday's slot, a time between slots, 2031, ...): all five ran, each a new key."""
+    rt, _ = signed
+    (spec,) = rt.topology.schedules  # rate(1 hour): a made-up time is taken as its hour's slot
+    now = datetime.now(UTC).replace(microsecond=0)
+    hour = now.replace(minute=0, second=0)
+    times = {"real": now, "same-hour": hour + timedelta(seconds=(now - hour).seconds // 2)}
+    times |= {"last-week": now - timedelta(days=7), "next-year": now + timedelta(days=365)}
+    firings = {name: scheduled_envelope(spec, at, str(uuid.uuid4())) for name, at in times.items()}
+    broken = firings["real"].model_copy(update={"id": str(uuid.uuid4()), "key": "schedule:eo.tick:soon"})
+    for env in (*firings.values(), broken):
+        redeliver(rt, "high", env.to_body())
+    drain(rt, "high")
+    assert dict(jobs.effects) == {"tick:hourly": 1}  # (the same hour's made-up time: its slot's key)
+    letters = dead_letters(rt, "high")
+    dead = {json.loads(m["Body"])["id"]: message_attribute(m, "jf-error") or "" for m in letters}
+    assert "over 24 h old" in dead[firings["last-week"].id] and "ahead" in dead[firings["next-year"].id]
+    assert "is no slot of its schedule" in dead[broken.id] and len(dead) == 3
+
+
 # --- large payloads -----------------------------------------------------------------------------------------
 
 

@@ -130,3 +130,28 @@ def test_a_job_schedule_names_only_recurring_forms_and_translates_a_crontab_line
     suggested = re.findall(r"'(cron\([^)]*\))' here", str(info.value))  # the translation
     if suggested and "<days>" not in suggested[-1]:
         assert schedule_expr.check_expression(suggested[-1]) == suggested[-1]
+
+
+def test_an_unsigned_cron_firing_runs_only_for_a_slot_of_its_schedule_and_an_idempotent_job():
+    from datetime import UTC, datetime
+
+    from jobframework.errors import SignatureError
+    from jobframework.scheduling import schedule_key, unsigned_firing_key
+
+    now = datetime(2026, 12, 6, 2, 30, tzinfo=UTC)
+    nightly = "cron(0 2 * * ? *)"
+
+    def key_of(at: str, *, idempotent: bool = True, timezone: str = "UTC") -> str:
+        key = schedule_key("payouts.nightly", at)
+        return unsigned_firing_key("payouts.nightly", nightly, timezone, key, idempotent=idempotent, now=now)
+
+    assert key_of("2026-12-06T02:00:00Z").endswith("2026-12-06T02:00:00Z")
+    with pytest.raises(SignatureError, match="over 24 h old"):  # (its key's record may be gone)
+        key_of("2026-12-05T02:00:00Z")
+    with pytest.raises(SignatureError, match="2026-12-06T01:37:00Z is not a time of its schedule"):
+        key_of("2026-12-06T01:37:00Z")
+    with pytest.raises(SignatureError, match="is not a time"):  # (02:00 in Berlin is 01:00 UTC)
+        key_of("2026-12-06T02:00:00Z", timezone="Europe/Berlin")
+    assert key_of("2026-12-06T01:00:00Z", timezone="Europe/Berlin").endswith("01:00:00Z")
+    with pytest.raises(SignatureError, match="the job is not idempotent"):
+        key_of("2026-12-06T02:00:00Z", idempotent=False)
