@@ -266,7 +266,14 @@ class RuntimeConfig(BaseModel):
                 f"or {ENV_TOPOLOGY_PARAMETER} to the SSM parameter the stack wrote (e.g. /jf/dev/topology), "
                 "or run `jf dev` and export what it prints"
             )
-        return cls.from_parameter(parameter, ssm_client=ssm_client, endpoint_url=endpoint, region=region)
+        config = cls.from_parameter(parameter, ssm_client=ssm_client, endpoint_url=endpoint, region=region)
+        given = {k: v for k, v in settings.items() if k not in ("endpoint_url", "region")}
+        if not given:
+            return config
+        try:  # (the environment's settings win over the parameter's: JF_SIGNING_KEYS on a worker)
+            return cls.model_validate({**config.model_dump(), **given})
+        except ValidationError as exc:
+            raise SettingError(bad_settings_message(exc, given)) from None
 
     @classmethod
     def from_parameter(

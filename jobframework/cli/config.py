@@ -46,7 +46,7 @@ def described(config: RuntimeConfig, aws: Aws) -> dict[str, Any]:
     region = config.region or aws.region or aws.session(None).region_name
     return {
         "deployment": where_text(config),
-        "source": "JF_* variables" if from_variables else f"SSM parameter {parameter}",
+        "source": "JF_* variables" if from_variables else f"SSM parameter {parameter}" + _over(),
         "endpoint_url": aws.endpoint_url or config.endpoint_url,
         "region": region,
         "profile": aws.profile or os.environ.get("AWS_PROFILE"),
@@ -135,3 +135,12 @@ def _print(shown: dict[str, Any]) -> None:
     for lane, ep in shown["queues"].items():
         table.add_row(lane, ep["queue"], ep["dlq"])
     console.print(table)
+
+
+def _over() -> str:
+    """`` (JF_SIGNING_KEYS over it)``: the settings the environment gives over a parameter's."""
+    from jobframework.config import OPTIONAL_SETTINGS
+
+    given = [name for field, name in OPTIONAL_SETTINGS.items() if field not in ("endpoint_url", "region")]
+    over = [name for name in given if os.environ.get(name)]
+    return f" ({', '.join(over)} over it)" if over else ""

@@ -276,9 +276,11 @@ def provision(topology: Topology, session: boto3.Session, endpoint_url: str | No
     return config
 
 
-LOCAL_SETTINGS_FROM_ENV = ("retry_budget", "offload_threshold")
+LOCAL_SETTINGS_FROM_ENV = ("retry_budget", "offload_threshold", "signing_keys")
 """The settings of the local topology taken from the environment as a deployed consumer's are
-(``JF_RETRY_BUDGET=off``, ``JF_OFFLOAD_THRESHOLD``); the resources' names are the topology's own."""
+(``JF_RETRY_BUDGET=off``, ``JF_OFFLOAD_THRESHOLD``, ``JF_SIGNING_KEYS``: ``jf dev`` then verifies
+signatures, and its topology parameter and exports carry the setting to producers); the resources'
+names are the topology's own."""
 
 
 def behaviour_from_env() -> dict[str, str]:

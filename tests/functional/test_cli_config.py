@@ -47,6 +47,9 @@ def test_it_says_it_read_the_topology_parameter_and_its_catalog(jf_config):
     shown = invoke(["config"], env)
     assert f"{len(jf_config.jobs)} job(s)" in shown.stdout
     assert "job modules:        none named (jf dev and jf worker take --jobs" in shown.stdout
+    signed = json.loads(invoke(["config", "--json"], {**env, "JF_SIGNING_KEYS": "ssm:/k"}).stdout)
+    assert signed["source"] == f"SSM parameter {jf_config.topology_parameter} (JF_SIGNING_KEYS over it)"
+    assert signed["signing_keys"] == "ssm:/k"
 
 
 def test_a_bad_project_file_is_said_and_the_rest_shown(jf_config, tmp_path, monkeypatch):

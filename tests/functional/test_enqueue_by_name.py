@@ -95,6 +95,20 @@ def test_a_config_from_jf_variables_reads_the_catalog_from_the_parameter_they_na
     assert [b["type"] for b in bodies(named, "high")] == ["t.declined"]
 
 
+def test_settings_the_environment_gives_win_over_the_topology_parameters(named):
+    """A fintech trial's `JF_TOPOLOGY_PARAMETER=... JF_SIGNING_KEYS=ssm:... jf worker` ran an unsigned,
+    forged payout: every JF_* setting was ignored once the parameter configured the worker."""
+    parameter = {"JF_TOPOLOGY_PARAMETER": named.topology.topology_parameter}
+    plain = RuntimeConfig.from_env(parameter, ssm_client=named.ssm)
+    assert plain.signing_keys is None and plain.retry_budget == named.config.retry_budget
+    given = {**parameter, "JF_SIGNING_KEYS": "ssm:/payco/keys", "JF_RETRY_BUDGET": "off"}
+    config = RuntimeConfig.from_env(given, ssm_client=named.ssm)
+    assert (config.signing_keys, config.retry_budget) == ("ssm:/payco/keys", None)
+    assert config.model_copy(update={"signing_keys": None, "retry_budget": plain.retry_budget}) == plain
+    with pytest.raises(ConfigurationError, match="JF_OFFLOAD_THRESHOLD"):
+        RuntimeConfig.from_env({**parameter, "JF_OFFLOAD_THRESHOLD": "lots"}, ssm_client=named.ssm)
+
+
 def test_an_unknown_name_says_where_the_client_looked_and_what_to_set(named):
     with pytest.raises(UnknownJobError) as info:
         producer(named).enqueue("invoices.render", {})

@@ -4,6 +4,8 @@ not in ``jf dev``, whose jobs were dead-lettered with reason ``budget`` during a
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from jobframework.consumer import consumer
@@ -24,6 +26,33 @@ def test_the_local_topology_takes_the_retry_budget_and_offload_threshold_from_th
     handler = consumer(registry, config=config, sqs_client=jf_aws.client("sqs"))
     handler._features()
     assert handler.retry_budget is None  # no budget: every job rides out its own retries
+
+
+def test_the_local_topology_verifies_signatures_when_the_environment_names_the_keys(jf_aws, monkeypatch):
+    """A fintech trial's `JF_SIGNING_KEYS=ssm:... jf dev` ran an unsigned, forged payout: signing was
+    on nowhere but in the variable, which jf dev did not read."""
+    import json
+
+    from jobframework.envelope import Envelope
+    from jobframework.testing import FakeLambdaContext, sqs_event, sqs_record
+
+    monkeypatch.setenv("JF_SIGNING_KEYS", "ssm:/payco/dev/signing-keys")
+    topology, config = provision_fresh(jf_aws.endpoint_url, registry)
+    assert config.signing_keys == "ssm:/payco/dev/signing-keys"
+    assert config.to_env()["JF_SIGNING_KEYS"] == "ssm:/payco/dev/signing-keys"  # (jf dev's exports)
+    ssm = jf_aws.client("ssm")
+    stored = json.loads(ssm.get_parameter(Name=topology.topology_parameter)["Parameter"]["Value"])
+    assert stored["signing_keys"] == "ssm:/payco/dev/signing-keys"  # (what jf worker reads)
+    keys = {"current": "k1", "keys": {"k1": "local-secret-0123456789"}}
+    ssm.put_parameter(Name="/payco/dev/signing-keys", Value=json.dumps(keys), Type="SecureString")
+    outcomes: list[Any] = []
+    handler = consumer(registry, config=config, sqs_client=jf_aws.client("sqs"), listeners=[outcomes.append])
+    queue = config.endpoints("high").url.rsplit("/", 1)[-1]
+    forged = sqs_record(
+        Envelope.new("t.lean", {"name": "forged"}), queue_arn=f"arn:aws:sqs:us-east-1:1:{queue}"
+    )
+    assert handler(sqs_event(forged), FakeLambdaContext(30)) == {"batchItemFailures": []}
+    assert [(o.outcome, o.reason) for o in outcomes] == [("dead_lettered", "signature")]
 
 
 def test_a_bad_setting_says_which_variable(jf_aws, monkeypatch):
