@@ -123,7 +123,7 @@ def payload_pointer(body: str) -> dict[str, Any] | None:
     """Where an offloaded payload is (``payload_ref`` in the body): ``{"uri": "s3://...", "size": n}``."""
     try:
         ref = json.loads(body).get("payload_ref")
-    except (ValueError, AttributeError):
+    except (ValueError, AttributeError, RecursionError):  # (a body nested too deep: a malformed one)
         return None
     if not isinstance(ref, dict) or not ref.get("bucket") or not ref.get("key"):
         return None

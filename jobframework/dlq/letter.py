@@ -122,7 +122,7 @@ class DeadLetter:
         """The body as ``jf dlq peek --id`` shows it: its JSON indented, else as it is."""
         try:
             return json.dumps(json.loads(self.body), indent=2, ensure_ascii=False)
-        except ValueError:
+        except (ValueError, RecursionError):  # (not JSON, or nested deeper than Python reads)
             return self.body
 
     @property

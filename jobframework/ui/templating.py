@@ -85,12 +85,13 @@ def percent(rate: float | None) -> str:
 
 def pretty_json(value: Any) -> str:
     """A JSON text (or value) indented for reading; other text as is."""
-    if isinstance(value, str):
-        try:
-            value = json.loads(value)
-        except ValueError:
-            return str(value)
-    return json.dumps(value, indent=2, sort_keys=True, default=str)
+    text = value if isinstance(value, str) else None
+    try:
+        if text is not None:
+            value = json.loads(text)
+        return json.dumps(value, indent=2, sort_keys=True, default=str)
+    except (ValueError, RecursionError):  # (not JSON, or nested deeper than Python reads: as it is)
+        return text if text is not None else repr(value)
 
 
 def deployment(parameter: str | None) -> str | None:

@@ -218,3 +218,24 @@ def test_peek_by_id_shows_a_letter_in_full(sqs, jf_config):
     missing = invoke(["dlq", "peek", "low", "--id", "no-such-id"], env)
     assert missing.exit_code == 1 and "no dead letter of the low DLQ has the id no-such-id" in missing.output
     assert queue_counts(sqs, jf_config.endpoints("low").dlq_url)[0] == 2  # nothing removed
+
+
+def test_a_letter_nested_deeper_than_python_reads_is_shown_as_it_is(sqs, jf_config):
+    """A fintech trial's forged body of 100,000 nested arrays was dead-lettered malformed, and then
+    broke `jf dlq peek` (RecursionError, exit 1) and the console's letter page (500)."""
+    from jobframework.dlq.letter import DeadLetter
+    from jobframework.ui.templating import pretty_json
+
+    deep = "[" * 100_000 + "]" * 100_000
+    attributes = {wire.ATTR_REASON: wire.string_attribute("malformed")}
+    sqs.send_message(
+        QueueUrl=jf_config.endpoints("low").dlq_url, MessageBody=deep, MessageAttributes=attributes
+    )
+    env = {**cli_env(jf_config), "COLUMNS": "200"}
+    table = invoke(["dlq", "peek", "low"], env)
+    assert table.exit_code == 0 and "malformed" in table.stdout, table.output
+    [letter] = json.loads(invoke(["dlq", "peek", "low", "--json"], env).stdout)
+    shown = invoke(["dlq", "peek", "low", "--id", letter["message_id"]], env)
+    assert shown.exit_code == 0 and "[[[[" in shown.stdout, shown.output
+    assert DeadLetter.of({"Body": deep, "MessageId": "m"}).shown_body() == deep  # (the console's page)
+    assert pretty_json(deep) == deep
