@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from collections import Counter
 from dataclasses import asdict
@@ -160,7 +161,8 @@ def dlq_export(
     priority: PriorityArg,
     out: Annotated[Path, typer.Option("--out", "-o", help="JSON Lines file to write ('-' for stdout).")],
 ) -> None:
-    """Write every dead letter (body, attributes, reason) as JSON Lines; nothing is removed.
+    """Write every dead letter (body, attributes, reason) as JSON Lines; nothing is removed. A new
+    file is readable by its owner only: it holds the payloads.
 
     Example: jf dlq export low --out low-dlq.jsonl
     """
@@ -170,7 +172,7 @@ def dlq_export(
         return
     try:
         with (
-            out.open("w", encoding="utf-8") as fh,
+            open(os.open(out, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w", encoding="utf-8") as fh,
             _progress(f"exporting {priority} DLQ", letters.depth(priority)) as bar,
         ):
             count = letters.export(priority, fh, progress=bar.advance)

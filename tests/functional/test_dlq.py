@@ -204,6 +204,7 @@ def test_export_and_purge_by_type(sqs, jf_config, letters, tmp_path):
     lines = [json.loads(line) for line in out.read_text().splitlines()]
     assert len(lines) == 5
     assert all(line["body"] and line["attributes"]["jf-reason"] == "exhausted" for line in lines)
+    assert out.stat().st_mode & 0o777 == 0o600  # (the payloads: a fintech trial's export was 0644)
 
     refused = invoke(["dlq", "purge", "default"], env)
     assert refused.exit_code == 2
