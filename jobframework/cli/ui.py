@@ -98,6 +98,7 @@ def ui(  # noqa: PLR0917
                 f"{', '.join(hosts)} (add names with --allow-host)",
                 err=True,
             )
+        _audit_on_stderr()
         server = uvicorn.Server(
             uvicorn.Config(
                 create_app(console, allowed_hosts=hosts),
@@ -135,3 +136,18 @@ def _connect(ctx: typer.Context, modules: list[str], *, read_only: bool, stage: 
         stage=stage,
         job_modules=modules,
     )
+
+
+def _audit_on_stderr() -> None:
+    """Print each action the console takes (:data:`jobframework.ui.security.audit`) on stderr."""
+    import logging
+    import sys
+
+    from jobframework.ui.security import audit
+
+    if not audit.handlers:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("%(asctime)s jf ui audit: %(message)s"))
+        audit.addHandler(handler)
+    audit.setLevel(logging.INFO)
+    audit.propagate = False

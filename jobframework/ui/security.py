@@ -10,13 +10,17 @@ Every request that is not ``GET``/``HEAD``/``OPTIONS`` (an action) must:
    ``hx-headers`` of ``<body>``), which another site cannot read.
 
 The host names a request may use are checked first (Starlette's ``TrustedHostMiddleware``), which
-stops DNS rebinding. Pages are sent with a strict Content-Security-Policy (scripts and styles only
-from the console itself), ``X-Frame-Options: DENY`` and no referrer to other sites.
+stops DNS rebinding. These checks stop a page of another site in a browser, not a client on the
+network: the console has no login (it listens on 127.0.0.1 unless told otherwise; see
+docs/console.md). Every action is logged (:data:`audit`). Pages are sent with a strict
+Content-Security-Policy (scripts and styles only from the console itself), ``X-Frame-Options: DENY``
+and no referrer to other sites.
 """
 
 from __future__ import annotations
 
 import hmac
+import logging
 import secrets
 from urllib.parse import urlsplit
 
@@ -24,6 +28,8 @@ from starlette.datastructures import Headers
 from starlette.responses import PlainTextResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+audit = logging.getLogger("jobframework.console.audit")
+"""Every action the console took (``jf ui`` prints it on stderr): method, path, client, status."""
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 TOKEN_HEADER = "x-csrf-token"
 CSP = (
@@ -107,4 +113,24 @@ class Protect:
         if why is not None:
             await PlainTextResponse(why, status_code=403)(scope, receive, with_headers)
             return
-        await self.app(scope, receive, with_headers)
+        if scope["method"] in SAFE_METHODS:
+            await self.app(scope, receive, with_headers)
+            return
+        answered: list[int] = []
+
+        async def noted(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                answered.append(int(message["status"]))
+            await with_headers(message)
+
+        try:
+            await self.app(scope, receive, noted)
+        finally:  # (who acted, on what, and how it ended: a purge, a redrive, a cancel, a pause)
+            client = scope.get("client")
+            audit.info(
+                "%s %s from %s: %s",
+                scope["method"],
+                scope.get("path", "?"),
+                client[0] if client else "?",
+                answered[0] if answered else "failed",
+            )
