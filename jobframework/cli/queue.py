@@ -40,6 +40,23 @@ def _store(aws: Aws, config: RuntimeConfig) -> StateStore | None:
     return StateStore(config.state_table, aws.client("dynamodb", config=config))
 
 
+def _job_type_note(aws: Aws, config: RuntimeConfig, name: str) -> str:
+    """`` (a job type, not a queue: ...)`` when ``name`` is a job of the catalog (a BullMQ trial paused
+    ``mail.send``, as it would a BullMQ queue), else nothing."""
+    from jobframework.cli.aws import catalog_of
+
+    try:
+        route = catalog_of(aws, config).get(name)
+    except Exception:  # (the note is a hint: an unreadable catalog leaves the error as it is)
+        return ""
+    if route is None:
+        return ""
+    return (
+        f". {name} is a job type, not a queue: it runs on the {route.lane} queue, which its priority "
+        f"names, and `jf queue pause {route.lane}` pauses every job type on it"
+    )
+
+
 def _switch(ctx: typer.Context, name: str, *, pause: bool, json_output: bool) -> None:
     from jobframework.errors import ConfigurationError
     from jobframework.flow import pause as flags
@@ -50,7 +67,8 @@ def _switch(ctx: typer.Context, name: str, *, pause: bool, json_output: bool) ->
     try:
         lanes = flags.lanes_of(config.queues, name)
     except ConfigurationError as exc:
-        raise typer.BadParameter(str(exc), param_hint="PRIORITY") from None
+        problem = str(exc) + _job_type_note(aws, config, name)
+        raise typer.BadParameter(problem, param_hint="PRIORITY") from None
     store = _store(aws, config)
     lambda_client = aws.client("lambda", config=config)
     region = config.region or aws.session().region_name or "us-east-1"

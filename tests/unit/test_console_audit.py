@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import MutableMapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -31,12 +32,12 @@ def _call(method: str, headers: dict[str, str]) -> int:
             (k.lower().encode(), v.encode()) for k, v in {"host": "127.0.0.1:8089", **headers}.items()
         ],
     }
-    sent: list[dict[str, Any]] = []
+    sent: list[MutableMapping[str, Any]] = []
 
     async def receive() -> dict[str, Any]:
         return {"type": "http.request", "body": b"", "more_body": False}
 
-    async def send(message: dict[str, Any]) -> None:
+    async def send(message: MutableMapping[str, Any]) -> None:
         sent.append(message)
 
     # (a thread of its own: a browser test's Playwright leaves a loop running in the main thread)

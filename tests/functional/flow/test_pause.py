@@ -69,6 +69,21 @@ def test_an_unknown_queue_is_a_usage_error(jf_config):
     assert typo.exit_code == 2 and "no queue 'deafult' is configured (did you mean default?)" in typo.output
 
 
+def test_a_job_type_given_for_a_queue_is_told_the_queue_it_runs_on(jf_aws):
+    """A BullMQ trial paused a job type (mail.send), as it would a BullMQ queue."""
+    from jobframework.testing import provision_fresh
+    from tests.functional.jobs_under_test import registry
+
+    _, config = provision_fresh(jf_aws.endpoint_url, registry)
+    env = {**cli_env(config), "JF_TOPOLOGY_PARAMETER": str(config.topology_parameter)}  # (jf dev's)
+    said = invoke(["queue", "pause", "t.ok"], env)
+    assert said.exit_code == 2
+    lane = config.jobs["t.ok"].lane
+    assert f"t.ok is a job type, not a queue: it runs on the {lane} queue" in " ".join(
+        said.output.replace("│", " ").split()
+    ), said.output
+
+
 def test_a_priority_names_its_profile_lanes():
     assert lanes_of(["high", "high-cpu", "low"], "high") == ["high", "high-cpu"]
     assert lanes_of(["high", "high-cpu"], "high-cpu") == ["high-cpu"]
