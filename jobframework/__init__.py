@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 # anything imported it. Binding the function here, after that import, keeps ``from jobframework import
 # consumer`` the function, always (the import costs a few milliseconds over the package's own).
 from jobframework.consumer import consumer
+from jobframework.delivery import RecordOutcome
 from jobframework.envelope import Envelope
 from jobframework.errors import (
     ConfigurationError,
@@ -26,6 +27,7 @@ from jobframework.errors import (
 )
 from jobframework.job_options import BatchOptions
 from jobframework.jobs import Job, JobContext, JobRegistry, Priority, Schedule, job, registry
+from jobframework.outcome_listeners import on_outcome
 from jobframework.retry import Jitter, RetryPolicy
 from jobframework.status import JobState, JobStatus
 
@@ -51,6 +53,7 @@ __all__ = [
     "PayloadValidationError",
     "PermanentError",
     "Priority",
+    "RecordOutcome",
     "RetryPolicy",
     "RetryableError",
     "Schedule",
@@ -58,6 +61,7 @@ __all__ = [
     "TopologyWarning",
     "consumer",
     "job",
+    "on_outcome",
     "registry",
 ]
 

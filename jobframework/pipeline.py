@@ -302,6 +302,7 @@ class Pipeline:
                 queue_wait_ms=queue_wait_ms,
                 processing_ms=processing_ms,
                 duplicate=not ran,
+                result=result,
             ),
             saga=("completed", {"result": result}) if env.saga is not None else None,
         )

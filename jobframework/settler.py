@@ -37,6 +37,7 @@ from jobframework.dead_letter import dead_letter_message
 from jobframework.delivery import Batch, Outcome, RecordOutcome, describe, refusal_logged
 from jobframework.gates import dead_letter
 from jobframework.handback import copy_message
+from jobframework.outcome_listeners import registered
 from jobframework.state import JobState
 from jobframework.status import TAKEN_BY_SAGA
 from jobframework.tracing import record_trace_id
@@ -277,7 +278,7 @@ class Settler:
 
     def emit(self, batch: Batch, outcome: RecordOutcome) -> None:
         batch.metrics.add(outcome)
-        for listener in self.consumer.listeners:
+        for listener in (*self.consumer.listeners, *registered()):  # (the handler's, the modules')
             try:
                 listener(outcome)
             except Exception:
