@@ -42,6 +42,30 @@ class JobContext:
     counted. A job that must stop in time checks :attr:`time_left` (Celery's soft time limit)."""
     _remaining: Callable[[], float] = field(default=lambda: float("inf"), repr=False)
     _started: float = field(default_factory=time.monotonic, repr=False)
+    _progress_sink: Callable[[float, str | None], None] | None = field(default=None, repr=False)
+    progress: tuple[float, str | None] | None = None
+    """The last :meth:`set_progress` of this run (percent, note): what a test asserts on."""
+
+    def set_progress(self, percent: float, note: str | None = None) -> None:
+        """Say how far the job is, 0 to 100, with an optional note (BullMQ's ``updateProgress``).
+
+        A tracked job's status shows it while it runs (``client.status(id).progress``, ``jf
+        status``, the console's job page), written at most once a second (100 always); an untracked
+        job's goes nowhere. A failed write never fails the job.
+
+        Raises:
+            ValueError: ``percent`` is not a number from 0 to 100.
+
+        Example:
+            >>> for n, page in enumerate(pages, 1):       # doctest: +SKIP
+            ...     render(page)
+            ...     ctx.set_progress(100 * n / len(pages), f"page {n} of {len(pages)}")
+        """
+        from jobframework.progress import checked_progress
+
+        self.progress = checked_progress(percent, note)
+        if self._progress_sink is not None:
+            self._progress_sink(*self.progress)
 
     @property
     def remaining_time(self) -> float:

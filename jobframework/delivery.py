@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from jobframework.classification import Reason
     from jobframework.envelope import Envelope
     from jobframework.jobs import Job
+    from jobframework.state import StateStore
     from jobframework.telemetry import BatchMetrics
     from jobframework.tracing import TraceContext
 
@@ -327,9 +328,22 @@ def remaining_seconds_of(context: Any) -> float:
 
 
 def job_context_of(
-    d: Delivery, job: Job[Any], *, own: TraceContext, parent: TraceContext, context: Any, logger: Any
+    d: Delivery,
+    job: Job[Any],
+    *,
+    own: TraceContext,
+    parent: TraceContext,
+    context: Any,
+    logger: Any,
+    state: StateStore | None = None,
 ) -> JobContext:
+    """The job's context; with ``state``, a tracked job's ``set_progress`` writes to its status."""
     env = d.require_envelope()
+    progress = None
+    if state is not None and env.track:
+        from jobframework.progress import ProgressWriter
+
+        progress = ProgressWriter(state.jobs, env.id)
     return JobContext(
         job_id=env.id,
         job_type=env.type,
@@ -345,4 +359,5 @@ def job_context_of(
         logger=logger,
         timeout=job.timeout,
         _remaining=lambda: remaining_seconds_of(context),
+        _progress_sink=progress,
     )

@@ -211,7 +211,9 @@ class Pipeline:
                 Held(c, d, job, batch) as key,
             ):
                 ctx = (
-                    job_context_of(d, job, own=own, parent=trace, context=context, logger=logger)
+                    job_context_of(
+                        d, job, own=own, parent=trace, context=context, logger=logger, state=c.state
+                    )
                     if job.takes_context
                     else None
                 )

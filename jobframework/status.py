@@ -65,6 +65,11 @@ class JobStatus(BaseModel):
     """When a job enqueued with a ``delay`` is due (until it has run)."""
     next_attempt_at: str | None = None
     """When a retrying job's next attempt is due (its backoff's end: the message shows again then)."""
+    progress: float | None = None
+    """What a running job last said of its progress (``ctx.set_progress``), 0 to 100; ``None`` once it
+    ended, or if it said nothing."""
+    progress_note: str | None = None
+    """What it said with it (``rendering page 4 of 10``)."""
     redrives: int = 0
     """Times its dead letter was redriven (``jf dlq redrive``): each run's ``attempts`` start at 1."""
     expires_at: int | None = None

@@ -174,6 +174,9 @@ def _print_one(found: JobStatus) -> None:
         "enqueued at": found.enqueued_at,
         "runs at": found.run_at if found.status.value in ("queued", "scheduled") else None,
         "next attempt": found.next_attempt_at,
+        "progress": None
+        if found.progress is None
+        else f"{found.progress:g} %" + (f" ({found.progress_note})" if found.progress_note else ""),
         "started at": started,
         "finished at": found.finished_at,
         "updated at": found.updated_at,

@@ -119,6 +119,11 @@ class JobRecords(Protocol):
         """The flow items (start claim, cancel marker; plain values) of those of ``job_ids`` that have one."""
         ...
 
+    def set_progress(self, job_id: str, percent: float, note: str | None) -> bool:
+        """Note a running job's progress on its status item (none is made: ``False`` when it has
+        none)."""
+        ...
+
     def requeue(self, job_id: str, reason: str) -> bool:
         """A dead job's status back to ``queued`` with ``reason`` (its letter was redriven), one more
         ``redrives``; its last error and attempts stay. Nothing changes unless it reads ``dead`` (a
@@ -183,6 +188,7 @@ def merged_status(
     if status is None:
         return None
     state = JobState(status["status"])
+    live = state not in FINAL_STATES
     result = status.get("job_result")
     return with_claim(
         JobStatus(
@@ -203,6 +209,9 @@ def merged_status(
             next_attempt_at=status.get("next_attempt_at") if state is JobState.RETRYING else None,
             expires_at=int(status["expires_at"]) if status.get("expires_at") is not None else None,
             redrives=int(status.get("redrives") or 0),
+            # (what a run said of itself: of no more use once the job ended)
+            progress=float(status["progress"]) if status.get("progress") is not None and live else None,
+            progress_note=status.get("progress_note") if live else None,
         ),
         flow,
         now,
@@ -335,6 +344,14 @@ class InMemoryJobRecords:
             flow = self.items.get((job_id, "flow"), {})
             if float(flow.get("runs_until") or 0) > 0 and str(flow.get("started_at", "")) < died_at:
                 flow["runs_until"] = 0
+
+    def set_progress(self, job_id: str, percent: float, note: str | None) -> bool:
+        with self._lock:
+            item = self.items.get((job_id, "status"))
+            if item is None:
+                return False
+            item.update(progress=percent, progress_note=note, updated_at=now_iso())
+            return True
 
     def requeue(self, job_id: str, reason: str) -> bool:
         with self._lock:

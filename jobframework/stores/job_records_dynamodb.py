@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
+from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
 from jobframework.status import FINAL_STATES, STATUS_TTL_SECONDS, JobState, JobStatus, now_iso
@@ -146,6 +147,21 @@ class DynamoJobRecords:
         if left:  # (those jobs read as their status items say: queued, not running)
             log.warning("%d start claims were not read (throttled)", left)
         return {str(flow["pk"]).removeprefix("job#"): flow for flow in flows}
+
+    def set_progress(self, job_id: str, percent: float, note: str | None) -> bool:
+        try:
+            self.client.update_item(
+                TableName=self.table,
+                Key=_key(job_id, "status"),
+                UpdateExpression="SET progress = :p, progress_note = :n, updated_at = :now",
+                ConditionExpression="attribute_exists(pk)",
+                ExpressionAttributeValues=to_item(
+                    {":p": Decimal(str(round(percent, 2))), ":n": note, ":now": now_iso()}
+                ),
+            )
+        except self.client.exceptions.ConditionalCheckFailedException:
+            return False  # no status item (untracked, or gone): none is made for it
+        return True
 
     def requeue(self, job_id: str, reason: str) -> bool:
         try:

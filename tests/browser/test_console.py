@@ -294,6 +294,18 @@ def test_a_delayed_job_says_when_it_runs(page: Any, console_url: str, clean: Sho
     assert abs((shown.replace(tzinfo=UTC) - due).total_seconds()) < 60
 
 
+def test_a_running_jobs_page_shows_its_progress(page: Any, console_url: str, clean: Shop):
+    """What a job said of itself with ctx.set_progress (a BullMQ trial's report page polls it)."""
+    from jobframework.state import StateStore
+
+    sent = _client(clean).enqueue("shop.charge", {"order_id": "o-progress"}, delay=600)
+    assert clean.config.state_table is not None
+    StateStore(clean.config.state_table, clean.dynamodb).jobs.set_progress(sent.id, 40, "page 4 of 10")
+    page.goto(f"{console_url}/jobs/{sent.id}")
+    expect(page.locator("#job-progress")).to_have_text("40 % (page 4 of 10)")
+    expect(page.locator("#job-progress progress")).to_have_attribute("value", "40.0")
+
+
 def test_find_jobs_by_text_in_their_key(page: Any, console_url: str, clean: Shop):
     """An on-call trial searched `globex` for keys `evt:globex-e0`: the search was for the whole key."""
     other = _client(clean).enqueue("shop.charge", {"order_id": "o-key"}, key="charge:o-key").id
