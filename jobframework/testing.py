@@ -26,7 +26,7 @@ from jobframework.polling import FakeLambdaContext, consume_once, drain, receive
 from jobframework.recorder import EnqueueRecorder
 from jobframework.settler import Settler
 from jobframework.sqs_events import DEFAULT_QUEUE_ARN, sqs_event, sqs_record
-from jobframework.stores.job_records import InMemoryJobRecords
+from jobframework.stores.job_records_memory import InMemoryJobRecords
 from jobframework.topology import RuntimeConfig, Topology, TopologySettings
 from jobframework.verdict import Kind, Verdict
 

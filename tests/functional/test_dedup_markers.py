@@ -10,8 +10,9 @@ import pytest
 from jobframework.errors import EnqueueError
 from jobframework.status import JobState
 from jobframework.stores.dedup import DedupMarkers, DynamoDedupMarkers, InMemoryDedupMarkers
-from jobframework.stores.job_records import InMemoryJobRecords, JobRecords
+from jobframework.stores.job_records import JobRecords
 from jobframework.stores.job_records_dynamodb import DynamoJobRecords
+from jobframework.stores.job_records_memory import InMemoryJobRecords
 from tests.functional.conftest_local import state_table
 
 LAPSE = 0.15

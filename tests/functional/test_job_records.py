@@ -9,8 +9,9 @@ import time
 import pytest
 
 from jobframework.status import JobState
-from jobframework.stores.job_records import InMemoryJobRecords, JobRecords, StartCheck, StartClaim
+from jobframework.stores.job_records import JobRecords, StartCheck, StartClaim
 from jobframework.stores.job_records_dynamodb import DynamoJobRecords
+from jobframework.stores.job_records_memory import InMemoryJobRecords
 from tests.functional.conftest_local import state_table
 
 

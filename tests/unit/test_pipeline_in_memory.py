@@ -14,7 +14,7 @@ from jobframework.consumer import Consumer
 from jobframework.envelope import Envelope
 from jobframework.jobs import JobRegistry
 from jobframework.status import JobState
-from jobframework.stores.job_records import InMemoryJobRecords
+from jobframework.stores.job_records_memory import InMemoryJobRecords
 from jobframework.testing import FakeLambdaContext, in_memory_consumer, sqs_event
 
 registry = JobRegistry()
