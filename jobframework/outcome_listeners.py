@@ -29,7 +29,8 @@ from typing import TYPE_CHECKING, cast
 if TYPE_CHECKING:
     from jobframework.delivery import Listener
 
-_registered: list[Listener] = []
+_registered: tuple[Listener, ...] = ()
+"""Replaced, never changed in place: a consumer telling them iterates the tuple it read."""
 
 
 def on_outcome(listener: Listener) -> Listener:
@@ -41,17 +42,18 @@ def on_outcome(listener: Listener) -> Listener:
             f"on_outcome takes a function of one RecordOutcome, got {type(listener).__name__}: "
             "decorate the function, @on_outcome"
         )
+    global _registered
     if listener not in _registered:
-        _registered.append(listener)
+        _registered = (*_registered, listener)
     return listener
 
 
 def remove_outcome_listener(listener: Listener) -> None:
     """Stop telling ``listener`` (registered with :func:`on_outcome`); nothing if it is not."""
-    if listener in _registered:
-        _registered.remove(listener)
+    global _registered
+    _registered = tuple(known for known in _registered if known is not listener)
 
 
 def registered() -> tuple[Listener, ...]:
     """The listeners :func:`on_outcome` registered, in their order."""
-    return tuple(_registered)
+    return _registered

@@ -278,11 +278,12 @@ class Settler:
 
     def emit(self, batch: Batch, outcome: RecordOutcome) -> None:
         batch.metrics.add(outcome)
-        for listener in (*self.consumer.listeners, *registered()):  # (the handler's, the modules')
-            try:
-                listener(outcome)
-            except Exception:
-                log.warning("consumer listener failed", exc_info=True)
+        for listeners in (self.consumer.listeners, registered()):  # (the handler's, the modules')
+            for listener in listeners:
+                try:
+                    listener(outcome)
+                except Exception:
+                    log.warning("consumer listener failed", exc_info=True)
 
 
 def delay_now(v: Verdict) -> int:
