@@ -41,8 +41,9 @@ def read_envelope(record: dict[str, Any], body: str, registry: JobRegistry, *, s
     return wire.parse_body(body)
 
 
-def verify_signature(d: Delivery, keys: KeySource, registry: JobRegistry) -> None:
-    """Check the signature before anything runs; an unreadable key ring is retried, not fatal."""
+def verify_signature(d: Delivery, keys: KeySource, registry: JobRegistry, *, keyed: bool = True) -> None:
+    """Check the signature before anything runs; an unreadable key ring is retried, not fatal.
+    ``keyed``: the consumer keeps idempotency keys (an unsigned schedule firing needs its slot's)."""
     from jobframework.signing import ATTR_KID, ATTR_SIG
 
     env = d.require_envelope()
@@ -58,7 +59,7 @@ def verify_signature(d: Delivery, keys: KeySource, registry: JobRegistry) -> Non
             job.schedule.expression,
             job.schedule.timezone,
             env.key,
-            idempotent=job.idempotent,
+            idempotent=job.idempotent and keyed,
             now=datetime.now(UTC),
         )
         if key != env.key:  # (a rate schedule's: the slot of the period that holds its time)

@@ -132,7 +132,7 @@ class Pipeline:
         d.budget = d.source  # (until its payload is read: a payload store or key ring failure too)
         try:
             if c.keys is not None:
-                verify_signature(d, c.keys, c.registry)
+                verify_signature(d, c.keys, c.registry, keyed=c.idempotency is not None)
             payload = load_payload(d, job, lambda: c._client("s3"), bucket=c.payload_bucket)
         except MalformedMessageError as exc:  # (an offloaded payload in a bucket not this topology's)
             return refuse(d, Reason.MALFORMED, str(exc))

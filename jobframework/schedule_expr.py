@@ -18,6 +18,7 @@ Every error is one line that names the expression, what is wrong and what to wri
 
 from __future__ import annotations
 
+import calendar
 import re
 from dataclasses import dataclass
 from datetime import datetime
@@ -292,3 +293,89 @@ def check_timezone(name: str) -> str:
             f"schedule timezone {name!r} is not an IANA time zone; use e.g. 'UTC' or 'Europe/Paris'"
         ) from None
     return name
+
+
+def rate_seconds(expression: str) -> int | None:
+    """The period of a ``rate(...)`` expression in seconds, or ``None`` for any other.
+
+    Example:
+        >>> rate_seconds("rate(5 minutes)"), rate_seconds("rate(1 day)"), rate_seconds("cron(0 2 * * ? *)")
+        (300, 86400, None)
+    """
+    m = _RATE.match(expression.strip())
+    if not m or not m.group("value").isdigit():
+        return None
+    unit = m.group("unit").removesuffix("s")
+    return int(m.group("value")) * {"minute": 60, "hour": 3600, "day": 86400}.get(unit, 0) or None
+
+
+def cron_matches(expression: str, moment: datetime) -> bool:
+    """Whether ``moment`` (a local time of the schedule's zone) is a time of ``cron(...)``, as
+    EventBridge reads its fields (``L``, ``nW``, ``nL`` and ``n#k`` too): no croniter, which the Lambda
+    bundle does not carry. Seconds must be 0.
+
+    Example:
+        >>> cron_matches("cron(0 2 ? * MON-FRI *)", datetime(2026, 12, 7, 2, 0))  # a Monday
+        True
+        >>> cron_matches("cron(0 2 ? * MON-FRI *)", datetime(2026, 12, 6, 2, 0))  # a Sunday
+        False
+        >>> cron_matches("cron(15 10 L * ? *)", datetime(2026, 2, 28, 10, 15))
+        True
+    """
+    fields = _CRON.match(expression.strip())
+    if fields is None or moment.second or moment.microsecond:
+        return False
+    values = (
+        moment.minute,
+        moment.hour,
+        moment.day,
+        moment.month,
+        (moment.weekday() + 1) % 7 + 1,  # EventBridge's 1 is Sunday
+        moment.year,
+    )
+    for spec, field, value in zip(_FIELDS, fields.group("body").split(), values, strict=True):
+        if field != "?" and not any(
+            _item_matches(expression, spec, i, value, moment) for i in field.split(",")
+        ):
+            return False
+    return True
+
+
+def _item_matches(expression: str, spec: _Field, item: str, value: int, moment: datetime) -> bool:
+    upper = item.upper()
+    last_day = calendar.monthrange(moment.year, moment.month)[1]
+    if spec.name == "day-of-month" and upper == "L":
+        return value == last_day
+    if spec.name == "day-of-month" and upper.endswith("W"):
+        return value == _nearest_weekday(moment.year, moment.month, int(item[:-1]), last_day)
+    if spec.name == "day-of-week" and upper == "L":
+        return value == 7
+    if spec.name == "day-of-week" and upper.endswith("L"):
+        return value == _value(expression, spec, item[:-1]) and moment.day + 7 > last_day
+    if spec.name == "day-of-week" and "#" in item:
+        day, _, nth = item.partition("#")
+        return value == _value(expression, spec, day) and (moment.day - 1) // 7 + 1 == int(nth)
+    base, slash, step_text = item.partition("/")
+    step = int(step_text) if slash else 1
+    if base == "*":
+        low, high = spec.low, spec.high
+    else:
+        first, dash, last = base.partition("-")
+        low = _value(expression, spec, first)
+        high = _value(expression, spec, last) if dash else (spec.high if slash else low)
+    if low <= high:
+        return low <= value <= high and (value - low) % step == 0
+    span = spec.high - spec.low + 1  # (a range that wraps: FRI-MON)
+    offset = value - low if value >= low else value - low + span if value <= high else -1
+    return offset >= 0 and offset % step == 0
+
+
+def _nearest_weekday(year: int, month: int, day: int, last_day: int) -> int:
+    """The day of the month ``nW`` means: the weekday nearest ``day``, within the month."""
+    day = min(day, last_day)
+    weekday = calendar.weekday(year, month, day)  # Monday 0 ... Sunday 6
+    if weekday == 5:  # Saturday: the Friday before, or the Monday after the 1st
+        return day - 1 if day > 1 else day + 2
+    if weekday == 6:  # Sunday: the Monday after, or the Friday before the last day
+        return day + 1 if day < last_day else day - 2
+    return day

@@ -7,7 +7,7 @@ firing of the same slot is a duplicate key, not a second run.
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, tzinfo
 from typing import TYPE_CHECKING, Any
 
 from jobframework.envelope import ENVELOPE_VERSION, Envelope
@@ -59,10 +59,12 @@ def scheduled_envelope(spec: ScheduleSpec, scheduled_time: datetime, execution_i
     return Envelope.model_validate_json(body)
 
 
-UNSIGNED_FIRING_WINDOW_SECONDS = 24 * 3600
-"""How old an unsigned firing may be: as long as its slot's key dedups it (the idempotency record's
-life), so a copy of a firing, or one made up for a slot that ran, runs no second time."""
-_FIRING_SKEW_SECONDS = 300
+KEY_RECORD_SECONDS = 24 * 3600
+"""How long a slot's key keeps a second run out: the idempotency record's life (from its run)."""
+_SKEW_SECONDS = 300
+"""How far ahead of its slot an unsigned firing may come (clocks differ)."""
+LONGEST_UNSIGNED_RATE_SECONDS = 12 * 3600
+"""The longest ``rate(...)`` whose unsigned firings are taken: a longer one is given as a cron."""
 _STAMP = "%Y-%m-%dT%H:%M:%SZ"
 
 
@@ -70,14 +72,20 @@ def unsigned_firing_key(
     job_name: str, expression: str, timezone: str, key: str, *, idempotent: bool, now: datetime
 ) -> str:
     """The key an unsigned firing of a recurring schedule runs under, when signing is on; raises
-    :class:`~jobframework.errors.SignatureError` when its slot is none the schedule could have fired.
+    :class:`~jobframework.errors.SignatureError` for one that could run a slot a second time.
 
-    Scheduler's input is fixed in the stack and cannot be signed, so a firing is taken unsigned; anyone
-    who can send to the queue can send one too. What keeps that to "the schedule's own run, perhaps
-    early" is its slot's key: the slot must be recent (the last 24 h, the life of the key's record)
-    and not ahead, a cron schedule's slot one of its times, a rate schedule's time is taken as the
-    slot of its period that holds it (a made-up time shares the key of the period's real firing), and
-    the job idempotent (else no key keeps a second run out).
+    Scheduler's input is fixed in the stack and cannot be signed, so a firing is taken unsigned, and
+    anyone who can send to the queue can send one too. What keeps that to "the schedule's own run,
+    perhaps early" is the slot's key, whose record keeps a second run out for 24 hours:
+
+    - the time is written as Scheduler writes it (``2026-12-06T02:00:00Z``: one text a slot);
+    - a cron schedule's time is one of its times in its zone (a time the fall-back repeats has the
+      key of its first), and the firing comes within 24 hours of it (less the clock skew it may come
+      early by, so that no record lapses in between);
+    - a rate schedule's time is taken as the slot of its period that holds it (a made-up time shares
+      the key of that period's real firing), the period is at most 12 hours, and the firing comes
+      within 24 hours less the period;
+    - the job is idempotent with a table to keep its keys in (``idempotent``).
 
     Example:
         >>> now = datetime(2026, 12, 6, 2, 30, tzinfo=UTC)
@@ -89,33 +97,58 @@ def unsigned_firing_key(
         'schedule:sync.crm:2026-12-06T02:05:00Z'
     """
     from jobframework.errors import SignatureError
-    from jobframework.local.scheduler import ScheduleClock, parse_rate
+    from jobframework.schedule_expr import cron_matches, rate_seconds
 
     stamp = key.removeprefix(schedule_key(job_name, ""))
     try:
         slot = datetime.strptime(stamp, _STAMP).replace(tzinfo=UTC)
     except ValueError:
-        raise SignatureError(
-            f"unsigned, and its key's time {stamp[:40]!r} is no slot of its schedule"
-        ) from None
-    age = (now - slot).total_seconds()
-    if age < -_FIRING_SKEW_SECONDS or age > UNSIGNED_FIRING_WINDOW_SECONDS:
-        raise SignatureError(
-            f"unsigned, for the slot {stamp}, which is {'ahead' if age < 0 else 'over 24 h old'}: a "
-            "schedule's own firing is unsigned, but only within 24 h of its slot (jf schedules --run "
-            "sends a signed run now)"
-        )
+        slot = None
+    if slot is None or slot.strftime(_STAMP) != stamp:
+        raise SignatureError(f"unsigned, and its key's time {stamp[:40]!r} is no slot of its schedule")
     if not idempotent:
         raise SignatureError(
-            "unsigned, and the job is not idempotent: an unsigned firing is taken only where its slot's "
-            "key keeps a second copy from running (make the job idempotent, the default, or run it with "
-            "jf schedules --run, which signs)"
+            "unsigned, and the job has no key record to keep a second copy from running (it is not "
+            "idempotent, or the consumer has no idempotency table): make it idempotent, the default, or "
+            "run it with jf schedules --run, which signs"
         )
-    period = parse_rate(expression)
-    if period is not None:  # (its first firing's time is not known: the period's slot that holds it)
-        seconds = int(period.total_seconds())
-        start = datetime.fromtimestamp(int(slot.timestamp()) // seconds * seconds, UTC)
-        return schedule_key(job_name, start.strftime(_STAMP))
-    if ScheduleClock(expression, timezone).next_after(slot - timedelta(seconds=1)) != slot:
-        raise SignatureError(f"unsigned, and {stamp} is not a time of its schedule {expression}")
-    return key
+    period = rate_seconds(expression)
+    if period is not None:
+        if period > LONGEST_UNSIGNED_RATE_SECONDS:
+            raise SignatureError(
+                f"unsigned, of {expression}: with signing on, a schedule over 12 hours is a cron "
+                "expression (its slots can be checked; a rate's cannot), e.g. cron(0 2 * * ? *)"
+            )
+        window = KEY_RECORD_SECONDS - period - 2 * _SKEW_SECONDS
+        start = datetime.fromtimestamp(int(slot.timestamp()) // period * period, UTC)
+    else:
+        local = slot.astimezone(_zone(timezone))
+        if not cron_matches(expression, local.replace(tzinfo=None)):
+            raise SignatureError(f"unsigned, and {stamp} is not a time of its schedule {expression}")
+        window = KEY_RECORD_SECONDS - 2 * _SKEW_SECONDS
+        start = local.replace(fold=0).astimezone(UTC)
+    age = (now - slot).total_seconds()
+    if age < -_SKEW_SECONDS or age > window:
+        raise SignatureError(
+            f"unsigned, for the slot {stamp}, which is {'ahead' if age < 0 else 'too old'}: a schedule's "
+            f"own firing is unsigned, taken within {window // 3600}h of its slot (jf schedules --run "
+            "sends a signed run now)"
+        )
+    return schedule_key(job_name, start.strftime(_STAMP))
+
+
+def _zone(name: str) -> tzinfo:
+    """The schedule's time zone; a :class:`SignatureError` when this machine has no data for it."""
+    if name == "UTC":
+        return UTC
+    from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+    try:
+        return ZoneInfo(name)
+    except ZoneInfoNotFoundError:
+        from jobframework.errors import SignatureError
+
+        raise SignatureError(
+            f"unsigned, of a schedule in {name}, for which this function has no time zone data: add "
+            "tzdata to the project's dependencies"
+        ) from None

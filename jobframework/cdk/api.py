@@ -12,6 +12,7 @@ from aws_cdk import aws_apigatewayv2 as apigw
 from aws_cdk import aws_apigatewayv2_authorizers as authorizers
 from aws_cdk import aws_apigatewayv2_integrations as integrations
 from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from constructs import Construct
@@ -75,14 +76,17 @@ class JobApi(Construct):
         memory_mb: int = 256,
         log_retention: logs.RetentionDays = logs.RetentionDays.TWO_WEEKS,
         removal_policy: RemovalPolicy = RemovalPolicy.DESTROY,
+        encryption_key: kms.IKey | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
+        self._encryption_key = encryption_key
         self.log_group = logs.LogGroup(
             self,
             "LogGroup",
             log_group_name=f"/aws/lambda/{function_name}",
             retention=log_retention,
             removal_policy=removal_policy,
+            encryption_key=self._encryption_key,
         )
         self.role = iam.Role(
             self,
@@ -125,7 +129,11 @@ class JobApi(Construct):
             default_authorizer=authorizer or authorizers.HttpIamAuthorizer(),
         )
         self.access_log_group = logs.LogGroup(
-            self, "AccessLogGroup", retention=log_retention, removal_policy=removal_policy
+            self,
+            "AccessLogGroup",
+            retention=log_retention,
+            removal_policy=removal_policy,
+            encryption_key=self._encryption_key,
         )
         self.stage = apigw.HttpStage(
             self,

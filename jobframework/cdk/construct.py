@@ -28,6 +28,7 @@ from aws_cdk import Annotations, Environment, Stack
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_ecs as ecs
 from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_sns as sns
 from constructs import Construct
@@ -84,13 +85,14 @@ class JobFramework(JobResources):
         repository's layout), vpc, outputs (CloudFormation outputs, default ``True``),
         reserve_concurrency (default ``True``: the critical consumer reserves its concurrency while a
         job uses the critical lane), alarm_topic (an existing topic the alarms go to, e.g. the team's
-        paging topic from ``sns.Topic.from_topic_arn``; default one of its own): see
-        :class:`~jobframework.cdk.resources.JobResources`.
+        paging topic from ``sns.Topic.from_topic_arn``; default one of its own), encryption_key (a
+        customer-managed KMS key for the queues, tables, payload bucket and log groups, or ``True`` for
+        one of its own; default AWS-managed keys): see :class:`~jobframework.cdk.resources.JobResources`.
 
     Attributes:
         topology, queues (by lane), dead_letter_queues (by lane), functions (consumers by name),
         tables, state_table, idempotency_table, alarm_topic, payloads, delays, signing_keys,
-        workers, container_workers, api, schedules, monitoring, runtime_config,
+        encryption_key, workers, container_workers, api, schedules, monitoring, runtime_config,
         topology_parameter, code, job_modules; :meth:`grant_enqueue`, :meth:`grant_operate`.
 
     Raises:
@@ -129,6 +131,7 @@ class JobFramework(JobResources):
         outputs: bool = True,
         reserve_concurrency: bool = True,
         alarm_topic: sns.ITopic | None = None,
+        encryption_key: kms.IKey | bool | None = None,
     ) -> None:
         root = Path(code_root if code_root is not None else os.getcwd()).resolve()
         modules = _job_modules(job_modules, root)
@@ -203,6 +206,7 @@ class JobFramework(JobResources):
             outputs=outputs,
             reserve_concurrency=reserve_concurrency,
             alarm_topic=alarm_topic,
+            encryption_key=encryption_key,
         )
         if left_out:
             Annotations.of(self).add_warning_v2(

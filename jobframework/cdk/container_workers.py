@@ -16,6 +16,7 @@ from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_ecs as ecs
 from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
@@ -113,8 +114,10 @@ class ContainerWorkers(Construct):
         stop_timeout: int = FARGATE_MAX_STOP_TIMEOUT,
         log_retention: logs.RetentionDays = logs.RetentionDays.TWO_WEEKS,
         removal_policy: RemovalPolicy = RemovalPolicy.DESTROY,
+        encryption_key: kms.IKey | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
+        self._encryption_key = encryption_key
         if not 0 < stop_timeout <= FARGATE_MAX_STOP_TIMEOUT:
             raise ConfigurationError(
                 f"container workers: stop_timeout={stop_timeout}s; Fargate allows 1 to "
@@ -169,6 +172,7 @@ class ContainerWorkers(Construct):
                 log_group_name=f"/jobframework/workers/{spec.name}",
                 retention=log_retention,
                 removal_policy=removal_policy,
+                encryption_key=self._encryption_key,
             )
             task = ecs.FargateTaskDefinition(
                 self,
@@ -287,7 +291,13 @@ class ContainerWorkers(Construct):
                 "DynamoDB": ec2.GatewayVpcEndpointOptions(service=ec2.GatewayVpcEndpointAwsService.DYNAMODB),
             },
         )
-        flow_logs = logs.LogGroup(self, "FlowLogs", retention=log_retention, removal_policy=removal_policy)
+        flow_logs = logs.LogGroup(
+            self,
+            "FlowLogs",
+            retention=log_retention,
+            removal_policy=removal_policy,
+            encryption_key=self._encryption_key,
+        )
         vpc.add_flow_log(
             "FlowLog",
             destination=ec2.FlowLogDestination.to_cloud_watch_logs(flow_logs),

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from aws_cdk import Acknowledgment, Duration, RemovalPolicy, Token, Validations
+from aws_cdk import Acknowledgment, Annotations, ArnFormat, Duration, RemovalPolicy, Stack, Token, Validations
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
@@ -118,6 +119,7 @@ def secure_queue(
     dead_letter_queue: sqs.DeadLetterQueue | None = None,
     redrive_allow_policy: sqs.RedriveAllowPolicy | None = None,
     fifo: bool = False,
+    encryption_key: kms.IKey | None = None,
 ) -> sqs.Queue:
     """An SQS queue with the framework's secure defaults (SSE, TLS only).
 
@@ -126,12 +128,14 @@ def secure_queue(
         visibility_timeout: seconds; SQS's default (30) when ``None``.
         fifo: a FIFO queue (its name ends ``.fifo``), deduplicated by the id each send carries
             (content-based deduplication off: two jobs with equal bodies are different jobs).
+        encryption_key: a customer-managed KMS key to encrypt it with; default SQS-managed SSE.
     """
     return sqs.Queue(
         scope,
         construct_id,
         queue_name=queue_name,
-        encryption=QUEUE_ENCRYPTION,
+        encryption=QUEUE_ENCRYPTION if encryption_key is None else sqs.QueueEncryption.KMS,
+        encryption_master_key=encryption_key,
         enforce_ssl=True,
         retention_period=Duration.seconds(retention),
         visibility_timeout=Duration.seconds(visibility_timeout) if visibility_timeout is not None else None,
@@ -140,6 +144,75 @@ def secure_queue(
         removal_policy=removal_policy,
         fifo=True if fifo else None,
         content_based_deduplication=False if fifo else None,
+    )
+
+
+def allow_log_groups(key: kms.IKey) -> None:
+    """Let CloudWatch Logs encrypt the stack's log groups with ``key`` (its key policy must allow the
+    service, for log groups of this account and region); a key imported into the stack, whose policy
+    it cannot change, gets a warning saying what to add."""
+    stack = Stack.of(key)
+    added = key.add_to_resource_policy(
+        iam.PolicyStatement(
+            principals=[iam.ServicePrincipal(f"logs.{stack.region}.amazonaws.com")],
+            actions=[
+                "kms:Encrypt*",
+                "kms:Decrypt*",
+                "kms:ReEncrypt*",
+                "kms:GenerateDataKey*",
+                "kms:Describe*",
+            ],
+            resources=["*"],
+            conditions={
+                "ArnLike": {
+                    "kms:EncryptionContext:aws:logs:arn": stack.format_arn(
+                        service="logs",
+                        resource="log-group",
+                        resource_name="*",
+                        arn_format=ArnFormat.COLON_RESOURCE_NAME,
+                    )
+                }
+            },
+        )
+    ).statement_added
+    if not added:
+        Annotations.of(stack).add_warning_v2(
+            "jobframework:encryption-key",
+            "the encryption key is not this stack's, so its policy cannot be changed here: allow "
+            f"logs.{stack.region}.amazonaws.com to use it (kms:Encrypt*, Decrypt*, ReEncrypt*, "
+            "GenerateDataKey*, Describe*) for this account's log groups, or the log groups fail to create",
+        )
+
+
+KEY_WILDCARDS = ("Action::kms:ReEncrypt*", "Action::kms:GenerateDataKey*")
+"""The IAM5 findings of CDK's own grants on an encrypted queue (``grant_send_messages`` grants
+``kms:ReEncrypt*`` and ``kms:GenerateDataKey*`` on its key)."""
+_KEY_WILDCARD_REASON = (
+    "CDK's SQS grant on the deployment's own customer-managed key (encryption_key=): the actions' "
+    "wildcards name that one key's encryption and data-key calls, on that key only"
+)
+
+
+def grant_key_use(key: kms.IKey, grantee: iam.IGrantable) -> None:
+    """Let ``grantee`` encrypt and decrypt the deployment's data with ``key``: the calls SQS, DynamoDB
+    and S3 make for it (no wildcard action, so no cdk-nag finding of its own), and an acknowledgment
+    of CDK's SQS grants' wildcards on that key."""
+    iam.Grant.add_to_principal(
+        grantee=grantee,
+        actions=["kms:Decrypt", "kms:Encrypt", "kms:GenerateDataKey", "kms:DescribeKey"],
+        resource_arns=[key.key_arn],
+    )
+    for finding in KEY_WILDCARDS:
+        acknowledge_wildcard(grantee, finding, _KEY_WILDCARD_REASON)
+
+
+def acknowledge_key_wildcards(scope: Construct) -> None:
+    """Acknowledge :data:`KEY_WILDCARDS` for the roles within ``scope`` (the deployment's own)."""
+    Validations.of(scope).acknowledge(
+        *(
+            Acknowledgment(id=f"AwsSolutions::AwsSolutions-IAM5[{finding}]", reason=_KEY_WILDCARD_REASON)
+            for finding in KEY_WILDCARDS
+        )
     )
 
 

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 
 from aws_cdk import aws_iam as iam
 
-from jobframework.cdk.defaults import acknowledge_wildcard
+from jobframework.cdk.defaults import acknowledge_wildcard, grant_key_use
 
 if TYPE_CHECKING:
     from jobframework.cdk.resources import JobResources
@@ -76,6 +76,8 @@ def _actions(service: str) -> list[str]:
 
 def grant_operate(resources: JobResources, grantee: iam.IGrantable) -> None:
     """Let ``grantee`` run the operator's ``jf`` commands against ``resources`` (see the module)."""
+    if resources.encryption_key is not None:  # (the queues', the tables' and the bucket's key)
+        grant_key_use(resources.encryption_key, grantee)
     queues = [q.queue.queue_arn for q in resources.queues.values()]
     dlqs = [q.dead_letter_queue.queue_arn for q in resources.queues.values()]
     if resources.schedules is not None:  # firings Scheduler could not deliver, inspected and resent

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from aws_cdk import Acknowledgment, Duration, RemovalPolicy, Stack, Validations
 from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
@@ -39,6 +40,7 @@ class PayloadBucket(Construct):
         auto_delete_objects: empty the bucket when the stack is deleted (CDK's custom resource), so that
             ``cdk destroy`` does not fail on payloads that have not expired yet; default ``True`` with
             ``DESTROY`` (dev stages), never with ``RETAIN`` (prod keeps the bucket and its objects).
+        encryption_key: a customer-managed KMS key (SSE-KMS, with an S3 bucket key); default SSE-S3.
 
     Attributes:
         bucket, logical_id (:data:`LOGICAL_ID` for the stack's first one), objects_finding (cdk-nag's
@@ -59,6 +61,7 @@ class PayloadBucket(Construct):
         server_access_logs_bucket: s3.IBucket | None = None,
         removal_policy: RemovalPolicy = RemovalPolicy.DESTROY,
         auto_delete_objects: bool | None = None,
+        encryption_key: kms.IKey | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
         self.expiry_days = expiry_days
@@ -71,7 +74,9 @@ class PayloadBucket(Construct):
         self.bucket = s3.Bucket(
             self,
             "Bucket",
-            encryption=s3.BucketEncryption.S3_MANAGED,
+            encryption=s3.BucketEncryption.S3_MANAGED if encryption_key is None else s3.BucketEncryption.KMS,
+            encryption_key=encryption_key,
+            bucket_key_enabled=True if encryption_key is not None else None,
             enforce_ssl=True,
             block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
             object_ownership=s3.ObjectOwnership.BUCKET_OWNER_ENFORCED,

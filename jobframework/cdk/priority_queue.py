@@ -6,6 +6,7 @@ from collections.abc import Mapping
 
 from aws_cdk import Duration, RemovalPolicy, Stack
 from aws_cdk import aws_cloudwatch as cloudwatch
+from aws_cdk import aws_kms as kms
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
@@ -98,6 +99,7 @@ class PriorityQueue(Construct):
         fifo: bool = False,
         lane: str | None = None,
         topology_parameter: str | None = None,
+        encryption_key: kms.IKey | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
         named = [n for n in (queue_name, dead_letter_queue_name) if n.endswith(".fifo") != fifo]
@@ -138,6 +140,7 @@ class PriorityQueue(Construct):
             retention=dead_letter_retention,
             removal_policy=removal_policy,
             fifo=fifo,
+            encryption_key=encryption_key,
             redrive_allow_policy=sqs.RedriveAllowPolicy(
                 redrive_permission=sqs.RedrivePermission.BY_QUEUE,
                 source_queues=[sqs.Queue.from_queue_arn(self, "SourceQueueRef", source_arn)],
@@ -151,6 +154,7 @@ class PriorityQueue(Construct):
             visibility_timeout=visibility,
             removal_policy=removal_policy,
             fifo=fifo,
+            encryption_key=encryption_key,
             dead_letter_queue=sqs.DeadLetterQueue(
                 queue=self.dead_letter_queue, max_receive_count=max_receive_count
             ),

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 
-from aws_cdk import Annotations, CfnOutput, Stack
+from aws_cdk import Annotations
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_ecs as ecs
 from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_sns as sns
 from aws_cdk import aws_sqs as sqs
@@ -22,12 +22,16 @@ from jobframework.cdk.defaults import (
     DELAY_GROUP_SUFFIX,
     POWERTOOLS_LAYER_VERSION,
     StageConfig,
+    acknowledge_key_wildcards,
+    allow_log_groups,
+    grant_key_use,
     is_production,
     lane_id,
 )
 from jobframework.cdk.delays import DelayedJobs
 from jobframework.cdk.monitoring import Monitoring
 from jobframework.cdk.operate import KEY_RECORD_ACTIONS, grant_operate
+from jobframework.cdk.outputs import add_outputs, parameter_value
 from jobframework.cdk.payloads import PayloadBucket
 from jobframework.cdk.priority_queue import PriorityQueue, check_fifo_event_source
 from jobframework.cdk.props import prop_error
@@ -89,6 +93,10 @@ class JobResources(Construct):
             lane; ``False``: never (for accounts whose concurrency limit is 10); see :class:`Workers`.
         alarm_topic: the alarms' topic, an existing one (``sns.Topic.from_topic_arn``: the team's
             paging topic); default a topic of the deployment's own (see :class:`Monitoring`).
+        encryption_key: a customer-managed KMS key for the queues and DLQs, the tables, the payload
+            bucket and the log groups; ``True`` makes one (rotated yearly, kept with the data in prod).
+            Every role of the deployment, and each ``grant_enqueue`` and ``grant_operate``, may
+            encrypt and decrypt with it. Default AWS-managed keys.
 
     Attributes:
         topology, queues (:class:`PriorityQueue` by lane: ``high``, ``high-cpu``), dead_letter_queues
@@ -122,11 +130,25 @@ class JobResources(Construct):
         outputs: bool = True,
         reserve_concurrency: bool = True,
         alarm_topic: sns.ITopic | None = None,
+        encryption_key: kms.IKey | bool | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
         self.code = code
-        self.topology = topology
         stage = stage_config or StageConfig.for_stage(topology.stage)
+        if encryption_key is True:
+            encryption_key = kms.Key(
+                self,
+                "EncryptionKey",
+                description=f"jobframework {topology.app}-{topology.stage}: queues, tables, payloads, logs",
+                enable_key_rotation=True,
+                removal_policy=stage.removal_policy,
+            )
+        self.encryption_key: kms.IKey | None = encryption_key or None
+        encryption_key = self.encryption_key
+        if encryption_key is not None:
+            allow_log_groups(encryption_key)
+            acknowledge_key_wildcards(self)
+        self.topology = topology
         if stage_config is None and topology.stage != "dev" and not is_production(topology.stage):
             Annotations.of(self).add_warning_v2(
                 "jobframework:stage",
@@ -177,6 +199,7 @@ class JobResources(Construct):
                 fifo=spec.fifo,
                 lane=spec.lane,
                 topology_parameter=topology.topology_parameter,
+                encryption_key=encryption_key,
             )
 
         self.tables = JobTables(
@@ -186,6 +209,7 @@ class JobResources(Construct):
             idempotency_table_name=topology.idempotency_table,
             removal_policy=stage.removal_policy,
             deletion_protection=stage.retain,
+            encryption_key=encryption_key,
         )
 
         self.payloads = PayloadBucket(
@@ -193,6 +217,7 @@ class JobResources(Construct):
             "Payloads",
             expiry_days=stage.payload_expiry_days,
             removal_policy=stage.removal_policy,
+            encryption_key=encryption_key,
         )
         self.delays = DelayedJobs(
             self,
@@ -201,6 +226,8 @@ class JobResources(Construct):
             queues=[q.queue for q in self.queues.values()],
             removal_policy=stage.removal_policy,
         )
+        if encryption_key is not None:  # (Scheduler sends the delayed jobs to the encrypted queues)
+            grant_key_use(encryption_key, self.delays.role)
         self.signing_keys = SigningKeys(self, "SigningKeys", source=signing_keys) if signing_keys else None
 
         try:
@@ -239,6 +266,7 @@ class JobResources(Construct):
             log_retention=stage.log_retention,
             removal_policy=stage.removal_policy,
             reserve_concurrency=reserve_concurrency,
+            encryption_key=encryption_key,
         )
         self.container_workers: ContainerWorkers | None = None
         if container_lanes:
@@ -259,6 +287,7 @@ class JobResources(Construct):
                 stage=topology.stage,
                 log_retention=stage.log_retention,
                 removal_policy=stage.removal_policy,
+                encryption_key=encryption_key,
             )
         consumer_roles: list[iam.IRole] = list(self.workers.roles.values())
         if self.container_workers is not None:
@@ -277,6 +306,7 @@ class JobResources(Construct):
                 dead_letter_queue_name=f"{prefix}-schedules-dlq",
                 removal_policy=stage.removal_policy,
                 metrics_namespace=metrics_namespace(topology.app, topology.stage),
+                encryption_key=encryption_key,
             )
 
         self.monitoring = Monitoring(
@@ -308,7 +338,7 @@ class JobResources(Construct):
             "TopologyParameter",
             parameter_name=topology.topology_parameter,
             description=f"jobframework {prefix}: queue URLs and ARNs, table names (a RuntimeConfig)",
-            string_value=self._parameter_value(),
+            string_value=parameter_value(self),
         )
 
         # A consumer is a producer too: it hands records back as copies to its own queue (limits,
@@ -329,6 +359,7 @@ class JobResources(Construct):
                 architecture=architecture,
                 log_retention=stage.log_retention,
                 removal_policy=stage.removal_policy,
+                encryption_key=encryption_key,
             )
             self.grant_enqueue(self.api.function)
         self.dead_letter_queues: dict[str, sqs.Queue] = {
@@ -339,39 +370,7 @@ class JobResources(Construct):
         self.idempotency_table = self.tables.idempotency_table
         self.alarm_topic = self.monitoring.topic
         if outputs:
-            self._outputs(prefix)
-
-    def _parameter_value(self) -> str:
-        """``RuntimeConfig`` JSON (what ``RuntimeConfig.from_parameter`` reads) plus the queue ARNs."""
-        region = Stack.of(self).region
-        value = json.loads(self.runtime_config.model_copy(update={"region": region}).model_dump_json())
-        value["queue_arns"] = {
-            lane: {"arn": q.queue.queue_arn, "dlq_arn": q.dead_letter_queue.queue_arn}
-            for lane, q in self.queues.items()
-        }
-        return json.dumps(value, separators=(",", ":"))
-
-    def _outputs(self, prefix: str) -> None:
-        for lane, q in self.queues.items():
-            name = lane_id(lane)
-            CfnOutput(self, f"{name}QueueUrl", value=q.queue.queue_url)
-            CfnOutput(self, f"{name}QueueArn", value=q.queue.queue_arn)
-            CfnOutput(self, f"{name}DeadLetterQueueUrl", value=q.dead_letter_queue.queue_url)
-            CfnOutput(self, f"{name}DeadLetterQueueArn", value=q.dead_letter_queue.queue_arn)
-        CfnOutput(self, "StateTableName", value=self.tables.state_table.table_name)
-        CfnOutput(self, "IdempotencyTableName", value=self.tables.idempotency_table.table_name)
-        CfnOutput(self, "AlarmTopicArn", value=self.monitoring.topic.topic_arn)
-        CfnOutput(self, "PayloadBucketName", value=self.payloads.bucket.bucket_name)
-        CfnOutput(self, "SchedulerRoleArn", value=self.delays.role.role_arn)
-        if self.api is not None:
-            CfnOutput(self, "ApiUrl", value=self.api.url, description="POST /jobs/{type}, GET /jobs/{id}")
-        CfnOutput(
-            self,
-            "TopologyParameterName",
-            value=self.topology_parameter.parameter_name,
-            export_name=f"{prefix}-topology-parameter",
-            description="set JF_TOPOLOGY_PARAMETER to this in services that enqueue jobs",
-        )
+            add_outputs(self, prefix)
 
     def grant_enqueue(self, grantee: iam.IGrantable) -> None:
         """What a producer service needs and nothing more: SendMessage (and the queue attributes and
@@ -401,6 +400,8 @@ class JobResources(Construct):
         self.delays.grant_schedule(grantee)
         if self.signing_keys is not None:
             self.signing_keys.grant_read(grantee)
+        if self.encryption_key is not None:  # (the queues', the tables' and the bucket's key)
+            grant_key_use(self.encryption_key, grantee)
 
     def grant_operate(self, grantee: iam.IGrantable) -> None:
         """What an operator needs to run ``jf`` against this deployment: inspect, redrive and purge

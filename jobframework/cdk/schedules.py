@@ -7,8 +7,10 @@ import math
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 
-from aws_cdk import Acknowledgment, Annotations, Duration, RemovalPolicy, TimeZone, Validations
+from aws_cdk import Acknowledgment, Annotations, Duration, RemovalPolicy, Stack, TimeZone, Validations
 from aws_cdk import aws_cloudwatch as cloudwatch
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
 from aws_cdk import aws_scheduler as scheduler
 from aws_cdk import aws_scheduler_targets as targets
 from aws_cdk import aws_sqs as sqs
@@ -20,6 +22,7 @@ from jobframework.cdk.defaults import (
     alarm_on_any,
     secure_queue,
 )
+from jobframework.cdk.delays import SCHEDULER_PRINCIPAL
 from jobframework.core import METRICS_NAMESPACE
 from jobframework.scheduling import schedule_input
 from jobframework.topology import MAX_RETENTION, ScheduleSpec
@@ -119,6 +122,7 @@ class Schedules(Construct):
         max_event_age: int = 3600,
         metrics_namespace: str = METRICS_NAMESPACE,
         removal_policy: RemovalPolicy = RemovalPolicy.DESTROY,
+        encryption_key: kms.IKey | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
         self.group = scheduler.ScheduleGroup(
@@ -130,6 +134,7 @@ class Schedules(Construct):
             queue_name=dead_letter_queue_name,
             retention=MAX_RETENTION,
             removal_policy=removal_policy,
+            encryption_key=encryption_key,
         )
         Validations.of(self.dead_letter_queue).acknowledge(
             Acknowledgment(
@@ -138,10 +143,24 @@ class Schedules(Construct):
                 "could not deliver to the job queues",
             )
         )
+        # With a key of the deployment's, a role of its own (inside it: its key grant is acknowledged with
+        # the rest); else the role the targets library shares in the stack.
+        role = None
+        if encryption_key is not None:
+            role = iam.Role(
+                self,
+                "TargetRole",
+                assumed_by=iam.ServicePrincipal(
+                    SCHEDULER_PRINCIPAL,
+                    conditions={"StringEquals": {"aws:SourceAccount": Stack.of(self).account}},
+                ),
+                description=f"EventBridge Scheduler sends the schedules of {group_name} to the job queues",
+            )
         self.schedules: dict[str, scheduler.Schedule] = {}
         for spec in schedules:
             target = targets.SqsSendMessage(
                 queues[spec.lane or spec.priority.value],
+                role=role,
                 input=scheduler.ScheduleTargetInput.from_text(schedule_input(spec)),
                 dead_letter_queue=self.dead_letter_queue,
                 retry_attempts=retry_attempts,

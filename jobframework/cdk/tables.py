@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from aws_cdk import RemovalPolicy
 from aws_cdk import aws_dynamodb as dynamodb
+from aws_cdk import aws_kms as kms
 from constructs import Construct
 
 IDEMPOTENCY_KEY = "id"
@@ -37,10 +38,12 @@ class JobTables(Construct):
         idempotency_table_name: str,
         removal_policy: RemovalPolicy = RemovalPolicy.DESTROY,
         deletion_protection: bool = False,
+        encryption_key: kms.IKey | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
         self._removal_policy = removal_policy
         self._deletion_protection = deletion_protection
+        self._encryption_key = encryption_key
         self.state_table = self._table(
             "StateTable",
             table_name=state_table_name,
@@ -74,7 +77,12 @@ class JobTables(Construct):
             sort_key=sort,
             time_to_live_attribute=ttl_attribute,
             billing_mode=dynamodb.BillingMode.PAY_PER_REQUEST,
-            encryption=dynamodb.TableEncryption.AWS_MANAGED,
+            encryption=(
+                dynamodb.TableEncryption.AWS_MANAGED
+                if self._encryption_key is None
+                else dynamodb.TableEncryption.CUSTOMER_MANAGED
+            ),
+            encryption_key=self._encryption_key,
             point_in_time_recovery_specification=dynamodb.PointInTimeRecoverySpecification(
                 point_in_time_recovery_enabled=True
             ),

@@ -10,6 +10,7 @@ from aws_cdk import Acknowledgment, Duration, RemovalPolicy, Stack, Validations
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_codedeploy as codedeploy
 from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_lambda_event_sources as event_sources
 from aws_cdk import aws_logs as logs
@@ -162,8 +163,10 @@ class Workers(Construct):
         log_retention: logs.RetentionDays = logs.RetentionDays.TWO_WEEKS,
         removal_policy: RemovalPolicy = RemovalPolicy.DESTROY,
         reserve_concurrency: bool = True,
+        encryption_key: kms.IKey | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
+        self._encryption_key = encryption_key
         self.code = code
         self.architecture = architecture or lambda_.Architecture.X86_64
         if layers is None:
@@ -199,6 +202,7 @@ class Workers(Construct):
                 log_group_name=f"/aws/lambda/{consumer.function_name}",
                 retention=log_retention,
                 removal_policy=removal_policy,
+                encryption_key=self._encryption_key,
             )
             role = iam.Role(
                 self,

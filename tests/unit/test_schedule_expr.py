@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import doctest
 import re
+from typing import Any
 
 import pytest
 from pydantic import BaseModel
@@ -132,26 +133,105 @@ def test_a_job_schedule_names_only_recurring_forms_and_translates_a_crontab_line
         assert schedule_expr.check_expression(suggested[-1]) == suggested[-1]
 
 
-def test_an_unsigned_cron_firing_runs_only_for_a_slot_of_its_schedule_and_an_idempotent_job():
-    from datetime import UTC, datetime
+def test_an_unsigned_firing_runs_only_under_its_slots_one_key_while_that_key_keeps_copies_out():
+    """What a forger who can send to the queue can make run, under signing: a fintech trial's five
+    made-up firings of a nightly payout all ran; a review then found unpadded times (one slot, many
+    keys), a slot taken 5 minutes early and again a day later, and daylight saving's repeated hour."""
+    from datetime import UTC, datetime, timedelta
 
     from jobframework.errors import SignatureError
     from jobframework.scheduling import schedule_key, unsigned_firing_key
 
     now = datetime(2026, 12, 6, 2, 30, tzinfo=UTC)
-    nightly = "cron(0 2 * * ? *)"
 
-    def key_of(at: str, *, idempotent: bool = True, timezone: str = "UTC") -> str:
-        key = schedule_key("payouts.nightly", at)
-        return unsigned_firing_key("payouts.nightly", nightly, timezone, key, idempotent=idempotent, now=now)
+    def key_of(at: str, expression: str = "cron(0 2 * * ? *)", **kw: Any) -> str:
+        options = {"idempotent": True, "now": now, **kw}
+        zone = options.pop("timezone", "UTC")
+        return unsigned_firing_key(
+            "pay.nightly", expression, zone, schedule_key("pay.nightly", at), **options
+        )
 
-    assert key_of("2026-12-06T02:00:00Z").endswith("2026-12-06T02:00:00Z")
-    with pytest.raises(SignatureError, match="over 24 h old"):  # (its key's record may be gone)
-        key_of("2026-12-05T02:00:00Z")
+    assert key_of("2026-12-06T02:00:00Z") == "schedule:pay.nightly:2026-12-06T02:00:00Z"
+    for unpadded in ("2026-12-06T2:00:00Z", "2026-12-6T02:00:00Z", "2026-12-06T02:0:00Z"):
+        with pytest.raises(SignatureError, match="is no slot of its schedule"):
+            key_of(unpadded)
     with pytest.raises(SignatureError, match="2026-12-06T01:37:00Z is not a time of its schedule"):
         key_of("2026-12-06T01:37:00Z")
     with pytest.raises(SignatureError, match="is not a time"):  # (02:00 in Berlin is 01:00 UTC)
         key_of("2026-12-06T02:00:00Z", timezone="Europe/Berlin")
     assert key_of("2026-12-06T01:00:00Z", timezone="Europe/Berlin").endswith("01:00:00Z")
-    with pytest.raises(SignatureError, match="the job is not idempotent"):
+    with pytest.raises(SignatureError, match="no key record to keep a second copy"):
         key_of("2026-12-06T02:00:00Z", idempotent=False)
+    # Taken 5 minutes early, its record lapses 5 minutes before a day after its slot: no later firing
+    # of that slot is taken then.
+    early = now.replace(hour=1, minute=55)
+    assert key_of("2026-12-06T02:00:00Z", now=early).endswith("02:00:00Z")
+    with pytest.raises(SignatureError, match="too old"):
+        key_of("2026-12-06T02:00:00Z", now=early + timedelta(hours=23, minutes=59))
+    with pytest.raises(SignatureError, match="ahead"):
+        key_of("2026-12-07T02:00:00Z")
+    # A rate's made-up time is its period's slot, taken within a day less the period; a day-long rate
+    # cannot be checked at all.
+    hourly = key_of("2026-12-06T02:07:13Z", "rate(1 hour)")
+    assert hourly == "schedule:pay.nightly:2026-12-06T02:00:00Z"
+    with pytest.raises(SignatureError, match="too old"):
+        key_of("2026-12-05T03:30:00Z", "rate(1 hour)")  # (23 h: over a day less the hour)
+    with pytest.raises(SignatureError, match="a schedule over 12 hours is a cron expression"):
+        key_of("2026-12-06T02:07:13Z", "rate(1 day)")
+    # New York's 01:30 comes twice on 2026-11-01: one key, the first's.
+    fall = dict(timezone="America/New_York", now=datetime(2026, 11, 1, 7, 0, tzinfo=UTC))
+    first = key_of("2026-11-01T05:30:00Z", "cron(30 1 * * ? *)", **fall)
+    assert key_of("2026-11-01T06:30:00Z", "cron(30 1 * * ? *)", **fall) == first
+    # Its 02:30 never comes on 2026-03-08: no UTC time is that slot.
+    spring = dict(timezone="America/New_York", now=datetime(2026, 3, 8, 8, 0, tzinfo=UTC))
+    for at in ("2026-03-08T06:30:00Z", "2026-03-08T07:00:00Z", "2026-03-08T07:30:00Z"):
+        with pytest.raises(SignatureError, match="is not a time"):
+            key_of(at, "cron(30 2 * * ? *)", **spring)
+
+
+@pytest.mark.parametrize(
+    "expression",
+    [
+        "cron(0 2 * * ? *)",
+        "cron(*/15 9-17 ? * MON-FRI *)",
+        "cron(30 1 1,15 * ? *)",
+        "cron(0 0 L * ? *)",
+        "cron(0 12 ? * 6#3 *)",
+        "cron(5/20 22-2 ? * SAT-MON *)",
+        "cron(0 8 ? JAN,JUL 2-6 2026)",
+    ],
+)
+def test_cron_matches_says_what_croniter_says(expression: str) -> None:
+    """The consumer's matcher (the Lambda bundle has no croniter) against croniter's times over four
+    months: each of them matches, and so does no other minute of a sample."""
+    import random
+    from datetime import datetime, timedelta
+
+    from croniter import croniter
+
+    from jobframework.local.scheduler import cron_fields
+    from jobframework.schedule_expr import cron_matches
+
+    five, year = cron_fields(expression)
+    start, end = datetime(2026, 1, 1), datetime(2026, 5, 1)
+    it, times = croniter(five, start - timedelta(minutes=1)), set()
+    while (at := it.get_next(datetime)) < end:
+        if year is None or str(at.year) == year:
+            times.add(at)
+    assert times and all(cron_matches(expression, at) for at in times)
+    sample = random.Random(expression).sample(range(int((end - start).total_seconds() // 60)), 4000)
+    for minutes in sample:
+        moment = start + timedelta(minutes=minutes)
+        assert cron_matches(expression, moment) == (moment in times), (expression, moment)
+
+
+def test_cron_matches_the_weekday_nearest_a_day():
+    from datetime import datetime
+
+    from jobframework.schedule_expr import cron_matches
+
+    nearest_15 = "cron(0 9 15W * ? *)"
+    assert cron_matches(nearest_15, datetime(2026, 8, 14, 9))  # the 15th is a Saturday: Friday
+    assert not cron_matches(nearest_15, datetime(2026, 8, 15, 9))
+    assert cron_matches(nearest_15, datetime(2026, 3, 16, 9))  # a Sunday: Monday
+    assert cron_matches("cron(0 9 1W * ? *)", datetime(2026, 8, 3, 9))  # Sat the 1st: Monday the 3rd
