@@ -7,6 +7,7 @@ firing of the same slot is a duplicate key, not a second run.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from datetime import UTC, datetime, tzinfo
 from typing import TYPE_CHECKING, Any
 
@@ -152,3 +153,23 @@ def _zone(name: str) -> tzinfo:
             f"unsigned, of a schedule in {name}, for which this function has no time zone data: add "
             "tzdata to the project's dependencies"
         ) from None
+
+
+def check_signed_schedules(schedules: Iterable[ScheduleSpec]) -> None:
+    """Refuse, before anything is deployed, a schedule whose unsigned firings a signing consumer would
+    refuse: a ``rate(...)`` over 12 hours (:func:`unsigned_firing_key`).
+
+    Raises:
+        ConfigurationError: naming the job and the cron to write instead.
+    """
+    from jobframework.errors import ConfigurationError
+    from jobframework.schedule_expr import rate_seconds
+
+    for spec in schedules:
+        seconds = rate_seconds(spec.expression)
+        if seconds is not None and seconds > LONGEST_UNSIGNED_RATE_SECONDS:
+            raise ConfigurationError(
+                f"job {spec.job}: its schedule {spec.expression} runs unsigned, and with signing on a "
+                "schedule over 12 hours is a cron expression, whose slots the consumer can check (e.g. "
+                "Schedule('cron(0 2 * * ? *)') for every day at 02:00 UTC)"
+            )

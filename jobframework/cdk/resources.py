@@ -42,6 +42,7 @@ from jobframework.cdk.workers import Workers, consumer_environment
 from jobframework.core import metrics_namespace
 from jobframework.errors import ConfigurationError
 from jobframework.jobs import LAMBDA_MAX_TIMEOUT
+from jobframework.scheduling import check_signed_schedules
 from jobframework.topology import (
     QueueEndpoints,
     RuntimeConfig,
@@ -229,6 +230,8 @@ class JobResources(Construct):
         if encryption_key is not None:  # (Scheduler sends the delayed jobs to the encrypted queues)
             grant_key_use(encryption_key, self.delays.role)
         self.signing_keys = SigningKeys(self, "SigningKeys", source=signing_keys) if signing_keys else None
+        if signing_keys:
+            check_signed_schedules(topology.schedules)
 
         try:
             self.runtime_config = RuntimeConfig(

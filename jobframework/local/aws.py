@@ -23,6 +23,7 @@ from jobframework.config import OPTIONAL_SETTINGS, bad_settings_message
 from jobframework.errors import ConfigurationError, SettingError
 from jobframework.local.fifo_receive import install as install_fifo_receive
 from jobframework.local.long_poll import install as install_long_poll
+from jobframework.scheduling import check_signed_schedules
 from jobframework.topology import QueueEndpoints, RuntimeConfig, Topology
 
 if TYPE_CHECKING:
@@ -250,6 +251,8 @@ def provision(topology: Topology, session: boto3.Session, endpoint_url: str | No
     with contextlib.suppress(s3.exceptions.BucketAlreadyOwnedByYou, s3.exceptions.BucketAlreadyExists):
         s3.create_bucket(Bucket=bucket)
     behaviour = behaviour_from_env()
+    if behaviour.get("signing_keys"):
+        check_signed_schedules(topology.schedules)
     try:
         config = RuntimeConfig(
             queues=queues,

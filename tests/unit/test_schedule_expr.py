@@ -235,3 +235,48 @@ def test_cron_matches_the_weekday_nearest_a_day():
     assert not cron_matches(nearest_15, datetime(2026, 8, 15, 9))
     assert cron_matches(nearest_15, datetime(2026, 3, 16, 9))  # a Sunday: Monday
     assert cron_matches("cron(0 9 1W * ? *)", datetime(2026, 8, 3, 9))  # Sat the 1st: Monday the 3rd
+
+
+def test_the_slot_check_needs_nothing_the_lambda_bundle_leaves_out():
+    """The bundle carries neither croniter nor jobframework.local (a review found the first version of
+    the check importing both: every unsigned firing would have failed in Lambda)."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "for name in ('croniter', 'jobframework.local', 'jobframework.cli'):\n"
+        "    sys.modules[name] = None\n"
+        "from datetime import UTC, datetime\n"
+        "from jobframework.scheduling import schedule_key, unsigned_firing_key\n"
+        "now = datetime(2026, 12, 6, 2, 30, tzinfo=UTC)\n"
+        "for expression in ('cron(0 2 * * ? *)', 'rate(1 hour)'):\n"
+        "    key = schedule_key('a.b', '2026-12-06T02:00:00Z')\n"
+        "    print(unsigned_firing_key('a.b', expression, 'UTC', key, idempotent=True, now=now))\n"
+    )
+    ran = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert ran.returncode == 0, ran.stderr
+    assert ran.stdout.split() == ["schedule:a.b:2026-12-06T02:00:00Z"] * 2
+
+
+def test_a_day_long_rate_schedule_is_refused_before_it_runs_under_signing():
+    from jobframework.scheduling import check_signed_schedules
+    from jobframework.topology import Topology
+
+    registry = JobRegistry()
+
+    @job("exports.nightly", registry=registry, schedule=Schedule("rate(1 day)"))
+    def nightly(req: _Nightly) -> None: ...
+
+    schedules = Topology.from_registry(registry).schedules
+    with pytest.raises(
+        ConfigurationError, match=r"job exports.nightly: its schedule rate\(1 day\) runs unsigned"
+    ):
+        check_signed_schedules(schedules)
+    check_signed_schedules(())  # (nothing to refuse)
+
+
+class _Nightly(BaseModel):
+    dataset: str = "billing"
