@@ -33,7 +33,8 @@ def test_jf_new_writes_a_project_named_after_its_directory(tmp_path):
         "tests/test_jobs.py",
     ]
     jobs = (root / "billing_service" / "jobs.py").read_text()
-    assert '"billing_service.greet"' in jobs and "key=lambda" in jobs and 'Schedule("rate(1 day)"' in jobs
+    assert '"billing_service.greet"' in jobs and "key=lambda" in jobs
+    assert 'Schedule("cron(0 3 * * ? *)"' in jobs
     # The jobs log through ctx.logger (the job's keys, and `jf dev` shows it), not a module logger.
     assert "ctx.logger.info(" in jobs and "getLogger" not in jobs
     app_py = (root / "app.py").read_text()
