@@ -68,7 +68,7 @@ from jobframework.status import DUPLICATE_REASON, now_iso
 from jobframework.stores.key_records import claims_key
 from jobframework.telemetry import job_logger, put_log_keys, reset_log_keys
 from jobframework.tracing import extract, job_span
-from jobframework.verdict import Kind, Verdict, returned
+from jobframework.verdict import Kind, Verdict, returned, unverified
 
 if TYPE_CHECKING:
     from jobframework.consumer import Consumer
@@ -118,30 +118,34 @@ class Pipeline:
             return refuse(d, Reason.MALFORMED, str(exc))
         job = c.registry.find(env.type)
         if job is None:
-            return refuse(
+            refused = refuse(
                 d,
                 Reason.UNKNOWN_TYPE,
                 f"no job named {env.type!r} is registered here (the consumer imports the job modules that "
                 "pyproject.toml's [tool.jobframework] jobs, --jobs or JF_JOBS name, the construct's "
                 "job_modules= when deployed; a test imports the job's module itself)",
             )
+            return unverified(refused) if c.keys is not None else refused  # (its type and id: a claim)
         if d.lane is not None and job.flow.ordered_by is not None and not d.lane.endswith(FIFO_SUFFIX):
             self._out_of_order(d, job)
         d.priority = d.priority or job.priority.value
         d.lane = d.lane or job.lane
         d.budget = d.source  # (until its payload is read: a payload store or key ring failure too)
+        verified = c.keys is None
         try:
             if c.keys is not None:
                 verify_signature(d, c.keys, c.registry, keyed=c.idempotency is not None)
+                verified = True
             payload = load_payload(d, job, lambda: c._client("s3"), bucket=c.payload_bucket)
         except MalformedMessageError as exc:  # (an offloaded payload in a bucket not this topology's)
             return refuse(d, Reason.MALFORMED, str(exc))
         except SignatureError as exc:
-            return refuse(d, Reason.SIGNATURE, str(exc))
+            return unverified(refuse(d, Reason.SIGNATURE, str(exc)))
         except PayloadMissingError as exc:  # gone from S3: no retry can bring it back
             return refuse(d, Reason.PAYLOAD_MISSING, str(exc))
         except Unavailable as exc:  # the key ring or the payload store: classified as any failure
-            return self.failed(d, job, exc, None, batch)
+            failed = self.failed(d, job, exc, None, batch)
+            return failed if verified else unverified(failed)
         except PayloadVersionError as exc:
             return refuse(d, Reason.VERSION, str(exc))
         except ConfigurationError as exc:  # the job's own code (its key= function) failed: as any failure

@@ -80,3 +80,15 @@ class Verdict:
 def returned(d: Delivery, why: str) -> Verdict:
     """A record the consumer could not settle: reported failed, no visibility change."""
     return Verdict(d, Kind.RETURN, why=why)
+
+
+def unverified(verdict: Verdict) -> Verdict:
+    """``verdict`` of a record whose signature was not verified (signing on): its envelope's id, type
+    and saga are a claim, which must not change the status of the job it names, tell a saga, or reach
+    the listeners as that job's (a forged copy of a job's message marked it ``dead`` and paged a
+    team's notifier, a trial found). Its dead letter keeps the message as it came."""
+    verdict.status = None
+    verdict.saga = None
+    if verdict.outcome is not None:
+        verdict.outcome.job_id = verdict.outcome.job_type = None
+    return verdict

@@ -525,6 +525,27 @@ def test_messages_signed_with_the_previous_key_still_verify_during_rotation(sign
     assert jobs.effects["old-key"] == 1
 
 
+def test_a_forged_copy_of_a_jobs_message_changes_neither_its_status_nor_what_listeners_hear(signed):
+    """A trial's unsigned copy of a finished job's message (its id from a 202's Location) turned the
+    job's status to dead, erased its result, and told the team's notifier the job had died."""
+    rt, _ = signed
+    sent = rt.client.enqueue("eo.effect", {"name": "real"})
+    drain(rt, "high")
+    done = rt.client.status(sent.id)
+    assert done is not None and done.status is JobState.SUCCEEDED
+    outcomes.clear()
+    for claimed in ("eo.effect", "eo.no-such-job"):  # (an unknown type is refused before the signature)
+        forged = Envelope.new(claimed, {"name": "real"}, job_id=sent.id, track=True)
+        redeliver(rt, "high", forged.to_body())
+    drain(rt, "high")
+    assert rt.client.status(sent.id) == done
+    assert sorted((o.reason, o.job_id, o.job_type) for o in outcomes) == [
+        ("signature", None, None),
+        ("unknown-type", None, None),
+    ]
+    assert len(dead_letters(rt, "high")) == 2  # (each kept as it came)
+
+
 def test_an_unsigned_firing_of_a_recurring_schedule_runs_but_a_forged_payload_does_not(signed):
     rt, _ = signed
     (spec,) = rt.topology.schedules
