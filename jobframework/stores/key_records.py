@@ -161,6 +161,7 @@ def merged_with(status: JobStatus, record: dict[str, Any] | None, now: float) ->
             "started_at": response.get("started_at") or status.started_at,
         }
     update["next_attempt_at"] = None  # (the retry it waited for has run)
+    update["progress"] = update["progress_note"] = None  # (what the run said of itself while it ran)
     return status.model_copy(update={**update, "finished_at": finished_at, "updated_at": finished_at})
 
 

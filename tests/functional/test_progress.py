@@ -28,6 +28,15 @@ class Report(BaseModel):
 
 @job("reports.render", registry=registry, track=True, idempotent=False)
 def render(report: Report, ctx: JobContext) -> str:
+    return _render(report, ctx)
+
+
+@job("reports.keyed", registry=registry, track=True)  # (idempotent: its key's record holds its outcome)
+def keyed(report: Report, ctx: JobContext) -> str:
+    return _render(report, ctx)
+
+
+def _render(report: Report, ctx: JobContext) -> str:
     ctx.set_progress(10, "page 1 of 10")
     ctx.set_progress(20, "page 2 of 10")  # (within the second: the next write takes the latest)
     reached.set()
@@ -36,13 +45,16 @@ def render(report: Report, ctx: JobContext) -> str:
     return f"{report.report_id}.pdf"
 
 
-def test_a_tracked_jobs_progress_shows_in_its_status_while_it_runs_and_not_after(jf_aws: Any) -> None:
+@pytest.mark.parametrize("rendering", [render, keyed], ids=["not-idempotent", "idempotent"])
+def test_a_tracked_jobs_progress_shows_in_its_status_while_it_runs_and_not_after(
+    jf_aws: Any, rendering: Any
+) -> None:
     reached.clear()
     release.clear()
     _, config = provision_fresh(jf_aws.endpoint_url, registry)
     sqs = jf_aws.client("sqs")
     client = JobClient(config, registry=registry, sqs_client=sqs)
-    sent = client.enqueue(render, Report(report_id="r-1"))
+    sent = client.enqueue(rendering, Report(report_id="r-1"))
     handler = consumer(registry, config=config, sqs_client=sqs)
     url = config.endpoints("default").url
     worker = threading.Thread(target=consume_once, args=(handler, sqs, url))
