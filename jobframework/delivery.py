@@ -117,6 +117,8 @@ class Batch:
     demands: dict[str, int] = field(default_factory=dict)
     hard_end: float = math.inf
     """When the invocation ends (``time.monotonic()``; ``inf`` without a Lambda context's deadline)."""
+    started: float = field(default_factory=time.monotonic)
+    """When the invocation's batch started (``time.monotonic()``)."""
     turns: dict[str, threading.Lock] = field(default_factory=dict)
     """A lock per idempotency key of the batch's running records (:meth:`key_turn`)."""
 

@@ -38,6 +38,7 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
+from jobframework import envelope as wire
 from jobframework.attempts import deferrals, receive_count
 from jobframework.delivery import Outcome, queue_wait_ms_of, refusal_logged, remaining_seconds_of
 from jobframework.envelope import ATTR_RATE_SLOT, record_attribute
@@ -235,6 +236,12 @@ def backlog_gate(admitted: Admitted, consumer: Consumer) -> Verdict | None:
     return release(d, DEFER_SECONDS, deferred=deferred + 1, why="backlogged", outcome=Outcome.RETRIED)
 
 
+ATTR_SHORT_RELEASES = "jf-short-releases"
+"""How many times a record was released because its whole invocation was shorter than its job."""
+UNRUNNABLE_RELEASE_SECONDS = 60
+"""The longest a record waits when its invocation was shorter than its job's timeout from the start."""
+
+
 def time_left_gate(admitted: Admitted, consumer: Consumer) -> Verdict | None:
     """Release the record unstarted when the invocation has not the job's timeout (and a margin) left."""
     d, job, batch = admitted.delivery, admitted.job, admitted.batch
@@ -245,6 +252,27 @@ def time_left_gate(admitted: Admitted, consumer: Consumer) -> Verdict | None:
     if remaining >= job.timeout + RELEASE_MARGIN_SECONDS:
         return None
     env = d.require_envelope()
+    if batch is not None and batch.hard_end - batch.started < job.timeout + RELEASE_MARGIN_SECONDS:
+        # Not even the whole invocation had the time: this queue's consumer may never run it (the job
+        # came to another lane's queue than its own). Back at once a few times, then ever later, not
+        # again and again at once (a trial's misrouted export was released 70 times a second).
+        text = wire.record_attribute(d.record, ATTR_SHORT_RELEASES) or "0"
+        released = (int(text) if text.isdigit() else 0) + 1
+        delay = 0 if released <= 3 else min(UNRUNNABLE_RELEASE_SECONDS, 2 ** (released - 3))
+        log.error(
+            "job %s (%s) released unstarted for %ds: its timeout (%gs) is longer than this consumer's "
+            "invocation (%.0fs); if it came to %s rather than its own lane's queue (%s), send it there",
+            env.id,
+            env.type,
+            delay,
+            job.timeout,
+            batch.hard_end - batch.started,
+            d.source,
+            job.lane,
+        )
+        verdict = release(d, delay)
+        verdict.attributes = {ATTR_SHORT_RELEASES: str(released)}  # (its copy counts them)
+        return verdict
     log.warning(
         "job %s (%s) released unstarted: %.1fs left in the invocation, the job may take %gs (its timeout "
         "and %gs more must fit in the time left: a longer function timeout, or a shorter job timeout)",

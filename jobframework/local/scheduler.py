@@ -196,10 +196,12 @@ Sender = Callable[[ScheduleSpec, Envelope], None]
 
 
 def sqs_sender(config: RuntimeConfig, sqs: SQSClient) -> Sender:
-    """Send a firing to its priority's queue as Scheduler's SQS target does (the body only)."""
+    """Send a firing to its lane's queue as Scheduler's SQS target does (the body only): the lane the
+    stack's schedule sends to (``high-io`` for a job with a profile), not its priority's plain one."""
 
     def send(spec: ScheduleSpec, envelope: Envelope) -> None:
-        sqs.send_message(QueueUrl=config.endpoints(spec.priority).url, MessageBody=envelope.to_body())
+        lane = spec.lane or spec.priority.value
+        sqs.send_message(QueueUrl=config.endpoints(lane).url, MessageBody=envelope.to_body())
 
     return send
 

@@ -17,7 +17,7 @@ import pytest
 from jobframework import ConfigurationError, job
 from jobframework.client import JobClient
 from jobframework.consumer import Outcome, RecordOutcome, consumer
-from jobframework.envelope import Envelope, message_attribute
+from jobframework.envelope import Envelope, message_attribute, record_attribute
 from jobframework.jobs import JobRegistry
 from jobframework.local.emulator import Emulator, pollers_for
 from jobframework.telemetry import job_logger
@@ -314,6 +314,19 @@ def test_releases_do_not_use_up_attempts_and_attempts_report_executions(rel):
     # The queue's safety net cannot move a job first: receives of one copy never pass max attempts.
     high = rel.topology.queue("high")
     assert high.max_receive_count > max(j.retry.max_attempts for j in jobs.registry if j.lane == "high")
+
+
+def test_a_record_its_invocations_never_have_the_time_for_is_released_ever_later(rel):
+    """A trial's export, sent by jf dev to a lane whose consumer's invocations were shorter than its
+    timeout, was released at once, 70 times a second, for ever."""
+    rel.client.enqueue("r.flaky", {"name": "misrouted"})
+    for released in range(1, 5):  # (a 5 s job, 3 s invocations): back at once three times
+        records, _ = rel.consume("high", context=FakeLambdaContext(3))
+        assert len(records) == 1, f"release {released}"
+        counted = record_attribute(records[0], "jf-short-releases")
+        assert counted == (str(released - 1) if released > 1 else None)
+    assert rel.consume("high", context=FakeLambdaContext(3))[0] == []  # the fourth: back in 2 s
+    assert jobs.attempts_seen == []
 
 
 def test_a_record_without_a_receive_count_is_still_exhausted_after_max_attempts(rel):

@@ -7,6 +7,7 @@ import time
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from pydantic import BaseModel
 
 from jobframework.errors import ConfigurationError
 from jobframework.local.scheduler import LocalScheduler, ScheduleClock, cron_fields, parse_rate, sqs_sender
@@ -115,3 +116,28 @@ def test_background_thread_fires_a_rate_schedule(sqs, jf_config):
         scheduler.stop()
     assert len(scheduler.fired) == 1
     assert scheduler.fired[0].key.startswith("schedule:maintenance.cleanup:")
+
+
+class _Export(BaseModel):
+    dataset: str = "billing"
+
+
+def test_a_firing_goes_to_its_lane_a_profiled_jobs_not_its_prioritys(jf_aws, sqs):
+    """A trial's nightly export (profile="io", as a warning had advised) was sent by jf dev to the
+    plain default queue, whose consumer released it unstarted some 70 times a second."""
+    from jobframework.jobs import JobRegistry, Schedule, job
+    from jobframework.scheduling import scheduled_envelope
+    from jobframework.testing import provision_fresh
+
+    registry = JobRegistry()
+
+    @job("exports.nightly", registry=registry, profile="io", schedule=Schedule("rate(1 minute)"))
+    def nightly(req: _Export) -> None: ...
+
+    topology, config = provision_fresh(jf_aws.endpoint_url, registry)
+    [spec] = topology.schedules
+    assert spec.lane == "default-io"
+    sqs_sender(config, sqs)(spec, scheduled_envelope(spec, T0, "firing-1"))
+    assert receive_all(sqs, config.endpoints("default").url) == []
+    [message] = receive_all(sqs, config.endpoints("default-io").url)
+    assert json.loads(message["Body"])["type"] == "exports.nightly"
