@@ -44,7 +44,7 @@ def read_envelope(record: dict[str, Any], body: str, registry: JobRegistry, *, s
 def verify_signature(d: Delivery, keys: KeySource, registry: JobRegistry, *, keyed: bool = True) -> None:
     """Check the signature before anything runs; an unreadable key ring is retried, not fatal.
     ``keyed``: the consumer keeps idempotency keys (an unsigned schedule firing needs its slot's)."""
-    from jobframework.signing import ATTR_KID, ATTR_SIG
+    from jobframework.signing import ATTR_KID, ATTR_SIG, RECHECK_SECONDS
 
     env = d.require_envelope()
     kid, mac = wire.record_attribute(d.record, ATTR_KID), wire.record_attribute(d.record, ATTR_SIG)
@@ -68,6 +68,8 @@ def verify_signature(d: Delivery, keys: KeySource, registry: JobRegistry, *, key
         return
     try:
         ring = keys.ring()
+        if kid and kid not in ring.keys:  # (added since the ring was read: read it again, not too often)
+            ring = keys.ring(older_than=RECHECK_SECONDS)
     except Exception as exc:
         log.error("reading the signing keys failed (job %s)", env.id, exc_info=True)
         raise Unavailable(f"signing keys unavailable: {exc}") from exc

@@ -42,6 +42,8 @@ if TYPE_CHECKING:
 ATTR_SIG = "jf-sig"
 ATTR_KID = "jf-kid"
 CACHE_SECONDS = 300.0
+RECHECK_SECONDS = 10.0
+"""An unknown key id reads the keys again, at most this often (a forger's ids cost a read each 10 s)."""
 
 
 def canonical(envelope: Envelope) -> bytes:
@@ -130,9 +132,13 @@ class KeySource:
         self._read_at = 0.0
         self._lock = threading.Lock()
 
-    def ring(self) -> KeyRing:
+    def ring(self, *, older_than: float | None = None) -> KeyRing:
+        """The cached ring, read again once ``ttl`` passed, or, given ``older_than``, once it is that
+        many seconds old (a key id the ring does not know may have been added since: a rotation made
+        in one step)."""
         with self._lock:
-            if self._ring is None or time.monotonic() - self._read_at > self.ttl:
+            age = time.monotonic() - self._read_at
+            if self._ring is None or age > self.ttl or (older_than is not None and age > older_than):
                 self._ring = KeyRing.from_json(self._read())
                 self._read_at = time.monotonic()
             return self._ring

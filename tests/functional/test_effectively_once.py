@@ -525,6 +525,28 @@ def test_messages_signed_with_the_previous_key_still_verify_during_rotation(sign
     assert jobs.effects["old-key"] == 1
 
 
+def test_a_key_added_in_one_step_is_read_again_when_a_message_names_it(signed, jf_aws, monkeypatch):
+    """A trial rotated in one step (a new key, current at once): the running consumer dead-lettered
+    its jobs, 'unknown signing key id', until its five-minute cache ran out."""
+    from jobframework import signing
+
+    rt, _ = signed
+    rt.client.enqueue("eo.effect", {"name": "before"})
+    drain(rt, "high")  # (the consumer has read the ring)
+    name = rt.config.signing_keys.removeprefix("ssm:")  # type: ignore[union-attr]
+    ssm = jf_aws.client("ssm")
+    ring = json.loads(ssm.get_parameter(Name=name, WithDecryption=True)["Parameter"]["Value"])
+    ring = {"current": "k3", "keys": {**ring["keys"], "k3": "third-secret-0123456789"}}
+    ssm.put_parameter(Name=name, Value=json.dumps(ring), Type="SecureString", Overwrite=True)
+    monkeypatch.setattr(signing, "RECHECK_SECONDS", 0.0)  # (a forger's unknown ids: a read each 10 s)
+    JobClient(rt.config, registry=jobs.registry, sqs_client=rt.sqs, session=jf_aws.session()).enqueue(
+        "eo.effect", {"name": "after"}
+    )
+    drain(rt, "high")
+    assert (jobs.effects["before"], jobs.effects["after"]) == (1, 1)
+    assert dead_letters(rt, "high") == []
+
+
 def test_a_forged_copy_of_a_jobs_message_changes_neither_its_status_nor_what_listeners_hear(signed):
     """A trial's unsigned copy of a finished job's message (its id from a 202's Location) turned the
     job's status to dead, erased its result, and told the team's notifier the job had died."""
