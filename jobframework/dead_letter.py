@@ -84,13 +84,15 @@ def dead_letter_message(
 
 
 def fit_dead_letter(body: str, attributes: dict[str, Any]) -> None:
-    """Keep a dead letter within SQS's 1 MiB: drop ``jf-message-id``, shorten ``jf-error``, then (only for
-    a message that did not come from :class:`~jobframework.client.JobClient`, which keeps
-    :data:`REASON_ATTRIBUTES_BYTES` free) drop the trace and signature attributes (the body, kept byte
+    """Keep a dead letter within SQS's 1 MiB: drop ``jf-message-id`` and ``jf-redrives``, shorten
+    ``jf-error``, then (only for a message that did not come from
+    :class:`~jobframework.client.JobClient`, which keeps :data:`REASON_ATTRIBUTES_BYTES` free) drop
+    the trace and signature attributes (the body, kept byte
     for byte, always wins)."""
     if wire.message_size(body, attributes) <= wire.SQS_MAX_MESSAGE_BYTES:
         return
     attributes.pop(wire.ATTR_MESSAGE_ID, None)  # not in REASON_ATTRIBUTES_BYTES: the first to go
+    attributes.pop(wire.ATTR_REDRIVES, None)  # (nor this: history, before any kept attribute)
     if wire.message_size(body, attributes) <= wire.SQS_MAX_MESSAGE_BYTES:
         return
     attributes[wire.ATTR_ERROR] = wire.string_attribute(

@@ -13,9 +13,9 @@ export`` all hold the payload as it was sent.
 import typing
 from typing import Any
 
-from pydantic import BaseModel
-from pydantic.functional_serializers import PlainSerializer, WrapSerializer
-from pydantic.types import _SecretBase
+from pydantic import BaseModel, PlainSerializer, Secret, SecretBytes, SecretStr, WrapSerializer
+
+_SECRETS = (SecretStr, SecretBytes, Secret)
 
 
 def masked_fields(model: type[BaseModel]) -> list[str]:
@@ -47,7 +47,7 @@ def _masked(model: type[BaseModel], prefix: str, seen: set[type[BaseModel]]) -> 
             continue
         path = f"{prefix}{name}"
         for kind in _types_in(info.annotation):
-            if isinstance(kind, type) and issubclass(kind, _SecretBase):
+            if isinstance(kind, type) and issubclass(kind, _SECRETS):
                 found.append(path)
                 break
             if isinstance(kind, type) and issubclass(kind, BaseModel):

@@ -172,7 +172,7 @@ def dlq_export(
         return
     try:
         with (
-            open(os.open(out, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w", encoding="utf-8") as fh,
+            open(_owner_only(out), "w", encoding="utf-8") as fh,
             _progress(f"exporting {priority} DLQ", letters.depth(priority)) as bar,
         ):
             count = letters.export(priority, fh, progress=bar.advance)
@@ -395,3 +395,11 @@ def dlq_tasks(ctx: typer.Context, priority: PriorityArg, json_output: JsonOption
             f"{t.get('ApproximateNumberOfMessagesToMove', '?')} moved, started {t.get('StartedTimestamp')}"
             + (f", {t['FailureReason']}" if t.get("FailureReason") else "")
         )
+
+
+def _owner_only(path: Path) -> int:
+    """``path`` opened for writing from its start, readable by its owner only (an export holds the
+    payloads; a file that was there keeps no wider mode)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    os.fchmod(fd, 0o600)
+    return fd

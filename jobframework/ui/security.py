@@ -111,6 +111,14 @@ class Protect:
             await send(message)
 
         if why is not None:
+            client = scope.get("client")
+            audit.warning(  # (a network client without the page's token, or a cross-site form)
+                "%s %s from %s refused: %s",
+                scope["method"],
+                scope.get("path", "?"),
+                client[0] if client else "?",
+                why,
+            )
             await PlainTextResponse(why, status_code=403)(scope, receive, with_headers)
             return
         if scope["method"] in SAFE_METHODS:

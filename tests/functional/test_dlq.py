@@ -199,6 +199,8 @@ def test_export_and_purge_by_type(sqs, jf_config, letters, tmp_path):
     env = cli_env(jf_config)
     out = tmp_path / "dlq.jsonl"
 
+    out.write_text("an older export, readable by all\n")
+    out.chmod(0o644)
     exported = invoke(["dlq", "export", "default", "--out", str(out)], env)
     assert exported.exit_code == 0, exported.output
     lines = [json.loads(line) for line in out.read_text().splitlines()]
