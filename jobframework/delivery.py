@@ -86,9 +86,9 @@ class RecordOutcome:
     """The lane of the queue the record came from (``default-fifo``: its DLQ is that lane's)."""
     started_at: float | None = None
     """When the job started (epoch seconds), if it ran."""
-    result: str | None = None
-    """What a job that succeeded returned, as JSON text (as its status keeps it: at most 1,000
-    characters; ``None`` when it returned ``None``)."""
+    result: Any = None
+    """What a job that succeeded returned, as JSON data, as ``client.status(id).result`` gives it
+    (its JSON of at most 1,000 characters, else that JSON's first 980 and ``...`` as text)."""
     unrun: bool = False
     """Handed back without running (it waits for another delivery of its key, a deferred schedule, a
     limit): no attempt was spent."""

@@ -18,6 +18,7 @@ settler (:mod:`jobframework.settler`) applies the batch's verdicts together.
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from collections.abc import Sequence
@@ -308,7 +309,7 @@ class Pipeline:
                 queue_wait_ms=queue_wait_ms,
                 processing_ms=processing_ms,
                 duplicate=not ran,
-                result=result,
+                result=None if result is None else json.loads(result),  # (as client.status gives it)
             ),
             saga=("completed", {"result": result}) if env.saga is not None else None,
         )
