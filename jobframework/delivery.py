@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final, Literal
 
 from jobframework import envelope as wire
 from jobframework import errortext
@@ -48,14 +48,19 @@ class RecordRetry(Exception):
     (:mod:`jobframework.verdict`), not by raising this."""
 
 
+OutcomeName = Literal["succeeded", "retried", "released", "dead_lettered", "skipped", "failed"]
+"""What became of a record (:attr:`RecordOutcome.outcome`): a type checker flags a comparison with
+any other text (``outcome == "dead-lettered"`` is always false)."""
+
+
 class Outcome:
-    SUCCEEDED = "succeeded"
-    RETRIED = "retried"
-    RELEASED = "released"
-    DEAD_LETTERED = "dead_lettered"
-    SKIPPED = "skipped"
+    SUCCEEDED: Final = "succeeded"
+    RETRIED: Final = "retried"
+    RELEASED: Final = "released"
+    DEAD_LETTERED: Final = "dead_lettered"
+    SKIPPED: Final = "skipped"
     """A scheduled run dropped because its queue was backlogged (``when_backlogged="skip"``)."""
-    FAILED = "failed"
+    FAILED: Final = "failed"
     """A saga step that failed for good, taken by its saga (which compensates): acknowledged, with no
     dead letter (the saga's record keeps the failure; a letter would page, and must not be redriven)."""
 
@@ -68,7 +73,7 @@ class RecordOutcome:
     dataclass: one is made for every record, and a frozen one took four times as long to make.)"""
 
     message_id: str
-    outcome: str
+    outcome: OutcomeName
     job_type: str | None
     job_id: str | None
     priority: str | None
@@ -185,7 +190,7 @@ class Delivery:
         assert self.envelope is not None
         return self.envelope
 
-    def outcome(self, outcome: str, **details: Any) -> RecordOutcome:
+    def outcome(self, outcome: OutcomeName, **details: Any) -> RecordOutcome:
         env = self.envelope
         ms = details.get("processing_ms")
         if ms is not None:  # it ran, and ended now

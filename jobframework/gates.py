@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Any
 
 from jobframework import envelope as wire
 from jobframework.attempts import deferrals, receive_count
-from jobframework.delivery import Outcome, queue_wait_ms_of, refusal_logged, remaining_seconds_of
+from jobframework.delivery import Outcome, OutcomeName, queue_wait_ms_of, refusal_logged, remaining_seconds_of
 from jobframework.envelope import ATTR_RATE_SLOT, record_attribute
 from jobframework.flow.options import check_limit_keys, nothing_to_check
 from jobframework.jobs import WhenBacklogged
@@ -91,7 +91,7 @@ def release(
     *,
     deferred: int = 0,
     why: str = "",
-    outcome: str = Outcome.RELEASED,
+    outcome: OutcomeName = Outcome.RELEASED,
     state: JobState | None = None,
 ) -> Verdict:
     """Hand the record back unrun in ``delay`` seconds, as a fresh copy that is not an attempt.

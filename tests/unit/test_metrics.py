@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from jobframework.classification import Reason
-from jobframework.delivery import Outcome, RecordOutcome
+from jobframework.delivery import Outcome, OutcomeName, RecordOutcome
 from jobframework.telemetry import BatchMetrics
 
 
@@ -28,7 +28,7 @@ def emf(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> 
     return read
 
 
-def outcome(kind: str, attempt: int = 1, **details: Any) -> RecordOutcome:
+def outcome(kind: OutcomeName, attempt: int = 1, **details: Any) -> RecordOutcome:
     return RecordOutcome(
         message_id="m",
         outcome=kind,

@@ -60,13 +60,21 @@ reveal_type(run_inline(export, [Order(order_id="o-11")]))
 reveal_type(EnqueueRecorder().payloads(fulfil))
 reveal_type(EnqueueRecorder().payloads("orders.fulfil"))
 count: int = run_inline(charge, {"order_id": "o-12"})
+
+from jobframework import RecordOutcome, on_outcome
+
+@on_outcome
+def notify(heard: RecordOutcome) -> None:
+    if heard.outcome == "dead-lettered":  # (jf dev's word; the outcome's is dead_lettered)
+        ...
 """
 
 
 def test_a_jobs_payload_model_reaches_the_type_checker(tmp_path):
     (tmp_path / "shop.py").write_text(TEAM_CODE)
     env = {**os.environ, "MYPYPATH": str(ROOT)}  # (the source itself: an editable install hides it)
-    mypy = [sys.executable, "-m", "mypy", "--no-incremental", "--follow-imports=silent", "shop.py"]
+    mypy = [sys.executable, "-m", "mypy", "--no-incremental", "--follow-imports=silent", "--strict-equality"]
+    mypy.append("shop.py")
     ran = subprocess.run(
         mypy, check=False, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300
     )
@@ -87,10 +95,11 @@ def test_a_jobs_payload_model_reaches_the_type_checker(tmp_path):
         '"list[Any]"',
     ], out
     errors = [line for line in out.splitlines() if ": error:" in line]
-    assert len(errors) == 6, out  # the three Refunds, countdown=, a str delay, a result taken as an int
+    assert len(errors) == 7, out  # the three Refunds, countdown=, a str delay, an int result, dead-lettered
     assert 'error: Argument 1 to "enqueue" of "Job" has incompatible type "Refund"' in errors[0]
     assert 'error: Argument 1 to "enqueue" of "Job" has incompatible type "Refund"' in errors[1]
     assert '"run_inline"' in errors[2]  # (mypy: no model is both the job's Order and a Refund)
     assert 'Unexpected keyword argument "countdown" for "enqueue" of "Job"' in errors[3]  # (Celery's)
     assert 'Argument "delay" to "enqueue_many" of "Job" has incompatible type "str"' in errors[4]
     assert 'Incompatible types in assignment (expression has type "dict[str, Any]"' in errors[5]
+    assert "Non-overlapping equality check" in errors[6] and "dead-lettered" in errors[6]  # (a trial's)
