@@ -13,6 +13,7 @@ from jobframework.cli.errors import CliError
 
 if TYPE_CHECKING:
     from jobframework.cli.aws import Aws
+    from jobframework.client import JobClient
     from jobframework.state import JobStatus
     from jobframework.topology import RuntimeConfig
 
@@ -67,9 +68,10 @@ def status(
         found = _by_key(aws, text.strip(), whole=whole)
         if json_output:
             print_json([job.model_dump(mode="json") for job in found])
-        elif len(found) == 1:
-            _print_one(found[0])
-            _dead_letter_hint(aws, found[0])
+        elif len(found) == 1:  # (read whole, as jf status ID reads it: a list's read leaves fields out)
+            one = _client(aws).status(found[0].id) or found[0]
+            _print_one(one)
+            _dead_letter_hint(aws, one)
         else:
             _print_many(f"the key {text.strip()}" if whole else f"keys containing {text.strip()}", found)
         return
@@ -77,23 +79,17 @@ def status(
     job_id = job_id.strip()  # (a pasted id with a space or a newline around it)
     if not 0 < len(job_id) <= 128:
         raise typer.BadParameter("a job id has 1 to 128 characters", param_hint="ID")
-    from jobframework.client import JobClient
     from jobframework.state import no_status
 
     config = aws.runtime_config()
-    client = JobClient(
-        config,
-        sqs_client=aws.sqs(config),
-        clients={"dynamodb": aws.client("dynamodb", config=config)},
-    )
-    one = client.status(job_id)
-    if one is None:
+    status = _client(aws).status(job_id)
+    if status is None:
         raise CliError(no_status(job_id))
     if json_output:
-        print_json(one.model_dump(mode="json"))
+        print_json(status.model_dump(mode="json"))
         return
-    _print_one(one)
-    _dead_letter_hint(aws, one, config)
+    _print_one(status)
+    _dead_letter_hint(aws, status, config)
 
 
 def _dead_letter_hint(aws: Aws, job: JobStatus, config: RuntimeConfig | None = None) -> None:
@@ -111,6 +107,16 @@ def _dead_letter_hint(aws: Aws, job: JobStatus, config: RuntimeConfig | None = N
     typer.echo(
         f"{'dead letter:':<13} jf dlq peek {route.lane} --id {job.id}  (jf dlq redrive {route.lane} --id "
         f"{job.id} runs it again; enqueued at another priority, it is in that priority's DLQ)"
+    )
+
+
+def _client(aws: Aws) -> JobClient:
+    """A client to read statuses with, on this command's configuration and clients."""
+    from jobframework.client import JobClient
+
+    config = aws.runtime_config()
+    return JobClient(
+        config, sqs_client=aws.sqs(config), clients={"dynamodb": aws.client("dynamodb", config=config)}
     )
 
 

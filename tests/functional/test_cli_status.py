@@ -129,11 +129,14 @@ def test_status_takes_a_pasted_id_with_spaces_and_says_ids_are_lowercase(env_con
 
 def test_status_by_key_shows_the_job_of_a_key_then_each_of_several_newest_first(env_config):
     """On-call knows the order, not the job id the enqueue printed to someone else's log."""
-    config, client, _ = env_config
+    config, client, sqs = env_config
     first = client.enqueue("eo.effect", {"name": "k1"}, key="order:7")
+    consume_once(consumer(jobs.registry, config=config, sqs_client=sqs), sqs, config.endpoints("high").url)
     one = invoke(["status", "--key", " order:7 "], cli_env(config))
     assert one.exit_code == 0, one.output
     assert f"id:           {first.id}" in one.stdout and "key:          order:7" in one.stdout
+    # One job is shown as jf status ID shows it (a trial's --key left out its result and redrives).
+    assert one.stdout == invoke(["status", first.id], cli_env(config)).stdout
     time.sleep(0.01)  # (updated_at to the millisecond: the second is the newer)
     second = client.enqueue("eo.effect", {"name": "k2"}, key="order:7", dedup_window=0)  # (sent again)
     client.enqueue("eo.effect", {"name": "other"}, key="order:70")  # (a key is matched whole)
