@@ -144,6 +144,13 @@ def missing_resource_hint(exc: BaseException) -> str:
     codes = {e.response.get("Error", {}).get("Code") for e in chain if isinstance(e, ClientError)}
     if not codes & MISSING_RESOURCE_CODES:
         return ""
+    keys = os.environ.get("JF_SIGNING_KEYS", "")
+    if keys and keys.partition(":")[2] in " ".join(str(e) for e in chain):  # (the keys, not a resource)
+        return (
+            f" (JF_SIGNING_KEYS={keys} names keys that are not there yet: put the key ring there, "
+            '{"current": "k1", "keys": {"k1": "<a secret of 16+ characters>"}}, as docs/effectively-once.md '
+            "says under Signing)"
+        )
     endpoint = os.environ.get("JF_ENDPOINT_URL")
     if endpoint:
         return (

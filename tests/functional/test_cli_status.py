@@ -221,6 +221,18 @@ def test_a_table_or_queue_that_is_not_there_says_the_exports_may_be_an_earlier_j
     assert "paste the export lines it printed this time" in _one_error_line(peek)
 
 
+def test_signing_keys_that_are_not_there_yet_are_said_to_be_put_there(env_config):
+    """A trial turned signing on under jf dev before it had put the keys: jf enqueue blamed stale
+    export lines."""
+    config, _, _ = env_config
+    env = {**cli_env(config), "JF_SIGNING_KEYS": "ssm:/reports/dev/signing-keys"}
+    sent = invoke(["enqueue", "emails.send", '{"to": "a@example.com", "subject": "hi"}'], env)
+    assert sent.exit_code != 0
+    line = _one_error_line(sent)
+    assert "JF_SIGNING_KEYS=ssm:/reports/dev/signing-keys names keys that are not there yet" in line
+    assert "paste the export lines" not in line
+
+
 def test_a_topology_parameter_that_is_not_there_is_said_once(env_config):
     """A trial's error gave its advice twice: the parameter's own, then the generic one in brackets."""
     config, _, _ = env_config
