@@ -129,7 +129,12 @@ def dev(  # noqa: PLR0917
     from jobframework.consumer import consumer
     from jobframework.delays import fire_due
     from jobframework.jobs import registry
-    from jobframework.local.aws import FAKE_CREDENTIALS, EmbeddedAWS, pooled_botocore_session
+    from jobframework.local.aws import (
+        FAKE_CREDENTIALS,
+        EmbeddedAWS,
+        missing_keys_note,
+        pooled_botocore_session,
+    )
     from jobframework.local.banner import ready_lines
     from jobframework.local.console import install, log_as_app
     from jobframework.local.emulator import Emulator, pollers_for
@@ -162,6 +167,8 @@ def dev(  # noqa: PLR0917
         boto3.setup_default_session(botocore_session=pooled_botocore_session())
         topology = Topology.from_registry(registry, settings)
         config = aws.provision(topology)
+        if (note := missing_keys_note(config, aws.session())) is not None:
+            typer.echo(note, err=True)
         sqs = aws.client("sqs")
         env = {
             **FAKE_CREDENTIALS,

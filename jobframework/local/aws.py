@@ -299,3 +299,28 @@ def unimplemented_action(record: logging.LogRecord) -> bool:
     # werkzeug formats the traceback into the message ("Error on request:\n<traceback>").
     exc = record.exc_info[1] if record.exc_info else None
     return not isinstance(exc, NotImplementedError) and "\nNotImplementedError" not in record.getMessage()
+
+
+def missing_keys_note(config: RuntimeConfig, session: boto3.Session) -> str | None:
+    """What to do when ``jf dev`` verifies signatures (``JF_SIGNING_KEYS``) but the embedded AWS has no
+    keys there yet (it starts empty): until they are put there, every signed job waits, retried."""
+    if not config.signing_keys:
+        return None
+    from jobframework.signing import KeySource
+
+    try:
+        KeySource(config.signing_keys, session=session, endpoint_url=config.endpoint_url).ring()
+    except Exception as exc:  # (not there yet, or not a key ring)
+        kind, _, name = config.signing_keys.partition(":")
+        where = (
+            "aws ssm put-parameter --type SecureString"
+            if kind == "ssm"
+            else "aws secretsmanager create-secret"
+        )
+        return (
+            f"jf dev: note: signatures are verified (JF_SIGNING_KEYS={config.signing_keys}), but the keys "
+            f"cannot be read from the embedded AWS ({type(exc).__name__}): put the key ring at {name} "
+            f'({where} --endpoint-url {config.endpoint_url} ..., value {{"current": "k1", "keys": '
+            '{"k1": "<16+ characters>"}}) before enqueuing'
+        )
+    return None

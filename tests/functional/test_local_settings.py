@@ -43,8 +43,13 @@ def test_the_local_topology_verifies_signatures_when_the_environment_names_the_k
     ssm = jf_aws.client("ssm")
     stored = json.loads(ssm.get_parameter(Name=topology.topology_parameter)["Parameter"]["Value"])
     assert stored["signing_keys"] == "ssm:/payco/dev/signing-keys"  # (what jf worker reads)
+    from jobframework.local.aws import missing_keys_note
+
+    note = missing_keys_note(config, jf_aws.session())  # (what jf dev says at its start)
+    assert note is not None and "put the key ring at /payco/dev/signing-keys" in note
     keys = {"current": "k1", "keys": {"k1": "local-secret-0123456789"}}
     ssm.put_parameter(Name="/payco/dev/signing-keys", Value=json.dumps(keys), Type="SecureString")
+    assert missing_keys_note(config, jf_aws.session()) is None
     outcomes: list[Any] = []
     handler = consumer(registry, config=config, sqs_client=jf_aws.client("sqs"), listeners=[outcomes.append])
     queue = config.endpoints("high").url.rsplit("/", 1)[-1]
