@@ -2,13 +2,15 @@
 
 A tracked job's status item takes the latest percent and note, at most once a second (a job that
 reports every item of a loop costs a write a second, not one an item; 100 is always written), so
-that ``client.status``, ``jf status`` and the console's job page show how far it is while it runs.
+that ``client.status``, ``jf status`` and the console's job page show how far it is while it runs
+(an ``async def`` job's write runs on the loop's executor, so that its loop goes on).
 An untracked job has no status to show it on: its progress goes nowhere. Writing it never fails the
 job: a failed write is logged once a run, and the job goes on.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from typing import TYPE_CHECKING
@@ -59,6 +61,14 @@ class ProgressWriter:
         if percent < 100 and now - self._last < MIN_INTERVAL_SECONDS:
             return
         self._last = now
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # (a plain def job, on its worker thread: written here)
+            self._write(percent, note)
+            return
+        loop.run_in_executor(None, self._write, percent, note)  # (an async job's loop is not blocked)
+
+    def _write(self, percent: float, note: str | None) -> None:
         try:
             self.records.set_progress(self.job_id, percent, note)
         except Exception as exc:  # (progress is told, not kept: the job goes on)

@@ -4,6 +4,7 @@ report pages poll): a tracked job's status shows it while it runs."""
 from __future__ import annotations
 
 import threading
+import time
 from typing import Any
 
 import pytest
@@ -36,6 +37,18 @@ def keyed(report: Report, ctx: JobContext) -> str:
     return _render(report, ctx)
 
 
+@job("reports.async", registry=registry, track=True, idempotent=False)
+async def rendered_async(report: Report, ctx: JobContext) -> str:
+    """An async job's progress is written off its loop (the write is a blocking DynamoDB call)."""
+    import asyncio
+
+    ctx.set_progress(30, "on the loop")
+    reached.set()
+    while not release.is_set():
+        await asyncio.sleep(0.01)
+    return "done"
+
+
 def _render(report: Report, ctx: JobContext) -> str:
     ctx.set_progress(10, "page 1 of 10")
     ctx.set_progress(20, "page 2 of 10")  # (within the second: the next write takes the latest)
@@ -45,7 +58,9 @@ def _render(report: Report, ctx: JobContext) -> str:
     return f"{report.report_id}.pdf"
 
 
-@pytest.mark.parametrize("rendering", [render, keyed], ids=["not-idempotent", "idempotent"])
+@pytest.mark.parametrize(
+    "rendering", [render, keyed, rendered_async], ids=["not-idempotent", "idempotent", "async"]
+)
 def test_a_tracked_jobs_progress_shows_in_its_status_while_it_runs_and_not_after(
     jf_aws: Any, rendering: Any
 ) -> None:
@@ -61,10 +76,14 @@ def test_a_tracked_jobs_progress_shows_in_its_status_while_it_runs_and_not_after
     worker.start()
     try:
         assert reached.wait(20), "the job did not start"
-        running = client.status(sent.id)
-        assert running is not None and (running.progress, running.progress_note) == (10.0, "page 1 of 10")
+        said = (30.0, "on the loop") if rendering is rendered_async else (10.0, "page 1 of 10")
+        deadline = time.monotonic() + 10  # (an async job's write is made on the loop's executor)
+        while (running := client.status(sent.id)) is not None and running.progress is None:
+            assert time.monotonic() < deadline, "no progress written"
+            time.sleep(0.05)
+        assert running is not None and (running.progress, running.progress_note) == said
         shown = invoke(["status", sent.id], cli_env(config))
-        assert "progress:     10 % (page 1 of 10)" in shown.stdout, shown.output
+        assert f"progress:     {said[0]:g} % ({said[1]})" in shown.stdout, shown.output
     finally:
         release.set()
         worker.join(20)
