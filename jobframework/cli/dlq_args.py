@@ -226,7 +226,14 @@ def redrive_summary(
         return summary, None
     reasons = ", ".join(sorted(set(result.by_reason) & FAIL_AGAIN))
     verb = ("would be" if dry_run else "were") if again > 1 else ("would be" if dry_run else "was")
+    signed = (
+        "; a signature letter is sent back as it came, unsigned or tampered: it fails again unless the "
+        "consumer no longer checks signatures; enqueue the job again from a producer with the keys "
+        "(JF_SIGNING_KEYS)"
+        if "signature" in result.by_reason
+        else ""
+    )
     return summary, (
         f"{again} of them {verb} dead-lettered {reasons}: such a letter fails the same way again "
-        "unless its job's code or its data changed"
+        f"unless its job's code or its data changed{signed}"
     )
