@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING, Any
 
 from jobframework import envelope as wire
 from jobframework.delivery import Delivery, Unavailable
-from jobframework.errors import MalformedMessageError
-from jobframework.scheduling import unsigned_firing_key
+from jobframework.errors import MalformedMessageError, SignatureError
+from jobframework.scheduling import firing_id, slot_time, unsigned_firing_key
 
 if TYPE_CHECKING:
     from jobframework.envelope import Envelope
@@ -54,6 +54,8 @@ def verify_signature(d: Delivery, keys: KeySource, registry: JobRegistry, *, key
     if not (kid or mac) and job is not None and job.schedule is not None and is_recurring_firing(env, job):
         # A recurring schedule's Input is fixed in the stack and cannot be signed; such a message
         # can only run its job with the schedule's own payload, for a recent slot that its key dedups.
+        if env.deadline is not None or env.debounce is not None:
+            raise SignatureError("unsigned, and it carries what a schedule's firing never does (a deadline)")
         key = unsigned_firing_key(
             job.name,
             job.schedule.expression,
@@ -62,8 +64,18 @@ def verify_signature(d: Delivery, keys: KeySource, registry: JobRegistry, *, key
             idempotent=job.idempotent and keyed,
             now=datetime.now(UTC),
         )
-        if key != env.key:  # (a rate schedule's: the slot of the period that holds its time)
-            d.envelope = env.model_copy(update={"key": key})
+        # Only the slot is taken from it: its id (Scheduler's execution id, which anyone sending could
+        # set to another job's, whose status it would then write), its enqueue time and whether it is
+        # tracked are the slot's and the job's, as the stack's schedule sends them.
+        d.envelope = env = env.model_copy(
+            update={
+                "key": key,
+                "id": firing_id(key),
+                "enqueued_at": slot_time(job.name, key),
+                "track": job.track or None,
+                "traceparent": None,
+            }
+        )
         log.info("job %s (%s): unsigned firing of its recurring schedule accepted", env.id, env.type)
         return
     try:

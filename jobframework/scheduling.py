@@ -7,6 +7,7 @@ firing of the same slot is a duplicate key, not a second run.
 from __future__ import annotations
 
 import json
+import uuid
 from collections.abc import Iterable
 from datetime import UTC, datetime, tzinfo
 from typing import TYPE_CHECKING, Any
@@ -173,3 +174,23 @@ def check_signed_schedules(schedules: Iterable[ScheduleSpec]) -> None:
                 "schedule over 12 hours is a cron expression, whose slots the consumer can check (e.g. "
                 "Schedule('cron(0 2 * * ? *)') for every day at 02:00 UTC)"
             )
+
+
+_FIRING_IDS = uuid.UUID("8f0d6c52-5b1e-4c51-9d53-2f2a3c7e9b10")
+"""The namespace of :func:`firing_id`'s UUIDv5s."""
+
+
+def firing_id(key: str) -> str:
+    """The job id an unsigned firing of the slot ``key`` runs under: one a slot, whatever id the
+    message claimed (anyone sending could claim another job's, whose status it would write).
+
+    Example:
+        >>> firing_id("schedule:a.b:2026-12-06T02:00:00Z") == firing_id("schedule:a.b:2026-12-06T02:00:00Z")
+        True
+    """
+    return str(uuid.uuid5(_FIRING_IDS, key))
+
+
+def slot_time(job_name: str, key: str) -> datetime:
+    """The slot's time of a canonical schedule key (what :func:`unsigned_firing_key` gives)."""
+    return datetime.strptime(key.removeprefix(schedule_key(job_name, "")), _STAMP).replace(tzinfo=UTC)

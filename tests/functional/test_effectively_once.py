@@ -603,6 +603,28 @@ def test_unsigned_firings_made_up_for_other_times_run_no_more_than_the_schedule_
     assert "is no slot of its schedule" in dead[broken.id] and len(dead) == 3
 
 
+def test_an_unsigned_firing_runs_under_its_slots_id_not_the_one_it_claims(signed):
+    """A last trial's forged firing claimed a finished payout's id: the payout's status became the
+    firing's (its result gone, its type the scheduled job's). One with a deadline wrote expired."""
+    rt, _ = signed
+    payout = rt.client.enqueue("eo.effect", {"name": "payout"})
+    drain(rt, "high")
+    before = rt.client.status(payout.id)
+    assert before is not None and before.status is JobState.SUCCEEDED
+    (spec,) = rt.topology.schedules
+    claimed = scheduled_envelope(spec, datetime.now(UTC), payout.id)
+    claimed = claimed.model_copy(update={"track": True})
+    deadline = scheduled_envelope(spec, datetime.now(UTC), str(uuid.uuid4()))
+    deadline = deadline.model_copy(update={"deadline": datetime.now(UTC) - timedelta(hours=1)})
+    for env in (claimed, deadline):
+        redeliver(rt, "high", env.to_body())
+    drain(rt, "high")
+    assert rt.client.status(payout.id) == before
+    assert jobs.effects["tick:hourly"] == 1  # (the firing ran, as its slot's own)
+    [letter] = dead_letters(rt, "high")
+    assert "a deadline" in (message_attribute(letter, "jf-error") or "")
+
+
 # --- large payloads -----------------------------------------------------------------------------------------
 
 
