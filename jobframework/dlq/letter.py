@@ -20,6 +20,8 @@ REASON_ATTRIBUTES = (
 """The attributes the consumer adds to a dead letter (a redrive drops them)."""
 
 
+UNVERIFIED_REASONS = frozenset({"signature", "unknown-type"})
+"""Dead-letter reasons given before a record's signature was checked: its envelope is a claim."""
 UNTYPED = "?"
 """The type shown for, and selecting, a letter whose job type cannot be read (a malformed body)."""
 
@@ -129,6 +131,13 @@ class DeadLetter:
     def fifo(self) -> bool:
         """It is a FIFO DLQ's (its group is an ordered job's, with a sequence number)."""
         return "SequenceNumber" in self.system_attributes or (self.source or "").endswith(".fifo")
+
+    @property
+    def verified(self) -> bool:
+        """Its id and type are the job's, not a claim: it was not refused before its signature was
+        checked (``signature``, ``unknown-type``). A redrive sets back the status of only such a job:
+        a forged letter naming a dead job's id must not make it read ``queued`` for good."""
+        return self.reason not in UNVERIFIED_REASONS
 
     @property
     def redrives(self) -> int:

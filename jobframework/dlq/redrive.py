@@ -291,7 +291,7 @@ class Redrive:
         for message in scan.delete([m for m, _ in sent]):
             result.count(letters[str(message.get("MessageId", ""))], queue_name(source_url))
         result.moved += len(sent)
-        self._requeue([letter for _, letter in sent if letter.tracked and letter.job_id])
+        self._requeue([letter for _, letter in sent if letter.tracked and letter.job_id and letter.verified])
         return len(sent)
 
     def _job_records(self, letters: list[DeadLetter]) -> JobRecords | None:

@@ -568,6 +568,28 @@ def test_a_forged_copy_of_a_jobs_message_changes_neither_its_status_nor_what_lis
     assert len(dead_letters(rt, "high")) == 2  # (each kept as it came)
 
 
+def test_a_redrive_of_a_forged_letter_leaves_the_dead_job_it_names_dead(signed):
+    """A last trial's forged letter named a dead payout's id: redriven (the id jf status suggests
+    selects it too), it set the payout's status to queued, for good (its copy died again unwritten)."""
+    from jobframework.dlq import DeadLetters
+
+    rt, _ = signed
+    dead = rt.client.enqueue("eo.effect", {"name": "doomed", "fail_times": 9})
+    drain(rt, "high")
+    died = rt.client.status(dead.id)
+    assert died is not None and died.status is JobState.DEAD
+    forged = Envelope.new("eo.effect", {"name": "doomed"}, job_id=dead.id, track=True)
+    redeliver(rt, "high", forged.to_body())
+    drain(rt, "high")
+    letters = DeadLetters(rt.config, rt.sqs, wait_time_seconds=0)
+    [letter] = [x for x in letters.peek("high", limit=None) if x.reason == "signature"]
+    moved = letters.redrive("high", message_ids=[letter.message_id])  # (the forged one alone)
+    assert moved.moved == 1 and moved.requeued == 0
+    drain(rt, "high")  # (its copy dies again, unwritten)
+    again = rt.client.status(dead.id)
+    assert again is not None and again.status is JobState.DEAD
+
+
 def test_an_unsigned_firing_of_a_recurring_schedule_runs_but_a_forged_payload_does_not(signed):
     rt, _ = signed
     (spec,) = rt.topology.schedules
