@@ -153,7 +153,9 @@ class DynamoJobRecords:
             self.client.update_item(
                 TableName=self.table,
                 Key=_key(job_id, "status"),
-                UpdateExpression="SET progress = :p, progress_note = :n, updated_at = :now",
+                # (not updated_at: a running job's start is read as no earlier than its status's last
+                # change, and a progress report is no change of its state)
+                UpdateExpression="SET progress = :p, progress_note = :n, progress_at = :now",
                 ConditionExpression="attribute_exists(pk)",
                 ExpressionAttributeValues=to_item(
                     {":p": Decimal(str(round(percent, 2))), ":n": note, ":now": now_iso()}

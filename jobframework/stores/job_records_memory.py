@@ -105,7 +105,7 @@ class InMemoryJobRecords:
             item = self.items.get((job_id, "status"))
             if item is None:
                 return False
-            item.update(progress=percent, progress_note=note, updated_at=now_iso())
+            item.update(progress=percent, progress_note=note, progress_at=now_iso())
             return True
 
     def requeue(self, job_id: str, reason: str) -> bool:

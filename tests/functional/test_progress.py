@@ -13,6 +13,7 @@ from pydantic import BaseModel
 from jobframework.client import JobClient
 from jobframework.consumer import consumer
 from jobframework.jobs import JobContext, JobRegistry, job
+from jobframework.state import StateStore
 from jobframework.status import JobState
 from jobframework.testing import consume_once, provision_fresh, run_inline
 from tests.functional.conftest_local import cli_env, invoke, jf_aws
@@ -84,6 +85,11 @@ def test_a_tracked_jobs_progress_shows_in_its_status_while_it_runs_and_not_after
         assert running is not None and (running.progress, running.progress_note) == said
         shown = invoke(["status", sent.id], cli_env(config))
         assert f"progress:     {said[0]:g} % ({said[1]})" in shown.stdout, shown.output
+        # A progress write is no change of state: a running job's start stays where it was (a last
+        # trial's UI saw it move with each report).
+        time.sleep(0.01)  # (times are written to the millisecond)
+        StateStore(str(config.state_table), jf_aws.client("dynamodb")).jobs.set_progress(sent.id, 50, "x")
+        assert client.status(sent.id).started_at == running.started_at  # type: ignore[union-attr]
     finally:
         release.set()
         worker.join(20)
