@@ -133,8 +133,8 @@ def unsigned_firing_key(
     if age < -_SKEW_SECONDS or age > window:
         raise SignatureError(
             f"unsigned, for the slot {stamp}, which is {'ahead' if age < 0 else 'too old'}: a schedule's "
-            f"own firing is unsigned, taken within {window // 3600}h of its slot (jf schedules --run "
-            "sends a signed run now)"
+            f"own firing is unsigned, taken within {window // 3600} h {window % 3600 // 60} min of its slot "
+            "(jf schedules --run sends a signed run now)"
         )
     return schedule_key(job_name, start.strftime(_STAMP))
 
