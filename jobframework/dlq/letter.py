@@ -135,8 +135,9 @@ class DeadLetter:
     @property
     def verified(self) -> bool:
         """Its id and type are the job's, not a claim: it was not refused before its signature was
-        checked (``signature``, ``unknown-type``). A redrive sets back the status of only such a job:
-        a forged letter naming a dead job's id must not make it read ``queued`` for good."""
+        checked (``signature``, ``unknown-type``). A redrive sets back the status, and lapses the
+        dead run's start claim, of only such a job: a forged letter naming a dead job's id must not
+        make it read ``queued`` for good, nor one naming a running job's make it read ``queued``."""
         return self.reason not in UNVERIFIED_REASONS
 
     @property

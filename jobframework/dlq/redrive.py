@@ -272,7 +272,10 @@ class Redrive:
 
     def _send(self, scan: HeldScan, source_url: str, items: list[tuple[dict[str, Any], DeadLetter]]) -> int:
         result = self.result
-        self._lapse_claims([letter for _, letter in items if letter.tracked and letter.job_id])
+        # (only a letter whose id is the job's: a forged one's names another job, maybe running)
+        self._lapse_claims(
+            [letter for _, letter in items if letter.tracked and letter.job_id and letter.verified]
+        )
         entries: list[Any] = [redrive_entry(letter, str(i)) for i, (_, letter) in enumerate(items)]
         try:
             response = self.sqs.send_message_batch(QueueUrl=source_url, Entries=entries)

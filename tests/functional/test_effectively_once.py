@@ -590,6 +590,32 @@ def test_a_redrive_of_a_forged_letter_leaves_the_dead_job_it_names_dead(signed):
     assert again is not None and again.status is JobState.DEAD
 
 
+def test_a_redrive_of_a_forged_letter_leaves_the_running_job_it_names_running(signed, jf_aws):
+    """A last trial's forged letter named a running payout: redriven, it lapsed the run's start
+    claim, and the payout read queued (then jf cancel said "cancelled before it started")."""
+    import time as clock
+
+    from jobframework.dlq import DeadLetters
+    from jobframework.state import StateStore
+
+    rt, _ = signed
+    sent = rt.client.enqueue("eo.effect", {"name": "paying"}, delay=600)  # (left queued)
+    records = StateStore(str(rt.config.state_table), jf_aws.client("dynamodb")).jobs
+    now = clock.time()
+    assert records.claim_start(sent.id, attempt=1, runs_until=now + 600, now=now, claimant="its-run")
+    running = rt.client.status(sent.id)
+    assert running is not None and running.status is JobState.RUNNING
+    forged = Envelope.new("eo.effect", {"name": "paying"}, job_id=sent.id, track=True)
+    redeliver(rt, "high", forged.to_body())
+    drain(rt, "high")
+    letters = DeadLetters(rt.config, rt.sqs, wait_time_seconds=0)
+    [letter] = letters.peek("high", limit=None)
+    assert letter.reason == "signature"
+    assert letters.redrive("high", message_ids=[letter.message_id]).moved == 1
+    after = rt.client.status(sent.id)
+    assert after is not None and after.status is JobState.RUNNING
+
+
 def test_an_unsigned_firing_of_a_recurring_schedule_runs_but_a_forged_payload_does_not(signed):
     rt, _ = signed
     (spec,) = rt.topology.schedules
