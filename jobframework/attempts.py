@@ -24,10 +24,15 @@ from __future__ import annotations
 
 from typing import Any
 
+from jobframework.envelope import ATTR_REDRIVES
+
 ATTR_EXECUTIONS = "jf-executions"
 """Message attribute: executions of the job in earlier copies of this message (a hand-back's copy)."""
 ATTR_DEFERRALS = "jf-deferrals"
 """Message attribute: times a scheduled run was deferred because its queue was backlogged."""
+ATTR_SHORT_RELEASES = "jf-short-releases"
+"""Message attribute: times a record was released because its whole invocation was shorter than its
+job's timeout (:func:`jobframework.gates.time_left_gate`)."""
 MIN_RECEIVE_LIMIT = 5
 CRASH_MARGIN = 2
 """Receives allowed above a job's max attempts for invocations that crash (timeouts, kills)."""
@@ -102,6 +107,16 @@ def executions_before(record: dict[str, Any]) -> int:
 def deferrals(record: dict[str, Any]) -> int:
     """Deferrals of this scheduled run so far (``jf-deferrals``; 0 when absent)."""
     return _carried(record, ATTR_DEFERRALS) or 0
+
+
+def short_releases(record: dict[str, Any]) -> int:
+    """Releases of this message for an invocation shorter than its job (``jf-short-releases``)."""
+    return _carried(record, ATTR_SHORT_RELEASES) or 0
+
+
+def redrives(record: dict[str, Any]) -> int:
+    """Times this job's dead letter was redriven (``jf-redrives``; 0 when never)."""
+    return _carried(record, ATTR_REDRIVES) or 0
 
 
 def attempt_of(record: dict[str, Any]) -> int:

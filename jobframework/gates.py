@@ -38,8 +38,7 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
-from jobframework import envelope as wire
-from jobframework.attempts import deferrals, receive_count
+from jobframework.attempts import ATTR_SHORT_RELEASES, deferrals, receive_count, short_releases
 from jobframework.delivery import Outcome, OutcomeName, queue_wait_ms_of, refusal_logged, remaining_seconds_of
 from jobframework.envelope import ATTR_RATE_SLOT, record_attribute
 from jobframework.flow.options import check_limit_keys, nothing_to_check
@@ -236,8 +235,6 @@ def backlog_gate(admitted: Admitted, consumer: Consumer) -> Verdict | None:
     return release(d, DEFER_SECONDS, deferred=deferred + 1, why="backlogged", outcome=Outcome.RETRIED)
 
 
-ATTR_SHORT_RELEASES = "jf-short-releases"
-"""How many times a record was released because its whole invocation was shorter than its job."""
 UNRUNNABLE_RELEASE_SECONDS = 60
 """The longest a record waits when its invocation was shorter than its job's timeout from the start."""
 
@@ -256,8 +253,7 @@ def time_left_gate(admitted: Admitted, consumer: Consumer) -> Verdict | None:
         # Not even the whole invocation had the time: this queue's consumer may never run it (the job
         # came to another lane's queue than its own). Back at once a few times, then ever later, not
         # again and again at once (a trial's misrouted export was released 70 times a second).
-        text = wire.record_attribute(d.record, ATTR_SHORT_RELEASES) or "0"
-        released = (int(text) if text.isdigit() else 0) + 1
+        released = short_releases(d.record) + 1
         delay = 0 if released <= 3 else min(UNRUNNABLE_RELEASE_SECONDS, 2 ** (released - 3))
         log.error(
             "job %s (%s) released unstarted for %ds: its timeout (%gs) is longer than this consumer's "

@@ -32,6 +32,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from jobframework import envelope as wire
+from jobframework.attempts import redrives
 from jobframework.classification import Reason
 from jobframework.dead_letter import dead_letter_message
 from jobframework.delivery import Batch, Outcome, RecordOutcome, describe, refusal_logged
@@ -320,16 +321,10 @@ def status_of(
         **fields,
         "trace_id": record_trace_id(d.record, env.traceparent),
         "started_at": started,
-        "redrives": redrives_of(d.record),
+        "redrives": redrives(d.record) or None,
     }
     note_status(statuses, env, state, fields)
     return True
-
-
-def redrives_of(record: dict[str, Any]) -> int | None:
-    """How many times the record's job was redriven (its ``jf-redrives``), ``None`` if never."""
-    text = wire.record_attribute(record, wire.ATTR_REDRIVES)
-    return int(text) if text is not None and text.isdigit() and int(text) > 0 else None
 
 
 def note_status(
