@@ -91,6 +91,12 @@ OPTIONAL_SETTINGS: dict[str, str] = {
 """Each optional setting of :class:`RuntimeConfig` and the environment variable that carries it."""
 
 
+def over_parameter(settings: Mapping[str, str]) -> dict[str, str]:
+    """Of the settings the environment gives (by field), those that win over a topology parameter's:
+    all but where AWS is (the endpoint and region, which reading the parameter itself takes)."""
+    return {field: value for field, value in settings.items() if field not in ("endpoint_url", "region")}
+
+
 SETTING_VALUES: dict[str, str] = {
     "offload_threshold": "it takes bytes from 1024 to 1048576 (SQS's 1 MiB); 262144 by default",
     "retry_budget": "it takes retries per first attempt, a fraction from 0 to 10 (0.2 is 20 %), or off",
@@ -267,7 +273,7 @@ class RuntimeConfig(BaseModel):
                 "or run `jf dev` and export what it prints"
             )
         config = cls.from_parameter(parameter, ssm_client=ssm_client, endpoint_url=endpoint, region=region)
-        given = {k: v for k, v in settings.items() if k not in ("endpoint_url", "region")}
+        given = over_parameter(settings)
         if not given:
             return config
         try:  # (the environment's settings win over the parameter's: JF_SIGNING_KEYS on a worker)

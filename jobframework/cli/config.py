@@ -139,8 +139,8 @@ def _print(shown: dict[str, Any]) -> None:
 
 def _over() -> str:
     """`` (JF_SIGNING_KEYS over it)``: the settings the environment gives over a parameter's."""
-    from jobframework.config import OPTIONAL_SETTINGS
+    from jobframework.config import OPTIONAL_SETTINGS, over_parameter
 
-    given = [name for field, name in OPTIONAL_SETTINGS.items() if field not in ("endpoint_url", "region")]
-    over = [name for name in given if os.environ.get(name)]
+    given = {field: os.environ[name] for field, name in OPTIONAL_SETTINGS.items() if os.environ.get(name)}
+    over = [OPTIONAL_SETTINGS[field] for field in over_parameter(given)]
     return f" ({', '.join(over)} over it)" if over else ""
