@@ -568,22 +568,28 @@ def test_a_forged_copy_of_a_jobs_message_changes_neither_its_status_nor_what_lis
     assert len(dead_letters(rt, "high")) == 2  # (each kept as it came)
 
 
+def _redrive_a_forged_copy(rt: Runtime, job_id: str, name: str) -> Any:
+    """Send an unsigned copy of job ``job_id``'s message (dead-lettered ``signature``), then redrive
+    that letter alone, as an operator pasting its message id would; the redrive's result."""
+    from jobframework.dlq import DeadLetters
+
+    forged = Envelope.new("eo.effect", {"name": name}, job_id=job_id, track=True)
+    redeliver(rt, "high", forged.to_body())
+    drain(rt, "high")
+    letters = DeadLetters(rt.config, rt.sqs, wait_time_seconds=0)
+    [letter] = [x for x in letters.peek("high", limit=None) if x.reason == "signature"]
+    return letters.redrive("high", message_ids=[letter.message_id])
+
+
 def test_a_redrive_of_a_forged_letter_leaves_the_dead_job_it_names_dead(signed):
     """A last trial's forged letter named a dead payout's id: redriven (the id jf status suggests
     selects it too), it set the payout's status to queued, for good (its copy died again unwritten)."""
-    from jobframework.dlq import DeadLetters
-
     rt, _ = signed
     dead = rt.client.enqueue("eo.effect", {"name": "doomed", "fail_times": 9})
     drain(rt, "high")
     died = rt.client.status(dead.id)
     assert died is not None and died.status is JobState.DEAD
-    forged = Envelope.new("eo.effect", {"name": "doomed"}, job_id=dead.id, track=True)
-    redeliver(rt, "high", forged.to_body())
-    drain(rt, "high")
-    letters = DeadLetters(rt.config, rt.sqs, wait_time_seconds=0)
-    [letter] = [x for x in letters.peek("high", limit=None) if x.reason == "signature"]
-    moved = letters.redrive("high", message_ids=[letter.message_id])  # (the forged one alone)
+    moved = _redrive_a_forged_copy(rt, dead.id, "doomed")
     assert moved.moved == 1 and moved.requeued == 0
     drain(rt, "high")  # (its copy dies again, unwritten)
     again = rt.client.status(dead.id)
@@ -595,7 +601,6 @@ def test_a_redrive_of_a_forged_letter_leaves_the_running_job_it_names_running(si
     claim, and the payout read queued (then jf cancel said "cancelled before it started")."""
     import time as clock
 
-    from jobframework.dlq import DeadLetters
     from jobframework.state import StateStore
 
     rt, _ = signed
@@ -605,13 +610,7 @@ def test_a_redrive_of_a_forged_letter_leaves_the_running_job_it_names_running(si
     assert records.claim_start(sent.id, attempt=1, runs_until=now + 600, now=now, claimant="its-run")
     running = rt.client.status(sent.id)
     assert running is not None and running.status is JobState.RUNNING
-    forged = Envelope.new("eo.effect", {"name": "paying"}, job_id=sent.id, track=True)
-    redeliver(rt, "high", forged.to_body())
-    drain(rt, "high")
-    letters = DeadLetters(rt.config, rt.sqs, wait_time_seconds=0)
-    [letter] = letters.peek("high", limit=None)
-    assert letter.reason == "signature"
-    assert letters.redrive("high", message_ids=[letter.message_id]).moved == 1
+    assert _redrive_a_forged_copy(rt, sent.id, "paying").moved == 1
     after = rt.client.status(sent.id)
     assert after is not None and after.status is JobState.RUNNING
 

@@ -40,19 +40,27 @@ def nightly(p: Payout) -> None: ...
 def reconcile(p: Payout) -> None: ...
 
 
-@pytest.fixture(scope="module")
-def encrypted() -> tuple[Mapping[str, Any], str]:
-    app = App()
-    Validations.of(app).add_plugins(AwsSolutionsChecks(app))  # an unacknowledged finding fails synth
-    stack = Stack(app, "Payouts")
-    key = kms.Key(stack, "PayoutsKey", enable_key_rotation=True)
-    framework = JobFramework(
+def _framework(stack: Stack, **props: Any) -> JobFramework:
+    """The payouts' framework in ``stack`` (its code inline: nothing is bundled), with ``props``."""
+    return JobFramework(
         stack,
         "Jobs",
         job_modules=["tests.infra.test_encryption"],
         registry=REGISTRY,
         app_name="payco",
         code=lambda_.Code.from_inline("def handler(event, context): ..."),
+        **props,
+    )
+
+
+@pytest.fixture(scope="module")
+def encrypted() -> tuple[Mapping[str, Any], str]:
+    app = App()
+    Validations.of(app).add_plugins(AwsSolutionsChecks(app))  # an unacknowledged finding fails synth
+    stack = Stack(app, "Payouts")
+    key = kms.Key(stack, "PayoutsKey", enable_key_rotation=True)
+    framework = _framework(
+        stack,
         container_lanes=["low"],
         container_image=ecs.ContainerImage.from_registry("public.ecr.aws/example/worker:1"),
         encryption_key=key,
@@ -111,16 +119,7 @@ def test_every_role_that_touches_the_encrypted_resources_may_use_the_key(encrypt
 def test_encryption_key_true_makes_a_rotated_key_of_the_deployments_own():
     app = App()
     stack = Stack(app, "Own")
-    framework = JobFramework(
-        stack,
-        "Jobs",
-        job_modules=["tests.infra.test_encryption"],
-        registry=REGISTRY,
-        app_name="payco",
-        api=False,
-        code=lambda_.Code.from_inline("def handler(event, context): ..."),
-        encryption_key=True,
-    )
+    framework = _framework(stack, api=False, encryption_key=True)
     assert framework.encryption_key is not None
     template = Template.from_stack(stack).to_json()
     key_id = stack.get_logical_id(framework.encryption_key.node.default_child)  # type: ignore[arg-type]
