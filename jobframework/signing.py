@@ -94,7 +94,11 @@ class KeyRing:
     def verify(self, envelope: Envelope, kid: str | None, mac: str | None) -> None:
         """Raises :class:`SignatureError` unless ``mac`` is the MAC of ``envelope`` under ``kid``."""
         if not kid or not mac:
-            raise SignatureError("the message is not signed")
+            raise SignatureError(
+                "the message is not signed: its producer has no signing keys; give it the "
+                "consumer's (JF_SIGNING_KEYS, or JF_TOPOLOGY_PARAMETER alone, whose parameter "
+                "names them) and enqueue the job again"
+            )
         key = self.keys.get(kid)
         if key is None:
             raise SignatureError(f"unknown signing key id {kid[:64]!r}")
