@@ -12,12 +12,13 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from jobframework.config import RuntimeConfig
     from jobframework.state import StateStore
 
 log = logging.getLogger(__name__)
@@ -130,6 +131,16 @@ class PauseWatch:
         finally:
             self._lock.release()
         return self._paused
+
+
+def pause_watch(config: RuntimeConfig, dynamodb: Any) -> Callable[[], frozenset[str]] | None:
+    """The lanes ``jf queue pause`` paused, as ``jf dev``'s and ``jf worker``'s emulator asks for them
+    (none without a state table)."""
+    if not config.state_table:
+        return None
+    from jobframework.state import StateStore
+
+    return PauseWatch(StateStore(config.state_table, dynamodb)).current
 
 
 def lanes_of(queues: Iterable[str], name: str) -> list[str]:

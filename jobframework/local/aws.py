@@ -194,20 +194,18 @@ def provision(topology: Topology, session: boto3.Session, endpoint_url: str | No
         fifo: dict[Any, str] = (
             {"FifoQueue": "true", "ContentBasedDeduplication": "false"} if spec.fifo else {}
         )
-        dlq_url = sqs.create_queue(
-            QueueName=spec.dlq_name,
-            Attributes={
-                "MessageRetentionPeriod": str(spec.dlq_retention),
-                "SqsManagedSseEnabled": "true",
-                **fifo,
-            },
-        )["QueueUrl"]
+        dlq_url = _queue(
+            sqs,
+            spec.dlq_name,
+            {"MessageRetentionPeriod": str(spec.dlq_retention), "SqsManagedSseEnabled": "true", **fifo},
+        )
         dlq_arn = sqs.get_queue_attributes(QueueUrl=dlq_url, AttributeNames=["QueueArn"])["Attributes"][
             "QueueArn"
         ]
-        url = sqs.create_queue(
-            QueueName=spec.name,
-            Attributes={
+        url = _queue(
+            sqs,
+            spec.name,
+            {
                 "VisibilityTimeout": str(spec.visibility_timeout),
                 "MessageRetentionPeriod": str(spec.retention),
                 "SqsManagedSseEnabled": "true",
@@ -216,7 +214,7 @@ def provision(topology: Topology, session: boto3.Session, endpoint_url: str | No
                 ),
                 **fifo,
             },
-        )["QueueUrl"]
+        )
         arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
         sqs.set_queue_attributes(
             QueueUrl=dlq_url,
@@ -277,6 +275,20 @@ def provision(topology: Topology, session: boto3.Session, endpoint_url: str | No
         Overwrite=True,
     )
     return config
+
+
+def _queue(sqs: Any, name: str, attributes: dict[Any, str]) -> str:
+    """The URL of the queue ``name``, made with ``attributes``, or given them when it was made with
+    others before (``jf dev --reload`` after a job's ``timeout=`` changed: a deploy updates it too)."""
+    try:
+        url: str = sqs.create_queue(QueueName=name, Attributes=attributes)["QueueUrl"]
+    except sqs.exceptions.QueueNameExists:
+        url = sqs.get_queue_url(QueueName=name)["QueueUrl"]
+        changeable = {
+            k: v for k, v in attributes.items() if k not in ("FifoQueue", "ContentBasedDeduplication")
+        }
+        sqs.set_queue_attributes(QueueUrl=url, Attributes=changeable)
+    return url
 
 
 LOCAL_SETTINGS_FROM_ENV = ("retry_budget", "offload_threshold", "signing_keys")

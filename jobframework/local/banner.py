@@ -20,6 +20,7 @@ def ready_lines(
     workers: bool,
     json_lines: bool,
     retry_budget: float | None = None,
+    reloaded: bool = False,
 ) -> list[str]:
     """The lines of ``jf dev``'s banner, as text, or as one JSON line with ``json_lines``.
 
@@ -38,7 +39,16 @@ def ready_lines(
             "schedules": [dict(s) for s in schedules],
             "workers": workers,
         }
+        if reloaded:
+            ready["reloaded"] = True
         return [json.dumps(ready)]
+    if reloaded:  # jf dev --reload: the exports are those printed at its start
+        return [
+            f"jf dev: reloaded jobs from {', '.join(modules)}",
+            *(f"# schedule {s['job']} {s['expression']}, next {s['next']}" for s in schedules),
+            "# ready: one line per job outcome below; Ctrl-C stops" if workers else "# ready: no workers",
+            "",
+        ]
     lines = [
         f"jf dev: embedded AWS at {endpoint_url}, jobs from {', '.join(modules)}",
         "",

@@ -1,0 +1,257 @@
+"""``jf dev --reload``: the workers and the scheduler restart with your code when a source file changes.
+
+The embedded AWS runs in the ``jf dev`` process and stays, so queues, dead letters, job statuses and
+delayed jobs outlive a reload; the workers and the scheduler run in a child ``jf dev --attached`` on
+its port, which is stopped (drained, as Ctrl-C drains) and started again. As ``uvicorn --reload``
+does, the ``.py`` files under the current directory are watched, and those of the job modules'
+packages where they lie elsewhere; they are polled (a stat a file a second), so nothing is needed
+beyond the standard library. A child that cannot load your jobs (a syntax error) is waited out: the
+next change starts it again.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+
+POLL_SECONDS = 0.5
+SETTLE_SECONDS = 0.3
+"""After a change, how long to wait for an editor's other writes before restarting."""
+SKIPPED_DIRS = frozenset({"__pycache__", "node_modules", "cdk.out", "site-packages", "build", "dist"})
+"""Directories never watched (with those whose name starts with a dot, and virtual environments)."""
+
+
+def source_roots(modules: Sequence[str], cwd: Path) -> list[Path]:
+    """The directories (or files) to watch: ``cwd``, and each job module's top-level package (or
+    module file) that is not under it. Found without importing them.
+
+    Example:
+        >>> roots = source_roots(["json.decoder"], Path("/nowhere"))
+        >>> roots == [Path("/nowhere"), Path(json.__file__).parent.resolve()]
+        True
+    """
+    roots = [cwd.resolve()]
+    for name in modules:
+        try:
+            spec = importlib.util.find_spec(name.split(".")[0])
+        except (ImportError, ValueError):
+            continue  # the child says what is wrong with it
+        if spec is None:
+            continue
+        if spec.submodule_search_locations:
+            places = [Path(p) for p in spec.submodule_search_locations]
+        elif spec.origin and spec.origin.endswith(".py"):
+            places = [Path(spec.origin)]
+        else:
+            continue
+        for place in (p.resolve() for p in places):
+            if not any(place == root or root in place.parents for root in roots if root.is_dir()):
+                roots.append(place)
+    return roots
+
+
+def _skipped(entry: os.DirEntry[str]) -> bool:
+    return (
+        entry.name.startswith(".")
+        or entry.name in SKIPPED_DIRS
+        or os.path.exists(os.path.join(entry.path, "pyvenv.cfg"))  # a virtual environment
+    )
+
+
+def _scan(roots: Iterable[Path]) -> dict[str, int]:
+    """Each ``.py`` file under ``roots`` and its modification time (ns)."""
+    found: dict[str, int] = {}
+    pending = [str(r) for r in roots]
+    while pending:
+        place = pending.pop()
+        if place.endswith(".py") and os.path.isfile(place):
+            with contextlib.suppress(OSError):
+                found[place] = os.stat(place).st_mtime_ns
+            continue
+        try:
+            with os.scandir(place) as entries:
+                for entry in entries:
+                    if entry.is_dir(follow_symlinks=False):
+                        if not _skipped(entry):
+                            pending.append(entry.path)
+                    elif entry.name.endswith(".py"):
+                        # (gone between the listing and the stat: the next scan says so)
+                        with contextlib.suppress(OSError):
+                            found[entry.path] = entry.stat().st_mtime_ns
+        except OSError:
+            continue
+    return found
+
+
+class SourceWatch:
+    """The ``.py`` files under some roots, polled: :meth:`changed` names those added, changed or
+    removed since the last call."""
+
+    def __init__(self, roots: Sequence[Path]) -> None:
+        self.roots = list(roots)
+        self._seen = _scan(self.roots)
+
+    def __len__(self) -> int:
+        return len(self._seen)
+
+    def changed(self) -> list[str]:
+        now = _scan(self.roots)
+        before, self._seen = self._seen, now
+        return sorted(p for p in before.keys() | now.keys() if before.get(p) != now.get(p))
+
+
+def without_options(args: Sequence[str], flags: Iterable[str], valued: Iterable[str]) -> list[str]:
+    """``args`` less the ``flags`` and the ``valued`` options with their values (``--port 1``,
+    ``--port=1``).
+
+    Example:
+        >>> without_options(["dev", "--reload", "--port", "4566", "--app=x", "--jobs", "a"],
+        ...                 ["--reload"], ["--port", "--app"])
+        ['dev', '--jobs', 'a']
+    """
+    flags, valued = set(flags), set(valued)
+    kept: list[str] = []
+    skip = False
+    for arg in args:
+        if skip:
+            skip = False
+        elif arg in flags or ("=" in arg and arg.split("=", 1)[0] in valued):
+            continue
+        elif arg in valued:
+            skip = True
+        else:
+            kept.append(arg)
+    return kept
+
+
+def _relative(path: str, cwd: Path) -> str:
+    try:
+        return str(Path(path).relative_to(cwd))
+    except ValueError:
+        return path
+
+
+class Supervisor:
+    """Runs ``command`` as a child (in a session of its own, so that Ctrl-C reaches this process
+    only) and restarts it when ``watch`` sees a change, until SIGTERM or SIGINT; each stop of the
+    child is a SIGTERM and a wait for its drain.
+
+    ``say(text, event)`` prints a line of its own: the text, or with ``--json`` the event.
+    """
+
+    def __init__(
+        self,
+        command: Callable[[int], list[str]],
+        watch: SourceWatch,
+        say: Callable[[str, dict[str, object]], None],
+        *,
+        drain_timeout: float,
+        cwd: Path,
+    ) -> None:
+        self.command, self.watch, self.say = command, watch, say
+        self.drain_timeout, self.cwd = drain_timeout, cwd
+        self.reloads = 0
+        self._stop = threading.Event()
+
+    def _start(self) -> subprocess.Popen[bytes]:
+        return subprocess.Popen(self.command(self.reloads), start_new_session=True)
+
+    def _halt(self, child: subprocess.Popen[bytes]) -> int:
+        """Stop ``child`` as Ctrl-C stops ``jf dev`` (it drains); its exit code."""
+        if child.poll() is None:
+            child.send_signal(signal.SIGTERM)
+        try:
+            return child.wait(timeout=self.drain_timeout + 15)
+        except subprocess.TimeoutExpired:
+            child.kill()
+            return child.wait()
+
+    def run(self) -> int:
+        """Until a signal; the exit code of the last child's stop."""
+
+        def handle(signum: int, frame: object) -> None:
+            self._stop.set()
+
+        previous = {sig: signal.signal(sig, handle) for sig in (signal.SIGTERM, signal.SIGINT)}
+        child = self._start()
+        waiting = False
+        try:
+            while not self._stop.wait(POLL_SECONDS):
+                changed = self.watch.changed()
+                if changed:
+                    self._stop.wait(SETTLE_SECONDS)  # an editor's or a checkout's other writes
+                    changed = sorted({*changed, *self.watch.changed()})
+                if child.poll() is not None and not waiting and not changed:
+                    waiting = True
+                    self.say(
+                        f"jf dev: the workers stopped (exit {child.returncode}); they start again when "
+                        "you change a source file (Ctrl-C stops jf dev)",
+                        {"event": "waiting", "exit": child.returncode},
+                    )
+                if not changed or self._stop.is_set():
+                    continue
+                shown = [_relative(p, self.cwd) for p in changed]
+                self.say(
+                    f"jf dev: reloading: {', '.join(shown[:5])}"
+                    + (f" and {len(shown) - 5} more" if len(shown) > 5 else "")
+                    + " changed",
+                    {"event": "reloading", "changed": shown},
+                )
+                self._halt(child)
+                self.reloads += 1
+                child, waiting = self._start(), False
+            return self._halt(child)
+        finally:
+            for sig, old in previous.items():
+                signal.signal(sig, old)
+
+
+def say_line(json_lines: bool) -> Callable[[str, dict[str, object]], None]:
+    """How the supervisor prints: a text line, or with ``--json`` a JSON object (flushed at once: the
+    child writes to the same stdout)."""
+
+    def say(text: str, event: dict[str, object]) -> None:
+        print(json.dumps(event) if json_lines else text, flush=True)
+
+    return say
+
+
+def child_command(args: Sequence[str], port: int) -> Callable[[int], list[str]]:
+    """The child's command line: this ``jf dev``'s arguments on the embedded AWS's ``port``."""
+    kept = without_options(args, ["--reload"], ["--port", "--reloaded"])
+
+    def command(reloads: int) -> list[str]:
+        return [
+            sys.executable,
+            "-m",
+            "jobframework.cli",
+            *kept,
+            "--port",
+            str(port),
+            "--attached",
+            "--reloaded",
+            str(reloads),
+        ]
+
+    return command
+
+
+def exit_with_parent() -> None:
+    """In the child: SIGTERM itself (a drain) once its parent is gone (``jf dev`` killed outright),
+    so that no workers poll an embedded AWS that went with it."""
+    parent = os.getppid()
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            threading.Event().wait(1.0)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    threading.Thread(target=watch, name="jf-dev-parent", daemon=True).start()
