@@ -23,6 +23,7 @@ from jobframework.errors import (
     PermanentError,
     RetryableError,
     StatusUnavailableError,
+    Throttled,
     TopologyWarning,
 )
 from jobframework.job_options import BatchOptions
@@ -58,6 +59,7 @@ __all__ = [
     "RetryableError",
     "Schedule",
     "StatusUnavailableError",
+    "Throttled",
     "TopologyWarning",
     "consumer",
     "job",

@@ -32,6 +32,7 @@ __all__ = [
     "PermanentError",
     "RetryableError",
     "SignatureError",
+    "Throttled",
     "TopologyParameterNotFound",
     "TopologyWarning",
     "UnknownEnqueueOptionError",
@@ -72,6 +73,30 @@ class RetryableError(Exception):
                 f"got {delay!r}"
             )
         self.delay: float | None = None if delay is None else float(delay)
+
+
+class Throttled(RetryableError):
+    """The downstream asked to slow down (an HTTP 429 and its ``Retry-After``): the job is handed back
+    to run again after ``delay`` seconds, and the try counts as no attempt and spends no retry budget,
+    as BullMQ's ``RateLimitError`` and Sidekiq's ``OverLimit``. A job with ``rate=`` also holds its
+    rate (its ``limit_group``'s, its ``rate_key``'s) until then, so that its other runs wait too,
+    instead of each calling the downstream to be told the same.
+
+    A job is handed back for throttles for an hour at most after its first; past that a throttle is
+    a failure like a :class:`RetryableError` (an attempt, within the budget). ``run_inline`` lets it
+    propagate, as any exception.
+
+    Args:
+        message: what the downstream said.
+        delay: seconds (or a ``timedelta``) to wait; default 1.
+
+    Example:
+        >>> Throttled("429 from the CRM", delay=2.5).delay
+        2.5
+    """
+
+    def __init__(self, message: str = "", *, delay: float | timedelta = 1.0) -> None:
+        super().__init__(message, delay=delay)
 
 
 class PermanentError(Exception):

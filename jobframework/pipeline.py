@@ -48,6 +48,7 @@ from jobframework.errors import (
     PayloadMissingError,
     PayloadVersionError,
     SignatureError,
+    Throttled,
 )
 from jobframework.gates import (
     RELEASE_MARGIN_SECONDS,
@@ -68,6 +69,7 @@ from jobframework.state import JobState, summarize
 from jobframework.status import DUPLICATE_REASON, now_iso
 from jobframework.stores.key_records import claims_key
 from jobframework.telemetry import job_logger, put_log_keys, reset_log_keys
+from jobframework.throttle import throttle_back
 from jobframework.tracing import extract, job_span
 from jobframework.verdict import Kind, Verdict, returned, unverified
 
@@ -262,7 +264,7 @@ class Pipeline:
             log.info("job %s (%s) was cancelled; acknowledged unrun", env.id, env.type)
             return cancelled_unrun(d)
         except Exception as exc:  # a BaseException of the job arrives as JobAborted: the job's failure
-            return self.failed(d, job, exc, (time.perf_counter() - started) * 1000, batch)
+            return self.failed(d, job, exc, (time.perf_counter() - started) * 1000, batch, payload=payload)
         finally:
             if admitted.log_token is not None:  # (set by admit(), with the job's keys)
                 reset_log_keys(admitted.log_token, batch.log_keys)
@@ -326,9 +328,17 @@ class Pipeline:
     # -- classify ------------------------------------------------------------------------------------------
 
     def failed(
-        self, d: Delivery, job: Job[Any], exc: Exception, elapsed_ms: float | None, batch: Batch
+        self,
+        d: Delivery,
+        job: Job[Any],
+        exc: Exception,
+        elapsed_ms: float | None,
+        batch: Batch,
+        *,
+        payload: Any = None,
     ) -> Verdict:
-        """The one classification path: retry (within the policy and the budget) or dead-letter."""
+        """The one classification path: retry (within the policy and the budget) or dead-letter; a
+        throttle is handed back (``payload``: the job's, whose ``rate_key`` names the rate it holds)."""
         env = d.require_envelope()
         error = describe(exc)
         from jobframework.flow.cancel import cancel_requested  # (not at cold start: failures only)
@@ -337,6 +347,10 @@ class Pipeline:
             # A cancel was asked while it ran (it did not stop): no retry, nor a dead letter to redrive.
             log.info("job %s (%s) failed after its cancel; not retried: %s", env.id, env.type, error)
             return stopped(d, elapsed_ms, error=error)
+        if isinstance(exc, Throttled) and (
+            back := throttle_back(d, job, exc, payload=payload, consumer=self.consumer, error=error)
+        ):
+            return back  # (a throttle past its window is classified: a failure as RetryableError's)
         decision = classify(
             exc, attempt=d.attempt, policy=job.retry, permanent=job.permanent, transient=job.transient
         )

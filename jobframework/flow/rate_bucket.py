@@ -40,6 +40,7 @@ update, so none is lost. Jobs with a ``rate_key`` take one token a record (the k
 
 from __future__ import annotations
 
+import contextlib
 import math
 import threading
 from dataclasses import dataclass
@@ -99,6 +100,29 @@ class RateLimit:
             if self._from_pool(pk, now):
                 return 0.0
             return self._take(pk, limit, per, now, max(1, want), reserve=reserve)
+
+    def hold(self, pk: str, until: float, limit: float, per: float) -> None:
+        """No token of the bucket falls due before ``until`` (a downstream's ``Retry-After``): ``tat``
+        is moved there (plus the burst, less an interval) unless it is already later, and the tokens
+        this process holds for its batch are dropped. Records over the rate then reserve their turns
+        one interval apart from ``until``."""
+        held = until + burst_seconds(limit, per) - per / limit
+        with self._lock:
+            self._pools.pop(pk, None)
+            if (self._tat.get(pk) or 0.0) < held:
+                self._tat[pk] = held
+        # (a failed condition: held as long or longer already)
+        with contextlib.suppress(self.store.client.exceptions.ConditionalCheckFailedException):
+            self.store.client.update_item(
+                TableName=self.store.table,
+                Key={"pk": {"S": pk}, "sk": {"S": "rate"}},
+                UpdateExpression="SET tat = :held, expires_at = :exp",
+                ConditionExpression="attribute_not_exists(tat) OR tat < :held",
+                ExpressionAttributeValues={
+                    ":held": {"N": f"{held:.6f}"},
+                    ":exp": {"N": str(int(held) + 24 * 3600)},
+                },
+            )
 
     def _from_pool(self, pk: str, now: float) -> bool:
         with self._lock:

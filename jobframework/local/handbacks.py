@@ -20,10 +20,14 @@ from dataclasses import dataclass
 from jobframework.classification import Reason
 from jobframework.delivery import Outcome
 from jobframework.fifo import HELD_BACK
+from jobframework.throttle import THROTTLED
 
-ROUTINE_REASONS = frozenset({"concurrency limit", "rate limit", "debounce window still open", HELD_BACK})
+ROUTINE_REASONS = frozenset(
+    {"concurrency limit", "rate limit", "debounce window still open", HELD_BACK, THROTTLED}
+)
 """The reasons of the hand-backs that are the limits doing their work (``jobframework.flow.limits``,
-``jobframework.flow.debounce``, ``jobframework.fifo``)."""
+``jobframework.flow.debounce``, ``jobframework.fifo``), and a downstream's throttles
+(``jobframework.throttle``: an outage's hundreds alike)."""
 SUMMARY_SECONDS = 30.0
 """At most one line per job type and reason in this many seconds, after the first."""
 

@@ -9,7 +9,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from jobframework import JobContext, RetryPolicy, job
+from jobframework import JobContext, RetryPolicy, Throttled, job
 from jobframework.jobs import JobRegistry
 
 registry = JobRegistry()
@@ -208,3 +208,26 @@ def crm_deal(item: Item, ctx: JobContext) -> None:
 @job("f.crm_note", registry=registry, concurrency=1, rate="20/second", limit_group="crm", timeout=10)
 def crm_note(item: Item, ctx: JobContext) -> None:
     _call_crm(item, ctx)
+
+
+@job(
+    "f.throttled",
+    registry=registry,
+    track=True,
+    retry=RetryPolicy(max_attempts=1),  # a throttle is no attempt: one attempt is enough to get through
+    retry_budget="crm-api",
+)
+def throttled(item: Item, ctx: JobContext) -> str:
+    """The downstream answers 429 the first ``fail_times`` calls."""
+    _note(item, ctx)
+    if calls[item.name] <= item.fail_times:
+        raise Throttled("429 Too Many Requests from the CRM", delay=1)
+    return "synced"
+
+
+@job("f.throttled_rated", registry=registry, idempotent=False, rate="600/minute", limit_group="crm-api")
+def throttled_rated(item: Item, ctx: JobContext) -> None:
+    """A job of a rate: its first run's 429 (Retry-After 4 s) holds the rate of its group."""
+    _note(item, ctx)
+    if calls[item.name] <= item.fail_times:
+        raise Throttled("429 Too Many Requests", delay=4)
