@@ -255,8 +255,8 @@ def check_job_modules(bundle: Path, job_modules: Sequence[str], *, python_versio
     where = f" (at {outcome['where']})" if outcome.get("where") else ""
     raise ConfigurationError(
         f"job module {outcome['module']} cannot be imported from the Lambda asset ({bundle}): "
-        f"{outcome['error']}: {outcome['message']}{where}. Ship its package (packages=, code_root=) and "
-        "declare what it imports in the project's dependencies"
+        f"{outcome['error']}: {outcome['message']}{where}. Ship its package (packages=, code_root=) or "
+        "install it (requirements=), and declare what it imports in the project's dependencies"
     )
 
 

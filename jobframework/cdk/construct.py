@@ -71,7 +71,8 @@ class JobFramework(JobResources):
         code_root: the directory holding the project's top-level packages; default the current
             directory (where ``cdk`` runs ``app.py``). Use ``src`` for a src layout.
         packages: the top-level packages (or modules) of ``code_root`` to ship; default the job
-            modules' top-level packages.
+            modules' top-level packages; ``()`` for none, when the job modules are installed by
+            ``requirements=`` (a service's jobs as a wheel, or from an internal index).
         dependency_file: ``requirements.txt`` or ``pyproject.toml`` (its ``[project] dependencies``);
             default the first of these in ``code_root``, none when neither exists.
         requirements: the runtime requirements given directly (``()`` for none); default read from
@@ -136,7 +137,9 @@ class JobFramework(JobResources):
         root = Path(code_root if code_root is not None else os.getcwd()).resolve()
         modules = _job_modules(job_modules, root)
         imported = topology is None  # (the job modules are imported here to derive it)
-        shipped = tuple(dict.fromkeys(packages or [m.split(".", 1)[0] for m in modules]))
+        # (``packages=()`` ships none of code_root's: the job modules come from requirements=, a wheel)
+        default = [m.split(".", 1)[0] for m in modules]
+        shipped = tuple(dict.fromkeys(packages if packages is not None else default))
         left_out: list[str] = []
         topology = topology or _topology(
             modules,
@@ -157,17 +160,19 @@ class JobFramework(JobResources):
                 )
         arch = architecture or lambda_.Architecture.X86_64
         if code is None:
-            for module in modules:
+            needs = tuple(_requirements(root, dependency_file, requirements))
+            for module in modules if not needs else ():  # (else it may come from one: the bundle's check)
                 if module.split(".", 1)[0] not in shipped:
                     raise ConfigurationError(
                         f"job module {module} is not in the Lambda asset: its package "
-                        f"{module.split('.', 1)[0]} is not among packages={list(shipped)}"
+                        f"{module.split('.', 1)[0]} is not among packages={list(shipped)}, and no "
+                        "requirements= installs it (a wheel of it, e.g. 'orders-jobs @ file:///...whl')"
                     )
             code = python_code(
                 BundleSpec(
                     code_root=root,
                     packages=shipped,
-                    requirements=tuple(_requirements(root, dependency_file, requirements)),
+                    requirements=needs,
                     python_version=RUNTIME.name.removeprefix("python"),
                     architecture="arm64" if arch.name == "arm64" else "x86_64",
                     job_modules=tuple(modules),

@@ -218,6 +218,59 @@ def test_a_job_module_whose_package_is_not_shipped_fails_the_synth_naming_it(tmp
         )
 
 
+def test_no_packages_ships_none_and_the_job_modules_can_come_from_a_wheel(tmp_path):
+    """A platform trial's two services: each one's jobs a wheel of its own, none under the app's code
+    root. ``packages=()`` had meant the default (the job modules' packages, not found there)."""
+    package, registry = _project(tmp_path / "src")
+    with pytest.raises(
+        ConfigurationError, match=r"not among packages=\[\], and no requirements= installs it"
+    ):
+        _framework(Stack(App(), "S"), tmp_path / "src", package, registry, packages=(), requirements=())
+
+    wheel = _wheel_of(tmp_path / "src" / package, tmp_path / "dist")
+    app_root = tmp_path / "app"
+    app_root.mkdir()
+    jobs = _framework(
+        Stack(App(), "S"),
+        app_root,
+        package,
+        registry,
+        packages=(),
+        requirements=[f"{package} @ {wheel.as_uri()}"],
+    )
+    assets = [p for p in (tmp_path / "bundles").iterdir() if (p / "jobframework").is_dir()]
+    assert [(a / package / "jobs.py").is_file() for a in assets] == [True]  # installed from the wheel
+    assert jobs.topology.jobs
+
+
+def _wheel_of(package_dir: Path, dist: Path) -> Path:
+    """A pure-Python wheel of ``package_dir`` (as ``uv build`` makes one), written by hand: no build
+    backend is needed offline."""
+    import base64
+    import hashlib
+    import zipfile
+
+    name = package_dir.name
+    dist.mkdir(parents=True)
+    wheel = dist / f"{name}-1.0-py3-none-any.whl"
+    info = f"{name}-1.0.dist-info"
+    files = {f"{name}/{p.name}": p.read_bytes() for p in package_dir.glob("*.py")}
+    files[f"{info}/METADATA"] = f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n".encode()
+    files[f"{info}/WHEEL"] = (
+        b"Wheel-Version: 1.0\nGenerator: hand\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
+    )
+
+    def digest(data: bytes) -> str:
+        return base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+
+    record = "".join(f"{path},sha256={digest(data)},{len(data)}\n" for path, data in files.items())
+    files[f"{info}/RECORD"] = (record + f"{info}/RECORD,,\n").encode()
+    with zipfile.ZipFile(wheel, "w") as archive:
+        for path, data in files.items():
+            archive.writestr(path, data)
+    return wheel
+
+
 def test_a_job_module_that_cannot_be_imported_from_the_asset_fails_the_synth_naming_it(tmp_path):
     """Importable here (the helper package is in the code root) but not from the bundle (not shipped)."""
     root = tmp_path / "src"
