@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import inspect
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from jobframework.core import ConfigurationError
@@ -132,3 +132,19 @@ _warned: set[tuple[str, str]] = set()
 
 def _valid_name(name: str) -> bool:
     return 0 < len(name) <= MAX_NAME and name == name.strip()
+
+
+def shared_budgets(options: Iterable[tuple[str, object]]) -> dict[str, list[str]]:
+    """The named budgets among ``(job type, retry_budget)`` pairs (a job's option, or its catalog
+    entry's name), each with its job types: what ``jf queue ls`` and the console show beside the
+    queues' budgets.
+
+    Example:
+        >>> shared_budgets([("crm.deal", "crm"), ("crm.note", "crm"), ("mail.send", True), ("x", None)])
+        {'crm': ['crm.deal', 'crm.note']}
+    """
+    named: dict[str, set[str]] = {}
+    for job_type, option in options:
+        if isinstance(option, str):
+            named.setdefault(option, set()).add(job_type)
+    return {name: sorted(types) for name, types in sorted(named.items())}

@@ -56,6 +56,7 @@ def route_of(job: Job[Any], *, fifo: bool = False) -> JobRoute:
         version=job.version,
         dedup_window=job.dedup_window,
         track=job.track,
+        retry_budget=job.retry_budget if isinstance(job.retry_budget, str) else None,
         retry_horizon=retry_horizon(job.retry),
         payload_schema=compact_schema(_payload_schema(job)),
     )

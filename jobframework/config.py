@@ -43,6 +43,8 @@ class JobRoute(BaseModel):
     (:func:`jobframework.payloads.retry_horizon`): how long an offloaded payload must outlive its send."""
     track: bool = False
     """Whether the job keeps a status record (``@job(track=True)``) unless an enqueue says otherwise."""
+    retry_budget: str | None = None
+    """The named retry budget the job counts in (``@job(retry_budget="crm")``), for ``jf queue ls``."""
     payload_schema: dict[str, Any]
     """The payload model's JSON Schema (pydantic's, without titles and descriptions)."""
 

@@ -13,6 +13,7 @@ from jobframework.cli.errors import CliError
 
 if TYPE_CHECKING:
     from jobframework.cli.aws import Aws
+    from jobframework.config import JobRoute
     from jobframework.state import StateStore
     from jobframework.topology import RuntimeConfig
 
@@ -200,7 +201,17 @@ def queue_ls(ctx: typer.Context, json_output: JsonOption = False) -> None:
         said = () if not budgets else (_budget_text(budget),)
         table.add_row(str(r["lane"]), str(r["queue"]), *(str(r[c]) for c in counts), state, *said)
     rich_console().print(table)
-    if any(r["retry_budget"] and r["retry_budget"]["spent"] for r in rows):
+    from jobframework.cli.aws import catalog_of
+
+    named = _named_budgets(store, config, catalog_of(aws, config))
+    if named:
+        shared = Table(title="Shared retry budgets (5 min)", title_justify="left")
+        for name in ("budget", "jobs", "retries"):
+            shared.add_column(name)
+        for n in named:
+            shared.add_row(str(n["budget"]), ", ".join(n["jobs"]), _budget_text(n["retry_budget"]))
+        rich_console().print(shared)
+    if any(r["retry_budget"] and r["retry_budget"]["spent"] for r in [*rows, *named]):
         typer.echo(
             "jf: note: a spent retry budget dead-letters a failing job's retry at once (reason budget) "
             "until first attempts or time make room: redrive those letters once the downstream is back",
@@ -208,8 +219,27 @@ def queue_ls(ctx: typer.Context, json_output: JsonOption = False) -> None:
         )
 
 
+def _named_budgets(
+    store: StateStore | None, config: RuntimeConfig, catalog: dict[str, JobRoute]
+) -> list[dict[str, Any]]:
+    """The named budgets of the catalog's jobs (``@job(retry_budget="crm")``), each with its jobs and
+    where it stands: a trial's outage spent one while the queues' read 0 retries."""
+    from jobframework.budget_keys import budget_key, shared_budgets
+
+    named = shared_budgets((job_type, route.retry_budget) for job_type, route in catalog.items())
+    return [
+        {
+            "budget": name,
+            "jobs": types,
+            "retry_budget": _budget_of(store, config, str(budget_key(name, None, ""))),
+        }
+        for name, types in named.items()
+    ]
+
+
 def _budget_of(store: StateStore | None, config: RuntimeConfig, queue: str) -> dict[str, Any] | None:
-    """Where the queue's retry budget stands (``None``: off, or no state table to read it from)."""
+    """Where a queue's (or a named) retry budget stands (``None``: off, or no state table to read it
+    from)."""
     import time
 
     from jobframework.budget import budget_state

@@ -26,14 +26,30 @@ class Charged(Order):
     charge_id: str
 
 
-@job("shop.charge", registry=registry, track=True, priority="high", retry=FAST, timeout=5)
+@job(
+    "shop.charge",
+    registry=registry,
+    track=True,
+    priority="high",
+    retry=FAST,
+    timeout=5,
+    retry_budget="payments",
+)
 def charge(order: Order, ctx: JobContext) -> dict[str, Any]:
     if order.order_id in declined or order.fail_at == "charge":
         raise PermanentError(f"card of order {order.order_id} declined")
     return {"charge_id": f"ch-{order.order_id}"}
 
 
-@job("shop.refund", registry=registry, track=True, priority="high", retry=FAST, timeout=5)
+@job(
+    "shop.refund",
+    registry=registry,
+    track=True,
+    priority="high",
+    retry=FAST,
+    timeout=5,
+    retry_budget="payments",
+)
 def refund(order: Charged) -> None:
     """Undo a charge."""
 

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import re
+import time
 import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from playwright.sync_api import expect
 
+from jobframework.budget_keys import budget_key
 from jobframework.client import JobClient
 from jobframework.envelope import Envelope
 from jobframework.state import JobState, StateStore
@@ -454,6 +456,18 @@ def test_overview_shows_queues_and_the_last_hour(page: Any, console_url: str, cl
     expect(high.locator("td").nth(2)).to_have_text("1")  # the waiting o-ov-ok
     expect(high.locator("td").nth(6)).to_have_text("1")  # one dead letter
     expect(page.locator("#activity")).to_contain_text("shop.charge")
+
+
+def test_overview_shows_a_shared_retry_budget_beside_the_queues(page: Any, console_url: str, clean: Shop):
+    """A data team's outage spent its named budget while every queue's read 0 retries."""
+    store = StateStore(str(clean.config.state_table), clean.dynamodb)
+    now = time.time()
+    store.budget_add(str(budget_key("payments", None, "")), int(now // 60), 40, 7, ttl=600)
+    page.goto(console_url)
+    row = page.locator('#shared-budgets tr[data-budget="payments"] td')
+    expect(row.nth(1)).to_have_text("shop.charge, shop.refund")
+    expect(row.nth(2)).to_have_text("7 of 100")
+    expect(page.locator('#queues tr[data-lane="high"] td').last).to_have_text("0 of 100")
 
 
 def test_pages_name_their_icon_so_a_browser_asks_for_no_favicon_ico(page: Any, console_url: str):

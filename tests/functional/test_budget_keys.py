@@ -21,6 +21,7 @@ from jobframework.retry import RetryPolicy
 from jobframework.testing import provision_fresh, receive_all
 
 from .conftest import Runtime
+from .conftest_local import cli_env, invoke
 
 registry = JobRegistry()
 calls: Counter[str] = Counter()
@@ -160,3 +161,18 @@ def test_a_bad_retry_budget_says_what_it_takes(value):
         ConfigurationError, match=r"job bk\.bad: retry_budget= takes True \(its queue's budget"
     ):
         job("bk.bad", registry=JobRegistry(), retry_budget=value)
+
+
+def test_jf_queue_ls_shows_a_named_budget_beside_the_queues(bk):
+    """A data team's outage spent its named budget while `jf queue ls` said 0 retries for the queue."""
+    bk.client.enqueue_many([named.request({"host": "dead", "name": f"s{n}"}) for n in range(3)])
+    drain(bk)  # two retries, then the budget (floor 2) is spent
+    env = {**cli_env(bk.config), "JF_TOPOLOGY_PARAMETER": bk.topology.topology_parameter}
+    listed = invoke(["queue", "ls"], env)
+    assert listed.exit_code == 0, listed.output
+    rows = [[cell.strip() for cell in line.strip("│ ").split("│")] for line in listed.output.splitlines()]
+    [queue] = [row for row in rows if row[0] == "default"]
+    [shared] = [row for row in rows if row[0] == "smtp"]
+    assert queue[-1] == "0 of 100 retries", queue  # the queue's own: untouched
+    assert shared == ["smtp", "bk.smtp", "2 of 100 retries"], shared
+    assert "Shared retry budgets (5 min)" in listed.output

@@ -49,6 +49,26 @@ def budget_of(console: Console, queue_name: str) -> BudgetState | None:
         return None
 
 
+@dataclass
+class SharedBudget:
+    name: str
+    jobs: list[str]
+    state: BudgetState | None
+
+
+def shared_budget_rows(console: Console) -> list[SharedBudget]:
+    """The named retry budgets (``@job(retry_budget="crm")``) of the catalog's and the loaded jobs: a
+    data team's outage spent one while every queue's read 0 retries."""
+    from jobframework.budget_keys import budget_key, shared_budgets
+
+    options: list[tuple[str, object]] = [(t, r.retry_budget) for t, r in console.config.jobs.items()]
+    options += [(j.name, j.retry_budget) for j in console.registry or ()]
+    return [
+        SharedBudget(name, jobs, budget_of(console, str(budget_key(name, None, ""))))
+        for name, jobs in shared_budgets(options).items()
+    ]
+
+
 def oldest_age(console: Console, queue_name: str) -> float | None:
     """``ApproximateAgeOfOldestMessage`` of the last five minutes from CloudWatch (real AWS only).
 
@@ -116,6 +136,7 @@ def overview(request: Request) -> Response:
         "overview.html",
         page="overview",
         queues=queue_rows(console),
+        shared_budgets=shared_budget_rows(console),
         activity=types,
         activity_complete=found.complete if found is not None else True,
         has_store=store is not None,
