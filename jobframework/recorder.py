@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 from pydantic import BaseModel
 
+from jobframework.catalog_file import CatalogSource, load_catalog
 from jobframework.envelope import Envelope, new_job_id
 from jobframework.job_unknown import refuse_unknown_enqueue_options
 from jobframework.jobs import Job, Priority, registry
@@ -20,6 +21,7 @@ from jobframework.preparing import checked_options, of_entry
 if TYPE_CHECKING:
     from typing_extensions import Unpack
 
+    from jobframework.catalog import RoutedJob
     from jobframework.outgoing import EnqueueOptions
     from jobframework.status import JobStatus
 
@@ -39,15 +41,24 @@ class EnqueueRecorder:
         assert [p.item for p in sent.payloads(notify)] == ["a", "b"]
     """
 
-    def __init__(self, *, run: bool = False, propagate: bool = True) -> None:
+    def __init__(
+        self, *, run: bool = False, propagate: bool = True, catalog: CatalogSource | None = None
+    ) -> None:
         """``run=True``: each enqueue also runs its job at once, in-process (``run_inline``, with this
         recorder as the client of what it enqueues in turn), as Celery's ``task_always_eager``: a
         delay is not waited, a job's exception propagates to the enqueue (``propagate=False``: it is
         kept in :attr:`errors` instead, and the job's :meth:`status` reads ``dead``, as Celery's
         ``task_eager_propagates=False``), its return value is in :attr:`results`. A job known only by
-        name (not imported) is recorded, not run."""
+        name (not imported) is recorded, not run.
+
+        ``catalog``: another service's job catalog (a file ``jf catalog -o`` wrote, or routes by
+        name): an enqueue by name of a job not registered here is checked against it as the client
+        checks it against the deployed catalog (``PayloadValidationError``; a name not in it is an
+        ``UnknownJobError``). Without one such an enqueue is recorded as given, unchecked."""
         self.run = run
         self.propagate = propagate
+        self.catalog = load_catalog(catalog) if catalog is not None else None
+        """Routes by job name (``catalog=``), or ``None``."""
         self.requests: list[EnqueueRequest] = []
         """Every enqueue (a copy of its request), in order; a job's payload as its model (an older
         version's as upgraded; a job known only by name, as it was given)."""
@@ -138,18 +149,41 @@ class EnqueueRecorder:
         return found
 
     def _checked(self, request: EnqueueRequest) -> tuple[EnqueueRequest, EnqueueResult]:
-        job = registry.find(request.job) if isinstance(request.job, str) else request.job
+        job: Job[Any] | RoutedJob | None = (
+            registry.find(request.job) if isinstance(request.job, str) else request.job
+        )
+        if job is None and self.catalog is not None:
+            job = self._routed(str(request.job))
         recorded = dataclasses.replace(request)
         key, priority, job_id = request.key, Priority.DEFAULT, request.job_id or new_job_id()
-        if isinstance(job, Job):  # validated, keyed and routed as the client does (by name: as given)
+        if job is not None:  # validated, keyed and routed as the client does (by name: as given)
             version, data, current, job_key = checked_payload(job, request)
             options = checked_options(job, request, current, job_key)  # (the client's own checks)
-            recorded.payload = job.validate(current)  # (an older shape: the model it upgrades to)
+            # (an older shape: the model it upgrades to; a catalog's job: its payload as JSON data)
+            recorded.payload = job.validate(current) if isinstance(job, Job) else data
             key, priority = options.key, options.priority
             env = Envelope.new(job.name, data, key=key, job_id=request.job_id, payload_version=version)
             job_id = env.id  # (the id checked as the client's envelope checks it)
         name = request.job if isinstance(request.job, str) else request.job.name
         return recorded, EnqueueResult(job_id, key or job_id, name, priority)
+
+    def _routed(self, name: str) -> RoutedJob:
+        """The catalog's job of ``name``, or the ``UnknownJobError`` the client would raise."""
+        from jobframework.catalog import RoutedJob
+        from jobframework.errors import UnknownJobError
+        from jobframework.errortext import closest
+
+        assert self.catalog is not None
+        route = self.catalog.get(name)
+        if route is None:
+            close = closest(name, [*self.catalog, *(j.name for j in registry)], cutoff=0.8)
+            hint = f" (did you mean {close!r}?)" if close else ""
+            listed = ", ".join(sorted(self.catalog)) or "none"
+            raise UnknownJobError(
+                f"no job named {name!r}{hint} is registered in this process nor in the recorder's "
+                f"catalog (it lists: {listed})"
+            )
+        return RoutedJob(name, route, "the recorder's catalog")
 
     @overload
     def payloads(self, job: Job[M, Any]) -> list[M]: ...
