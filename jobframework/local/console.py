@@ -71,7 +71,7 @@ _RESTATES = {
     "jobframework.consumer": re.compile(
         r"dead-lettered|failed for good|retry in|retrying in|released unstarted|skipped|deferred %ds"
         r"|already completed"
-        r"|running in another delivery|retry budget"
+        r"|running in another delivery|retry budget|throttled \(%d so far\)"
     ),
     "jobframework.flow.limits": re.compile(r"over its concurrency cap|over its rate"),
     "jobframework.flow.debounce": re.compile(r"debounced: superseded"),
