@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import sys
-from collections import Counter
 from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -24,6 +23,7 @@ from jobframework.cli.base import (
     where_text,
 )
 from jobframework.cli.dlq_args import (
+    ErrorOption,
     IdOption,
     MatchOption,
     PriorityArg,
@@ -34,11 +34,11 @@ from jobframework.cli.dlq_args import (
     none_selected,
     redrive_summary,
 )
-from jobframework.cli.dlq_show import payload_pointer, print_table, show_in_full
+from jobframework.cli.dlq_show import payload_pointer, print_table, purge_preview, show_in_full
 from jobframework.cli.errors import CliError
 
 if TYPE_CHECKING:
-    from jobframework.dlq.letter import DeadLetter
+    pass
 
 dlq_app = typer.Typer(
     cls=TyperGroup,
@@ -123,6 +123,7 @@ def dlq_peek(  # noqa: PLR0917 (typer options)
     reason: ReasonOption = None,
     ids: IdOption = None,
     matching: MatchOption = None,
+    error: ErrorOption = None,
     json_output: JsonOption = False,
 ) -> None:
     """Show dead letters (type, id, reason, error, attempts, dead-at) without removing anything; with
@@ -137,9 +138,11 @@ def dlq_peek(  # noqa: PLR0917 (typer options)
         show_in_full(priority, found, ids, json_output=json_output, s3=s3)
         return
     depth = letters.depth(priority)  # (before the peek, which holds what it reads for a moment)
-    found = letters.peek(priority, limit=count, job_type=job_type, reason=reason, matching=matching)
+    found = letters.peek(
+        priority, limit=count, job_type=job_type, reason=reason, matching=matching, error_contains=error
+    )
     pointers = [payload_pointer(d.body) for d in found]
-    filtered = bool(job_type or reason or matching)
+    filtered = bool(job_type or reason or matching or error)
     if not found and filtered:
         none_selected(ctx, priority, config, job_type)  # (on stderr: --json's [] stands)
         if not json_output:
@@ -189,6 +192,7 @@ def dlq_purge(  # noqa: PLR0917
     reason: ReasonOption = None,
     ids: IdOption = None,
     matching: MatchOption = None,
+    error: ErrorOption = None,
     yes: Annotated[bool, typer.Option("--yes", help="Really delete (required).")] = False,
     dry_run: Annotated[
         bool, typer.Option("--dry-run", help="Count what would be deleted, by type; delete nothing.")
@@ -209,16 +213,23 @@ def dlq_purge(  # noqa: PLR0917
     letters, config = dead_letters_of(ctx, priority)
     if dry_run:
         found = letters.peek(
-            priority, limit=None, job_type=job_type, reason=reason, ids=ids, matching=matching
+            priority,
+            limit=None,
+            job_type=job_type,
+            reason=reason,
+            ids=ids,
+            matching=matching,
+            error_contains=error,
         )
+        filtered = bool(job_type or reason or matching or error)
         # (an id whose letter the other filters leave out is not "in no letter": named only unfiltered)
-        _purge_preview(
-            priority, found, None if job_type or reason or matching else ids, json_output=json_output
-        )
-        if not found and (job_type or reason or matching):
+        purge_preview(priority, found, None if filtered else ids, json_output=json_output)
+        if not found and filtered:
             none_selected(ctx, priority, config, job_type)
         return
-    purged = letters.purge(priority, job_type=job_type, reason=reason, ids=ids, matching=matching)
+    purged = letters.purge(
+        priority, job_type=job_type, reason=reason, ids=ids, matching=matching, error_contains=error
+    )
     deleted = purged.deleted
     if json_output:
         print_json(
@@ -228,6 +239,7 @@ def dlq_purge(  # noqa: PLR0917
                 "reason": reason,
                 "ids": ids,
                 "match": matching,
+                "error": error,
                 "deleted": deleted,
                 "not_found": purged.not_found,
             }
@@ -242,50 +254,15 @@ def dlq_purge(  # noqa: PLR0917
     if not deleted and ids:  # named letters that are there, but not selected (or a FIFO DLQ's unseen)
         raise CliError(
             f"no dead letter of the {priority} DLQ has the id {', '.join(ids)}"
-            + (" and matches --type, --reason or --match" if job_type or reason or matching else "")
+            + (
+                " and matches --type, --reason, --match or --error"
+                if job_type or reason or matching or error
+                else ""
+            )
             + f"; `jf dlq peek {priority}` shows their job ids and message ids"
         )
-    if not deleted and (job_type or reason or matching):
+    if not deleted and (job_type or reason or matching or error):
         none_selected(ctx, priority, config, job_type)
-
-
-def _purge_preview(lane: str, found: list[DeadLetter], ids: list[str] | None, *, json_output: bool) -> None:
-    """What ``purge --dry-run`` found: how many letters a purge would delete, by type (and by reason when
-    they have more than one), and the ids given that no letter carries (exit 1, as the purge's)."""
-    from jobframework.dlq.letter import UNTYPED
-
-    by_type = Counter(d.job_type or UNTYPED for d in found)
-    by_reason = Counter(d.reason or "-" for d in found)
-    named = {n for d in found for n in (d.message_id, d.job_id, d.dead_message_id) if n}
-    missing = [i for i in ids or () if i not in named]
-    if json_output:
-        print_json(
-            {
-                "priority": lane,
-                "dry_run": True,
-                "would_delete": len(found),
-                "by_type": dict(by_type),
-                "by_reason": dict(by_reason),
-                "not_found": missing,
-            }
-        )
-    else:
-        kinds = ", ".join(f"{kind}: {n}" for kind, n in by_type.most_common()) or "none"
-        reasons = (
-            " (" + ", ".join(f"{why}: {n}" for why, n in by_reason.most_common()) + ")"
-            if len(by_reason) > 1
-            else ""
-        )
-        typer.echo(
-            f"would delete {len(found)} dead letter{'' if len(found) == 1 else 's'} from the {lane} DLQ "
-            f"({kinds}){reasons}; nothing deleted"
-            + ("; the same command with --yes deletes them" if found else "")
-        )
-    if missing:
-        raise CliError(
-            f"no dead letter of the {lane} DLQ has the id {', '.join(missing)}; `jf dlq peek {lane}` "
-            "shows their job ids and message ids"
-        )
 
 
 @dlq_app.command("redrive")
@@ -296,6 +273,7 @@ def dlq_redrive(  # noqa: PLR0917
     reason: ReasonOption = None,
     ids: IdOption = None,
     matching: MatchOption = None,
+    error: ErrorOption = None,
     older_than: Annotated[
         str | None,
         typer.Option(metavar="AGE", help="Only dead letters at least this old (90s, 15m, 2h, 1d)."),
@@ -318,10 +296,10 @@ def dlq_redrive(  # noqa: PLR0917
     """
     seconds = parse_duration(older_than, option="--older-than") if older_than else None
     if native:
-        if job_type or reason or ids or matching or seconds or limit or dry_run:
+        if job_type or reason or ids or matching or error or seconds or limit or dry_run:
             raise UsageError(
-                "--native moves the whole DLQ: it takes no --type, --reason, --id, --match, --older-than, "
-                "--limit or --dry-run"
+                "--native moves the whole DLQ: it takes no --type, --reason, --id, --match, --error, "
+                "--older-than, --limit or --dry-run"
             )
         letters, _ = dead_letters_of(ctx, priority, attempts=1)
         handle = letters.start_native_redrive(priority, rate=int(rate) if rate else None)
@@ -332,7 +310,7 @@ def dlq_redrive(  # noqa: PLR0917
         return
     letters, config = dead_letters_of(ctx, priority)
     select: dict[str, Any] = {"job_type": job_type, "reason": reason, "older_than": seconds}
-    select["message_ids"], select["matching"] = ids or None, matching
+    select["message_ids"], select["matching"], select["error_contains"] = ids or None, matching, error
     if json_output:
         result = letters.redrive(priority, **select, limit=limit, rate=rate, dry_run=dry_run)
     else:
@@ -357,8 +335,10 @@ def dlq_redrive(  # noqa: PLR0917
         if result.matched:  # (they wait in a paused queue: say so, and for how long)
             aws_of(ctx).note_if_paused(config, priority, "each redriven job")
     if ids:  # named letters that are not there, or not selected: a script must hear it
-        check_named(priority, ids, result, filtered=bool(job_type or reason or older_than or matching))
-    elif not result.matched and (job_type or reason or older_than or matching):
+        check_named(
+            priority, ids, result, filtered=bool(job_type or reason or older_than or matching or error)
+        )
+    elif not result.matched and (job_type or reason or older_than or matching or error):
         none_selected(ctx, priority, config, job_type)
     missing = (  # (letters selected and left behind fail the command, so that a script hears of them)
         f"{result.payload_missing} dead letters stay in the DLQ because their offloaded payload is gone "

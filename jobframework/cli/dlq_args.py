@@ -100,6 +100,17 @@ MatchOption = Annotated[
 ]
 
 
+ErrorOption = Annotated[
+    str | None,
+    typer.Option(
+        "--error",
+        metavar="TEXT",
+        help="Only letters whose error contains TEXT (429: the throttled ones, not a payload holding 429).",
+        callback=some_text,
+    ),
+]
+
+
 def stripped_ids(values: list[str] | None) -> list[str] | None:
     """``--id`` values without the spaces a paste brings (as ``jf status`` takes an id)."""
     return [v.strip() for v in values] if values else values

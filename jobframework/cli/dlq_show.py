@@ -1,9 +1,12 @@
-"""How ``jf dlq peek`` shows dead letters: a table, or each letter in full (``--id``)."""
+"""How ``jf dlq peek`` shows dead letters (a table, or each letter in full: ``--id``) and ``purge
+--dry-run`` what it would delete."""
 
 from __future__ import annotations
 
 import json
 from typing import Any
+
+import typer
 
 from jobframework.cli.base import print_json, rich_console
 from jobframework.cli.errors import CliError
@@ -146,3 +149,44 @@ def offloaded(body: str, s3: Any) -> dict[str, Any]:
         return {"offloaded_payload": fetch(ref, s3)}
     except Exception as exc:  # gone (expired), unreadable, or not what was sent: said, not raised
         return {"offloaded_payload_error": f"at {pointer['uri']}, not read: {exc}"}
+
+
+def purge_preview(lane: str, found: list[Any], ids: list[str] | None, *, json_output: bool) -> None:
+    """What ``purge --dry-run`` found: how many letters a purge would delete, by type (and by reason when
+    they have more than one), and the ids given that no letter carries (exit 1, as the purge's)."""
+    from collections import Counter
+
+    from jobframework.dlq.letter import UNTYPED
+
+    by_type = Counter(d.job_type or UNTYPED for d in found)
+    by_reason = Counter(d.reason or "-" for d in found)
+    named = {n for d in found for n in (d.message_id, d.job_id, d.dead_message_id) if n}
+    missing = [i for i in ids or () if i not in named]
+    if json_output:
+        print_json(
+            {
+                "priority": lane,
+                "dry_run": True,
+                "would_delete": len(found),
+                "by_type": dict(by_type),
+                "by_reason": dict(by_reason),
+                "not_found": missing,
+            }
+        )
+    else:
+        kinds = ", ".join(f"{kind}: {n}" for kind, n in by_type.most_common()) or "none"
+        reasons = (
+            " (" + ", ".join(f"{why}: {n}" for why, n in by_reason.most_common()) + ")"
+            if len(by_reason) > 1
+            else ""
+        )
+        typer.echo(
+            f"would delete {len(found)} dead letter{'' if len(found) == 1 else 's'} from the {lane} DLQ "
+            f"({kinds}){reasons}; nothing deleted"
+            + ("; the same command with --yes deletes them" if found else "")
+        )
+    if missing:
+        raise CliError(
+            f"no dead letter of the {lane} DLQ has the id {', '.join(missing)}; `jf dlq peek {lane}` "
+            "shows their job ids and message ids"
+        )

@@ -227,13 +227,17 @@ class DeadLetters:
         reason: str | None = None,
         ids: Collection[str] | None = None,
         matching: str | None = None,
+        error_contains: str | None = None,
     ) -> list[DeadLetter]:
         """Up to ``limit`` dead letters (all with ``None``), each once, left in the DLQ and visible; with
-        ``job_type``, ``reason``, ``ids`` (job ids or message ids) or ``matching`` (text in the body or
-        the error), only those (as :meth:`redrive` selects them)."""
+        ``job_type``, ``reason``, ``ids`` (job ids or message ids), ``matching`` (text in the body or
+        the error) or ``error_contains`` (text in the error), only those (as :meth:`redrive` selects
+        them)."""
         found: list[DeadLetter] = []
         chosen = frozenset(ids) if ids else None
-        selection = Selection(job_type=job_type, reason=reason, ids=chosen, matching=matching)
+        selection = Selection(
+            job_type=job_type, reason=reason, ids=chosen, matching=matching, error_contains=error_contains
+        )
         with self.scan(self.dlq_url(priority), hold=READ_HOLD_SECONDS) as scan:
             for batch in scan:
                 found.extend(d for d in map(DeadLetter.of, batch) if selection.matches(d))
@@ -267,6 +271,7 @@ class DeadLetters:
         ids: Collection[str] | None = None,
         progress: Progress | None = None,
         matching: str | None = None,
+        error_contains: str | None = None,
     ) -> PurgeResult:
         """Delete the DLQ's messages (only those selected when ``job_type``, ``reason`` or ``ids`` are
         given, as for :meth:`redrive`); says how many, and which ``ids`` no letter carries.
@@ -274,7 +279,9 @@ class DeadLetters:
         Only the letters already in the DLQ when the purge starts are deleted (one dead-lettered
         meanwhile was seen by no one)."""
         chosen = frozenset(ids) if ids is not None else None
-        selection = Selection(job_type=job_type, reason=reason, ids=chosen, matching=matching)
+        selection = Selection(
+            job_type=job_type, reason=reason, ids=chosen, matching=matching, error_contains=error_contains
+        )
         result, unseen = PurgeResult(), set(chosen or ())
         with self.scan(self.dlq_url(priority), acting=True) as scan:
             for batch in scan:
@@ -303,6 +310,7 @@ class DeadLetters:
         progress: Progress | None = None,
         message_ids: Collection[str] | None = None,
         matching: str | None = None,
+        error_contains: str | None = None,
     ) -> RedriveResult:
         """Send matching dead letters back to their source queue; each letter is considered once.
 
@@ -316,6 +324,7 @@ class DeadLetters:
                 of that job). Ids no longer in the DLQ are simply not found.
             job_type: only this job type (``"?"``: letters whose type cannot be read).
             matching: only letters whose body (payload, key) or error contains this text.
+            error_contains: only letters whose error contains this text (``429``).
             reason: only letters dead-lettered for this reason (``exhausted``, ``malformed``, ...).
             older_than: only dead letters at least this many seconds old.
             limit: at most this many.
@@ -341,6 +350,7 @@ class DeadLetters:
                         older_than=older_than,
                         ids=frozenset(message_ids) if message_ids is not None else None,
                         matching=matching,
+                        error_contains=error_contains,
                     ),
                     limit=limit,
                     rate=rate,

@@ -205,10 +205,14 @@ class Selection:
     matching: str | None = None
     """Text the letter's body (its envelope: payload, key; not a payload offloaded to S3) or its error
     contains, as written (``hook:globex``: one partner's letters)."""
+    error_contains: str | None = None
+    """Text the letter's error contains (``429``: the throttled ones, not a payload that holds 429)."""
 
     def __post_init__(self) -> None:
-        if self.matching is not None and not self.matching.strip():
-            raise ValueError("matching= must be text to look for: an empty one would select every letter")
+        for name in ("matching", "error_contains"):
+            value = getattr(self, name)
+            if value is not None and not value.strip():
+                raise ValueError(f"{name}= must be text to look for: an empty one would select every letter")
 
     def matches(self, letter: DeadLetter, now: datetime | None = None) -> bool:
         if self.job_type is not None and (letter.job_type or UNTYPED) != self.job_type:
@@ -218,6 +222,8 @@ class Selection:
         if self.older_than is not None and (letter.age(now) or 0.0) < self.older_than:
             return False
         if self.matching is not None and not _contains(letter, self.matching):
+            return False
+        if self.error_contains is not None and self.error_contains not in (letter.error or ""):
             return False
         return self.ids is None or bool(self.named(letter))
 

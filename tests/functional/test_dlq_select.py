@@ -263,6 +263,32 @@ def test_letters_are_selected_by_text_in_their_payload_or_error(sqs, jf_config):
     assert [json.loads(m["Body"])["id"] for m in receive_all(sqs, ep.dlq_url)] == [initech.id]
 
 
+def test_letters_are_selected_by_text_in_their_error_only(sqs, jf_config):
+    """A data team redriving "only the 429s" after an outage: --match 429 also took a letter whose
+    payload held 429 (a 400 for a bad email); --error looks at the error alone."""
+    env, ep = cli_env(jf_config), jf_config.endpoints("default")
+    throttled = [
+        dead_letter(
+            sqs, jf_config, "default", "crm.sync", {"account_id": f"a-{i}"}, error="HTTP 429 from the CRM"
+        )
+        for i in range(2)
+    ]
+    bad = dead_letter(
+        sqs, jf_config, "default", "crm.sync", {"account_id": "a-429"}, reason="permanent", error="HTTP 400"
+    )
+    wide = invoke(["dlq", "peek", "default", "--match", "429", "--json"], env)
+    assert len(json.loads(wide.stdout)) == 3, wide.output
+    dry = invoke(["dlq", "redrive", "default", "--error", "429", "--dry-run"], env)
+    assert "dry run: would redrive 2 (crm.sync 2); 1 not matching" in dry.stdout, dry.output
+    moved = invoke(["dlq", "redrive", "default", "--error", "429", "--json"], env)
+    assert sorted(json.loads(moved.stdout)["job_ids"]) == sorted(e.id for e in throttled)
+    purged = invoke(["dlq", "purge", "default", "--error", "HTTP 4", "--reason", "permanent", "--yes"], env)
+    assert purged.exit_code == 0 and "deleted 1 dead letter from the default DLQ" in purged.stdout
+    assert receive_all(sqs, ep.dlq_url) == [] and bad.id
+    unset = invoke(["dlq", "peek", "default", "--error", ""], env)
+    assert unset.exit_code == 2 and "give the text to match" in unset.output
+
+
 def test_a_redrive_counts_its_letters_by_reason_and_says_which_fail_the_same_way_again(sqs, jf_config):
     """An operator's dry run said "would redrive 36 (by type)"; permanent and invalid-payload letters
     among them failed again at once ("4 arrived in the DLQ while it ran")."""
