@@ -22,7 +22,7 @@ KEY_MATCHES = 20
 
 
 @app.command()
-def status(
+def status(  # noqa: PLR0917 (typer options)
     ctx: typer.Context,
     job_id: Annotated[
         str | None,
@@ -48,6 +48,14 @@ def status(
             show_default=False,
         ),
     ] = None,
+    summary: Annotated[
+        bool,
+        typer.Option(
+            "--summary",
+            help="With --match or --key: how many of ALL their jobs are in each state (a backfill's "
+            "progress), not the newest 20.",
+        ),
+    ] = False,
     json_output: JsonOption = False,
 ) -> None:
     """What is known of a job: queued, scheduled, running, retrying, succeeded or dead.
@@ -55,16 +63,22 @@ def status(
     Example: jf status 0190b8a4-6f1e-7c3a-9d2b-1a2b3c4d5e6f
     Example: jf status --key invoice:42:pdf
     Example: jf status --match c-42
+    Example: jf status --match backfill-2026-12 --summary
     """
     if sum(given is not None for given in (job_id, key, matching)) != 1:
         raise typer.BadParameter(
             "give one of a job id (jf status ID), a key (--key KEY) or text within keys (--match TEXT)",
             param_hint="ID",
         )
+    if summary and job_id is not None:
+        raise typer.BadParameter("--summary counts the jobs of --match or --key", param_hint="--summary")
     aws = aws_of(ctx)
     if key is not None or matching is not None:
         whole = key is not None
         text = (key if whole else matching) or ""
+        if summary:
+            _summarize(aws, text.strip(), whole=whole, json_output=json_output)
+            return
         found = _by_key(aws, text.strip(), whole=whole)
         if json_output:
             print_json([job.model_dump(mode="json") for job in found])
@@ -118,6 +132,27 @@ def _client(aws: Aws) -> JobClient:
     return JobClient(
         config, sqs_client=aws.sqs(config), clients={"dynamodb": aws.client("dynamodb", config=config)}
     )
+
+
+def _summarize(aws: Aws, text: str, *, whole: bool, json_output: bool) -> None:
+    """``--summary``: every tracked job of the key (or of keys containing the text), counted by state."""
+    from collections import Counter
+
+    from jobframework.ui.records import find_jobs
+
+    if not 0 < len(text) <= 1024:
+        raise typer.BadParameter("give 1 to 1024 characters", param_hint="--key" if whole else "--match")
+    store = aws.state_store(aws.runtime_config(), "status --summary")
+    found = find_jobs(store, key=text if whole else None, key_contains=None if whole else text, limit=None)
+    counts = Counter(job.status.value for job in found.jobs)
+    if json_output:
+        print_json({"total": len(found.jobs), "by_status": dict(counts), "complete": found.complete})
+        return
+    of = f"the key {text!r}" if whole else f"keys containing {text!r}"
+    states = ", ".join(f"{state} {n}" for state, n in counts.most_common()) or "none"
+    typer.echo(f"{len(found.jobs)} tracked jobs of {of}: {states}")
+    if not found.complete:
+        typer.echo(f"jf: note: the scan stopped after {found.scanned} records: there may be more", err=True)
 
 
 def _by_key(aws: Aws, key: str, *, whole: bool = True) -> list[JobStatus]:

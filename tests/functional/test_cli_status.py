@@ -176,6 +176,29 @@ def test_status_match_finds_the_jobs_whose_key_contains_the_text(env_config):
     assert none.exit_code == 1 and "no tracked job has a key containing 'c-99'" in _one_error_line(none)
 
 
+def test_status_summary_counts_every_job_of_a_backfill_by_state(env_config, jf_aws):
+    """A data team following a backfill: --match lists the newest 20; --summary counts them all."""
+    config, client, sqs = env_config
+    client.enqueue_many([jobs.effect.request({"name": f"b{n}"}, key=f"backfill:b-{n}") for n in range(25)])
+    client.enqueue("eo.effect", {"name": "other"}, key="nightly:1")
+    handler = consumer(jobs.registry, config=config, sqs_client=sqs)
+    records, _ = consume_once(handler, sqs, config.endpoints("high").url, max_messages=10)
+    ran = sum(json.loads(r["body"])["key"].startswith("backfill:") for r in records)
+    counted = invoke(["status", "--match", "backfill:", "--summary", "--json"], cli_env(config))
+    assert counted.exit_code == 0, counted.output
+    assert json.loads(counted.stdout) == {
+        "total": 25,
+        "by_status": {"succeeded": ran, "queued": 25 - ran},
+        "complete": True,
+    }
+    text = invoke(["status", "--match", "backfill:", "--summary"], cli_env(config))
+    assert text.stdout.startswith(
+        f"25 tracked jobs of keys containing 'backfill:': queued {25 - ran}, succeeded"
+    )
+    mixed = invoke(["status", "some-id", "--summary"], cli_env(config))
+    assert mixed.exit_code == 2
+
+
 @pytest.mark.parametrize(
     "args",
     [
