@@ -33,6 +33,9 @@ ATTR_DEFERRALS = "jf-deferrals"
 ATTR_SHORT_RELEASES = "jf-short-releases"
 """Message attribute: times a record was released because its whole invocation was shorter than its
 job's timeout (:func:`jobframework.gates.time_left_gate`)."""
+ATTR_LIMIT_WAITS = "jf-limit-waits"
+"""Message attribute: times a record was handed back over its job's concurrency cap
+(:func:`jobframework.flow.limits.concurrency_delay`)."""
 MIN_RECEIVE_LIMIT = 5
 CRASH_MARGIN = 2
 """Receives allowed above a job's max attempts for invocations that crash (timeouts, kills)."""
@@ -112,6 +115,11 @@ def deferrals(record: dict[str, Any]) -> int:
 def short_releases(record: dict[str, Any]) -> int:
     """Releases of this message for an invocation shorter than its job (``jf-short-releases``)."""
     return _carried(record, ATTR_SHORT_RELEASES) or 0
+
+
+def limit_waits(record: dict[str, Any]) -> int:
+    """Hand-backs of this message over its job's concurrency cap (``jf-limit-waits``; 0 when none)."""
+    return _carried(record, ATTR_LIMIT_WAITS) or 0
 
 
 def redrives(record: dict[str, Any]) -> int:

@@ -38,7 +38,14 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
-from jobframework.attempts import ATTR_SHORT_RELEASES, deferrals, receive_count, short_releases
+from jobframework.attempts import (
+    ATTR_LIMIT_WAITS,
+    ATTR_SHORT_RELEASES,
+    deferrals,
+    limit_waits,
+    receive_count,
+    short_releases,
+)
 from jobframework.delivery import Outcome, OutcomeName, queue_wait_ms_of, refusal_logged, remaining_seconds_of
 from jobframework.envelope import ATTR_RATE_SLOT, record_attribute
 from jobframework.flow.options import check_limit_keys, nothing_to_check
@@ -298,9 +305,14 @@ def flow_gate(admitted: Admitted, consumer: Consumer) -> Verdict | None:
             from jobframework.classification import Reason
 
             return refuse(d, Reason.INVALID_PAYLOAD, str(exc))
-    from jobframework.flow.outcome import NO_RATE_INPUTS  # loaded with the gates above
+    from jobframework.flow.outcome import NO_RATE_INPUTS, RateInputs  # loaded with the gates above
 
-    rate = rate_inputs(admitted) if job.flow.rate is not None else NO_RATE_INPUTS
+    if job.flow.rate is not None:
+        rate = rate_inputs(admitted)
+    elif job.flow.concurrency is not None:
+        rate = RateInputs(waits=limit_waits(d.record))
+    else:
+        rate = NO_RATE_INPUTS
     from jobframework.flow.cancel import claimant_of  # (loaded with the flow gates)
 
     claimant = claimant_of(d.record) if env.track else ""  # (only a tracked job's start is claimed)
@@ -315,8 +327,12 @@ def flow_gate(admitted: Admitted, consumer: Consumer) -> Verdict | None:
         return dropped(d, decided, attempts=d.attempt - 1)  # unrun: this delivery was no attempt
     handed = release(d, decided.delay)
     handed.back_at = decided.back_at
+    carried: dict[str, str] = {}
     if decided.rate_slot is not None:
-        handed.attributes = {ATTR_RATE_SLOT: f"{decided.rate_slot:.3f}:{d.attempt}"}
+        carried[ATTR_RATE_SLOT] = f"{decided.rate_slot:.3f}:{d.attempt}"
+    if decided.waits is not None:
+        carried[ATTR_LIMIT_WAITS] = str(decided.waits)
+    handed.attributes = carried or handed.attributes
     return dataclasses.replace(
         handed, outcome=d.outcome(Outcome.RELEASED, reason=decided.reason, delay=decided.delay)
     )
@@ -336,6 +352,7 @@ def rate_inputs(admitted: Admitted) -> RateInputs:
     return RateInputs(
         demand=batch.demand(env.type) if batch is not None else 1,
         reserved=rate_slot(record_attribute(d.record, ATTR_RATE_SLOT), d.attempt),
+        waits=limit_waits(d.record) if job.flow.concurrency is not None else 0,
         may_wait=remaining_seconds_of(admitted.context) - job.timeout - RELEASE_MARGIN_SECONDS,
         can_carry=not fifo and (receive_count(d.record) or 1) == 1,
     )

@@ -30,6 +30,9 @@ class HandBack:
     """When the record should be seen again (epoch seconds) where that matters to the second (its
     rate turn): the settler counts the delay from the hand-back's send, which waits for the batch's
     other records (a delay counted from the gate came back late by as long as they ran)."""
+    waits: int | None = None
+    """Its hand-backs over a concurrency cap, this one included: its copy carries them
+    (``jf-limit-waits``), and each waits longer."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,7 +49,7 @@ class Drop:
 
 @dataclass(frozen=True, slots=True)
 class RateInputs:
-    """What the rate gate learns of a record besides its job and payload."""
+    """What the limit gates learn of a record besides its job and payload."""
 
     demand: int = 1
     """How many records of its batch are of its job type and need a token (taken together)."""
@@ -56,6 +59,8 @@ class RateInputs:
     """Seconds it may wait in the consumer for its turn (the invocation's time to spare)."""
     can_carry: bool = True
     """Its hand-back is a copy that carries a reserved turn (not on a FIFO lane, handed back in place)."""
+    waits: int = 0
+    """Its hand-backs over a concurrency cap so far (``jf-limit-waits``)."""
 
 
 NO_RATE_INPUTS = RateInputs()

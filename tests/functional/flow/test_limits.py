@@ -286,3 +286,41 @@ def test_a_turns_hand_back_is_timed_from_its_send_not_from_its_gate(flow):
         assert back <= max(turn, sent) + 0.05, (sent, delay, turn)
         assert delay == 0 or back >= turn - 1.05, (sent, delay, turn)
     assert any(delay > 0 for _, delay, _ in copies)  # (the later turns were still to come)
+
+
+def test_a_record_waiting_on_a_concurrency_cap_comes_back_ever_later(flow):
+    """300 records on concurrency=3 made 794 hand-backs in 30 s: each hand-back of a record now waits
+    up to twice as long as its last (full jitter, 30 s at most), counted on its copy."""
+    from jobframework.attempts import ATTR_LIMIT_WAITS
+    from jobframework.envelope import Envelope
+    from jobframework.flow.limits import ConcurrencyLimit
+    from jobframework.state import StateStore
+    from jobframework.testing import sqs_record
+
+    limit = ConcurrencyLimit(StateStore(str(flow.config.state_table), flow.dynamodb))
+    now = time.time()
+    for n in range(2):  # the cap taken by two runs elsewhere
+        assert limit.acquire("limit#f.capped", f"elsewhere-{n}", 2, now + 60, now)
+    sent: list[dict[str, Any]] = []
+
+    def copies(params: dict[str, Any], **_: Any) -> None:
+        sent.extend(params["Entries"])
+
+    flow.sqs.meta.events.register("provide-client-params.sqs.SendMessageBatch", copies)
+    arn = flow.sqs.get_queue_attributes(QueueUrl=flow.url("default"), AttributeNames=["QueueArn"])
+    delays = {}
+    for waits in (0, 3):
+        attributes = {ATTR_LIMIT_WAITS: str(waits)} if waits else {}
+        record = sqs_record(
+            Envelope.new("f.capped", {"name": f"w{waits}"}),
+            queue_arn=arn["Attributes"]["QueueArn"],
+            message_attributes=attributes,
+        )
+        for _ in range(12):  # (the delay is random: its range shows over a few)
+            flow.handler({"Records": [record]}, None)
+            [copy] = sent[-1:]
+            assert copy["MessageAttributes"][ATTR_LIMIT_WAITS]["StringValue"] == str(waits + 1)
+            delays.setdefault(waits, []).append(copy["DelaySeconds"])
+    assert all(1 <= d <= 3 for d in delays[0]), delays
+    assert all(1 <= d <= 24 for d in delays[3]) and max(delays[3]) > 3, delays
+    assert {o.reason for o in flow.outcomes} == {"concurrency limit"}
