@@ -69,8 +69,8 @@ class RetryableError(Exception):
             # (raised where the job raises its RetryableError: its message goes along, not lost)
             number = isinstance(delay, int | float) and not isinstance(delay, bool)
             raise (ValueError if number else TypeError)(
-                f"RetryableError({message!r}) delay must be a finite number of seconds >= 0 or a timedelta, "
-                f"got {delay!r}"
+                f"{type(self).__name__}({message!r}) delay must be a finite number of seconds >= 0 or a "
+                f"timedelta, got {delay!r}"
             )
         self.delay: float | None = None if delay is None else float(delay)
 
@@ -97,6 +97,36 @@ class Throttled(RetryableError):
 
     def __init__(self, message: str = "", *, delay: float | timedelta = 1.0) -> None:
         super().__init__(message, delay=delay)
+
+    @classmethod
+    def after(cls, retry_after: str | None, message: str = "", *, default: float = 1.0) -> Throttled:
+        """A throttle for an HTTP ``Retry-After`` header: seconds (``"3"``) or an HTTP date (``"Wed, 21
+        Oct 2026 07:28:00 GMT"``); ``default`` seconds when it is missing, unreadable or past.
+
+        Example:
+            >>> Throttled.after("3", "429 from the CRM").delay, Throttled.after(None).delay
+            (3.0, 1.0)
+            >>> Throttled.after("Wed, 21 Oct 2015 07:28:00 GMT").delay  # (past)
+            1.0
+        """
+        return cls(message, delay=_retry_after_seconds(retry_after, default))
+
+
+def _retry_after_seconds(value: str | None, default: float) -> float:
+    if not value or not value.strip():
+        return default
+    text = value.strip()
+    try:
+        seconds = float(text)
+    except ValueError:
+        from datetime import UTC, datetime
+        from email.utils import parsedate_to_datetime
+
+        try:
+            seconds = (parsedate_to_datetime(text) - datetime.now(UTC)).total_seconds()
+        except (TypeError, ValueError):
+            return default
+    return seconds if 0 < seconds < float("inf") else default
 
 
 class PermanentError(Exception):

@@ -44,7 +44,8 @@ def copy_message(
     attributes: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
     """The ``SendMessage`` arguments, all but ``QueueUrl``, of the hand-back copy of ``record``
-    (``attributes``: string attributes to set on the copy besides the original's)."""
+    (``attributes``: string attributes to set on the copy besides the original's; an empty value
+    leaves the original's out)."""
     copied: dict[str, Any] = {}
     original = record.get("messageAttributes")
     for name, attr in original.items() if isinstance(original, Mapping) else ():
@@ -59,7 +60,10 @@ def copy_message(
     if deferred:
         copied[ATTR_DEFERRALS] = wire.string_attribute(str(deferred))
     for name, value in (attributes or {}).items():
-        copied[name] = wire.string_attribute(value)
+        if value:
+            copied[name] = wire.string_attribute(value)
+        else:  # (an empty value, which SQS takes for no attribute: the copy does not carry it)
+            copied.pop(name, None)
     message: dict[str, Any] = {
         "MessageBody": record.get("body"),
         "MessageAttributes": copied,

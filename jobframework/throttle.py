@@ -20,7 +20,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from jobframework.delivery import Outcome
-from jobframework.envelope import record_attribute
+from jobframework.envelope import ATTR_RATE_SLOT, record_attribute
 from jobframework.gates import release
 from jobframework.retry import visibility_delay
 from jobframework.state import JobState
@@ -94,7 +94,9 @@ def throttle_back(
         if env.track
         else None
     )
-    verdict.attributes = {ATTR_THROTTLED: f"{count + 1}:{since:.3f}"}
+    # Its rate turn was spent on this run: the copy takes a turn anew, after the hold (a turn it kept
+    # let it call the downstream again at once, whatever the hold).
+    verdict.attributes = {ATTR_THROTTLED: f"{count + 1}:{since:.3f}", ATTR_RATE_SLOT: ""}
     verdict.outcome = d.outcome(Outcome.RELEASED, reason=THROTTLED, error=error, delay=delay)
     return verdict
 

@@ -234,6 +234,8 @@ class LimitGate:
         turn = rate.reserved
         if turn is not None and turn - now > MAX_TURN_AHEAD_SECONDS:
             turn = None  # not a turn any consumer gave
+        if turn is not None and turn < (self.rate.held_until(limit_key(job, payload, "rate"), now) or 0):
+            turn = None  # reserved before a throttle's hold, which it falls in: a turn anew, after it
         reserve = rate.can_carry and turn is None
         if turn is None:
             want = 1 if options.rate_key is not None else rate.demand

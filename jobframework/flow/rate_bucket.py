@@ -80,6 +80,8 @@ class RateLimit:
         self._tat: dict[str, float | None] = {}
         self._pools: dict[str, _Pool] = {}
         self._buckets: dict[str, threading.Lock] = {}
+        self._held: dict[str, float] = {}
+        """Buckets this process held (:meth:`hold`) and until when."""
         self._lock = threading.Lock()
 
     def acquire(
@@ -111,6 +113,7 @@ class RateLimit:
             self._pools.pop(pk, None)
             if (self._tat.get(pk) or 0.0) < held:
                 self._tat[pk] = held
+            self._held[pk] = max(until, self._held.get(pk, 0.0))
         # (a failed condition: held as long or longer already)
         with contextlib.suppress(self.store.client.exceptions.ConditionalCheckFailedException):
             self.store.client.update_item(
@@ -123,6 +126,16 @@ class RateLimit:
                     ":exp": {"N": str(int(held) + 24 * 3600)},
                 },
             )
+
+    def held_until(self, pk: str, now: float) -> float | None:
+        """Until when this process holds the bucket (a throttle's ``Retry-After``), if it does now: a
+        turn reserved before the hold must not start within it."""
+        with self._lock:
+            until = self._held.get(pk)
+            if until is not None and until <= now:
+                del self._held[pk]
+                return None
+            return until
 
     def _from_pool(self, pk: str, now: float) -> bool:
         with self._lock:

@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any
 from aws_lambda_powertools.logging.formatter import LambdaPowertoolsFormatter
 
 from jobframework.delivery import Outcome, RecordOutcome
+from jobframework.throttle import THROTTLED
 
 if TYPE_CHECKING:
     from jobframework.delivery import Listener
@@ -200,6 +201,8 @@ def _what(keys: dict[str, Any]) -> str:
     if outcome == Outcome.RETRIED:  # (handed back unrun when it did not run: no attempt spent)
         verb = "back in" if keys.get("unrun") else "retry in"
         return f"{verb} {_seconds(keys.get('delay'))}"
+    if outcome == Outcome.RELEASED and keys.get("reason") == THROTTLED:  # (the downstream's 429)
+        return f"back in {_seconds(keys.get('delay'))}"
     if outcome == Outcome.SUCCEEDED and keys.get("duplicate"):
         return "duplicate"  # its key had completed: acknowledged, the job did not run again
     return str(outcome).replace("_", "-")

@@ -420,3 +420,20 @@ def test_an_http_clients_refused_connection_is_transient_however_it_is_wrapped()
     fallback_bug.__context__ = ConnectionResetError("reset by peer")
     assert not is_transient(fallback_bug)
     assert not is_transient(requests.exceptions.SSLError("certificate verify failed"))  # (no wait mends)
+
+
+def test_a_throttle_reads_retry_after_in_seconds_or_as_an_http_date():
+    """A trial's README-copied `float(headers["Retry-After"])` failed on the date form, which retried
+    as an attempt instead of a throttle."""
+    from datetime import UTC, datetime, timedelta
+    from email.utils import format_datetime
+
+    from jobframework.errors import Throttled
+
+    soon = format_datetime(datetime.now(UTC) + timedelta(seconds=90), usegmt=True)
+    assert 85 <= (Throttled.after(soon).delay or 0) <= 90
+    assert Throttled.after(" 2.5 ").delay == 2.5
+    assert Throttled.after("soon", default=4).delay == 4.0  # unreadable: the default
+    assert Throttled.after("-3").delay == 1.0
+    with pytest.raises(ValueError, match=r"^Throttled\('x'\) delay must be"):
+        Throttled("x", delay=-5)

@@ -9,7 +9,7 @@ from typing import Any
 from jobframework.budget import budget_state
 from jobframework.budget_keys import budget_key
 from jobframework.delivery import Outcome
-from jobframework.envelope import Envelope
+from jobframework.envelope import ATTR_RATE_SLOT, Envelope
 from jobframework.flow.rate_bucket import RateLimit
 from jobframework.state import JobState, StateStore
 from jobframework.testing import receive_all, sqs_record
@@ -103,3 +103,33 @@ def test_a_hold_gives_the_first_token_at_its_end_and_the_next_an_interval_apart(
     rate.hold("limit#held", now + 2, 10, 1)  # a shorter hold changes nothing
     other = RateLimit(StateStore(str(flow.config.state_table), flow.dynamodb))  # another consumer
     assert 5.0 <= other.acquire("limit#held", 10, 1, now) <= 5.3
+
+
+def test_turns_reserved_before_a_hold_do_not_start_within_it(flow):
+    """A trial's 20 jobs at 4/second had reserved their turns before the 429: each started at its turn,
+    and a throttled job's copy kept its spent turn and started again at once: 34 calls told 429."""
+    arn = flow.sqs.get_queue_attributes(QueueUrl=flow.url("default"), AttributeNames=["QueueArn"])
+    sent: list[dict[str, Any]] = []
+    flow.sqs.meta.events.register(
+        "provide-client-params.sqs.SendMessageBatch", lambda params, **_: sent.extend(params["Entries"])
+    )
+
+    def with_turn(name: str, turn: float, fail_times: int = 0) -> dict[str, Any]:
+        env = Envelope.new("f.throttled_rated", {"name": name, "fail_times": fail_times})
+        return sqs_record(
+            env,
+            queue_arn=arn["Attributes"]["QueueArn"],
+            message_attributes={ATTR_RATE_SLOT: f"{turn:.3f}:1"},
+        )
+
+    now = time.time()
+    flow.handler({"Records": [with_turn("first", now, fail_times=1)]}, None)  # its turn: it runs, 429
+    [copy] = sent
+    assert ATTR_RATE_SLOT not in copy["MessageAttributes"]  # its spent turn is not carried
+    assert copy["MessageAttributes"][ATTR_THROTTLED]["StringValue"].startswith("1:")
+    flow.handler({"Records": [with_turn("second", now + 0.3)]}, None)  # reserved before the hold
+    assert "second" not in flow_jobs.calls
+    later = flow.outcomes[-1]
+    assert (later.outcome, later.reason) == (Outcome.RELEASED, "rate limit")
+    turn = float(sent[-1]["MessageAttributes"][ATTR_RATE_SLOT]["StringValue"].split(":")[0])
+    assert turn >= now + 4 - 0.5, turn - now  # a turn anew, at the hold's end
