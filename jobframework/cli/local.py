@@ -1,4 +1,5 @@
-"""``jf dev`` and ``jf worker``: running jobs on this machine, and worker processes."""
+"""``jf dev``: the embedded AWS, workers and scheduler for your job modules (``--reload``: the workers
+restart with your code)."""
 
 from __future__ import annotations
 
@@ -108,7 +109,7 @@ def dev(  # noqa: PLR0917
     from jobframework.local.banner import ready_lines
     from jobframework.local.console import install, log_as_app
     from jobframework.local.emulator import Emulator, pollers_for
-    from jobframework.local.reload import exit_with_parent
+    from jobframework.local.reload import exit_with_parent, lanes_note
     from jobframework.local.scheduler import LocalScheduler, sqs_sender
     from jobframework.local.signals import until_signal
     from jobframework.local.tally import OutcomeTally, stop_counts, stop_summary
@@ -140,6 +141,7 @@ def dev(  # noqa: PLR0917
         # The consumer's own clients (DynamoDB, S3) come from boto3's default session: size it too.
         boto3.setup_default_session(botocore_session=pooled_botocore_session())
         topology = Topology.from_registry(registry, settings)
+        lanes_before = _lanes_of_parameter(aws, topology.topology_parameter) if reloaded else None
         config = aws.provision(topology)
         if not reloaded and (note := missing_keys_note(config, aws.session())) is not None:
             typer.echo(note, err=True)
@@ -180,6 +182,9 @@ def dev(  # noqa: PLR0917
             reloaded=reloaded > 0,
         ):
             typer.echo(line)
+        if not json_logs:  # (--json's ready line carries the exports anew each time)
+            for line in lanes_note(lanes_before, env, config.queues):
+                typer.echo(line)
         sys.stdout.flush()
         drained = True
         if emulator is None:
@@ -189,8 +194,14 @@ def dev(  # noqa: PLR0917
                 summary = json.dumps({"event": "stopped", "stopped": "jf dev", "workers": False})
         else:
             # Its queues go with it: Ctrl-C waits for the batches being run, not for idle long polls.
+            # Attached (jf dev --reload's workers), the queues outlive this process: a receive under way
+            # is waited for (what it got would be in flight for its visibility timeout), and what the
+            # drain time cuts off is made visible again, for the next workers.
             drained = emulator.run_until_signal(
-                drain_timeout=drain_timeout, on_stop=scheduler.stop, wait_for_receives=False
+                drain_timeout=drain_timeout,
+                on_stop=scheduler.stop,
+                wait_for_receives=attached,
+                release_unfinished=attached,
             )
             name = "jf dev workers" if attached else "jf dev"  # (a reload stops them, not jf dev)
             summary = stop_summary(name, emulator.stats, tally, drained=drained)
@@ -208,11 +219,27 @@ def dev(  # noqa: PLR0917
     typer.echo(summary)
     # The interpreter's last collection would walk the embedded AWS's objects (about 0.6 s here).
     gc.freeze()
+    if not drained and attached:
+        raise CliError(
+            f"drain time ran out (--drain-timeout {drain_timeout:g}): the jobs still running were cut off "
+            "and handed back to their queues, for the reloaded workers to run again"
+        )
     if not drained:  # as jf worker's: a script running jf dev learns that jobs were cut off
         raise CliError(
             f"drain time ran out (--drain-timeout {drain_timeout:g}): the jobs still running were cut off, "
             "and the embedded AWS's queues are gone with it"
         )
+
+
+def _lanes_of_parameter(aws: Any, parameter: str) -> list[str] | None:
+    """The lanes the topology parameter named before this start (the last workers' provisioning)."""
+    from jobframework.config import RuntimeConfig
+    from jobframework.errors import ConfigurationError
+
+    try:
+        return list(RuntimeConfig.from_parameter(parameter, ssm_client=aws.client("ssm")).queues)
+    except ConfigurationError:
+        return None
 
 
 def _start_embedded(aws: Any) -> None:

@@ -142,6 +142,7 @@ class Emulator:
         self._lock = threading.Condition()
         self._stopping = threading.Event()
         self._batches = 0  # received and being run (what a stop waits for)
+        self._running: dict[int, tuple[str, list[dict[str, Any]]]] = {}  # those batches, by thread
         self._stopped = False  # stop() returned: a batch received from now on is handed back
         self._threads: list[threading.Thread] = []
         # Empty polls in a row, per queue; a queue starts as idle (one poller) until it has work.
@@ -171,13 +172,17 @@ class Emulator:
         with self._lock:
             return sum(s.in_flight for s in self._states.values())
 
-    def stop(self, drain_timeout: float = 30.0, *, wait_for_receives: bool = True) -> bool:
+    def stop(
+        self, drain_timeout: float = 30.0, *, wait_for_receives: bool = True, release_unfinished: bool = False
+    ) -> bool:
         """Stop polling and wait up to ``drain_timeout`` seconds for the batches in flight.
 
         ``wait_for_receives=False`` waits for the batches being run only, not for the receives still
         waiting for messages (a long poll lasts up to ``wait_time_seconds``): for queues that go with
         the process (``jf dev``'s embedded AWS). What such a receive returns later is handed back
-        (visible again at once), not run.
+        (visible again at once), not run. ``release_unfinished``: the records of batches the drain
+        time cut off are made visible again at once (``jf dev --reload``, whose queues outlive it: the
+        next workers run them), not after their visibility timeout.
 
         Returns:
             True when every batch finished; False when the drain time ran out (those batches'
@@ -197,6 +202,11 @@ class Emulator:
                 drained = self._lock.wait_for(lambda: not self._batches, left)
                 self._stopped = True
         self._return_held()
+        if not drained and release_unfinished:
+            with self._lock:
+                cut_off = list(self._running.values())
+            for url, messages in cut_off:
+                self._hand_back(url, messages)
         if not drained:
             log.warning(
                 "drain time of %gs ran out with %d batch(es) in flight; their records reappear "
@@ -212,13 +222,16 @@ class Emulator:
         on_stop: Callable[[], None] | None = None,
         *,
         wait_for_receives: bool = True,
+        release_unfinished: bool = False,
     ) -> bool:
         """Run until SIGTERM or SIGINT (main thread only), then drain; returns :meth:`stop`'s result."""
 
         def drain() -> bool:
             if on_stop is not None:
                 on_stop()
-            return self.stop(drain_timeout, wait_for_receives=wait_for_receives)
+            return self.stop(
+                drain_timeout, wait_for_receives=wait_for_receives, release_unfinished=release_unfinished
+            )
 
         return until_signal(drain, first=None if self._threads else self.start)
 
@@ -348,10 +361,14 @@ class Emulator:
         if late:  # received after stop() returned (it did not wait for this receive): not run
             self._hand_back(poller.url, messages)
             return 0
+        me = threading.get_ident()
+        with self._lock:
+            self._running[me] = (poller.url, messages)
         try:
             self.invoke(poller, messages)
         finally:
             with self._lock:
+                self._running.pop(me, None)
                 self._batches -= 1
                 self._lock.notify_all()
         return len(messages)

@@ -4,8 +4,8 @@ The embedded AWS runs in the ``jf dev`` process and stays, so queues, dead lette
 delayed jobs outlive a reload; the workers and the scheduler run in a child ``jf dev --attached`` on
 its port, which is stopped (drained, as Ctrl-C drains) and started again. As ``uvicorn --reload``
 does, the ``.py`` files under the current directory are watched, and those of the job modules'
-packages where they lie elsewhere; they are polled (a stat a file a second), so nothing is needed
-beyond the standard library. A child that cannot load your jobs (a syntax error) is waited out: the
+packages where they lie elsewhere; they are polled (a stat a file each half second), so nothing is
+needed beyond the standard library. A child that cannot load your jobs (a syntax error) is waited out: the
 next change starts it again.
 """
 
@@ -180,7 +180,10 @@ class Supervisor:
         def handle(signum: int, frame: object) -> None:
             self._stop.set()
 
-        previous = {sig: signal.signal(sig, handle) for sig in (signal.SIGTERM, signal.SIGINT)}
+        # (SIGHUP: the terminal closed; left to its default, this process died and its workers polled
+        # an embedded AWS that was gone)
+        stops = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+        previous = {sig: signal.signal(sig, handle) for sig in stops}
         child = self._start()
         waiting = False
         try:
@@ -206,9 +209,14 @@ class Supervisor:
                     {"event": "reloading", "changed": shown},
                 )
                 self._halt(child)
+                if self._stop.is_set():  # (Ctrl-C while it drained: no new workers)
+                    return 0
                 self.reloads += 1
                 child, waiting = self._start(), False
-            return self._halt(child)
+            code = self._halt(child)
+            # Stopped by us: clean, also when it died of the SIGTERM before it set its handler; a child
+            # that had failed already (a module that did not load) was said when it failed.
+            return 0 if waiting or code in (0, -signal.SIGTERM) else code
         finally:
             for sig, old in previous.items():
                 signal.signal(sig, old)
@@ -246,12 +254,27 @@ def child_command(args: Sequence[str], port: int) -> Callable[[int], list[str]]:
 
 def exit_with_parent() -> None:
     """In the child: SIGTERM itself (a drain) once its parent is gone (``jf dev`` killed outright),
-    so that no workers poll an embedded AWS that went with it."""
+    so that no workers poll an embedded AWS that went with it (within a fifth of a second)."""
     parent = os.getppid()
 
     def watch() -> None:
         while os.getppid() == parent:
-            threading.Event().wait(1.0)
+            threading.Event().wait(0.2)
         os.kill(os.getpid(), signal.SIGTERM)
 
     threading.Thread(target=watch, name="jf-dev-parent", daemon=True).start()
+
+
+def lanes_note(before: Iterable[str] | None, env: dict[str, str], lanes: Iterable[str]) -> list[str]:
+    """What a reload that changed the lanes (a job's new ``profile=``) prints: the ``export`` lines
+    again, since those printed at the start name the old ones (``[]`` when the lanes are the same).
+
+    Example:
+        >>> lanes_note(["default"], {"JF_QUEUE_URL_DEFAULT_IO": "u"}, ["default", "default-io"])
+        ['# the lanes changed (now default, default-io): export these again in other shells:', 'export JF_QUEUE_URL_DEFAULT_IO=u']
+    """  # noqa: E501
+    now = sorted(lanes)
+    if before is None or sorted(before) == now:
+        return []
+    head = f"# the lanes changed (now {', '.join(now)}): export these again in other shells:"
+    return [head, *(f"export {name}={value}" for name, value in env.items())]

@@ -156,3 +156,44 @@ def test_a_change_reloads_the_workers_and_keeps_what_the_embedded_aws_holds(tmp_
     assert dev.lines[-1] == "jf dev: stopped; the embedded AWS and what it held are gone", dev.lines
     assert dev.lines[-2].startswith("jf dev workers: stopped (drained)"), dev.lines
     assert not _listening(dev.port)
+
+
+def test_jobs_arriving_through_a_burst_of_reloads_all_run(tmp_path):
+    """A trial saved its module 8 times, 0.7 s apart, while delayed jobs came due: one stayed in flight
+    for its queue's visibility timeout (a long poll under way when the workers stopped got it)."""
+    dev = _Dev(tmp_path)
+    try:
+        ids = [
+            dev.jf("enqueue", "reload.greet", json.dumps({"name": f"n{n}"}), "--track", "--delay", str(n))
+            for n in range(6)
+        ]
+        for n in range(5):
+            dev.change(JOBS_V1 + f"\n# save {n}\n")
+            time.sleep(0.7)
+        dev.wait_for(lambda: dev.count("jf dev: reloaded jobs from reloadjobs") >= 1, "a reload")
+        for job_id in ids:
+            assert dev.result(job_id) == f"hello n{ids.index(job_id)}"
+        dev.proc.send_signal(signal.SIGINT)
+        assert dev.proc.wait(timeout=60) == 0, (dev.lines, dev.errors)
+    finally:
+        if dev.proc.poll() is None:
+            dev.proc.kill()
+
+
+def test_a_new_lane_prints_the_exports_again_and_a_hangup_stops_it_all(tmp_path):
+    dev = _Dev(tmp_path)
+    try:
+        dev.change(JOBS_V1 + '\n\n@job("reload.fetch", profile="io")\ndef fetch(who: Name) -> None: ...\n')
+        dev.wait_for(lambda: any(x.startswith("# the lanes changed") for x in dev.lines), "the lanes note")
+        assert any(x.startswith("export JF_QUEUE_URL_DEFAULT_IO=") for x in dev.lines), dev.lines
+        dev.change(JOBS_V1 + "\ndef broken(:\n")
+        dev.wait_for(lambda: any("the workers stopped (exit 1)" in x for x in dev.lines), "waited out")
+        dev.proc.send_signal(signal.SIGHUP)  # (the terminal closed)
+        code = dev.proc.wait(timeout=60)
+    finally:
+        if dev.proc.poll() is None:
+            dev.proc.kill()
+    assert code == 0, (dev.lines, dev.errors)  # its workers had failed: said then, not again at the stop
+    assert dev.lines[-1] == "jf dev: stopped; the embedded AWS and what it held are gone", dev.lines
+    assert not any("polling" in e and "failed" in e for e in dev.errors), dev.errors[-5:]
+    assert not _listening(dev.port)
