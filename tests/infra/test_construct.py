@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib
 import itertools
+import shutil
 import sys
 from pathlib import Path
 from typing import Any
@@ -241,6 +242,24 @@ def test_no_packages_ships_none_and_the_job_modules_can_come_from_a_wheel(tmp_pa
     assets = [p for p in (tmp_path / "bundles").iterdir() if (p / "jobframework").is_dir()]
     assert [(a / package / "jobs.py").is_file() for a in assets] == [True]  # installed from the wheel
     assert jobs.topology.jobs
+
+    # The wheel rebuilt at the same version with a change: a new asset (a trial's deploy kept the old
+    # code: the asset hash had been of the requirement's text).
+    source = tmp_path / "src" / package / "jobs.py"
+    source.write_text(source.read_text() + "\n# a new job would be here\n")
+    wheel.unlink()
+    shutil.rmtree(tmp_path / "dist")
+    _wheel_of(tmp_path / "src" / package, tmp_path / "dist")
+    _framework(
+        Stack(App(), "S2"),
+        app_root,
+        package,
+        registry,
+        packages=(),
+        requirements=[f"{package} @ {wheel.as_uri()}"],
+    )
+    assets = [p for p in (tmp_path / "bundles").iterdir() if (p / "jobframework").is_dir()]
+    assert sorted("a new job" in (a / package / "jobs.py").read_text() for a in assets) == [False, True]
 
 
 def _wheel_of(package_dir: Path, dist: Path) -> Path:
