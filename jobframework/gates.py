@@ -21,10 +21,11 @@ back when its visibility runs out). Gates are the consumer's ``gates`` list
 (:data:`DEFAULT_GATES` unless ``consumer(gates=...)`` says otherwise); add one with
 ``consumer(gates=[*DEFAULT_GATES, my_gate])``.
 
-The built-in gates: :func:`backlog_gate` (a scheduled run whose queue is backlogged is skipped or
-deferred, per ``when_backlogged``), :func:`time_left_gate` (a record whose job could not finish in
-the invocation's remaining time is released unstarted) and :func:`flow_gate` (expiry, debounce,
-concurrency and rate limits, cancel: :mod:`jobframework.flow`).
+The built-in gates: :func:`~jobframework.throttle.throttle_gate` (a throttled record back before its
+``Retry-After`` ended is handed back again), :func:`backlog_gate` (a scheduled run whose queue is
+backlogged is skipped or deferred, per ``when_backlogged``), :func:`time_left_gate` (a record whose
+job could not finish in the invocation's remaining time is released unstarted) and :func:`flow_gate`
+(expiry, debounce, concurrency and rate limits, cancel: :mod:`jobframework.flow`).
 """
 
 from __future__ import annotations
@@ -52,6 +53,7 @@ from jobframework.flow.options import check_limit_keys, nothing_to_check
 from jobframework.jobs import WhenBacklogged
 from jobframework.scheduling import SCHEDULE_KEY_PREFIX
 from jobframework.state import JobState
+from jobframework.throttle import throttle_gate
 from jobframework.verdict import Kind, Verdict
 
 if TYPE_CHECKING:
@@ -388,5 +390,5 @@ def saga_gate(admitted: Admitted, consumer: Consumer) -> Verdict | None:
     return dropped(d, Drop(JobState.CANCELLED, "saga moved on", "SagaStepSkipped"), attempts=d.attempt - 1)
 
 
-DEFAULT_GATES: tuple[Gate, ...] = (backlog_gate, time_left_gate, flow_gate, saga_gate)
+DEFAULT_GATES: tuple[Gate, ...] = (throttle_gate, backlog_gate, time_left_gate, flow_gate, saga_gate)
 """The consumer's gates unless it is given others, in the order they run."""

@@ -231,3 +231,11 @@ def throttled_rated(item: Item, ctx: JobContext) -> None:
     _note(item, ctx)
     if calls[item.name] <= item.fail_times:
         raise Throttled("429 Too Many Requests", delay=4)
+
+
+@job("f.throttled_long", registry=registry, track=True, idempotent=False)
+def throttled_long(item: Item, ctx: JobContext) -> None:
+    """Not idempotent (its start claim is the cancel gate's), and told to come back in an hour."""
+    _note(item, ctx)
+    if calls[item.name] <= item.fail_times:
+        raise Throttled("429: come back in an hour", delay=3600)

@@ -133,3 +133,44 @@ def test_turns_reserved_before_a_hold_do_not_start_within_it(flow):
     assert (later.outcome, later.reason) == (Outcome.RELEASED, "rate limit")
     turn = float(sent[-1]["MessageAttributes"][ATTR_RATE_SLOT]["StringValue"].split(":")[0])
     assert turn >= now + 4 - 0.5, turn - now  # a turn anew, at the hold's end
+
+
+def test_a_throttled_job_that_claimed_its_start_reads_retrying_and_a_cancel_cancels_it(flow):
+    """A review's probe: a tracked job that is not idempotent (its start is the cancel gate's claim)
+    read `running` after its throttle, and `jf cancel` answered `signalled`."""
+    result = flow.client.enqueue(flow_jobs.throttled_long, Item(name="claimed", fail_times=1))
+    flow.consume("default")
+    status = flow.client.status(result.id)
+    assert status is not None and status.status is JobState.RETRYING, status
+    assert flow.client.cancel(result.id).outcome.value == "cancelled"
+
+
+def test_a_retry_after_over_15_minutes_is_waited_out_and_a_fifo_lanes_throttle_is_a_retry(flow):
+    arn = flow.sqs.get_queue_attributes(QueueUrl=flow.url("default"), AttributeNames=["QueueArn"])
+    queue_arn = arn["Attributes"]["QueueArn"]
+    sent: list[dict[str, Any]] = []
+    flow.sqs.meta.events.register(
+        "provide-client-params.sqs.SendMessageBatch", lambda params, **_: sent.extend(params["Entries"])
+    )
+    env = Envelope.new("f.throttled_long", {"name": "hour", "fail_times": 1})
+    before = time.time()
+    flow.handler({"Records": [sqs_record(env, queue_arn=queue_arn)]}, None)
+    [copy] = sent
+    assert copy["DelaySeconds"] == 900  # SQS's longest delay
+    count, _, until = copy["MessageAttributes"][ATTR_THROTTLED]["StringValue"].split(":")
+    assert count == "1" and before + 3599 <= float(until) <= time.time() + 3601
+    assert flow.outcomes[-1].delay == 3600
+
+    back = sqs_record(
+        env, queue_arn=queue_arn, message_attributes={ATTR_THROTTLED: f"1:{before:.3f}:{until}"}
+    )
+    flow.handler({"Records": [back]}, None)  # 15 minutes later, 45 before its Retry-After ends
+    assert flow_jobs.calls["hour"] == 1  # not run again
+    assert (flow.outcomes[-1].outcome, flow.outcomes[-1].reason) == (Outcome.RELEASED, "throttled")
+    assert sent[-1]["DelaySeconds"] == 900
+
+    fifo = sqs_record(
+        Envelope.new("f.throttled_long", {"name": "ordered", "fail_times": 1}), queue_arn=queue_arn + ".fifo"
+    )
+    flow.handler({"Records": [fifo]}, None)
+    assert flow.outcomes[-1].outcome == Outcome.RETRIED  # (an attempt: in place, carrying nothing)
