@@ -76,7 +76,7 @@ def budget_key(option: RetryBudgetOption, payload: Any, queue: str, job_name: st
     if option is False:
         return None
     if isinstance(option, str):
-        return _NAMED + option
+        return named_budget_key(option)
     if payload is None:
         return queue
     try:
@@ -132,6 +132,16 @@ _warned: set[tuple[str, str]] = set()
 
 def _valid_name(name: str) -> bool:
     return 0 < len(name) <= MAX_NAME and name == name.strip()
+
+
+def named_budget_key(name: str) -> str:
+    """The counters' key of the budget ``retry_budget=name`` names.
+
+    Example:
+        >>> named_budget_key("crm")
+        '@crm'
+    """
+    return _NAMED + name
 
 
 def shared_budgets(options: Iterable[tuple[str, object]]) -> dict[str, list[str]]:

@@ -35,7 +35,7 @@ from aws_cdk import AssetHashType, BundlingOptions, DockerImage, ILocalBundling
 from aws_cdk import aws_lambda as lambda_
 
 import jobframework
-from jobframework.cdk.dependencies import provided_names
+from jobframework.cdk.dependencies import local_requirement_paths, provided_names
 from jobframework.errors import ConfigurationError
 
 FORMAT = "jf-bundle-1"
@@ -92,7 +92,7 @@ class BundleSpec:
             "framework": _framework_version(),
         }
         digest.update(json.dumps(header, sort_keys=True).encode())
-        for path in _local_requirements(self.requirements):  # (a wheel rebuilt at the same version)
+        for path in local_requirement_paths(self.requirements):  # (a wheel rebuilt at the same version)
             if path.is_dir():
                 _hash_tree(digest, f"req/{path.name}", path)
             elif path.is_file():
@@ -102,29 +102,6 @@ class BundleSpec:
             _hash_tree(digest, f"pkg/{package}", _package_path(self.code_root, package))
         _hash_tree(digest, "jobframework", _framework_dir(), skip_top=FRAMEWORK_EXCLUDED)
         return digest.hexdigest()
-
-
-def _local_requirements(requirements: Sequence[str]) -> list[Path]:
-    """The files and directories the requirements install from (``name @ file:///...whl``): their
-    content, not their unchanged version, says whether the bundle changed.
-
-    Example:
-        >>> _local_requirements(["billing-jobs @ file:///tmp/dist/billing_jobs-1.0-py3-none-any.whl", "httpx"])
-        [PosixPath('/tmp/dist/billing_jobs-1.0-py3-none-any.whl')]
-    """  # noqa: E501
-    from urllib.parse import unquote, urlparse
-
-    from packaging.requirements import InvalidRequirement, Requirement
-
-    paths = []
-    for text in requirements:
-        try:
-            url = Requirement(text).url
-        except InvalidRequirement:
-            continue
-        if url and url.startswith("file:"):
-            paths.append(Path(unquote(urlparse(url).path)))
-    return paths
 
 
 def cache_root() -> Path:

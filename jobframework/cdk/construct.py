@@ -37,7 +37,12 @@ from pydantic import ValidationError
 from jobframework.cdk.bundling import BundleSpec, python_code
 from jobframework.cdk.container_workers import DOCKERFILE, worker_image
 from jobframework.cdk.defaults import POWERTOOLS_LAYER_VERSION, StageConfig
-from jobframework.cdk.dependencies import find_dependency_file, read_dependency_file, runtime_requirements
+from jobframework.cdk.dependencies import (
+    check_job_packages,
+    find_dependency_file,
+    read_dependency_file,
+    runtime_requirements,
+)
 from jobframework.cdk.props import NAME_ADVICE, prop_error
 from jobframework.cdk.resources import JobResources
 from jobframework.cdk.workers import RUNTIME
@@ -161,13 +166,7 @@ class JobFramework(JobResources):
         arch = architecture or lambda_.Architecture.X86_64
         if code is None:
             needs = tuple(_requirements(root, dependency_file, requirements))
-            for module in modules if not needs else ():  # (else it may come from one: the bundle's check)
-                if module.split(".", 1)[0] not in shipped:
-                    raise ConfigurationError(
-                        f"job module {module} is not in the Lambda asset: its package "
-                        f"{module.split('.', 1)[0]} is not among packages={list(shipped)}, and no "
-                        "requirements= installs it (a wheel of it, e.g. 'orders-jobs @ file:///...whl')"
-                    )
+            check_job_packages(modules, shipped, root, installs=bool(needs))
             code = python_code(
                 BundleSpec(
                     code_root=root,

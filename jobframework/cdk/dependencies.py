@@ -145,3 +145,44 @@ def runtime_requirements(requirements: Iterable[str], *, source: str = "requirem
 def provided_names(extra: Sequence[str] = ()) -> frozenset[str]:
     """:data:`PROVIDED` plus ``extra`` distribution names (normalized)."""
     return PROVIDED | {canonicalize_name(n) for n in extra}
+
+
+def local_requirement_paths(requirements: Sequence[str]) -> list[Path]:
+    """The files and directories the requirements install from (``name @ file:///...whl``): their
+    content, not their unchanged version, says whether the bundle changed.
+
+    Example:
+        >>> local_requirement_paths(["billing-jobs @ file:///tmp/dist/billing_jobs-1.0-py3-none-any.whl", "httpx"])
+        [PosixPath('/tmp/dist/billing_jobs-1.0-py3-none-any.whl')]
+    """  # noqa: E501
+    from urllib.parse import unquote, urlparse
+
+    paths = []
+    for text in requirements:
+        try:
+            url = Requirement(text).url
+        except InvalidRequirement:
+            continue
+        if url and url.startswith("file:"):
+            paths.append(Path(unquote(urlparse(url).path)))
+    return paths
+
+
+def check_job_packages(modules: Sequence[str], shipped: Sequence[str], root: Path, *, installs: bool) -> None:
+    """Refuse, before anything is built, a job module whose package is not shipped: one under
+    ``root`` left out of ``packages=``, or one that no requirement can install (``installs``: there are
+    requirements, which the bundle's import check then holds to it)."""
+    for module in modules:
+        package = module.split(".", 1)[0]
+        here = (root / package / "__init__.py").is_file() or (root / f"{package}.py").is_file()
+        if package in shipped or not (here or not installs):
+            continue
+        why = (
+            f"it is under code_root {root}: add it to packages="
+            if here
+            else "and no requirements= installs it (a wheel of it, 'orders-jobs @ file:///...whl')"
+        )
+        raise ConfigurationError(
+            f"job module {module} is not in the Lambda asset: its package {package} is not among "
+            f"packages={list(shipped)}; {why}"
+        )

@@ -9,6 +9,7 @@ from typing import Annotated
 import typer
 
 from jobframework.cli.base import JobsOption, app, require_jobs
+from jobframework.cli.errors import CliError
 
 
 @app.command("catalog")
@@ -33,6 +34,10 @@ def catalog(
     text = catalog_json(Topology.from_registry(registry).catalog)
     if output is None:
         typer.echo(text)
-    else:
+        return
+    try:
         output.write_text(text + "\n", encoding="utf-8")
-        typer.echo(f"wrote the catalog of {len(registry)} job types to {output}", err=True)
+    except OSError as exc:
+        raise CliError(f"cannot write {output}: {exc.strerror or exc}") from exc
+    count = len(registry)
+    typer.echo(f"wrote the catalog of {count} job type{'' if count == 1 else 's'} to {output}", err=True)

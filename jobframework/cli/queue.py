@@ -228,14 +228,14 @@ def _named_budgets(
 ) -> list[dict[str, Any]]:
     """The named budgets of the catalog's jobs (``@job(retry_budget="crm")``), each with its jobs and
     where it stands: a trial's outage spent one while the queues' read 0 retries."""
-    from jobframework.budget_keys import budget_key, shared_budgets
+    from jobframework.budget_keys import named_budget_key, shared_budgets
 
     named = shared_budgets((job_type, route.retry_budget) for job_type, route in catalog.items())
     return [
         {
             "budget": name,
             "jobs": types,
-            "retry_budget": _budget_of(store, config, str(budget_key(name, None, ""))),
+            "retry_budget": _budget_of(store, config, named_budget_key(name)),
         }
         for name, types in named.items()
     ]

@@ -224,7 +224,7 @@ def test_no_packages_ships_none_and_the_job_modules_can_come_from_a_wheel(tmp_pa
     root. ``packages=()`` had meant the default (the job modules' packages, not found there)."""
     package, registry = _project(tmp_path / "src")
     with pytest.raises(
-        ConfigurationError, match=r"not among packages=\[\], and no requirements= installs it"
+        ConfigurationError, match=r"not among packages=\[\]; it is under code_root .*: add it to packages="
     ):
         _framework(Stack(App(), "S"), tmp_path / "src", package, registry, packages=(), requirements=())
 

@@ -71,7 +71,7 @@ def billing_catalog(tmp_path: Path) -> Path:
         check=False,
     )
     assert done.returncode == 0, done.stderr
-    assert "wrote the catalog of 1 job types" in done.stderr
+    assert "wrote the catalog of 1 job type to" in done.stderr
     return out
 
 

@@ -59,12 +59,12 @@ class SharedBudget:
 def shared_budget_rows(console: Console) -> list[SharedBudget]:
     """The named retry budgets (``@job(retry_budget="crm")``) of the catalog's and the loaded jobs: a
     data team's outage spent one while every queue's read 0 retries."""
-    from jobframework.budget_keys import budget_key, shared_budgets
+    from jobframework.budget_keys import named_budget_key, shared_budgets
 
     options: list[tuple[str, object]] = [(t, r.retry_budget) for t, r in console.config.jobs.items()]
     options += [(j.name, j.retry_budget) for j in console.registry or ()]
     return [
-        SharedBudget(name, jobs, budget_of(console, str(budget_key(name, None, ""))))
+        SharedBudget(name, jobs, budget_of(console, named_budget_key(name)))
         for name, jobs in shared_budgets(options).items()
     ]
 
