@@ -112,8 +112,8 @@ def drain(
         fast_forward: make a record the handler retried visible again at once instead of waiting out
             its backoff: the attempts, the classification and the retry policy's last attempt are
             real, the waits are not. ``False``: wait for them (up to ``timeout``). A record released
-            over a concurrency or rate limit comes back as a copy sent with a delay (a few seconds),
-            which SQS cannot shorten: ``drain`` waits for it either way.
+            over a concurrency or rate limit, or throttled (``Throttled``), comes back as a copy sent
+            with a delay, which SQS cannot shorten: ``drain`` waits for it either way.
         max_polls: at most this many polls that handle records, then :class:`RuntimeError` (a job
             handed back for ever).
         timeout: seconds to wait for records in flight or released to come back.
@@ -149,8 +149,9 @@ def drain(
         if time.monotonic() > deadline:
             raise TimeoutError(
                 f"drain: {waiting} message(s) of {queue_url} still in flight or delayed after {timeout:g} s "
-                "(a retry's backoff or a release longer than that: drain(fast_forward=True) skips a "
-                "retry's backoff)"
+                "(a retry's backoff, a throttle's Retry-After or a hand-back longer than that: fast_forward "
+                "skips a retry's backoff only; a hand-back is a copy sent with its delay, which SQS cannot "
+                "shorten: raise timeout=, or give the throttle a shorter delay in the test)"
             )
         time.sleep(0.2)
 
