@@ -19,8 +19,8 @@ module; heavy modules are imported inside the commands.
 from __future__ import annotations
 
 # Importing the command modules registers their commands on `app`, in the order `jf --help` lists them.
-from jobframework.cli import demo, local, worker, jobs, status, retry_plan, dlq  # isort: skip  # noqa: F401
-from jobframework.cli import queue, cancel, saga, schedules  # isort: skip  # noqa: F401
+from jobframework.cli import demo, local, worker, jobs, enqueue_many, status, retry_plan  # isort: skip  # noqa: F401
+from jobframework.cli import dlq, queue, cancel, saga, schedules  # isort: skip  # noqa: F401
 from jobframework.cli import config, catalog, ui, new  # isort: skip  # noqa: F401
 from jobframework.cli.base import app, main, parse_duration
 from jobframework.cli.errors import (

@@ -277,3 +277,38 @@ def main(argv: Sequence[str] | None = None) -> None:
     warnings.formatwarning = _warning_line  # (the topology's warnings as the CLI's own lines)
     command = typer.main.get_command(app)
     command.main(args=list(argv) if argv is not None else None, prog_name="jf")
+
+
+def progress_bar(verb: str, total: int | None) -> Any:
+    """A rich progress bar on stderr (``with`` it; ``.advance(n)`` after each step)."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    return ProgressBar(
+        Progress(
+            TextColumn(verb),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            console=rich_console(stderr=True),
+        ),
+        total,
+    )
+
+
+class ProgressBar:
+    """What :func:`progress_bar` gives: ``advance(n)`` after each step."""
+
+    def __init__(self, progress: Any, total: int | None) -> None:
+        self.progress = progress
+        self.total = total
+
+    def __enter__(self) -> ProgressBar:
+        self.progress.__enter__()
+        self.task = self.progress.add_task("", total=self.total or None)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.progress.__exit__(*exc)
+
+    def advance(self, n: int) -> None:
+        self.progress.advance(self.task, n)

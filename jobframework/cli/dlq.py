@@ -19,6 +19,7 @@ from jobframework.cli.base import (
     app,
     parse_duration,
     print_json,
+    progress_bar,
     rich_console,
     where_text,
 )
@@ -47,39 +48,6 @@ dlq_app = typer.Typer(
     rich_markup_mode=None,
 )
 app.add_typer(dlq_app, name="dlq")
-
-
-def _progress(verb: str, total: int | None) -> Any:
-    """A rich progress bar on stderr (``with`` it; ``.advance(n)`` after each step)."""
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-    return _Bar(
-        Progress(
-            TextColumn(verb),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TimeElapsedColumn(),
-            console=rich_console(stderr=True),
-        ),
-        total,
-    )
-
-
-class _Bar:
-    def __init__(self, progress: Any, total: int | None) -> None:
-        self.progress = progress
-        self.total = total
-
-    def __enter__(self) -> _Bar:
-        self.progress.__enter__()
-        self.task = self.progress.add_task("", total=self.total or None)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.progress.__exit__(*exc)
-
-    def advance(self, n: int) -> None:
-        self.progress.advance(self.task, n)
 
 
 @dlq_app.command("ls")
@@ -176,7 +144,7 @@ def dlq_export(
     try:
         with (
             open(_owner_only(out), "w", encoding="utf-8") as fh,
-            _progress(f"exporting {priority} DLQ", letters.depth(priority)) as bar,
+            progress_bar(f"exporting {priority} DLQ", letters.depth(priority)) as bar,
         ):
             count = letters.export(priority, fh, progress=bar.advance)
     except OSError as exc:
@@ -321,7 +289,7 @@ def dlq_redrive(  # noqa: PLR0917
         # (the letters read, matching or not: "1/1" of a redrive that moved none read as one moved)
         verb = "dry run" if dry_run else "redrive"
         label = f"{verb}: {priority} DLQ letters read" + (f" (at most {limit} moved)" if limit else "")
-        with _progress(label, total) as bar:
+        with progress_bar(label, total) as bar:
             result = letters.redrive(
                 priority, **select, limit=limit, rate=rate, dry_run=dry_run, progress=bar.advance
             )

@@ -366,3 +366,35 @@ def test_enqueue_wait_of_a_duplicate_says_it_did_not_run(sqs, jf_config):
         assert done.exit_code == 0, done.output
         assert done.stdout.splitlines()[1].startswith(expected), done.stdout
     assert "to run the work again, enqueue a payload whose key differs" in done.stdout
+
+
+def test_enqueue_many_sends_a_file_of_payloads_and_its_keys_dedup_a_second_run(sqs, jf_config, tmp_path):
+    """A data team's backfill from a script: one job a line, ten to a request, each key once."""
+    env = cli_env(jf_config)
+    lines = [json.dumps({"report_id": f"r-{n}"}) for n in range(23)]
+    (tmp_path / "reports.jsonl").write_text("\n".join(lines[:12]) + "\n\n" + "\n".join(lines[12:]) + "\n")
+    args = ["enqueue-many", "reports.generate", "--dedup-window", "3600"]
+    first = invoke([*args, str(tmp_path / "reports.jsonl")], env)
+    assert first.exit_code == 0, first.output
+    ids = first.stdout.split()
+    assert len(ids) == 23 and "jf: enqueued 23 reports.generate jobs" in first.stderr
+    again = invoke([*args, "-", "--json"], env, stdin="\n".join(lines[20:]))
+    said = json.loads(again.stdout)
+    assert [(s["line"], s["duplicate"], s["id"]) for s in said] == [
+        (n + 1, True, ids[20 + n]) for n in range(3)
+    ]
+    assert "jf: enqueued 0 reports.generate jobs; 3 duplicates" in again.stderr
+    sent = [json.loads(m["Body"])["id"] for m in receive_all(sqs, jf_config.endpoints("low").url)]
+    assert sorted(sent) == sorted(ids)
+
+
+def test_enqueue_many_sends_nothing_when_a_line_is_wrong(sqs, jf_config, tmp_path):
+    env = cli_env(jf_config)
+    path = tmp_path / "bad.jsonl"
+    path.write_text('{"report_id": "r-1"}\n{"report_id": 7}\n')
+    refused = invoke(["enqueue-many", "reports.generate", str(path)], env)
+    assert refused.exit_code == 1 and "line 2 of" in refused.stderr and "nothing was sent" in refused.stderr
+    path.write_text('{"report_id": "r-1"}\n[1, 2]\n')
+    not_object = invoke(["enqueue-many", "reports.generate", str(path)], env)
+    assert not_object.exit_code == 2 and "line 2 is not a JSON object" in not_object.output
+    assert receive_all(sqs, jf_config.endpoints("low").url) == []
