@@ -120,8 +120,9 @@ def _sent_since(letter: DeadLetter, start_ms: int | None) -> bool:
     return start_ms is not None and sent is not None and sent.timestamp() * 1000 >= start_ms
 
 
-def redrive_entry(letter: DeadLetter, entry_id: str) -> dict[str, Any]:
-    """The ``SendMessageBatch`` entry that puts ``letter`` back: same body, kept attributes, X-Ray."""
+def redrive_entry(letter: DeadLetter, entry_id: str, *, redrives: int | None = None) -> dict[str, Any]:
+    """The ``SendMessageBatch`` entry that puts ``letter`` back: same body, kept attributes, X-Ray;
+    ``redrives``: the job's redrives so far when the letter had no room to carry them."""
     entry: dict[str, Any] = {
         "Id": entry_id,
         "MessageBody": letter.body,
@@ -131,7 +132,8 @@ def redrive_entry(letter: DeadLetter, entry_id: str) -> dict[str, Any]:
             if name in KEPT_ATTRIBUTES
         },
     }
-    entry["MessageAttributes"][wire.ATTR_REDRIVES] = wire.string_attribute(str(letter.redrives + 1))
+    before = letter.redrives if redrives is None else redrives
+    entry["MessageAttributes"][wire.ATTR_REDRIVES] = wire.string_attribute(str(before + 1))
     xray = letter.system_attributes.get("AWSTraceHeader")
     if xray:
         entry["MessageSystemAttributes"] = {"AWSTraceHeader": wire.string_attribute(xray)}
@@ -276,7 +278,11 @@ class Redrive:
         self._lapse_claims(
             [letter for _, letter in items if letter.tracked and letter.job_id and letter.verified]
         )
-        entries: list[Any] = [redrive_entry(letter, str(i)) for i, (_, letter) in enumerate(items)]
+        counts = self._uncarried_redrives([letter for _, letter in items])
+        entries: list[Any] = [
+            redrive_entry(letter, str(i), redrives=counts.get(letter.message_id))
+            for i, (_, letter) in enumerate(items)
+        ]
         try:
             response = self.sqs.send_message_batch(QueueUrl=source_url, Entries=entries)
         except Exception as exc:
@@ -309,6 +315,28 @@ class Redrive:
                 log.warning("redriven jobs' statuses are left as they are (no state table client): %s", exc)
                 self._warned_jobs = True
             return None
+
+    def _uncarried_redrives(self, letters: list[DeadLetter]) -> dict[str, int]:
+        """The redrives so far of the tracked jobs whose letter had no room for ``jf-redrives`` (a
+        signed job with a tracestate fills SQS's ten attributes), read from their statuses: counted
+        from the letter, the count went back to 1. By the letter's message id."""
+        short = [
+            x
+            for x in letters
+            if x.tracked and x.job_id and x.verified and wire.ATTR_REDRIVES not in x.attributes
+        ]
+        jobs = self._job_records(short)
+        counts: dict[str, int] = {}
+        for letter in short if jobs is not None else ():
+            assert letter.job_id is not None and jobs is not None
+            try:
+                status = jobs.get_status(letter.job_id)
+            except Exception as exc:
+                log.warning("job %s: its redrives so far could not be read: %s", letter.job_id, exc)
+                continue
+            if status is not None and status.redrives:
+                counts[letter.message_id] = status.redrives
+        return counts
 
     def _lapse_claims(self, letters: list[DeadLetter]) -> None:
         """Before the send: the dead runs' start claims end (a claim of a redriven run, made after the
