@@ -24,12 +24,14 @@ from jobframework.cli.base import (
     where_text,
 )
 from jobframework.cli.dlq_args import (
+    DryRunOption,
     ErrorOption,
     IdOption,
     MatchOption,
     PriorityArg,
     ReasonOption,
     TypeOption,
+    YesOption,
     check_named,
     dead_letters_of,
     none_selected,
@@ -161,10 +163,8 @@ def dlq_purge(  # noqa: PLR0917
     ids: IdOption = None,
     matching: MatchOption = None,
     error: ErrorOption = None,
-    yes: Annotated[bool, typer.Option("--yes", help="Really delete (required).")] = False,
-    dry_run: Annotated[
-        bool, typer.Option("--dry-run", help="Count what would be deleted, by type; delete nothing.")
-    ] = False,
+    yes: YesOption = False,
+    dry_run: DryRunOption = False,
     json_output: JsonOption = False,
 ) -> None:
     """Delete dead letters for good (all, or those of a type, a reason or given ids). Needs --yes.

@@ -111,6 +111,12 @@ ErrorOption = Annotated[
 ]
 
 
+YesOption = Annotated[bool, typer.Option("--yes", help="Really delete (required).")]
+DryRunOption = Annotated[
+    bool, typer.Option("--dry-run", help="Count what would be deleted, by type; delete nothing.")
+]
+
+
 def stripped_ids(values: list[str] | None) -> list[str] | None:
     """``--id`` values without the spaces a paste brings (as ``jf status`` takes an id)."""
     return [v.strip() for v in values] if values else values

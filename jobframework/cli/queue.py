@@ -11,7 +11,14 @@ from typer.core import TyperGroup
 
 from jobframework.cli.aws import aws_of
 from jobframework.cli.base import JsonOption, app, print_json, rich_console, where_text
-from jobframework.cli.dlq_args import IdOption, MatchOption, TypeOption, lane_argument
+from jobframework.cli.dlq_args import (
+    DryRunOption,
+    IdOption,
+    MatchOption,
+    TypeOption,
+    YesOption,
+    lane_argument,
+)
 from jobframework.cli.errors import CliError
 from jobframework.core import lane_sort_key
 
@@ -287,10 +294,8 @@ def queue_purge(  # noqa: PLR0917
     job_type: TypeOption = None,
     ids: IdOption = None,
     matching: MatchOption = None,
-    yes: Annotated[bool, typer.Option("--yes", help="Really delete (required).")] = False,
-    dry_run: Annotated[
-        bool, typer.Option("--dry-run", help="Count what would be deleted, by type; delete nothing.")
-    ] = False,
+    yes: YesOption = False,
+    dry_run: DryRunOption = False,
     json_output: JsonOption = False,
 ) -> None:
     """Delete the jobs waiting in a queue (all, or those of a type, matching text, or given ids), before

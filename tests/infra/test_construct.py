@@ -231,14 +231,14 @@ def test_no_packages_ships_none_and_the_job_modules_can_come_from_a_wheel(tmp_pa
     wheel = _wheel_of(tmp_path / "src" / package, tmp_path / "dist")
     app_root = tmp_path / "app"
     app_root.mkdir()
-    jobs = _framework(
-        Stack(App(), "S"),
-        app_root,
-        package,
-        registry,
-        packages=(),
-        requirements=[f"{package} @ {wheel.as_uri()}"],
-    )
+
+    def from_the_wheel(stack: str) -> JobFramework:
+        requirement = f"{package} @ {wheel.as_uri()}"
+        return _framework(
+            Stack(App(), stack), app_root, package, registry, packages=(), requirements=[requirement]
+        )
+
+    jobs = from_the_wheel("S")
     assets = [p for p in (tmp_path / "bundles").iterdir() if (p / "jobframework").is_dir()]
     assert [(a / package / "jobs.py").is_file() for a in assets] == [True]  # installed from the wheel
     assert jobs.topology.jobs
@@ -250,14 +250,7 @@ def test_no_packages_ships_none_and_the_job_modules_can_come_from_a_wheel(tmp_pa
     wheel.unlink()
     shutil.rmtree(tmp_path / "dist")
     _wheel_of(tmp_path / "src" / package, tmp_path / "dist")
-    _framework(
-        Stack(App(), "S2"),
-        app_root,
-        package,
-        registry,
-        packages=(),
-        requirements=[f"{package} @ {wheel.as_uri()}"],
-    )
+    from_the_wheel("S2")
     assets = [p for p in (tmp_path / "bundles").iterdir() if (p / "jobframework").is_dir()]
     assert sorted("a new job" in (a / package / "jobs.py").read_text() for a in assets) == [False, True]
 
