@@ -149,8 +149,8 @@ def drain(
         if time.monotonic() > deadline:
             raise TimeoutError(
                 f"drain: {waiting} message(s) of {queue_url} still in flight or delayed after {timeout:g} s "
-                "(a retry's backoff, a throttle's Retry-After or a hand-back longer than that: fast_forward "
-                "skips a retry's backoff only; a hand-back is a copy sent with its delay, which SQS cannot "
+                "(a retry's backoff longer than that: drain(fast_forward=True) skips it; a throttle's "
+                "Retry-After or a hand-back over a limit is a copy sent with its delay, which SQS cannot "
                 "shorten: raise timeout=, or give the throttle a shorter delay in the test)"
             )
         time.sleep(0.2)

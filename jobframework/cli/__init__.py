@@ -20,7 +20,7 @@ from __future__ import annotations
 
 # Importing the command modules registers their commands on `app`, in the order `jf --help` lists them.
 from jobframework.cli import demo, local, worker, jobs, enqueue_many, status, retry_plan  # isort: skip  # noqa: F401
-from jobframework.cli import dlq, queue, cancel, saga, schedules  # isort: skip  # noqa: F401
+from jobframework.cli import dlq, queue, queue_purge, cancel, saga, schedules  # isort: skip  # noqa: F401
 from jobframework.cli import config, catalog, ui, new  # isort: skip  # noqa: F401
 from jobframework.cli.base import app, main, parse_duration
 from jobframework.cli.errors import (

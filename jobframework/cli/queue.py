@@ -1,26 +1,16 @@
-"""``jf queue ls|pause|resume|purge``: see the queues, stop and restart their consumers, delete what
-waits in one."""
+"""``jf queue ls|pause|resume``: see the queues, stop and restart their consumers (``jf queue purge``
+is :mod:`jobframework.cli.queue_purge`)."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from typer._click.exceptions import UsageError  # typer carries its own copy of click
 from typer.core import TyperGroup
 
 from jobframework.cli.aws import aws_of
 from jobframework.cli.base import JsonOption, app, print_json, rich_console, where_text
-from jobframework.cli.dlq_args import (
-    DryRunOption,
-    IdOption,
-    MatchOption,
-    TypeOption,
-    YesOption,
-    lane_argument,
-)
 from jobframework.cli.errors import CliError
-from jobframework.core import lane_sort_key
 
 if TYPE_CHECKING:
     from jobframework.cli.aws import Aws
@@ -44,7 +34,7 @@ QueueArg = Annotated[
 ]
 
 
-def _store(aws: Aws, config: RuntimeConfig) -> StateStore | None:
+def state_store_of(aws: Aws, config: RuntimeConfig) -> StateStore | None:
     from jobframework.state import StateStore
 
     if not config.state_table:
@@ -81,7 +71,7 @@ def _switch(ctx: typer.Context, name: str, *, pause: bool, json_output: bool) ->
     except ConfigurationError as exc:
         problem = str(exc) + _job_type_note(aws, config, name)
         raise typer.BadParameter(problem, param_hint="PRIORITY") from None
-    store = _store(aws, config)
+    store = state_store_of(aws, config)
     lambda_client = aws.client("lambda", config=config)
     region = config.region or aws.session().region_name or "us-east-1"
     report: list[dict[str, Any]] = []
@@ -171,7 +161,7 @@ def queue_ls(ctx: typer.Context, json_output: JsonOption = False) -> None:
 
     aws = aws_of(ctx)
     config = aws.runtime_config()
-    store = _store(aws, config)
+    store = state_store_of(aws, config)
     stopped = paused(store) if store is not None else {}
     held = _held_by_scheduler(aws, config)
     sqs = aws.sqs(config)
@@ -275,100 +265,3 @@ def _budget_text(budget: dict[str, Any] | None) -> str:
         return "-"
     used = f"{budget['retries']} of {budget['allowed']} retries"
     return f"SPENT: {used}" if budget["spent"] else used
-
-
-LaneArg = Annotated[
-    str,
-    typer.Argument(
-        metavar="LANE",
-        callback=lane_argument,
-        help="The queue: a priority, or a lane (low-cpu, default-fifo).",
-    ),
-]
-
-
-@queue_app.command("purge")
-def queue_purge(  # noqa: PLR0917
-    ctx: typer.Context,
-    lane: LaneArg,
-    job_type: TypeOption = None,
-    ids: IdOption = None,
-    matching: MatchOption = None,
-    yes: YesOption = False,
-    dry_run: DryRunOption = False,
-    json_output: JsonOption = False,
-) -> None:
-    """Delete the jobs waiting in a queue (all, or those of a type, matching text, or given ids), before
-    they run: a backfill called off. Tracked ones are cancelled. Needs --yes.
-
-    Only the messages visible when it starts are seen: jobs running or waiting out a retry's delay are
-    not; pause the lane first (jf queue pause), or a consumer takes some of them meanwhile.
-
-    Example: jf queue pause default; jf queue purge default --type crm.sync --match tenant-42 --dry-run
-    """
-    from jobframework.dlq.letter import Selection
-    from jobframework.flow.purge import purge_queue
-
-    if not yes and not dry_run:
-        raise UsageError(
-            "purge deletes the jobs waiting in the queue for good; add --yes to confirm (--dry-run counts "
-            "what it would delete first)"
-        )
-    aws = aws_of(ctx)
-    config = aws.runtime_config()
-    if lane not in config.queues:
-        known = ", ".join(sorted(config.queues, key=lane_sort_key)) or "none"
-        raise UsageError(f"this topology has no {lane} queue (its lanes: {known})")
-    selection = Selection(job_type=job_type, matching=matching, ids=frozenset(ids) if ids else None)
-    store = _store(aws, config)
-    result = purge_queue(aws.sqs(config), config.endpoints(lane).url, selection, store=store, dry_run=dry_run)
-    if json_output:
-        print_json(
-            {
-                "lane": lane,
-                "dry_run": dry_run,
-                "deleted": result.deleted,
-                "by_type": dict(result.by_type),
-                "cancelled": result.cancelled,
-                "uncancelled": result.uncancelled,
-                "later": result.later,
-                "complete": result.complete,
-            }
-        )
-    else:
-        verb = "would delete" if dry_run else "deleted"
-        kinds = ", ".join(f"{n} {t}" for t, n in result.by_type.most_common())
-        typer.echo(
-            f"{verb} {result.deleted} job{'' if result.deleted == 1 else 's'} from the {lane} queue"
-            + (f" ({kinds})" if kinds else "")
-            + (f"; {result.cancelled} tracked, now cancelled" if result.cancelled else "")
-        )
-    stats = _depths(aws, config, lane)
-    if stats:
-        typer.echo(
-            f"jf: note: {stats}, which a purge does not see: purge again once they are back, with the lane "
-            f"paused (jf queue pause {lane}) so that no consumer takes them first",
-            err=True,
-        )
-    if result.uncancelled:
-        raise CliError(
-            f"the messages of {len(result.uncancelled)} tracked jobs were deleted, but their statuses could "
-            f"not be set to cancelled: {', '.join(result.uncancelled[:5])}; `jf cancel ID` each"
-        )
-
-
-def _depths(aws: Aws, config: RuntimeConfig, lane: str) -> str:
-    """``3 messages are in flight and 2 delayed`` (what is left that a purge cannot see), or ``""``."""
-    attrs = (
-        aws.sqs(config)
-        .get_queue_attributes(
-            QueueUrl=config.endpoints(lane).url,
-            AttributeNames=["ApproximateNumberOfMessagesNotVisible", "ApproximateNumberOfMessagesDelayed"],
-        )
-        .get("Attributes", {})
-    )
-    in_flight = int(attrs.get("ApproximateNumberOfMessagesNotVisible", 0))
-    delayed = int(attrs.get("ApproximateNumberOfMessagesDelayed", 0))
-    parts = [f"{in_flight} in flight (running, or a retry's delay)"] if in_flight else []
-    parts += [f"{delayed} delayed"] if delayed else []
-    return f"{' and '.join(parts)} {'is' if in_flight + delayed == 1 else 'are'} left" if parts else ""

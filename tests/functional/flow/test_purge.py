@@ -15,7 +15,12 @@ from .flow_jobs import Item
 
 
 def _purge(flow: Any, *args: str) -> Any:
-    return invoke(["queue", "purge", *args], {**cli_env(flow.config), "JF_JOBS": ""})
+    env = {
+        **cli_env(flow.config),
+        "JF_JOBS": "",
+        "JF_TOPOLOGY_PARAMETER": str(flow.config.topology_parameter),
+    }
+    return invoke(["queue", "purge", *args], env)
 
 
 def _visible(flow: Any) -> int:
@@ -59,7 +64,7 @@ def test_a_purge_of_everything_says_what_it_could_not_see(flow):
     done = _purge(flow, "default", "--yes")
     assert done.exit_code == 0, done.output
     assert "deleted 2 jobs from the default queue (2 f.fast)" in done.output
-    assert "jf: note: 1 in flight (running, or a retry's delay) is left" in done.output  # (stderr)
+    assert "jf: note: 1 in flight is left (running, a retry's delay" in done.output  # (stderr)
 
 
 def test_a_purge_needs_yes_and_a_lane_of_the_topology(flow):
@@ -69,3 +74,32 @@ def test_a_purge_needs_yes_and_a_lane_of_the_topology(flow):
     unknown = _purge(flow, "low-cpu", "--yes")
     assert unknown.exit_code == 2 and "this topology has no low-cpu queue" in unknown.output
     assert len(receive_all(flow.sqs, flow.url("default"), attempts=1)) == 1
+
+
+def test_dry_runs_spend_no_receive_of_the_jobs_they_leave(flow):
+    """An on-call trial's six dry runs moved every job left to the DLQ (maxReceiveCount 5), and each
+    pass had counted as an attempt of each job."""
+    sent = flow.client.enqueue_many([flow_jobs.by_tenant.request(Item(name=f"k{n}")) for n in range(3)])
+    for _ in range(6):
+        dry = _purge(flow, "default", "--type", "f.nothing", "--dry-run")
+        assert dry.exit_code == 0, dry.output
+    assert receive_all(flow.sqs, flow.config.endpoints("default").dlq_url, attempts=1) == []
+    assert _visible(flow) == 3
+    flow.consume("default")
+    assert sorted((r["name"], r["attempt"]) for r in flow_jobs.ran) == [("k0", 1), ("k1", 1), ("k2", 1)]
+    assert all(flow.client.status(r.id).status is JobState.SUCCEEDED for r in sent)
+
+
+def test_a_purge_names_ids_it_did_not_find_the_lane_of_a_type_and_refuses_a_fifo_lane(flow):
+    flow.client.enqueue(flow_jobs.fast, Item(name="f"))
+    missing = _purge(flow, "default", "--id", "no-such-job", "--yes")
+    assert (
+        missing.exit_code == 1
+        and "no job waiting in the default queue has the id no-such-job" in missing.output
+    )
+    elsewhere = _purge(flow, "default", "--type", "f.ok", "--dry-run")  # (f.ok runs on high)
+    assert elsewhere.exit_code == 0
+    assert "no job waiting in the default queue matched: f.ok runs on the high queue" in elsewhere.stderr
+    fifo = _purge(flow, "default-fifo", "--yes")
+    assert fifo.exit_code == 2 and "an ordered (FIFO) lane is not purged job by job" in fifo.output
+    assert _visible(flow) == 1
