@@ -127,7 +127,9 @@ def _run_chunk(
             # The item's own keys on its failure's lines (the retry, the budget, the dead letter).
             item_token = put_log_keys(log_keys_of(d, (a.trace or trace).trace_id), batch.log_keys)
             try:
-                verdicts[d.message_id] = pipeline.failed(d, job, failure, per_item_ms, batch)
+                verdicts[d.message_id] = pipeline.failed(
+                    d, job, failure, per_item_ms, batch, payload=a.payload
+                )
             finally:
                 reset_log_keys(item_token, batch.log_keys)
         else:

@@ -10,7 +10,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from jobframework import JobContext, PermanentError, RetryPolicy, job
+from jobframework import JobContext, PermanentError, RetryPolicy, Throttled, job
 from jobframework.jobs import BatchOptions, JobRegistry
 
 registry = JobRegistry()
@@ -122,6 +122,8 @@ def batched(items: list[Item]) -> list[Any]:
             outcomes.append(UnprintablePermanent())
         elif item.name.startswith("interrupted"):
             outcomes.append(KeyboardInterrupt())
+        elif item.name.startswith("throttled") and effects[item.name] == 1:
+            outcomes.append(Throttled("429 from the printer", delay=1))
         else:
             outcomes.append(item.name)
     return outcomes

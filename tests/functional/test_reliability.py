@@ -238,6 +238,19 @@ def test_in_a_batched_job_a_bad_exception_fails_only_its_item_and_a_settled_item
     assert all(jobs.effects[n] == 1 for n in names)
 
 
+def test_in_a_batched_job_a_throttled_item_is_handed_back_alone_and_runs_again(rel):
+    sent = rel.client.enqueue_many([jobs.batched.request({"name": n}) for n in ("fine-3", "throttled-1")])
+    records, response = rel.consume("low")
+    assert len(records) == 2 and response == {"batchItemFailures": []}
+    throttled = rel.client.status(sent[1].id)
+    assert throttled is not None and (throttled.status.value, throttled.attempts) == ("retrying", 0)
+    assert dead(rel, "low") == []
+    drain(rel, "low", wait_seconds=2)  # (its copy comes back after its second)
+    assert (jobs.effects["fine-3"], jobs.effects["throttled-1"]) == (1, 2)
+    done = rel.client.status(sent[1].id)
+    assert done is not None and (done.status.value, done.attempts) == ("succeeded", 1)
+
+
 # --- 6. and 11. writes after the job ------------------------------------------------------------------------
 
 
