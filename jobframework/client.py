@@ -365,5 +365,10 @@ class JobClient(AsyncCalls):
                     f"EnqueueRequest(job, payload), got {type(entry).__name__} {shown(entry)}"
                 )
         count = len(entries)
-        results = self.sender.send_many([of_entry(i, count, self.prepare, r) for i, r in enumerate(entries)])
-        return unsent_said(results, raise_on_error=raise_on_error)
+        prepared = [of_entry(i, count, self.prepare, r) for i, r in enumerate(entries)]
+        return self.send_many(prepared, raise_on_error=raise_on_error)
+
+    def send_many(self, prepared: list[Prepared], *, raise_on_error: bool = False) -> list[EnqueueResult]:
+        """Send what :meth:`prepare` made, as :meth:`enqueue_many` sends (``jf enqueue-many`` prepares
+        every line first, then sends them a chunk at a time)."""
+        return unsent_said(self.sender.send_many(prepared), raise_on_error=raise_on_error)

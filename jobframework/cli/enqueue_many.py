@@ -100,18 +100,18 @@ def enqueue_many(  # noqa: PLR0917 (typer options)
         "payload_version": payload_version,
         "dedup_window": dedup_window,
     }
-    requests = [EnqueueRequest(job_type, data, **options) for _, data in lines]
-    for (number, _), request in zip(lines, requests, strict=True):  # (all of them, before any is sent)
+    prepared = []
+    for number, data in lines:  # (all of them, once, before any is sent)
         try:
-            client.prepare(request)
+            prepared.append(client.prepare(EnqueueRequest(job_type, data, **options)))
         except EnqueueOptionError as exc:
             raise UsageError(str(exc)) from exc
         except JobFrameworkError as exc:
             raise CliError(f"line {number} of {source}: {exc}; nothing was sent") from exc
     results = []
-    with progress_bar(f"enqueueing {job_type}", len(requests)) as bar:
-        for start in range(0, len(requests), CHUNK):
-            chunk = client.enqueue_many(requests[start : start + CHUNK])
+    with progress_bar(f"enqueueing {job_type}", len(prepared)) as bar:
+        for start in range(0, len(prepared), CHUNK):
+            chunk = client.send_many(prepared[start : start + CHUNK])
             results.extend(chunk)
             bar.advance(len(chunk))
     if json_output:
