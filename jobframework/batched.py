@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from jobframework.delivery import Batch, Delivery, describe, job_context_of, log_keys_of, queue_wait_ms_of
 from jobframework.envelope import parse_body
+from jobframework.failures import failure_verdict
 from jobframework.running import JobAborted, call
 from jobframework.state import summarize
 from jobframework.telemetry import job_logger, put_log_keys, reset_log_keys
@@ -127,8 +128,8 @@ def _run_chunk(
             # The item's own keys on its failure's lines (the retry, the budget, the dead letter).
             item_token = put_log_keys(log_keys_of(d, (a.trace or trace).trace_id), batch.log_keys)
             try:
-                verdicts[d.message_id] = pipeline.failed(
-                    d, job, failure, per_item_ms, batch, payload=a.payload
+                verdicts[d.message_id] = failure_verdict(
+                    pipeline.consumer, d, job, failure, per_item_ms, batch, payload=a.payload
                 )
             finally:
                 reset_log_keys(item_token, batch.log_keys)

@@ -1,7 +1,7 @@
 """The one classification path of a record whose job (or what it needed) failed: retried within its
 policy and the retry budget, dead-lettered with a reason, or, for a :class:`~jobframework.errors.Throttled`,
-handed back (:mod:`jobframework.throttle`). Every failure of the pipeline comes here
-(:meth:`jobframework.pipeline.Pipeline.failed`)."""
+handed back (:mod:`jobframework.throttle`). Every failure of the pipeline and of a batched job's
+items comes here (:func:`failure_verdict`)."""
 
 from __future__ import annotations
 

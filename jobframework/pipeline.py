@@ -145,12 +145,12 @@ class Pipeline:
         except PayloadMissingError as exc:  # gone from S3: no retry can bring it back
             return refuse(d, Reason.PAYLOAD_MISSING, str(exc))
         except Unavailable as exc:  # the key ring or the payload store: classified as any failure
-            failed = self.failed(d, job, exc, None, batch)
+            failed = failure_verdict(c, d, job, exc, None, batch)
             return failed if verified else unverified(failed)
         except PayloadVersionError as exc:
             return refuse(d, Reason.VERSION, str(exc))
         except ConfigurationError as exc:  # the job's own code (its key= function) failed: as any failure
-            return self.failed(d, job, exc, None, batch)
+            return failure_verdict(c, d, job, exc, None, batch)
         except (ValidationError, ValueError) as exc:
             error = f"payload does not match {job.payload_model.__name__}: {describe(exc)}"
             if env.payload_version < job.version:  # what the job's upgrade= steps made of it
@@ -262,7 +262,8 @@ class Pipeline:
             log.info("job %s (%s) was cancelled; acknowledged unrun", env.id, env.type)
             return cancelled_unrun(d)
         except Exception as exc:  # a BaseException of the job arrives as JobAborted: the job's failure
-            return self.failed(d, job, exc, (time.perf_counter() - started) * 1000, batch, payload=payload)
+            elapsed_ms = (time.perf_counter() - started) * 1000
+            return failure_verdict(c, d, job, exc, elapsed_ms, batch, payload=payload)
         finally:
             if admitted.log_token is not None:  # (set by admit(), with the job's keys)
                 reset_log_keys(admitted.log_token, batch.log_keys)
@@ -322,18 +323,3 @@ class Pipeline:
         if state is None or not claims_key(runner.table if runner else None, state.key_table, env, job):
             return None
         return KeyedStart(d.attempt, lambda: state.jobs.start_check(env.id))
-
-    # -- classify ------------------------------------------------------------------------------------------
-
-    def failed(
-        self,
-        d: Delivery,
-        job: Job[Any],
-        exc: Exception,
-        elapsed_ms: float | None,
-        batch: Batch,
-        *,
-        payload: Any = None,
-    ) -> Verdict:
-        """The one classification path (:func:`jobframework.failures.failure_verdict`)."""
-        return failure_verdict(self.consumer, d, job, exc, elapsed_ms, batch, payload=payload)
