@@ -232,14 +232,14 @@ class LimitGate:
         assert options.rate is not None
         limit, per = options.rate.limit, options.rate.per
         turn = rate.reserved
+        key = limit_key(job, payload, "rate")
         if turn is not None and turn - now > MAX_TURN_AHEAD_SECONDS:
             turn = None  # not a turn any consumer gave
-        if turn is not None and turn < (self.rate.held_until(limit_key(job, payload, "rate"), now) or 0):
+        if turn is not None and turn < (self.rate.held_until(key, now) or 0):
             turn = None  # reserved before a throttle's hold, which it falls in: a turn anew, after it
         reserve = rate.can_carry and turn is None
         if turn is None:
             want = 1 if options.rate_key is not None else rate.demand
-            key = limit_key(job, payload, "rate")
             wait = self.rate.acquire(key, limit, per, now, want, reserve=reserve)
             waited = 0.0
             while wait > 0 and not reserve and waited + wait <= min(EARLY_SECONDS, rate.may_wait):

@@ -75,9 +75,10 @@ def purge_queue(
     unseen = set(selection.ids or ())
     with HeldScan(sqs, url, hold=hold, from_start=True) as scan:
         for batch in scan:
-            for message in batch:
-                unseen -= selection.named(DeadLetter.of(message))
-            chosen = [(m, letter) for m in batch if selection.matches(letter := DeadLetter.of(m))]
+            read = [(m, DeadLetter.of(m)) for m in batch]
+            for _, letter in read:
+                unseen -= selection.named(letter)
+            chosen = [(m, letter) for m, letter in read if selection.matches(letter)]
             if dry_run:
                 result.deleted += len(chosen)
                 result.by_type.update(letter.job_type or UNTYPED for _, letter in chosen)
