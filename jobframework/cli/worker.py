@@ -147,10 +147,9 @@ def _spawn_worker_processes(count: int) -> list[subprocess.Popen[bytes]]:
     """Start ``count`` more ``jf worker`` processes with this one's arguments (one process each)."""
     if count <= 0:
         return []
-    args = [a for a in sys.argv[1:] if not a.startswith("--processes")]
-    if "--processes" in sys.argv[1:]:  # "--processes N" as two words
-        i = sys.argv.index("--processes")
-        args = sys.argv[1:i] + sys.argv[i + 2 :]
+    from jobframework.local.reload import without_options
+
+    args = without_options(sys.argv[1:], [], ["--processes"])  # (--processes N and --processes=N)
     command = [sys.executable, "-m", "jobframework.cli", *args, "--processes", "1"]
     return [subprocess.Popen(command) for _ in range(count)]
 
