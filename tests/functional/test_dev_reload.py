@@ -114,6 +114,18 @@ class _Dev:
         got = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["VisibilityTimeout"])
         return int(got["Attributes"]["VisibilityTimeout"])
 
+    def stop(self, signum: int = signal.SIGINT) -> int:
+        """Send ``signum`` and wait for the exit; its exit code."""
+        self.proc.send_signal(signum)
+        return self.proc.wait(timeout=60)
+
+    def __enter__(self) -> _Dev:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.proc.poll() is None:  # (a failed assertion: no jf dev left behind)
+            self.proc.kill()
+
     def count(self, start: str) -> int:
         return sum(x.startswith(start) for x in self.lines)
 
@@ -124,8 +136,7 @@ def _listening(port: int) -> bool:
 
 
 def test_a_change_reloads_the_workers_and_keeps_what_the_embedded_aws_holds(tmp_path):
-    dev = _Dev(tmp_path)
-    try:
+    with _Dev(tmp_path) as dev:
         first = dev.jf("enqueue", "reload.greet", '{"name": "ada"}', "--track")
         assert dev.result(first) == "hello ada"
 
@@ -139,6 +150,7 @@ def test_a_change_reloads_the_workers_and_keeps_what_the_embedded_aws_holds(tmp_
         assert (
             json.loads(dev.jf("status", first, "--json"))["result"] == "hello ada"
         )  # the state table stayed
+        assert dev.visibility_timeout("default") >= 3600  # the queue given the longer job's timeout
 
         dev.change(JOBS_V2 + "\ndef broken(:\n")
         dev.wait_for(lambda: any("the workers stopped (exit 1)" in x for x in dev.lines), "waited out")
@@ -147,11 +159,7 @@ def test_a_change_reloads_the_workers_and_keeps_what_the_embedded_aws_holds(tmp_
         dev.change(JOBS_V2)
         assert dev.result(queued) == "bye dee"
         assert dev.count("jf dev: reloaded jobs from reloadjobs") == 2
-        dev.proc.send_signal(signal.SIGINT)
-        code = dev.proc.wait(timeout=60)
-    finally:
-        if dev.proc.poll() is None:
-            dev.proc.kill()
+        code = dev.stop()
     assert code == 0, (dev.lines, dev.errors)
     assert dev.lines[-1] == "jf dev: stopped; the embedded AWS and what it held are gone", dev.lines
     assert dev.lines[-2].startswith("jf dev workers: stopped (drained)"), dev.lines
@@ -161,8 +169,7 @@ def test_a_change_reloads_the_workers_and_keeps_what_the_embedded_aws_holds(tmp_
 def test_jobs_arriving_through_a_burst_of_reloads_all_run(tmp_path):
     """A trial saved its module 8 times, 0.7 s apart, while delayed jobs came due: one stayed in flight
     for its queue's visibility timeout (a long poll under way when the workers stopped got it)."""
-    dev = _Dev(tmp_path)
-    try:
+    with _Dev(tmp_path) as dev:
         ids = [
             dev.jf("enqueue", "reload.greet", json.dumps({"name": f"n{n}"}), "--track", "--delay", str(n))
             for n in range(6)
@@ -173,26 +180,17 @@ def test_jobs_arriving_through_a_burst_of_reloads_all_run(tmp_path):
         dev.wait_for(lambda: dev.count("jf dev: reloaded jobs from reloadjobs") >= 1, "a reload")
         for job_id in ids:
             assert dev.result(job_id) == f"hello n{ids.index(job_id)}"
-        dev.proc.send_signal(signal.SIGINT)
-        assert dev.proc.wait(timeout=60) == 0, (dev.lines, dev.errors)
-    finally:
-        if dev.proc.poll() is None:
-            dev.proc.kill()
+        assert dev.stop() == 0, (dev.lines, dev.errors)
 
 
 def test_a_new_lane_prints_the_exports_again_and_a_hangup_stops_it_all(tmp_path):
-    dev = _Dev(tmp_path)
-    try:
+    with _Dev(tmp_path) as dev:
         dev.change(JOBS_V1 + '\n\n@job("reload.fetch", profile="io")\ndef fetch(who: Name) -> None: ...\n')
         dev.wait_for(lambda: any(x.startswith("# the lanes changed") for x in dev.lines), "the lanes note")
         assert any(x.startswith("export JF_QUEUE_URL_DEFAULT_IO=") for x in dev.lines), dev.lines
         dev.change(JOBS_V1 + "\ndef broken(:\n")
         dev.wait_for(lambda: any("the workers stopped (exit 1)" in x for x in dev.lines), "waited out")
-        dev.proc.send_signal(signal.SIGHUP)  # (the terminal closed)
-        code = dev.proc.wait(timeout=60)
-    finally:
-        if dev.proc.poll() is None:
-            dev.proc.kill()
+        code = dev.stop(signal.SIGHUP)  # (the terminal closed)
     assert code == 0, (dev.lines, dev.errors)  # its workers had failed: said then, not again at the stop
     assert dev.lines[-1] == "jf dev: stopped; the embedded AWS and what it held are gone", dev.lines
     assert not any("polling" in e and "failed" in e for e in dev.errors), dev.errors[-5:]
