@@ -150,6 +150,7 @@ worker profile, -fifo last for ordered jobs
     from jobframework.errors import ConfigurationError
 
     env = os.environ if environ is None else environ
+    limit_wait(env)
     variables = {lane_variable(lane): lane for lane in all_lanes()}
     for name, raw in env.items():
         if not name.startswith(ENV_CONCURRENCY) or not raw:
@@ -162,6 +163,40 @@ worker profile, -fifo last for ordered jobs
                 f"{name} names no lane" + (f" (did you mean {close}?)" if close else "") + f": {_LANES_ARE}"
             )
         _env_count(name, raw)
+
+
+ENV_LIMIT_WAIT = "JF_LIMIT_WAIT"
+DEFAULT_LIMIT_WAIT = 10.0
+"""Seconds a record over its job's ``concurrency=`` cap waits in the process for a lease that one of
+the process's runs holds (:mod:`jobframework.flow.limits`), unless ``JF_LIMIT_WAIT`` says otherwise;
+Sidekiq's concurrent limiter waits five for its lock."""
+
+
+def limit_wait(environ: Mapping[str, str] | None = None) -> float:
+    """``JF_LIMIT_WAIT`` in seconds (0: a record over its cap is handed back at once), or the default.
+
+    Raises:
+        ConfigurationError: not a number of seconds from 0 to 900.
+
+    Example:
+        >>> limit_wait({}), limit_wait({"JF_LIMIT_WAIT": "2.5"}), limit_wait({"JF_LIMIT_WAIT": "0"})
+        (10.0, 2.5, 0.0)
+    """
+    raw = (os.environ if environ is None else environ).get(ENV_LIMIT_WAIT, "").strip()
+    if not raw:
+        return DEFAULT_LIMIT_WAIT
+    try:
+        seconds = float(raw)
+    except ValueError:
+        seconds = -1.0
+    if not 0 <= seconds <= 900:  # (also NaN)
+        from jobframework.errors import ConfigurationError
+
+        raise ConfigurationError(
+            f"{ENV_LIMIT_WAIT} must be the seconds a record over its concurrency cap waits for a lease held "
+            f"in its process, 0 (hand it back at once) to 900, got {raw!r}"
+        )
+    return seconds
 
 
 def lane_variable(lane: str) -> str:

@@ -311,8 +311,9 @@ def flow_gate(admitted: Admitted, consumer: Consumer) -> Verdict | None:
 
     if job.flow.rate is not None:
         rate = rate_inputs(admitted)
-    elif job.flow.concurrency is not None:
-        rate = RateInputs(waits=limit_waits(d.record))
+    elif job.flow.concurrency is not None:  # (may wait in the process for a lease held here)
+        may_wait = remaining_seconds_of(admitted.context) - job.timeout - RELEASE_MARGIN_SECONDS
+        rate = RateInputs(waits=limit_waits(d.record), may_wait=may_wait)
     else:
         rate = NO_RATE_INPUTS
     from jobframework.flow.cancel import claimant_of  # (loaded with the flow gates)

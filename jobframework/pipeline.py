@@ -168,6 +168,8 @@ class Pipeline:
                 verdict = gate(admitted, c)
                 if verdict is not None:
                     reset_log_keys(token, batch.log_keys)
+                    if job.flow.concurrency is not None:  # (a gate after the limits stopped it)
+                        self._run_ended(env.id)
                     return verdict
             if batch.budget is not None and d.budget is not None and is_first_attempt(d.record):
                 batch.budget.first_attempt(d.budget)
@@ -265,6 +267,8 @@ class Pipeline:
             elapsed_ms = (time.perf_counter() - started) * 1000
             return failure_verdict(c, d, job, exc, elapsed_ms, batch, payload=payload)
         finally:
+            if job.flow.concurrency is not None:
+                self._run_ended(env.id)
             if admitted.log_token is not None:  # (set by admit(), with the job's keys)
                 reset_log_keys(admitted.log_token, batch.log_keys)
             # (past a grace: an async job is cancelled at its timeout, which is no overrun)
@@ -314,6 +318,13 @@ class Pipeline:
             ),
             saga=("completed", {"result": result}) if env.saga is not None else None,
         )
+
+    def _run_ended(self, job_id: str) -> None:
+        """Free the job's concurrency lease now, not when the batch settles: a record of its cap may
+        be waiting for it in this process."""
+        from jobframework.flow.gates import release_lease
+
+        release_lease(self.consumer, job_id)
 
     def _keyed_start(self, d: Delivery, job: Job[Any]) -> KeyedStart | None:
         """The key's claim is the job's start (no start claim: the cancel gate skipped it), so the run

@@ -98,3 +98,12 @@ def flow_gates(consumer: Any) -> FlowGates:
                 consumer.listeners.append(gates.settled)
                 _by_consumer[consumer] = gates
     return gates
+
+
+def release_lease(consumer: Any, job_id: str) -> None:
+    """Free the concurrency lease that ``job_id`` holds in ``consumer``'s process, as soon as its run
+    ended or a later gate stopped it (the record's settling may wait for its batch's other records, and
+    a record of the same cap may be waiting here for the lease: :mod:`jobframework.flow.limits`)."""
+    gates = _by_consumer.get(consumer)
+    if gates is not None and gates.limits is not None:
+        gates.limits.release(job_id)

@@ -10,12 +10,14 @@ from typing import Any
 from pydantic import BaseModel
 
 from jobframework import JobContext, RetryPolicy, Throttled, job
-from jobframework.jobs import JobRegistry
+from jobframework.jobs import BatchOptions, JobRegistry
 
 registry = JobRegistry()
 calls: Counter[str] = Counter()
 ran: list[dict[str, Any]] = []
 started = threading.Event()
+hold = threading.Event()
+"""Set by a test to end the runs of ``f.capped_one`` named ``hold...``."""
 _lock = threading.Lock()
 
 
@@ -114,6 +116,27 @@ def capped(item: Item, ctx: JobContext) -> None:
         _note(item, ctx)
     finally:
         ledger.leave("all")
+
+
+@job("f.capped_one", registry=registry, concurrency=1, timeout=10)
+def capped_one(item: Item, ctx: JobContext) -> None:
+    """One at a time; a run named ``hold...`` lasts until the test sets :data:`hold` (5 s at most)."""
+    ledger.enter("one")
+    try:
+        if item.name.startswith("hold"):
+            hold.wait(5)
+        else:
+            time.sleep(0.05)
+        _note(item, ctx)
+    finally:
+        ledger.leave("one")
+
+
+@job("f.capped_batch", registry=registry, concurrency=2, batch=BatchOptions(max_size=10, max_wait=0))
+def capped_batch(items: list[Item]) -> None:
+    """A batched job under a cap: each item of a call holds a lease."""
+    with _lock:
+        ran.extend({"name": i.name} for i in items)
 
 
 @job(
