@@ -212,12 +212,15 @@ def test_critical_jobs_start_promptly_under_a_burst_of_low(sqs, jf_config):
         sent = time.monotonic()
         _send(sqs, critical_url, [f"critical-{i}" for i in range(3)])
         assert _wait(lambda: all(f"critical-{i}" in started for i in range(3)))
-        critical_latency = max(started[f"critical-{i}"] for i in range(3)) - sent
+        last_critical = max(started[f"critical-{i}"] for i in range(3))
         low_left_then = 40 - sum(1 for k in started if k.startswith("low-"))
         assert _wait(lambda: sum(1 for k in started if k.startswith("low-")) == 40, 15)
     finally:
         emulator.stop(2)
-    assert critical_latency < 0.5
+    # Critical jumps the queue: few low jobs started between its send and its last start (the ones in
+    # flight, and a round of polls), however slow the machine (a wall-clock bound flaked under load).
+    overtaken = sum(1 for k, t in started.items() if k.startswith("low-") and sent <= t <= last_critical)
+    assert overtaken <= 6, overtaken
     assert low_left_then > 10  # critical did not wait for the low backlog to drain
     assert queue_counts(sqs, low_url) == (0, 0)
 
