@@ -21,6 +21,7 @@ import threading
 import time
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -95,19 +96,32 @@ def run(aws: EmbeddedAWS, name: str, jobs: int) -> tuple[float, Counter[str]]:
         emulator.stop(5)
 
 
+def measure(jobs: int = 150) -> dict[str, Any]:
+    """Both sides' jobs/s, the ratio, and the capped side's hand-backs per job."""
+    use_fake_credentials()
+    with EmbeddedAWS(separate_process=True) as aws:
+        base, _ = run(aws, "bench.bounded", jobs)
+        ours, outcomes = run(aws, "bench.capped", jobs)
+    return {
+        "jobs": jobs,
+        "cap": CAP,
+        "job_seconds": JOB_SECONDS,
+        "baseline_jobs_s": base,
+        "capped_jobs_s": ours,
+        "hand_backs_per_job": outcomes[Outcome.RELEASED] / jobs,
+        "ratio": ours / base,
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--jobs", type=int, default=150)
-    args = parser.parse_args()
-    use_fake_credentials()
-    with EmbeddedAWS(separate_process=True) as aws:
-        base, _ = run(aws, "bench.bounded", args.jobs)
-        ours, outcomes = run(aws, "bench.capped", args.jobs)
+    r = measure(parser.parse_args().jobs)
     ideal = CAP / JOB_SECONDS
-    print(f"three at a time (baseline)  {base:6.1f} jobs/s   ({ideal:.0f}/s ideal)")
-    print(f"concurrency={CAP}              {ours:6.1f} jobs/s")
-    print(f"hand-backs over the cap     {outcomes[Outcome.RELEASED] / args.jobs:6.2f} per job")
-    print(f"ratio {ours / base:.2f}x  jobs/s of concurrency={CAP} vs the same jobs three at a time")
+    print(f"three at a time (baseline)  {r['baseline_jobs_s']:6.1f} jobs/s   ({ideal:.0f}/s ideal)")
+    print(f"concurrency={CAP}              {r['capped_jobs_s']:6.1f} jobs/s")
+    print(f"hand-backs over the cap     {r['hand_backs_per_job']:6.2f} per job")
+    print(f"ratio {r['ratio']:.2f}x  jobs/s of concurrency={CAP} vs the same jobs three at a time")
 
 
 if __name__ == "__main__":

@@ -278,6 +278,20 @@ def render(
             *code(r["output"]),
         ],
     )
+    section(
+        "concurrency_cap",
+        lambda r: [
+            f"{r['jobs']} jobs of {r['job_seconds']:g} s enqueued at once on the embedded AWS (moto in",
+            "its own process), run by the emulator as `jf dev` runs them: the job with",
+            f"`concurrency={r['cap']}`, against the same job without the cap run {r['cap']} at a time by",
+            "its lane's bound, one batch at a time (nothing handed back). Higher is better; 1.00x: the",
+            "cap costs nothing.",
+            "",
+            f"{r['cap']} at a time **{r['baseline_jobs_s']:.1f} jobs/s**, `concurrency={r['cap']}` "
+            f"**{r['capped_jobs_s']:.1f} jobs/s** (**{r['ratio']:.2f}x**), "
+            f"{r['hand_backs_per_job']:.2f} hand-backs a job.",
+        ],
+    )
 
     def outage_body(r: dict[str, Any]) -> list[str]:
         from bench.outage import markdown_table

@@ -142,6 +142,13 @@ def summary_rows(results: dict[str, dict[str, Any]]) -> list[tuple[str, str, str
         lambda r: f"{r['many_s']:.2f} vs {r['one_s']:.2f} s for {r['jobs']} jobs",
         "lower is better",
     )
+    add(
+        "concurrency_cap",
+        "Jobs/s under `concurrency=3` vs the same jobs run three at a time",
+        lambda r: f"{r['ratio']:.2f}x",
+        lambda r: f"{r['capped_jobs_s']:.1f} vs {r['baseline_jobs_s']:.1f} jobs/s",
+        "higher is better",
+    )
     cost = results.get("cost", {"failed": "not run"})
     if failed(cost):
         rows.append(("Cost per million jobs vs the mode's floor", f"failed: {failed(cost)}", "", ""))

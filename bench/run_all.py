@@ -158,6 +158,12 @@ def run_limits() -> dict[str, Any]:
     return {"ratios": ratios, "output": text}
 
 
+def run_concurrency_cap() -> dict[str, Any]:
+    from bench import concurrency_cap
+
+    return concurrency_cap.measure(jobs=150)
+
+
 def run_io_batch() -> dict[str, Any]:
     from bench import io_batch
 
@@ -216,6 +222,13 @@ BENCHES = [
     ),
     Bench("cost", "Cost per million jobs", f"{PY} bench/cost.py --jobs 200", 300, run_cost),
     Bench("limits", "The cost of flow control", f"{PY} bench/limits.py --jobs 200", 300, run_limits),
+    Bench(
+        "concurrency_cap",
+        "A concurrency cap's throughput",
+        f"{PY} bench/concurrency_cap.py --jobs 150",
+        300,
+        run_concurrency_cap,
+    ),
     Bench("outage", "Outage simulation", f"{PY} bench/outage.py", 300, run_outage),
     Bench("idle_cpu", "jf dev idle CPU", f"{PY} bench/idle_cpu.py --seconds 20", 120, run_idle_cpu),
 ]

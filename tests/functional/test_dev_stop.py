@@ -66,10 +66,11 @@ def slow(step: Step) -> str:
 class _Dev:
     """`jf dev` on the job module above, in ``root``; its stdout read into ``lines`` by a thread."""
 
-    def __init__(self, root: Path, *args: str) -> None:
+    def __init__(self, root: Path, *args: str, env: dict[str, str] | None = None) -> None:
         (root / "stopjobs.py").write_text(JOB_MODULE)
         self.env = {k: v for k, v in os.environ.items() if not k.startswith(("JF_", "AWS_", "POWERTOOLS_"))}
         self.env["POWERTOOLS_METRICS_DISABLED"] = "true"
+        self.env.update(env or {})
         self.root = root
         self.proc = subprocess.Popen(
             [JF, "dev", "--port", str(free_port()), "--jobs", "stopjobs", *args],
@@ -210,8 +211,9 @@ def test_jf_dev_exits_1_when_its_drain_time_runs_out_with_a_job_still_running(tm
 
 def test_jf_dev_prints_the_first_hand_back_over_a_limit_then_counts_them(tmp_path):
     """Records over a concurrency limit come back by themselves: one `released` line says so (the
-    stop line counts them all), not one line per hand-back plus a log line restating each."""
-    dev = _Dev(tmp_path)
+    stop line counts them all), not one line per hand-back plus a log line restating each. (With
+    JF_LIMIT_WAIT=0: by default they would wait in the process for the first run's lease.)"""
+    dev = _Dev(tmp_path, env={"JF_LIMIT_WAIT": "0"})
     try:
         dev.enqueue("stop.capped", "first")
         dev.wait_for((tmp_path / "capped").exists, "the first capped job started")

@@ -24,12 +24,14 @@ ROOT = Path(__file__).parents[3]
 @contextmanager
 def two_workers(config: RuntimeConfig, ledger: Path, lane: str, jobs: str) -> Iterator[list[str]]:
     """Two `jf worker` processes polling ``lane`` with the job module ``jobs``, each writing to
-    ``ledger``; polling when the block starts, stopped (SIGTERM) when it ends. Yields a list that holds
-    each process's last stderr afterwards (for assertion messages)."""
+    ``ledger`` (and given the test's ``JF_LIMIT_WAIT``); polling when the block starts, stopped
+    (SIGTERM) when it ends. Yields a list that holds each process's last stderr afterwards (for
+    assertion messages)."""
     env = {
         **{k: v for k, v in os.environ.items() if not k.startswith(("JF_", "AWS_"))},
         **cli_env(config),
         "JF_TEST_LEDGER": str(ledger),
+        **({"JF_LIMIT_WAIT": os.environ["JF_LIMIT_WAIT"]} if "JF_LIMIT_WAIT" in os.environ else {}),
         "POWERTOOLS_LOG_LEVEL": "ERROR",
         "POWERTOOLS_METRICS_DISABLED": "true",
     }

@@ -113,9 +113,10 @@ def _groups_arriving(flow, url: str, count: int, seconds: float = 8) -> list[str
     return [m["Attributes"].get("MessageGroupId") for m in got]
 
 
-def test_a_job_handed_back_over_its_limit_keeps_its_tenant(flow):
+def test_a_job_handed_back_over_its_limit_keeps_its_tenant(flow, monkeypatch):
     """A webhook trial's flood: the copies handed back over a per-customer cap lost their group, so the
     overflow of one customer no longer counted as that customer's in the fair queue."""
+    monkeypatch.setenv("JF_LIMIT_WAIT", "0")  # (handed back, not waiting in the process for the lease)
     for n in range(4):
         flow.client.enqueue("f.per-tenant", Item(name=f"h{n}", tenant="acme"), tenant="acme")
     records, _ = consume_once(flow.handler, flow.sqs, flow.url("default"))
@@ -140,8 +141,9 @@ def test_a_dead_letter_and_its_redrive_keep_the_tenant(flow):
     assert sorted(g or "-" for g in _groups_arriving(flow, flow.url("default"), 2)) == ["-", "globex"]
 
 
-def test_drain_waits_for_the_copies_released_over_a_limit(flow):
+def test_drain_waits_for_the_copies_released_over_a_limit(flow, monkeypatch):
     """A review found drain() returning with three of four capped jobs still delayed in the queue."""
+    monkeypatch.setenv("JF_LIMIT_WAIT", "0")  # (handed back, not waiting in the process for the lease)
     for n in range(4):
         flow.client.enqueue("f.per-tenant", Item(name=f"d{n}", tenant="acme"), tenant="acme")
     drain(flow.handler, flow.sqs, flow.url("default"), timeout=60)

@@ -29,11 +29,12 @@ def _fresh():
 
 
 def _lease_item(flow, pk: str) -> dict[str, Any]:
-    return flow.dynamodb.get_item(
+    item: dict[str, Any] = flow.dynamodb.get_item(
         TableName=flow.config.state_table,
         Key={"pk": {"S": pk}, "sk": {"S": "concurrency"}},
         ConsistentRead=True,
     )["Item"]
+    return item
 
 
 def test_records_over_the_cap_wait_in_their_process_and_are_handed_the_lease(flow):

@@ -27,6 +27,10 @@ def _peak(intervals: list[tuple[float, float]]) -> int:
 def test_two_worker_processes_and_the_emulator_never_pass_the_cap(jf_aws, tmp_path, monkeypatch):
     ledger = tmp_path / "ledger.txt"
     monkeypatch.setenv("JF_TEST_LEDGER", str(ledger))
+    # Shorter than a run (0.4 s): a record over the cap waits for a lease of its own process a moment,
+    # then goes round the queue, so the processes take turns (by default the one holding the leases
+    # hands them to its own waiters, and the others may run none).
+    monkeypatch.setenv("JF_LIMIT_WAIT", "0.3")
     topology, config = provision_fresh(jf_aws.endpoint_url, registry)
     sqs = jf_aws.client("sqs")
     local = Topology.from_registry(registry, TopologySettings(stage=topology.stage))
