@@ -148,6 +148,10 @@ class Pipeline:
             failed = failure_verdict(c, d, job, exc, None, batch)
             return failed if verified else unverified(failed)
         except PayloadVersionError as exc:
+            if env.payload_version > job.version:  # (a deploy under way: handed back a while)
+                from jobframework.newer_payload import newer_payload_verdict
+
+                return newer_payload_verdict(d, job, str(exc))
             return refuse(d, Reason.VERSION, str(exc))
         except ConfigurationError as exc:  # the job's own code (its key= function) failed: as any failure
             return failure_verdict(c, d, job, exc, None, batch)

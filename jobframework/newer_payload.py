@@ -1,0 +1,92 @@
+"""A payload newer than this consumer's job: handed back for a while, then dead-lettered ``version``.
+
+During a deploy the old consumer and the new one run at once (the construct's canary sends a tenth of
+the invocations to the new version for five minutes), and a producer deployed with them (a function
+of the same stack, or a by-name producer reading the new catalog) may send the new payload version at
+once. An old consumer that meets one cannot read it, and had dead-lettered it at once: during the
+canary, nine in ten of them, which the DLQ-inflow alarm counts, and which rolls the canary back.
+
+Now it hands the record back, unrun, as a fresh copy (no attempt) that comes back in
+:data:`NEWER_RETRY_SECONDS`, for a consumer that reads it; the copy carries ``jf-newer`` (when it was
+first handed back, epoch seconds). Past :data:`NEWER_WINDOW_SECONDS` of that, no such consumer came
+(a rollback, a producer ahead of every deploy): it is dead-lettered ``version``, saying how long it
+waited. On a FIFO lane, whose hand-backs stay in place and carry nothing, it is dead-lettered at once,
+as before (its group would wait behind it).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import TYPE_CHECKING, Any
+
+from jobframework.delivery import Outcome
+from jobframework.envelope import record_attribute
+
+if TYPE_CHECKING:
+    from jobframework.delivery import Delivery
+    from jobframework.jobs import Job
+    from jobframework.verdict import Verdict
+
+log = logging.getLogger("jobframework.consumer")
+
+ATTR_NEWER = "jf-newer"
+NEWER_WINDOW_SECONDS = 1800.0
+"""How long a newer payload is handed back for a consumer that reads it (a canary of 10 % for five
+minutes, or of 10 % a minute for ten, ends well within it)."""
+NEWER_RETRY_SECONDS = 60
+"""Each hand-back's delay: during a canary, one in ten comes to the new version; after it, all do."""
+NEWER = "newer payload"
+"""The hand-back's reason, as listeners and ``jf dev`` see it."""
+
+
+def first_handed_back(record: dict[str, Any]) -> float | None:
+    """When a newer payload was first handed back (``jf-newer``), or ``None`` (never, unreadable).
+
+    Example:
+        >>> first_handed_back({"messageAttributes": {"jf-newer": {"stringValue": "1765000000"}}})
+        1765000000.0
+        >>> unreadable = {"messageAttributes": {"jf-newer": {"stringValue": "x"}}}
+        >>> first_handed_back({}), first_handed_back(unreadable)
+        (None, None)
+    """
+    value = record_attribute(record, ATTR_NEWER)
+    try:
+        since = float(value) if value else None
+    except ValueError:
+        return None
+    return since if since is not None and since > 0 else None
+
+
+def newer_payload_verdict(d: Delivery, job: Job[Any], error: str) -> Verdict:
+    """The verdict of a record whose payload version is newer than ``job``'s: handed back, or
+    dead-lettered ``version`` once it has waited past the window, or at once on a FIFO lane."""
+    from jobframework.classification import Reason
+    from jobframework.gates import refuse, release
+
+    now = time.time()
+    first = first_handed_back(d.record)
+    since = first if first is not None and first <= now else now
+    if str(d.record.get("eventSourceARN", "")).endswith(".fifo"):
+        return refuse(d, Reason.VERSION, error)
+    if now - since > NEWER_WINDOW_SECONDS:
+        return refuse(
+            d,
+            Reason.VERSION,
+            f"{error} (handed back for {NEWER_WINDOW_SECONDS / 60:.0f} minutes for a consumer that reads "
+            "it; none came: redrive it once one is deployed)",
+        )
+    env = d.require_envelope()
+    log.info(
+        "job %s (%s): payload version %d is newer than this consumer's %d; back in %ds for a consumer "
+        "that reads it (a deploy under way?), not an attempt",
+        env.id,
+        env.type,
+        env.payload_version,
+        job.version,
+        NEWER_RETRY_SECONDS,
+    )
+    verdict = release(d, NEWER_RETRY_SECONDS, why=error)
+    verdict.attributes = {ATTR_NEWER: f"{since:.0f}"}
+    verdict.outcome = d.outcome(Outcome.RELEASED, reason=NEWER, error=error, delay=NEWER_RETRY_SECONDS)
+    return verdict

@@ -1,0 +1,122 @@
+"""A payload version newer than the consumer's job, during a deploy: handed back for a consumer that
+reads it, then dead-lettered ``version`` (jobframework/newer_payload.py).
+
+A platform trial: a producer deployed with version 2 while the canary still sent nine invocations in
+ten to the old consumer had those jobs dead-lettered at once, which the DLQ-inflow alarm counts and
+which rolls the canary back."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pytest
+from pydantic import BaseModel
+
+from jobframework import consumer, job
+from jobframework.client import JobClient
+from jobframework.envelope import Envelope
+from jobframework.jobs import JobRegistry
+from jobframework.newer_payload import ATTR_NEWER, NEWER_RETRY_SECONDS, NEWER_WINDOW_SECONDS
+from jobframework.testing import consume_once, provision_fresh, sqs_record
+
+old = JobRegistry()
+new = JobRegistry()
+ran: list[Any] = []
+
+
+class ExportV1(BaseModel):
+    account_id: str
+    dest: str
+
+
+class ExportV2(BaseModel):
+    account_id: str
+    destination: str
+
+
+@job("newer.export", registry=old, idempotent=False)
+def export_v1(payload: ExportV1) -> None:
+    ran.append(("v1", payload))
+
+
+@job("newer.ordered", registry=old, idempotent=False, ordered_by=lambda p: p.account_id, timeout=5)
+def ordered_v1(payload: ExportV1) -> None:
+    ran.append(("v1", payload))
+
+
+@job(
+    "newer.export",
+    registry=new,
+    idempotent=False,
+    version=2,
+    upgrade={1: lambda v1: {"account_id": v1["account_id"], "destination": v1["dest"]}},
+)
+def export_v2(payload: ExportV2) -> None:
+    ran.append(("v2", payload))
+
+
+@pytest.fixture
+def world(jf_aws: Any) -> tuple[Any, Any, list[dict[str, Any]]]:
+    ran.clear()
+    _, config = provision_fresh(jf_aws.endpoint_url, old)
+    sqs = jf_aws.client("sqs")
+    copies: list[dict[str, Any]] = []
+
+    def sent(params: dict[str, Any], **_: Any) -> None:
+        if params["QueueUrl"] == config.endpoints("default").url:
+            copies.extend(params["Entries"])
+
+    sqs.meta.events.register("provide-client-params.sqs.SendMessageBatch", sent)
+    return config, sqs, copies
+
+
+def test_an_old_consumer_hands_a_newer_payload_back_and_the_new_one_runs_it(world):
+    config, sqs, copies = world
+    url = config.endpoints("default").url
+    outcomes: list[Any] = []
+    JobClient(config, registry=new, sqs_client=sqs).enqueue(
+        export_v2, ExportV2(account_id="a-1", destination="s3://x")
+    )
+    consume_once(consumer(old, config=config, sqs_client=sqs, listeners=[outcomes.append]), sqs, url)
+    [outcome] = outcomes
+    assert (outcome.outcome, outcome.reason) == ("released", "newer payload")
+    assert "payload is version 2, newer than this consumer's 1" in (outcome.error or "")
+    assert ran == []
+    [copy] = copies  # a fresh copy, back in a minute, carrying when it was first handed back
+    assert copy["DelaySeconds"] == NEWER_RETRY_SECONDS
+    first = float(copy["MessageAttributes"][ATTR_NEWER]["StringValue"])
+    assert abs(first - time.time()) < 30
+    # A minute later the deploy has finished: the new consumer reads it, as its first attempt.
+    attributes = {k: v for k, v in copy["MessageAttributes"].items()}
+    sqs.send_message(QueueUrl=url, MessageBody=copy["MessageBody"], MessageAttributes=attributes)
+    outcomes.clear()
+    consume_once(consumer(new, config=config, sqs_client=sqs, listeners=[outcomes.append]), sqs, url)
+    assert [(o.outcome, o.attempt) for o in outcomes] == [("succeeded", 1)]
+    assert ran == [("v2", ExportV2(account_id="a-1", destination="s3://x"))]
+
+
+def test_a_newer_payload_no_consumer_read_within_the_window_is_dead_lettered_saying_so(world):
+    config, sqs, copies = world
+    outcomes: list[Any] = []
+    handler = consumer(old, config=config, sqs_client=sqs, listeners=[outcomes.append])
+    env = Envelope.new("newer.export", {"account_id": "a-2", "destination": "d"}, payload_version=2)
+    since = time.time() - NEWER_WINDOW_SECONDS - 5
+    record = sqs_record(env, config=config, registry=old, message_attributes={ATTR_NEWER: f"{since:.0f}"})
+    assert handler({"Records": [record]}, None) == {"batchItemFailures": []}
+    [outcome] = outcomes
+    assert (outcome.outcome, outcome.reason) == ("dead_lettered", "version")
+    assert "handed back for 30 minutes for a consumer that reads it; none came" in (outcome.error or "")
+    assert copies == []
+
+
+def test_a_newer_payload_on_a_fifo_lane_is_dead_lettered_at_once(world):
+    """Its hand-back would stay in place, its group behind it, carrying no count."""
+    config, sqs, _ = world
+    outcomes: list[Any] = []
+    handler = consumer(old, config=config, sqs_client=sqs, listeners=[outcomes.append])
+    env = Envelope.new("newer.ordered", {"account_id": "a-3", "destination": "d"}, payload_version=2)
+    record = sqs_record(env, config=config, registry=old)
+    assert record["eventSourceARN"].endswith(".fifo")
+    handler({"Records": [record]}, None)
+    assert [(o.outcome, o.reason) for o in outcomes] == [("dead_lettered", "version")]
