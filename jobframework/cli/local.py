@@ -79,6 +79,16 @@ def dev(  # noqa: PLR0917
             "stays.",
         ),
     ] = False,
+    reload_exclude: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--reload-exclude",
+            metavar="PATTERN",
+            help="With --reload: files whose change reloads nothing, as a glob on the path (repeatable; "
+            "e.g. 'scripts/*'). Tests are excluded already (tests/*, test_*.py, *_test.py, conftest.py); "
+            "--reload-exclude '' watches them too.",
+        ),
+    ] = None,
     attached: Annotated[
         bool, typer.Option("--attached", hidden=True, help="The embedded AWS on --port is jf dev --reload's.")
     ] = False,
@@ -127,7 +137,9 @@ def dev(  # noqa: PLR0917
             param_hint="--app/--stage",
         ) from None
     if reload_code and not attached:
-        raise typer.Exit(_dev_with_reload(port, names, drain_timeout=drain_timeout, json_logs=json_logs))
+        raise typer.Exit(
+            _dev_with_reload(port, names, reload_exclude, drain_timeout=drain_timeout, json_logs=json_logs)
+        )
     log_as_app(settings.app)  # the service of the log lines, as the stack names it
     listener = install(json_logs=json_logs, every_handback=verbose)
     modules = require_jobs(names)
@@ -250,12 +262,22 @@ def _start_embedded(aws: Any) -> None:
         raise cannot_listen(what, "127.0.0.1", aws.port, exc, host_option=False) from exc
 
 
-def _dev_with_reload(port: int, names: list[str], *, drain_timeout: float, json_logs: bool) -> int:
-    """``jf dev --reload``: the embedded AWS here, the rest in a child restarted on each change."""
+def _dev_with_reload(
+    port: int, names: list[str], exclude: list[str] | None, *, drain_timeout: float, json_logs: bool
+) -> int:
+    """``jf dev --reload``: the embedded AWS here, the rest in a child restarted on each change
+    (``exclude``: ``--reload-exclude``'s patterns, added to the tests'; one empty clears those)."""
     from pathlib import Path
 
     from jobframework.local.aws import EmbeddedAWS
-    from jobframework.local.reload import SourceWatch, Supervisor, child_command, say_line, source_roots
+    from jobframework.local.reload import (
+        DEFAULT_EXCLUDES,
+        SourceWatch,
+        Supervisor,
+        child_command,
+        say_line,
+        source_roots,
+    )
 
     cwd = Path.cwd()
     if str(cwd) not in sys.path:  # the job modules are found as the child imports them
@@ -263,12 +285,21 @@ def _dev_with_reload(port: int, names: list[str], *, drain_timeout: float, json_
     aws = EmbeddedAWS(port)
     _start_embedded(aws)
     try:
-        watch = SourceWatch(source_roots(names, cwd))
+        patterns = list(exclude or [])
+        defaults = () if "" in patterns else DEFAULT_EXCLUDES
+        watch = SourceWatch(source_roots(names, cwd), [*defaults, *patterns])
         say = say_line(json_logs)
         say(
             f"jf dev --reload: the workers and the scheduler restart when one of the {len(watch)} .py files "
-            f"under {', '.join(map(str, watch.roots))} changes; the embedded AWS and what it holds stay",
-            {"event": "watching", "files": len(watch), "roots": [str(r) for r in watch.roots]},
+            f"under {', '.join(map(str, watch.roots))} changes"
+            + (f" (not {', '.join(watch.exclude)})" if watch.exclude else "")
+            + "; the embedded AWS and what it holds stay",
+            {
+                "event": "watching",
+                "files": len(watch),
+                "roots": [str(r) for r in watch.roots],
+                "excluded": watch.exclude,
+            },
         )
         command = child_command(sys.argv[1:], aws.port)
         code = Supervisor(command, watch, say, drain_timeout=drain_timeout, cwd=cwd).run()

@@ -12,6 +12,7 @@ next change starts it again.
 from __future__ import annotations
 
 import contextlib
+import fnmatch
 import importlib.util
 import json
 import os
@@ -27,6 +28,9 @@ SETTLE_SECONDS = 0.3
 """After a change, how long to wait for an editor's other writes before restarting."""
 SKIPPED_DIRS = frozenset({"__pycache__", "node_modules", "cdk.out", "site-packages", "build", "dist"})
 """Directories never watched (with those whose name starts with a dot, and virtual environments)."""
+DEFAULT_EXCLUDES = ("tests/*", "test_*.py", "*_test.py", "conftest.py")
+"""Files whose change reloads nothing unless ``--reload-exclude ''`` clears these: tests (a test saved
+while ``jf dev --reload`` ran had restarted the workers)."""
 
 
 def source_roots(modules: Sequence[str], cwd: Path) -> list[Path]:
@@ -91,19 +95,55 @@ def _scan(roots: Iterable[Path]) -> dict[str, int]:
     return found
 
 
-class SourceWatch:
-    """The ``.py`` files under some roots, polled: :meth:`changed` names those added, changed or
-    removed since the last call."""
+def excluded(path: str, patterns: Sequence[str]) -> bool:
+    """Whether a file (its path from the watched root) matches one of the ``patterns`` (``fnmatch``):
+    one without a ``/`` its name, one with a ``/`` its path from any of its directories down (``*``
+    crossing ``/``: ``tests/*`` is every file under a ``tests`` directory).
 
-    def __init__(self, roots: Sequence[Path]) -> None:
+    Example:
+        >>> excluded("app/tests/unit/x.py", ["tests/*"]), excluded("app/jobs.py", ["tests/*"])
+        (True, False)
+        >>> excluded("test_app/jobs.py", ["test_*.py"]), excluded("app/test_x.py", ["test_*.py"])
+        (False, True)
+    """
+    parts = Path(path).parts
+    for pattern in patterns:
+        if "/" not in pattern:
+            if fnmatch.fnmatchcase(parts[-1], pattern):
+                return True
+        elif any(fnmatch.fnmatchcase("/".join(parts[i:]), pattern) for i in range(len(parts))):
+            return True
+    return False
+
+
+class SourceWatch:
+    """The ``.py`` files under some roots, polled, less those matching ``exclude``: :meth:`changed`
+    names those added, changed or removed since the last call."""
+
+    def __init__(self, roots: Sequence[Path], exclude: Sequence[str] = DEFAULT_EXCLUDES) -> None:
         self.roots = list(roots)
-        self._seen = _scan(self.roots)
+        self.exclude = [p for p in exclude if p]
+        self._seen = self._scan()
 
     def __len__(self) -> int:
         return len(self._seen)
 
+    def _scan(self) -> dict[str, int]:
+        found = _scan(self.roots)
+        if not self.exclude:
+            return found
+        return {k: v for k, v in found.items() if not excluded(self._relative(k), self.exclude)}
+
+    def _relative(self, path: str) -> str:
+        """``path`` from the root it lies under (a pattern never matches the root's own directories)."""
+        for root in self.roots:
+            prefix = str(root) + os.sep
+            if path.startswith(prefix):
+                return path[len(prefix) :]
+        return os.path.basename(path)  # (a root that is a module file)
+
     def changed(self) -> list[str]:
-        now = _scan(self.roots)
+        now = self._scan()
         before, self._seen = self._seen, now
         return sorted(p for p in before.keys() | now.keys() if before.get(p) != now.get(p))
 
@@ -234,7 +274,7 @@ def say_line(json_lines: bool) -> Callable[[str, dict[str, object]], None]:
 
 def child_command(args: Sequence[str], port: int) -> Callable[[int], list[str]]:
     """The child's command line: this ``jf dev``'s arguments on the embedded AWS's ``port``."""
-    kept = without_options(args, ["--reload"], ["--port", "--reloaded"])
+    kept = without_options(args, ["--reload"], ["--port", "--reloaded", "--reload-exclude"])
 
     def command(reloads: int) -> list[str]:
         return [

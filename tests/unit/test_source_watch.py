@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from jobframework.local.reload import SourceWatch, child_command, source_roots
+from jobframework.local.reload import DEFAULT_EXCLUDES, SourceWatch, child_command, source_roots
 
 
 def _touch(path: Path, text: str = "x = 1\n") -> None:
@@ -63,3 +63,32 @@ def test_the_child_runs_the_same_jf_dev_on_the_port_without_reload():
         "-m", "jobframework.cli", "dev", "--jobs", "app.jobs", "--json",
         "--port", "4566", "--attached", "--reloaded", "2",
     ]  # fmt: skip
+
+
+def test_tests_and_excluded_patterns_reload_nothing(tmp_path):
+    """A trial's test saved under the project restarted the workers: tests are left out by default,
+    and --reload-exclude leaves out more (or, given '', none by default)."""
+    for name in ("app/jobs.py", "tests/test_jobs.py", "tests/helpers.py", "app/test_mail.py", "conftest.py"):
+        _touch(tmp_path / name)
+    _touch(tmp_path / "scripts" / "seed.py")
+    watch = SourceWatch([tmp_path])
+    assert len(watch) == 2  # app/jobs.py and scripts/seed.py
+    _touch(tmp_path / "tests" / "test_jobs.py", "x = 3\n")
+    _touch(tmp_path / "conftest.py", "x = 3\n")
+    assert watch.changed() == []
+    _touch(tmp_path / "app" / "jobs.py", "x = 3\n")
+    assert watch.changed() == [str(tmp_path / "app" / "jobs.py")]
+
+    assert len(SourceWatch([tmp_path], [*DEFAULT_EXCLUDES, "scripts/*"])) == 1
+    assert len(SourceWatch([tmp_path], [])) == 6
+
+
+def test_the_child_gets_no_reload_exclude():
+    command = child_command(["dev", "--reload", "--reload-exclude", "scripts/*", "--jobs", "app.jobs"], 4566)
+    assert "--reload-exclude" not in command(0) and "scripts/*" not in command(0)
+
+
+def test_a_project_under_a_directory_named_tests_is_still_watched(tmp_path):
+    project = tmp_path / "tests" / "service"
+    _touch(project / "app" / "jobs.py")
+    assert len(SourceWatch([project])) == 1
