@@ -6,6 +6,7 @@ from __future__ import annotations
 import gc
 import json
 import sys
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
@@ -93,6 +94,9 @@ def dev(  # noqa: PLR0917
         bool, typer.Option("--attached", hidden=True, help="The embedded AWS on --port is jf dev --reload's.")
     ] = False,
     reloaded: Annotated[int, typer.Option(hidden=True, help="Reloads before this start.")] = 0,
+    counts_file: Annotated[
+        Path | None, typer.Option(hidden=True, help="Where the attached workers write their counts at stop.")
+    ] = None,
 ) -> None:
     """Embedded AWS, workers and scheduler for your job modules, until Ctrl-C.
 
@@ -217,6 +221,8 @@ def dev(  # noqa: PLR0917
             )
             name = "jf dev workers" if attached else "jf dev"  # (a reload stops them, not jf dev)
             summary = stop_summary(name, emulator.stats, tally, drained=drained)
+            if counts_file is not None:  # (for jf dev --reload's totals over its reloads)
+                counts_file.write_text(json.dumps(stop_counts(emulator.stats, tally, drained=drained)))
             if json_logs:  # the console's lines are JSON: so is this one
                 summary = json.dumps(
                     {
@@ -267,7 +273,7 @@ def _dev_with_reload(
 ) -> int:
     """``jf dev --reload``: the embedded AWS here, the rest in a child restarted on each change
     (``exclude``: ``--reload-exclude``'s patterns, added to the tests'; one empty clears those)."""
-    from pathlib import Path
+    import tempfile
 
     from jobframework.local.aws import EmbeddedAWS
     from jobframework.local.reload import (
@@ -301,12 +307,19 @@ def _dev_with_reload(
                 "excluded": watch.exclude,
             },
         )
-        command = child_command(sys.argv[1:], aws.port)
-        code = Supervisor(command, watch, say, drain_timeout=drain_timeout, cwd=cwd).run()
+        with tempfile.TemporaryDirectory(prefix="jf-dev-") as scratch:
+            counts = Path(scratch) / "counts.json"
+            command = child_command(sys.argv[1:], aws.port, counts)
+            supervisor = Supervisor(command, watch, say, drain_timeout=drain_timeout, cwd=cwd, counts=counts)
+            code = supervisor.run()
     finally:
         aws.stop()
+    from jobframework.local.tally import totals_text
+
+    reloads = f"{supervisor.reloads} reload{'s' if supervisor.reloads != 1 else ''}"
     say(
-        "jf dev: stopped; the embedded AWS and what it held are gone",
-        {"event": "stopped", "stopped": "jf dev"},
+        f"jf dev: stopped; in all ({reloads}): {totals_text(supervisor.totals)}; the embedded AWS and what "
+        "it held are gone",
+        {"event": "stopped", "stopped": "jf dev", "reloads": supervisor.reloads, **supervisor.totals},
     )
     return code

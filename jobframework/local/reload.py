@@ -195,10 +195,13 @@ class Supervisor:
         *,
         drain_timeout: float,
         cwd: Path,
+        counts: Path | None = None,
     ) -> None:
         self.command, self.watch, self.say = command, watch, say
-        self.drain_timeout, self.cwd = drain_timeout, cwd
+        self.drain_timeout, self.cwd, self.counts = drain_timeout, cwd, counts
         self.reloads = 0
+        self.totals: dict[str, int] = {}
+        """The children's counts summed (records, batches, jobs by outcome), read from ``counts``."""
         self._stop = threading.Event()
 
     def _start(self) -> subprocess.Popen[bytes]:
@@ -209,10 +212,26 @@ class Supervisor:
         if child.poll() is None:
             child.send_signal(signal.SIGTERM)
         try:
-            return child.wait(timeout=self.drain_timeout + 15)
+            code = child.wait(timeout=self.drain_timeout + 15)
         except subprocess.TimeoutExpired:
             child.kill()
-            return child.wait()
+            code = child.wait()
+        self._add_counts()
+        return code
+
+    def _add_counts(self) -> None:
+        """Add what the stopped child counted (its ``--counts-file``; none: it did not start polling)."""
+        from jobframework.local.tally import add_counts
+
+        if self.counts is None:
+            return
+        try:
+            counts = json.loads(self.counts.read_text())
+            self.counts.unlink()
+        except (OSError, ValueError):
+            return
+        if isinstance(counts, dict):
+            add_counts(self.totals, counts)
 
     def run(self) -> int:
         """Until a signal; the exit code of the last child's stop."""
@@ -272,9 +291,10 @@ def say_line(json_lines: bool) -> Callable[[str, dict[str, object]], None]:
     return say
 
 
-def child_command(args: Sequence[str], port: int) -> Callable[[int], list[str]]:
-    """The child's command line: this ``jf dev``'s arguments on the embedded AWS's ``port``."""
-    kept = without_options(args, ["--reload"], ["--port", "--reloaded", "--reload-exclude"])
+def child_command(args: Sequence[str], port: int, counts: Path | None = None) -> Callable[[int], list[str]]:
+    """The child's command line: this ``jf dev``'s arguments on the embedded AWS's ``port`` (writing
+    its counts to ``counts`` when it stops)."""
+    kept = without_options(args, ["--reload"], ["--port", "--reloaded", "--reload-exclude", "--counts-file"])
 
     def command(reloads: int) -> list[str]:
         return [
@@ -287,6 +307,7 @@ def child_command(args: Sequence[str], port: int) -> Callable[[int], list[str]]:
             "--attached",
             "--reloaded",
             str(reloads),
+            *(("--counts-file", str(counts)) if counts is not None else ()),
         ]
 
     return command

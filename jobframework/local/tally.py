@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 from collections import Counter
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from jobframework.delivery import Outcome
@@ -47,9 +48,39 @@ class OutcomeTally:
 
     def text(self) -> str:
         """``12 succeeded, 2 retried, 1 dead-lettered`` (and released or skipped, when any were)."""
-        counts = self.counts()
-        others = sorted(o for o in counts if o not in _SHOWN)
-        return ", ".join(f"{counts.get(o, 0)} {o.replace('_', '-')}" for o in (*_SHOWN, *others))
+        return _jobs_text(self.counts())
+
+
+def _jobs_text(counts: Mapping[str, int]) -> str:
+    others = sorted(o for o in counts if o not in _SHOWN)
+    return ", ".join(f"{counts.get(o, 0)} {o.replace('_', '-')}" for o in (*_SHOWN, *others))
+
+
+_RECORD_COUNTS = ("records", "batches", "done", "to_retry")
+
+
+def add_counts(totals: dict[str, int], counts: Mapping[str, Any]) -> None:
+    """Add one stop's :func:`stop_counts` to ``totals`` (``jf dev --reload``'s, over its reloads).
+
+    Example:
+        >>> totals: dict[str, int] = {}
+        >>> add_counts(totals, {"drained": True, "records": 2, "batches": 1, "succeeded": 2})
+        >>> add_counts(totals, {"drained": True, "records": 3, "batches": 2, "succeeded": 1, "released": 2})
+        >>> totals_text(totals)
+        '5 records in 3 batches, 0 done, 0 to retry; jobs: 3 succeeded, 0 retried, 0 dead-lettered, 2 released'
+    """  # noqa: E501
+    for name, n in counts.items():
+        if isinstance(n, int) and not isinstance(n, bool):
+            totals[name] = totals.get(name, 0) + n
+
+
+def totals_text(totals: Mapping[str, int]) -> str:
+    """``N records in M batches, D done, R to retry; jobs: ...`` of summed :func:`stop_counts`."""
+    jobs = {k: v for k, v in totals.items() if k not in _RECORD_COUNTS}
+    return (
+        f"{totals.get('records', 0)} records in {totals.get('batches', 0)} batches, {totals.get('done', 0)} "
+        f"done, {totals.get('to_retry', 0)} to retry; jobs: {_jobs_text(jobs)}"
+    )
 
 
 def stop_counts(stats: BatchStats, tally: OutcomeTally, *, drained: bool) -> dict[str, Any]:
