@@ -73,6 +73,10 @@ def run_batched(
                 )
                 for a in chunk:
                     done.setdefault(a.delivery.message_id, returned(a.delivery, describe(exc)))
+            finally:
+                if job.flow.concurrency is not None:  # the call ended: its items' leases are free
+                    for a in chunk:
+                        pipeline.run_ended(a.delivery)
             verdicts.update(done)
     return verdicts
 

@@ -313,7 +313,7 @@ def flow_gate(admitted: Admitted, consumer: Consumer) -> Verdict | None:
         rate = rate_inputs(admitted)
     elif job.flow.concurrency is not None:  # (may wait in the process for a lease held here)
         may_wait = remaining_seconds_of(admitted.context) - job.timeout - RELEASE_MARGIN_SECONDS
-        rate = RateInputs(waits=limit_waits(d.record), may_wait=may_wait)
+        rate = RateInputs(waits=limit_waits(d.record), may_wait=may_wait, holder=lease_holder(d.record))
     else:
         rate = NO_RATE_INPUTS
     from jobframework.flow.cancel import claimant_of  # (loaded with the flow gates)
@@ -358,7 +358,19 @@ def rate_inputs(admitted: Admitted) -> RateInputs:
         waits=limit_waits(d.record) if job.flow.concurrency is not None else 0,
         may_wait=remaining_seconds_of(admitted.context) - job.timeout - RELEASE_MARGIN_SECONDS,
         can_carry=not fifo and (receive_count(d.record) or 1) == 1,
+        holder=lease_holder(d.record) if job.flow.concurrency is not None else "",
     )
+
+
+def lease_holder(record: dict[str, Any]) -> str:
+    """Who holds a concurrency lease a record takes: its delivery (its receipt handle; a second
+    delivery of the same job is another holder), freed by that delivery only.
+
+    Example:
+        >>> lease_holder({"receiptHandle": "AQEB-1", "messageId": "m-1"}), lease_holder({"messageId": "m-1"})
+        ('AQEB-1', 'm-1')
+    """
+    return str(record.get("receiptHandle") or record.get("messageId") or "")
 
 
 @functools.cache

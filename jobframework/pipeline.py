@@ -55,6 +55,7 @@ from jobframework.gates import (
     Admitted,
     Gate,
     cancelled_unrun,
+    lease_holder,
     refuse,
     release,
     stopped,
@@ -99,6 +100,9 @@ class Pipeline:
             return self.execute(admitted, batch)
         except Exception as exc:
             log.error("processing record %s failed; it comes back", d.message_id, exc_info=True)
+            job = self.consumer.registry.find(d.envelope.type) if d.envelope is not None else None
+            if job is not None and job.flow.concurrency is not None:
+                self.run_ended(d)
             return returned(d, describe(exc))
 
     # -- parse, verify, load, gates ---------------------------------------------------------------------
@@ -173,12 +177,14 @@ class Pipeline:
                 if verdict is not None:
                     reset_log_keys(token, batch.log_keys)
                     if job.flow.concurrency is not None:  # (a gate after the limits stopped it)
-                        self._run_ended(env.id)
+                        self.run_ended(d)
                     return verdict
             if batch.budget is not None and d.budget is not None and is_first_attempt(d.record):
                 batch.budget.first_attempt(d.budget)
         except BaseException:
             reset_log_keys(token, batch.log_keys)
+            if job.flow.concurrency is not None:
+                self.run_ended(d)
             raise
         return admitted
 
@@ -272,7 +278,7 @@ class Pipeline:
             return failure_verdict(c, d, job, exc, elapsed_ms, batch, payload=payload)
         finally:
             if job.flow.concurrency is not None:
-                self._run_ended(env.id)
+                self.run_ended(d)
             if admitted.log_token is not None:  # (set by admit(), with the job's keys)
                 reset_log_keys(admitted.log_token, batch.log_keys)
             # (past a grace: an async job is cancelled at its timeout, which is no overrun)
@@ -323,12 +329,12 @@ class Pipeline:
             saga=("completed", {"result": result}) if env.saga is not None else None,
         )
 
-    def _run_ended(self, job_id: str) -> None:
-        """Free the job's concurrency lease now, not when the batch settles: a record of its cap may
-        be waiting for it in this process."""
+    def run_ended(self, d: Delivery) -> None:
+        """Free the concurrency lease the delivery took, if any, now, not when its batch settles: a
+        record of its cap may be waiting for it in this process."""
         from jobframework.flow.gates import release_lease
 
-        release_lease(self.consumer, job_id)
+        release_lease(self.consumer, lease_holder(d.record))
 
     def _keyed_start(self, d: Delivery, job: Job[Any]) -> KeyedStart | None:
         """The key's claim is the job's start (no start claim: the cancel gate skipped it), so the run

@@ -16,7 +16,6 @@ from jobframework.flow.expiry import expiry_gate
 from jobframework.flow.outcome import NO_RATE_INPUTS, Gate, GateOutcome, RateInputs
 
 if TYPE_CHECKING:
-    from jobframework.delivery import RecordOutcome
     from jobframework.envelope import Envelope
     from jobframework.flow.cancel import CancelGate
     from jobframework.flow.limits import LimitGate
@@ -75,19 +74,14 @@ class FlowGates:
                 return verdict
         return None
 
-    def settled(self, outcome: RecordOutcome) -> None:
-        """A consumer listener: a record's delivery ended, so its concurrency lease (if any) is freed."""
-        if self.limits is not None and outcome.job_id is not None:
-            self.limits.release(outcome.job_id)
-
 
 _by_consumer: weakref.WeakKeyDictionary[Any, FlowGates] = weakref.WeakKeyDictionary()
 _lock = threading.Lock()
 
 
 def flow_gates(consumer: Any) -> FlowGates:
-    """The gates of ``consumer`` (made on first use from its state table; registered as its listener so
-    that each record's outcome frees what its gates took)."""
+    """The gates of ``consumer`` (made on first use from its state table); what their limits take is
+    freed by :func:`release_lease`."""
     gates = _by_consumer.get(consumer)
     if gates is None:
         with _lock:
@@ -95,15 +89,15 @@ def flow_gates(consumer: Any) -> FlowGates:
             if gates is None:
                 runner = consumer.idempotency
                 gates = FlowGates(consumer.state, runner.table if runner is not None else None)
-                consumer.listeners.append(gates.settled)
                 _by_consumer[consumer] = gates
     return gates
 
 
-def release_lease(consumer: Any, job_id: str) -> None:
-    """Free the concurrency lease that ``job_id`` holds in ``consumer``'s process, as soon as its run
-    ended or a later gate stopped it (the record's settling may wait for its batch's other records, and
-    a record of the same cap may be waiting here for the lease: :mod:`jobframework.flow.limits`)."""
+def release_lease(consumer: Any, holder: str) -> None:
+    """Free the concurrency lease that ``holder`` (a delivery: :func:`~jobframework.gates.lease_holder`)
+    holds in ``consumer``'s process, as soon as its run ended, a later gate stopped it, or its admission
+    failed (not when its batch settles: a record of the same cap may be waiting here for the lease,
+    :mod:`jobframework.flow.local_leases`). Nothing when it holds none."""
     gates = _by_consumer.get(consumer)
     if gates is not None and gates.limits is not None:
-        gates.limits.release(job_id)
+        gates.limits.release(holder)

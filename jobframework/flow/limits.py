@@ -18,11 +18,11 @@ as GCRA, in :mod:`jobframework.flow.rate_bucket` (a record over the rate reserve
 its hand-back carries).
 
 **Waiting in the process**: a record over its concurrency cap while a run of this process holds one
-of the cap's leases waits for it, in line with the process's other waiters, up to ``JF_LIMIT_WAIT``
-seconds (:data:`~jobframework.concurrency.DEFAULT_LIMIT_WAIT`) and never past the invocation's time
-to spare. The run that ends hands its lease to the first waiter in one write (the lease's entry
-renamed). So a batch of ten on ``concurrency=3`` runs three at a time; it had run three and handed
-seven back, which made 3.3 jobs/s of 0.1 s where 30 were possible (``bench/concurrency_cap.py``).
+of the cap's leases waits for it, in line, up to ``JF_LIMIT_WAIT`` seconds
+(:data:`~jobframework.concurrency.DEFAULT_LIMIT_WAIT`) and never past the invocation's time to spare;
+the run that ends hands its lease over in one write (:mod:`jobframework.flow.local_leases`). So a
+batch of ten on ``concurrency=3`` runs three at a time; it had run three and handed seven back, which
+made 3.3 jobs/s of 0.1 s where 30 were possible (``bench/concurrency_cap.py``).
 
 Otherwise a record over a limit is handed back unrun (with a back-off, for a concurrency cap); the
 hand-back does not use an attempt. A state table that cannot be reached hands the record back too (a
@@ -36,10 +36,10 @@ import math
 import random
 import threading
 import time
-from collections import deque
 from typing import TYPE_CHECKING, Any
 
 from jobframework.concurrency import limit_wait
+from jobframework.flow.local_leases import LocalLeases
 from jobframework.flow.options import limit_key_of
 from jobframework.flow.outcome import NO_RATE_INPUTS, HandBack, RateInputs
 from jobframework.flow.rate_bucket import WRITE_ATTEMPTS, RateLimit
@@ -133,7 +133,10 @@ class ConcurrencyLimit:
 
     def transfer(self, pk: str, lease: str, to: str, until: float) -> bool:
         """Hand ``lease`` over to ``to`` until ``until`` in one write (the count of leases unchanged);
-        ``False`` when ``lease`` is no longer in the item (pruned as expired: ``to`` must acquire)."""
+        ``False`` when ``lease`` is no longer in the item (pruned as expired: ``to`` must acquire), or
+        ``to`` has a lease already (another delivery of it runs elsewhere: ``lease`` stays taken)."""
+        if lease == to:
+            return False
         try:
             item = self.store.client.update_item(
                 TableName=self.store.table,
@@ -141,7 +144,7 @@ class ConcurrencyLimit:
                 UpdateExpression=(
                     "REMOVE leases.#lease SET leases.#to = :until, expires_at = :exp ADD version :one"
                 ),
-                ConditionExpression="attribute_exists(leases.#lease)",
+                ConditionExpression="attribute_exists(leases.#lease) AND attribute_not_exists(leases.#to)",
                 ExpressionAttributeNames={"#lease": lease, "#to": to},
                 ExpressionAttributeValues={
                     ":until": {"N": f"{until:.3f}"},
@@ -211,12 +214,8 @@ class LimitGate:
 
     def __init__(self, store: StateStore) -> None:
         self.concurrency = ConcurrencyLimit(store)
+        self.leases = LocalLeases(self.concurrency)
         self.rate = RateLimit(store)
-        self._held: dict[str, str] = {}
-        """The leases this process's runs hold: job id to the lease item's key."""
-        self._waiting: dict[str, deque[_Waiter]] = {}
-        """Per lease item: the records waiting here for one of its leases, first come first."""
-        self._lock = threading.Lock()
 
     def __call__(
         self,
@@ -233,6 +232,7 @@ class LimitGate:
         options = job.flow
         if options.rate is None and options.concurrency is None:
             return None
+        spare_until = time.monotonic() + rate.may_wait  # (a rate turn waited for spends it too)
         slot = rate.reserved
         try:
             if options.rate is not None:
@@ -247,8 +247,17 @@ class LimitGate:
             if options.concurrency is not None:
                 pk = limit_key(job, payload, "concurrency")
                 # (a batched job's items wait for none: the leases they would wait for are its call's)
-                wait = 0.0 if job.batch is not None else min(limit_wait(), rate.may_wait)
-                if not self._take(pk, env.id, options.concurrency, job.timeout + LEASE_MARGIN_SECONDS, wait):
+                wait = 0.0 if job.batch is not None else limit_wait()
+                deadline = min(time.monotonic() + wait, spare_until)
+                taken = self.leases.take(
+                    pk,
+                    env.id,
+                    holder=rate.holder or env.id,
+                    cap=options.concurrency,
+                    lease_seconds=job.timeout + LEASE_MARGIN_SECONDS,
+                    deadline=deadline,
+                )
+                if not taken:
                     delay = concurrency_delay(rate.waits)
                     log.info("job %s (%s) over its concurrency cap; back in %ds", env.id, env.type, delay)
                     # (its rate token is kept)
@@ -301,75 +310,7 @@ class LimitGate:
             return HandBack(delay, "rate limit", rate_slot=turn, back_at=turn - EARLY_SECONDS)
         return turn
 
-    def _take(self, pk: str, job_id: str, cap: int, lease_seconds: float, wait: float) -> bool:
-        """Take a lease of ``pk`` for ``job_id``, waiting up to ``wait`` seconds for one that a run of
-        this process holds; ``False`` when none came (see the module's docstring)."""
-        deadline = time.monotonic() + wait
-        while True:
-            now = time.time()
-            if self.concurrency.acquire(pk, job_id, cap, now + lease_seconds, now):
-                with self._lock:
-                    self._held[job_id] = pk
-                return True
-            waiter = _Waiter(job_id, lease_seconds)
-            with self._lock:
-                if time.monotonic() >= deadline or pk not in self._held.values():
-                    return False  # no run here holds one: nothing to wait for that it would hear of
-                self._waiting.setdefault(pk, deque()).append(waiter)
-            if not self._wait(pk, waiter, deadline):
-                return False
-            if waiter.granted:
-                return True
-            # (woken to take one itself: the lease it was to be handed had lapsed, or the write failed)
-
-    def _wait(self, pk: str, waiter: _Waiter, deadline: float) -> bool:
-        """Wait in ``pk``'s line until a run hands over its lease (or says to try again); ``False`` when
-        the wait ran out first (the waiter has left the line)."""
-        if waiter.woken.wait(max(0.0, deadline - time.monotonic())):
-            return True
-        with self._lock:
-            line = self._waiting.get(pk)
-            if line is not None and waiter in line:
-                line.remove(waiter)
-                if not line:
-                    del self._waiting[pk]
-                return False
-        waiter.woken.wait()  # a run that ended took it out of the line just now: the hand-over is on
-        return True
-
-    def release(self, job_id: str) -> None:
-        """Free the lease ``job_id`` holds in this process, if any, or hand it to the first record
-        waiting here for one (one write either way; a failure is logged: the lease expires)."""
-        with self._lock:
-            pk = self._held.pop(job_id, None)
-            if pk is None:
-                return
-            line = self._waiting.get(pk)
-            waiter = line.popleft() if line else None
-            if line is not None and not line:
-                del self._waiting[pk]
-        try:
-            if waiter is None:
-                self.concurrency.release(pk, job_id)
-            elif self.concurrency.transfer(pk, job_id, waiter.job_id, time.time() + waiter.lease_seconds):
-                with self._lock:
-                    self._held[waiter.job_id] = pk
-                waiter.granted = True
-        except Exception:
-            log.warning("releasing the lease of job %s failed; it expires by itself", job_id, exc_info=True)
-        finally:
-            if waiter is not None:
-                waiter.woken.set()
-
-
-class _Waiter:
-    """A record waiting in this process for a lease that one of its runs holds."""
-
-    __slots__ = ("granted", "job_id", "lease_seconds", "woken")
-
-    def __init__(self, job_id: str, lease_seconds: float) -> None:
-        self.job_id = job_id
-        self.lease_seconds = lease_seconds
-        self.granted = False
-        """Set by the run that handed it its lease (before ``woken``)."""
-        self.woken = threading.Event()
+    def release(self, holder: str) -> None:
+        """Free the lease ``holder`` (a delivery's :func:`~jobframework.gates.lease_holder`) holds in
+        this process, if any, or hand it to a record waiting here (:mod:`.local_leases`)."""
+        self.leases.release(holder)

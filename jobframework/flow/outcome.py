@@ -61,6 +61,9 @@ class RateInputs:
     """Its hand-back is a copy that carries a reserved turn (not on a FIFO lane, handed back in place)."""
     waits: int = 0
     """Its hand-backs over a concurrency cap so far (``jf-limit-waits``)."""
+    holder: str = ""
+    """Its delivery (:func:`~jobframework.gates.lease_holder`), which holds a concurrency lease it
+    takes, and frees it (``""``: the job id)."""
 
 
 NO_RATE_INPUTS = RateInputs()

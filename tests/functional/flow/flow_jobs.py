@@ -140,6 +140,24 @@ def capped_batch(items: list[Item]) -> None:
 
 
 @job(
+    "f.grp_batch",
+    registry=registry,
+    concurrency=1,
+    limit_group="grp",
+    batch=BatchOptions(max_size=10, max_wait=0),
+)
+def grp_batch(items: list[Item]) -> None:
+    """A batched job sharing a cap with a plain one (``f.grp_single``)."""
+    with _lock:
+        ran.extend({"name": i.name} for i in items)
+
+
+@job("f.grp_single", registry=registry, concurrency=1, limit_group="grp")
+def grp_single(item: Item, ctx: JobContext) -> None:
+    _note(item, ctx)
+
+
+@job(
     "f.per-tenant",
     registry=registry,
     track=True,

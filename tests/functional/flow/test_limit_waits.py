@@ -6,6 +6,7 @@ was held until its batch settled, and every record over the cap went round the q
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from typing import Any
@@ -54,13 +55,14 @@ def test_records_over_the_cap_wait_in_their_process_and_are_handed_the_lease(flo
         t.join(40)
     assert ledger.peak["all"] == 2
     assert sorted(r["name"] for r in flow_jobs.ran) == sorted(f"c{n}" for n in range(8))
-    assert [o for o in flow.outcomes if o.outcome == "released"] == []
+    # (one at most: a take refused in the moment between another's take and its hold being noted)
+    assert len([o for o in flow.outcomes if o.outcome == "released"]) <= 1, flow.outcomes
     assert all(flow.client.status(i).status is JobState.SUCCEEDED for i in ids)
     item = _lease_item(flow, "limit#f.capped")
     assert item["leases"]["M"] == {}
     # Each write adds one to the item's version: a take and a free a job would be 16; a hand-over is
     # both in one write.
-    assert int(item["version"]["N"]) <= 12, item
+    assert int(item["version"]["N"]) <= 13, item
 
 
 def test_a_lease_is_freed_when_its_run_ends_not_when_its_batch_settles(flow):
@@ -83,20 +85,26 @@ def test_a_lease_is_freed_when_its_run_ends_not_when_its_batch_settles(flow):
     assert time.monotonic() - started < 5  # (no record waited out JF_LIMIT_WAIT)
 
 
-def test_a_wait_that_runs_out_hands_the_record_back(flow, monkeypatch):
+def test_a_wait_that_runs_out_hands_the_record_back(flow, monkeypatch, caplog):
     """JF_LIMIT_WAIT bounds the wait: past it, the record is handed back with the back-off."""
-    monkeypatch.setenv("JF_LIMIT_WAIT", "0.3")
+    monkeypatch.setenv("JF_LIMIT_WAIT", "0.5")
     for n in range(2):
         flow.client.enqueue("f.capped_one", Item(name=f"hold{n}"))
-    threading.Timer(1.5, flow_jobs.hold.set).start()
-    started = time.monotonic()
-    records, response = flow.consume("default", max_messages=2)
+    release = threading.Timer(2.0, flow_jobs.hold.set)
+    release.start()
+    try:
+        with caplog.at_level(logging.INFO, logger="jobframework.flow.limits"):
+            records, response = flow.consume("default", max_messages=2)
+    finally:
+        release.cancel()
     assert len(records) == 2 and response == {"batchItemFailures": []}
     assert sorted((o.outcome, o.reason) for o in flow.outcomes) == [
         ("released", "concurrency limit"),
         ("succeeded", None),
     ]
-    assert time.monotonic() - started >= 1.4  # (the batch settled once the held run ended)
+    [over] = [r for r in caplog.records if "over its concurrency cap" in r.getMessage()]
+    waited = over.created - ledger.starts[0]  # from the held run's start to the hand-back
+    assert 0.4 <= waited < 1.9, waited
     assert ledger.peak["one"] == 1
 
 
@@ -129,37 +137,146 @@ def test_a_record_whose_cap_is_held_by_another_process_is_handed_back_at_once(fl
     assert [r["attempt"] for r in flow_jobs.ran if r["name"] == "here"] == [1]
 
 
-def test_a_lease_that_lapsed_before_its_hand_over_is_taken_anew(flow):
-    """The run's lease was pruned as expired by another writer: the waiter takes one itself."""
-    from jobframework.envelope import Envelope
+def _gate_and_job(flow, name: str = "f.capped_one") -> tuple[Any, Any]:
     from jobframework.flow.limits import LimitGate
-    from jobframework.flow.outcome import RateInputs
     from jobframework.state import StateStore
 
-    gate = LimitGate(StateStore(str(flow.config.state_table), flow.dynamodb))
-    job = flow_jobs.registry.find("f.capped_one")
+    job = flow_jobs.registry.find(name)
     assert job is not None
-    first, second = (Envelope.new("f.capped_one", {"name": n}) for n in ("a", "b"))
-    may_wait = RateInputs(may_wait=5)
-    assert gate(first, job, Item(name="a"), 1, time.time(), rate=may_wait) is None
+    return LimitGate(StateStore(str(flow.config.state_table), flow.dynamodb)), job
+
+
+def _take(gate, job, env, holder: str, may_wait: float = 5.0) -> Any:
+    from jobframework.flow.outcome import RateInputs
+
+    return gate(env, job, Item(name="x"), 1, time.time(), rate=RateInputs(may_wait=may_wait, holder=holder))
+
+
+def _waiting_in_thread(gate, job, env, holder: str) -> tuple[threading.Thread, list[Any]]:
     result: list[Any] = []
-    waiter = threading.Thread(
-        target=lambda: result.append(gate(second, job, Item(name="b"), 1, time.time(), rate=may_wait))
-    )
+    waiter = threading.Thread(target=lambda: result.append(_take(gate, job, env, holder)))
     waiter.start()
-    time.sleep(0.3)
-    assert waiter.is_alive()  # waiting for the lease its process holds
-    flow.dynamodb.update_item(  # another writer pruned the first run's lease as lapsed
+    deadline = time.monotonic() + 5
+    while gate.leases.waiting("limit#f.capped_one") == 0 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert gate.leases.waiting("limit#f.capped_one") == 1  # in line for the lease its process holds
+    return waiter, result
+
+
+def _prune(flow, lease: str) -> None:
+    """What another writer's take does to a lease it finds expired."""
+    flow.dynamodb.update_item(
         TableName=flow.config.state_table,
         Key={"pk": {"S": "limit#f.capped_one"}, "sk": {"S": "concurrency"}},
         UpdateExpression="REMOVE leases.#a ADD version :one",
-        ExpressionAttributeNames={"#a": first.id},
+        ExpressionAttributeNames={"#a": lease},
         ExpressionAttributeValues={":one": {"N": "1"}},
     )
-    gate.release(first.id)
+
+
+def test_a_lease_that_lapsed_before_its_hand_over_is_taken_anew(flow):
+    """The run's lease was pruned as expired by another writer: the waiter takes one itself."""
+    from jobframework.envelope import Envelope
+
+    gate, job = _gate_and_job(flow)
+    first, second = (Envelope.new("f.capped_one", {"name": n}) for n in ("a", "b"))
+    assert _take(gate, job, first, "h-a") is None
+    waiter, result = _waiting_in_thread(gate, job, second, "h-b")
+    _prune(flow, first.id)
+    gate.release("h-a")
     waiter.join(5)
     assert result == [None]  # it took a lease
     assert set(_lease_item(flow, "limit#f.capped_one")["leases"]["M"]) == {second.id}
+
+
+def test_a_lapsed_lease_whose_slot_another_took_is_not_handed_over(flow):
+    """The hand-over is conditional on the run's lease still being there: a slot taken meanwhile by
+    another process stays its own, and the waiter goes round the queue (the cap holds)."""
+    from jobframework.envelope import Envelope
+    from jobframework.flow.limits import ConcurrencyLimit
+    from jobframework.flow.outcome import HandBack
+    from jobframework.state import StateStore
+
+    gate, job = _gate_and_job(flow)
+    first, second = (Envelope.new("f.capped_one", {"name": n}) for n in ("a", "b"))
+    assert _take(gate, job, first, "h-a") is None
+    waiter, result = _waiting_in_thread(gate, job, second, "h-b")
+    _prune(flow, first.id)
+    elsewhere = ConcurrencyLimit(StateStore(str(flow.config.state_table), flow.dynamodb))
+    assert elsewhere.acquire("limit#f.capped_one", "elsewhere", 1, time.time() + 60, time.time())
+    gate.release("h-a")
+    waiter.join(5)
+    assert isinstance(result[0], HandBack) and result[0].reason == "concurrency limit", result
+    assert set(_lease_item(flow, "limit#f.capped_one")["leases"]["M"]) == {"elsewhere"}
+
+
+def test_a_second_delivery_of_a_job_ending_frees_no_lease_the_first_still_runs_under(flow):
+    """SQS may deliver a job twice at once: both run under its one lease entry, which the end of the
+    second (here, a gate stopping it) must not free while the first runs."""
+    from jobframework.envelope import Envelope
+
+    gate, job = _gate_and_job(flow)
+    env = Envelope.new("f.capped_one", {"name": "twice"})
+    assert _take(gate, job, env, "receipt-1") is None
+    assert _take(gate, job, env, "receipt-2") is None
+    gate.release("receipt-2")
+    assert set(_lease_item(flow, "limit#f.capped_one")["leases"]["M"]) == {env.id}
+    gate.release("receipt-1")
+    assert _lease_item(flow, "limit#f.capped_one")["leases"]["M"] == {}
+
+
+def test_a_record_waits_no_longer_than_its_time_to_spare_nor_for_a_run_too_long_to_end_in_time(
+    flow, monkeypatch
+):
+    from jobframework.envelope import Envelope
+    from jobframework.flow.outcome import HandBack
+
+    gate, job = _gate_and_job(flow)
+    a, b, c = (Envelope.new("f.capped_one", {"name": n}) for n in "abc")
+    assert _take(gate, job, a, "h-a") is None
+    started = time.monotonic()
+    assert isinstance(_take(gate, job, b, "h-b", may_wait=0.3), HandBack)  # (JF_LIMIT_WAIT is 10 s)
+    assert 0.25 <= time.monotonic() - started < 2
+    time.sleep(0.5)
+    gate.release("h-a")  # a run of 0.8 s: one that waits 0.4 s would wait for the next in vain
+    assert _take(gate, job, b, "h-b") is None
+    monkeypatch.setenv("JF_LIMIT_WAIT", "0.4")
+    started = time.monotonic()
+    assert isinstance(_take(gate, job, c, "h-c"), HandBack)
+    assert time.monotonic() - started < 0.3
+
+
+def test_a_hold_left_by_a_failed_admission_is_freed(flow, jf_aws):
+    """A gate after the limits raised: the lease its record took is freed at once, and no later record
+    waits for a run that will never end here."""
+    from jobframework.gates import DEFAULT_GATES
+
+    def failing(admitted, consumer_):
+        raise RuntimeError("a gate of the team's own failed")
+
+    handler = consumer(
+        flow_jobs.registry,
+        config=flow.config,
+        sqs_client=flow.sqs,
+        gates=[*DEFAULT_GATES, failing],
+        listeners=[flow.outcomes.append],
+    )
+    from jobframework.testing import consume_once
+
+    flow.client.enqueue("f.capped_one", Item(name="fails"))
+    consume_once(handler, flow.sqs, flow.url("default"))
+    assert _lease_item(flow, "limit#f.capped_one")["leases"]["M"] == {}
+
+
+def test_a_batched_jobs_leases_are_free_once_its_call_ends(flow):
+    """A plain job sharing a cap with a batched one waited out JF_LIMIT_WAIT for leases freed only when
+    the batch settled."""
+    flow.client.enqueue("f.grp_batch", Item(name="in-a-call"))
+    flow.client.enqueue("f.grp_single", Item(name="alone"))
+    started = time.monotonic()
+    records, _ = flow.consume("default", max_messages=2)
+    assert len(records) == 2 and time.monotonic() - started < 5
+    assert sorted(o.outcome for o in flow.outcomes) == ["succeeded", "succeeded"]
 
 
 def test_a_batched_jobs_items_over_the_cap_do_not_wait(flow):
