@@ -166,25 +166,25 @@ worker profile, -fifo last for ordered jobs
 
 
 ENV_LIMIT_WAIT = "JF_LIMIT_WAIT"
-DEFAULT_LIMIT_WAIT = 10.0
-"""Seconds a record over its job's ``concurrency=`` cap waits in the process for a lease that one of
-the process's runs holds (:mod:`jobframework.flow.limits`), unless ``JF_LIMIT_WAIT`` says otherwise;
-Sidekiq's concurrent limiter waits five for its lock."""
 
 
-def limit_wait(environ: Mapping[str, str] | None = None) -> float:
-    """``JF_LIMIT_WAIT`` in seconds (0: a record over its cap is handed back at once), or the default.
+def limit_wait(environ: Mapping[str, str] | None = None) -> float | None:
+    """``JF_LIMIT_WAIT``: the seconds a record over its job's ``concurrency=`` cap waits in its process
+    for a lease that a run there holds (0: handed back at once); ``None`` when unset (it waits up to
+    its job's timeout, the longest a run holding the lease can last: :mod:`jobframework.flow.limits`).
+    Sidekiq's concurrent limiter waits five seconds for its lock, but there a job that gives up leaves
+    at once; here its hand-back leaves when its batch settles, after the runs it waited for.
 
     Raises:
         ConfigurationError: not a number of seconds from 0 to 900.
 
     Example:
         >>> limit_wait({}), limit_wait({"JF_LIMIT_WAIT": "2.5"}), limit_wait({"JF_LIMIT_WAIT": "0"})
-        (10.0, 2.5, 0.0)
+        (None, 2.5, 0.0)
     """
     raw = (os.environ if environ is None else environ).get(ENV_LIMIT_WAIT, "").strip()
     if not raw:
-        return DEFAULT_LIMIT_WAIT
+        return None
     try:
         seconds = float(raw)
     except ValueError:
@@ -194,7 +194,7 @@ def limit_wait(environ: Mapping[str, str] | None = None) -> float:
 
         raise ConfigurationError(
             f"{ENV_LIMIT_WAIT} must be the seconds a record over its concurrency cap waits for a lease held "
-            f"in its process, 0 (hand it back at once) to 900, got {raw!r}"
+            f"in its process, 0 (hand it back at once) to 900 (unset: up to its job's timeout), got {raw!r}"
         )
     return seconds
 

@@ -18,8 +18,8 @@ as GCRA, in :mod:`jobframework.flow.rate_bucket` (a record over the rate reserve
 its hand-back carries).
 
 **Waiting in the process**: a record over its concurrency cap while a run of this process holds one
-of the cap's leases waits for it, in line, up to ``JF_LIMIT_WAIT`` seconds
-(:data:`~jobframework.concurrency.DEFAULT_LIMIT_WAIT`) and never past the invocation's time to spare;
+of the cap's leases waits for it, in line, up to ``JF_LIMIT_WAIT`` seconds (unset: its job's timeout,
+:func:`~jobframework.concurrency.limit_wait`) and never past the invocation's time to spare;
 the run that ends hands its lease over in one write (:mod:`jobframework.flow.local_leases`). So a
 batch of ten on ``concurrency=3`` runs three at a time; it had run three and handed seven back, which
 made 3.3 jobs/s of 0.1 s where 30 were possible (``bench/concurrency_cap.py``).
@@ -248,7 +248,8 @@ class LimitGate:
                 pk = limit_key(job, payload, "concurrency")
                 # (a batched job's items wait for none: the leases they would wait for are its call's)
                 wait = 0.0 if job.batch is not None else limit_wait()
-                deadline = min(time.monotonic() + wait, spare_until)
+                waiting_from = time.monotonic()
+                deadline = min(waiting_from + (job.timeout if wait is None else wait), spare_until)
                 taken = self.leases.take(
                     pk,
                     env.id,
@@ -259,7 +260,16 @@ class LimitGate:
                 )
                 if not taken:
                     delay = concurrency_delay(rate.waits)
-                    log.info("job %s (%s) over its concurrency cap; back in %ds", env.id, env.type, delay)
+                    waited = time.monotonic() - waiting_from
+                    log.info(
+                        "job %s (%s) over its concurrency cap; back in %ds%s",
+                        env.id,
+                        env.type,
+                        delay,
+                        f" (waited {waited:.1f}s for a lease of its process: JF_LIMIT_WAIT)"
+                        if waited >= 0.1
+                        else "",
+                    )
                     # (its rate token is kept)
                     return HandBack(delay, "concurrency limit", rate_slot=slot, waits=rate.waits + 1)
         except Exception:

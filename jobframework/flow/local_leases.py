@@ -1,9 +1,10 @@
 """The concurrency leases this process's runs hold, and the records waiting here for one of them.
 
-A lease is held by a delivery (its receipt: a second delivery of the same job is another holder, and
-the lease item's entry, named by the job id, is freed when the last of them ends). A record over its
-cap waits while a run of this process holds one of the cap's leases, in line, until its deadline
-(:func:`~jobframework.concurrency.limit_wait` seconds, within the invocation's time to spare). It does
+A lease is held by a delivery: its entry in the lease item is named by the job id and a digest of
+the delivery's receipt (:func:`lease_name`), so two deliveries of one job at once (SQS delivers at
+least once) are two runs under the cap, and the end of one frees its own entry only. A record over
+its cap waits while a run of this process holds one of the cap's leases, in line, until its deadline
+(``JF_LIMIT_WAIT`` seconds, else its job's timeout, within the invocation's time to spare). It does
 not wait where the last run of its cap here took longer than it could wait: that run's lease would
 not come in time.
 
@@ -18,6 +19,7 @@ processes go round the queue with the back-off until its line is empty (see READ
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import threading
 import time
@@ -35,10 +37,22 @@ HANDOVER_WAIT_SECONDS = 1.0
 write, at most (past it, the run gives the lease back)."""
 
 
+def lease_name(job_id: str, holder: str) -> str:
+    """The lease entry of ``job_id``'s delivery ``holder`` (the job id alone when they are the same).
+
+    Example:
+        >>> lease_name("j-1", "AQEBwJnKyrHigUMZj6rYigCgxlaS3SLy0a"), lease_name("j-1", "j-1")
+        ('j-1@e91e0f6c8452', 'j-1')
+    """
+    if holder == job_id:
+        return job_id
+    return f"{job_id}@{hashlib.blake2b(holder.encode(), digest_size=6).hexdigest()}"
+
+
 @dataclass(slots=True)
 class _Hold:
     pk: str
-    job_id: str
+    lease: str
     since: float
     """When it was taken (monotonic seconds)."""
     until: float
@@ -48,7 +62,7 @@ class _Hold:
 
 @dataclass(slots=True, eq=False)
 class _Waiter:
-    job_id: str
+    lease: str
     holder: str
     lease_seconds: float
     granted: bool = False
@@ -66,6 +80,7 @@ class LocalLeases:
         self._held: dict[str, _Hold] = {}
         self._lines: dict[str, deque[_Waiter]] = {}
         self._frees: Counter[str] = Counter()
+        self._taking: Counter[str] = Counter()
         self._last_run: dict[str, float] = {}
         """Per cap: how long the last run that ended here held its lease (seconds)."""
         self._lock = threading.Lock()
@@ -80,19 +95,30 @@ class LocalLeases:
     ) -> bool:
         """Take a lease of ``pk`` for ``job_id`` (held by ``holder``, its delivery), waiting until
         ``deadline`` (monotonic seconds) for one that a run here holds; ``False`` when none came."""
+        lease = lease_name(job_id, holder)
         while True:
             with self._lock:
                 frees = self._frees[pk]
-            now = time.time()
-            if self.limit.acquire(pk, job_id, cap, now + lease_seconds, now):
-                self._hold(holder, pk, job_id, lease_seconds)
+                self._taking[pk] += 1  # (a take under way here is a run to wait for, if it wins)
+            taken = False
+            try:
+                now = time.time()
+                taken = self.limit.acquire(pk, lease, cap, now + lease_seconds, now)
+            finally:
+                with self._lock:
+                    self._taking[pk] -= 1
+                    if taken:
+                        self._hold(holder, pk, lease, lease_seconds)
+            if taken:
                 return True
-            waiter = _Waiter(job_id, holder, lease_seconds)
+            waiter = _Waiter(lease, holder, lease_seconds)
             with self._lock:
                 missed = self._frees[pk] != frees
                 if not missed:
                     left = deadline - time.monotonic()
-                    if left <= 0 or not self._held_here(pk) or self._last_run.get(pk, 0.0) > left:
+                    here = self._held_here(pk) or self._taking[pk] > 0
+                    if left <= 0 or not here or self._last_run.get(pk, 0.0) > left:
+                        self._wake_unheld(pk)
                         return False  # nothing here to wait for, or not in time
                     self._lines.setdefault(pk, deque()).append(waiter)
             if missed:
@@ -112,39 +138,39 @@ class LocalLeases:
                 return
             self._frees[hold.pk] += 1
             self._last_run[hold.pk] = time.monotonic() - hold.since
-            if any(h.job_id == hold.job_id and h.pk == hold.pk for h in self._held.values()):
-                return  # another delivery of the job runs here under the same entry: it frees it
             line = self._lines.get(hold.pk)
             waiter = line.popleft() if line else None
             if line is not None and not line:
                 del self._lines[hold.pk]
         try:
-            if waiter is None or waiter.job_id == hold.job_id:
-                self.limit.release(hold.pk, hold.job_id)  # (a waiter of the same job takes it anew)
-            elif self.limit.transfer(hold.pk, hold.job_id, waiter.job_id, time.time() + waiter.lease_seconds):
+            if waiter is None:
+                self.limit.release(hold.pk, hold.lease)
+            elif self.limit.transfer(hold.pk, hold.lease, waiter.lease, time.time() + waiter.lease_seconds):
                 with self._lock:
                     given_up = waiter.abandoned
                     if not given_up:
-                        self._hold(waiter.holder, hold.pk, waiter.job_id, waiter.lease_seconds, locked=True)
+                        self._hold(waiter.holder, hold.pk, waiter.lease, waiter.lease_seconds)
                         waiter.granted = True
                 if given_up:
-                    self.limit.release(hold.pk, waiter.job_id)
+                    self.limit.release(hold.pk, waiter.lease)
         except Exception:
-            log.warning(
-                "releasing the lease of job %s failed; it expires by itself", hold.job_id, exc_info=True
-            )
+            log.warning("releasing the lease %s failed; it expires by itself", hold.lease, exc_info=True)
         finally:
             if waiter is not None:
                 waiter.woken.set()
 
-    def _hold(self, holder: str, pk: str, job_id: str, lease_seconds: float, *, locked: bool = False) -> None:
+    def _hold(self, holder: str, pk: str, lease: str, lease_seconds: float) -> None:
+        """Under the lock: ``holder`` holds ``lease``."""
         now = time.monotonic()
-        hold = _Hold(pk, job_id, now, now + lease_seconds)
-        if locked:
-            self._held[holder] = hold
+        self._held[holder] = _Hold(pk, lease, now, now + lease_seconds)
+
+    def _wake_unheld(self, pk: str) -> None:
+        """Under the lock: with no run here holding a lease of ``pk`` nor a take of one under way, the
+        records in its line (come for a take that then lost) are woken to take one themselves."""
+        if self._held_here(pk) or self._taking[pk] > 0:
             return
-        with self._lock:
-            self._held[holder] = hold
+        for waiter in self._lines.pop(pk, ()):
+            waiter.woken.set()
 
     def _held_here(self, pk: str) -> bool:
         now = time.monotonic()

@@ -21,8 +21,8 @@ from pydantic import ValidationError
 
 from jobframework.config import OPTIONAL_SETTINGS, bad_settings_message
 from jobframework.errors import ConfigurationError, SettingError
-from jobframework.local.fifo_receive import install as install_fifo_receive
 from jobframework.local.long_poll import install as install_long_poll
+from jobframework.local.receive_lock import install as install_receive_lock
 from jobframework.scheduling import check_signed_schedules
 from jobframework.topology import QueueEndpoints, RuntimeConfig, Topology
 
@@ -104,7 +104,7 @@ class EmbeddedAWS:
         _check_free(self.port)  # moto's server thread would wait forever for a port it cannot bind
         if self.separate_process:
             serve = (
-                "from jobframework.local.fifo_receive import install; install(); "
+                "from jobframework.local.receive_lock import install; install(); "
                 "from jobframework.local.long_poll import install as wakes; wakes(); "
                 f"from moto.server import main; main(['-H', '127.0.0.1', '-p', '{self.port}'])"
             )
@@ -124,7 +124,7 @@ class EmbeddedAWS:
         server_log.setLevel(logging.ERROR)
         if not any(f is unimplemented_action for f in server_log.filters):
             server_log.addFilter(unimplemented_action)
-        install_fifo_receive()
+        install_receive_lock()
         install_long_poll()
         self._server = ThreadedMotoServer(ip_address="127.0.0.1", port=self.port, verbose=False)
         self._server.start()

@@ -1,5 +1,6 @@
-"""The embedded AWS keeps a FIFO group at one receiver at a time, as SQS does (jf dev's workers, two
-jf worker processes and the emulator poll one FIFO queue at once)."""
+"""The embedded AWS gives a message to one receiver at a time, and keeps a FIFO group at one receiver
+at a time, as SQS does (jf dev's workers, two jf worker processes and the emulator poll one queue at
+once)."""
 
 from __future__ import annotations
 
@@ -61,3 +62,38 @@ def test_a_long_poll_never_takes_a_group_another_receiver_holds(jf_aws):  # noqa
     )
     rest = client.receive_message(QueueUrl=url, MaxNumberOfMessages=10, WaitTimeSeconds=1).get("Messages", [])
     assert [m["Body"] for m in rest] == [f"m{n}" for n in range(len(taken), 4)]
+
+
+def test_receivers_polling_one_queue_at_once_never_take_the_same_message(jf_aws):  # noqa: F811
+    """A trial's two jf worker processes each received one message within 25 ms: its job ran twice,
+    and a concurrency cap's count went one over."""
+    sqs = jf_aws.client("sqs")
+    url = sqs.create_queue(
+        QueueName=f"jf-race-{uuid.uuid4().hex[:8]}", Attributes={"VisibilityTimeout": "60"}
+    )["QueueUrl"]
+    for start in range(0, 200, 10):
+        sqs.send_message_batch(
+            QueueUrl=url, Entries=[{"Id": str(n), "MessageBody": f"m{n}"} for n in range(start, start + 10)]
+        )
+    taken: list[str] = []
+    lock = threading.Lock()
+    go = threading.Barrier(6)
+
+    def receive() -> None:
+        client = jf_aws.client("sqs")
+        go.wait()
+        while True:
+            got = client.receive_message(QueueUrl=url, MaxNumberOfMessages=10, WaitTimeSeconds=0).get(
+                "Messages", []
+            )
+            if not got:
+                return
+            with lock:
+                taken.extend(m["MessageId"] for m in got)
+
+    threads = [threading.Thread(target=receive) for _ in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert len(taken) == 200 and len(set(taken)) == 200, len(taken) - len(set(taken))

@@ -1,12 +1,13 @@
-"""One message group at one receiver at a time on the embedded AWS's FIFO queues, as on SQS.
+"""One receiver at a time takes a message on the embedded AWS's queues, as on SQS.
 
-moto's ``ReceiveMessage`` notes which groups have a message in flight once, when a long poll begins,
-and takes no lock: two receivers polling a FIFO queue at once (``jf dev``'s workers, two ``jf worker``
-processes) could each take messages of one group, so an ordered job's next entry ran while the one
-before it was still running. :func:`install` wraps it: a FIFO queue's receives take a lock of the
-queue, look afresh at the groups in flight each time, and wait between looks outside the lock
-(moto's own wait returns at once while a blocked group's messages are visible, so its long poll
-spun; this one sleeps a moment instead). A standard queue's receive is moto's own.
+moto's ``ReceiveMessage`` takes no lock: two receivers polling one queue at once (``jf dev``'s
+workers, two ``jf worker`` processes) could each take the same message (a trial's job ran twice, a
+concurrency cap's count went one over), and on a FIFO queue, whose groups in flight it notes once
+when a long poll begins, messages of one group, so an ordered job's next entry ran while the one
+before it was still running. :func:`install` wraps it: a queue's receives take a lock of the queue
+(a FIFO queue's look afresh at the groups in flight each time), and wait between looks outside the
+lock (moto's own wait returns at once while a blocked group's messages are visible, so its long poll
+spun; this one sleeps a moment instead).
 
 Example:
     >>> install()  # before the server takes requests; calling it again changes nothing
@@ -44,13 +45,9 @@ def install() -> None:
             message_attribute_names: list[str] | None = None,
         ) -> list[Any]:
             queue = self.get_queue(queue_name)
-            if not queue.fifo_queue:
-                return original(
-                    self, queue_name, count, wait_seconds_timeout, visibility_timeout, message_attribute_names
-                )
             deadline = time.monotonic() + (wait_seconds_timeout or 0)
             while True:
-                with _lock_of(queue):  # a fresh look at the groups in flight, one receiver at a time
+                with _lock_of(queue):  # one receiver at a time (a fresh look at the groups in flight)
                     got: list[Any] = original(
                         self, queue_name, count, 0, visibility_timeout, message_attribute_names
                     )
