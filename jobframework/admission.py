@@ -99,6 +99,8 @@ def load_payload(d: Delivery, job: Job[Any], s3: Callable[[], Any], *, bucket: s
     """
     env = d.require_envelope()
     data = env.payload
+    if env.payload_version > job.version:  # (before an offloaded payload's fetch: it is not read)
+        job.upgrade(data, env.payload_version)  # raises PayloadVersionError
     if env.payload_ref is not None:
         if bucket is not None and env.payload_ref.bucket != bucket:
             raise MalformedMessageError(

@@ -23,6 +23,7 @@ _DROPPED = frozenset(
     {
         ATTR_EXECUTIONS,
         ATTR_DEFERRALS,
+        "jf-newer",  # (jobframework.newer_payload's, set again where it applies)
         wire.ATTR_REASON,
         wire.ATTR_ERROR,
         wire.ATTR_ATTEMPTS,
@@ -31,8 +32,9 @@ _DROPPED = frozenset(
         wire.ATTR_MESSAGE_ID,
     }
 )
-"""Attributes a copy does not take over: the counters (set afresh) and a natively redriven letter's
-reason attributes (which would crowd SQS's ten)."""
+"""Attributes a copy does not take over: the counters (set afresh), a newer payload's time handed
+back (a later copy's own old consumer would count from it), and a natively redriven letter's reason
+attributes (which would crowd SQS's ten)."""
 
 
 def copy_message(

@@ -8,7 +8,7 @@ canary, nine in ten of them, which the DLQ-inflow alarm counts, and which rolls 
 
 Now it hands the record back, unrun, as a fresh copy (no attempt) that comes back in
 :data:`NEWER_RETRY_SECONDS`, for a consumer that reads it; the copy carries ``jf-newer`` (when it was
-first handed back, epoch seconds). Past :data:`NEWER_WINDOW_SECONDS` of that, no such consumer came
+first handed back, epoch seconds). Past :data:`NEWER_WINDOW_SECONDS` (an hour) of that, no such consumer came
 (a rollback, a producer ahead of every deploy): it is dead-lettered ``version``, saying how long it
 waited. On a FIFO lane, whose hand-backs stay in place and carry nothing, it is dead-lettered at once,
 as before (its group would wait behind it).
@@ -31,9 +31,11 @@ if TYPE_CHECKING:
 log = logging.getLogger("jobframework.consumer")
 
 ATTR_NEWER = "jf-newer"
-NEWER_WINDOW_SECONDS = 1800.0
-"""How long a newer payload is handed back for a consumer that reads it (a canary of 10 % for five
-minutes, or of 10 % a minute for ten, ends well within it)."""
+NEWER_WINDOW_SECONDS = 3600.0
+"""How long a newer payload is handed back for a consumer that reads it: the construct's canary (10 %
+for five minutes) ends well within it, and so do CodeDeploy's longest canary (10 % for 30 minutes)
+and a linear 10 % every three minutes. (Linear 10 % every ten minutes takes 100: past the window a
+letter is dead-lettered, for a redrive.)"""
 NEWER_RETRY_SECONDS = 60
 """Each hand-back's delay: during a canary, one in ten comes to the new version; after it, all do."""
 NEWER = "newer payload"
@@ -73,11 +75,12 @@ def newer_payload_verdict(d: Delivery, job: Job[Any], error: str) -> Verdict:
         return refuse(
             d,
             Reason.VERSION,
-            f"{error} (handed back for {NEWER_WINDOW_SECONDS / 60:.0f} minutes for a consumer that reads "
-            "it; none came: redrive it once one is deployed)",
+            f"{error} (handed back for {(now - since) / 60:.0f} minutes for a consumer that reads it; none "
+            "came: redrive it once one is deployed)",
         )
     env = d.require_envelope()
-    log.info(
+    log.log(
+        logging.WARNING if first is None else logging.INFO,  # (the first of a message's hand-backs)
         "job %s (%s): payload version %d is newer than this consumer's %d; back in %ds for a consumer "
         "that reads it (a deploy under way?), not an attempt",
         env.id,

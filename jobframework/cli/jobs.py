@@ -105,7 +105,8 @@ def _catalog_warning(
     if version > route.version:
         return (
             f"{found.name} is payload version {version} here and version {route.version} in {where}: "
-            "its consumers would dead-letter it `version` (restart jf dev, or deploy, with the new "
+            "its consumers would hand it back for an hour, then dead-letter it `version` (restart jf dev, "
+            "or deploy, with the new "
             f"module first; or send a version-{route.version} payload with --payload-version {route.version})"
         )
     return None

@@ -35,6 +35,7 @@ import dataclasses
 import json
 import os
 import string
+import time
 import uuid
 from collections import Counter
 from dataclasses import dataclass, field
@@ -50,6 +51,7 @@ from jobframework import JobContext, PermanentError, RetryPolicy, attempts, job
 from jobframework.consumer import Consumer, consumer
 from jobframework.envelope import Envelope
 from jobframework.jobs import JobRegistry
+from jobframework.newer_payload import ATTR_NEWER, NEWER_WINDOW_SECONDS
 from jobframework.signing import KeyRing
 from jobframework.testing import FakeLambdaContext, provision_fresh, sqs_record
 from jobframework.topology import RuntimeConfig
@@ -300,8 +302,10 @@ def rejected_cases(draw: st.DrawFn) -> Case:
             "deep-payload", body, "invalid-payload", alternatives=frozenset({"malformed", "signature"})
         )
     if shape == "newer":
+        # (handed back for a consumer that reads it for longer than the window: dead-lettered now)
         env = _envelope("fuzz.echo", {"token": token}, payload_version=draw(st.integers(3, 2**31)))
-        return Case("newer-version", env.to_body(), "version", envelope=env)
+        waited = {ATTR_NEWER: f"{time.time() - NEWER_WINDOW_SECONDS - 60:.0f}"}
+        return Case("newer-version", env.to_body(), "version", envelope=env, attributes=waited)
     if shape == "upgrade":
         payload = draw(st.sampled_from([{"token": token}, {"token": token, "legacy_count": "many"}]))
         env = _envelope("fuzz.echo", payload, payload_version=1)
@@ -367,6 +371,10 @@ attribute_values = st.one_of(
 attribute_names = st.sampled_from(["traceparent", "tracestate", "jf-type", "x-custom", "AWSTraceHeader"])
 
 
+CASE_ATTRIBUTES = frozenset({"jf-sig", "jf-kid", ATTR_NEWER})
+"""The attributes a case is made of (its signature, a newer payload's time handed back): kept."""
+
+
 @st.composite
 def garbled(draw: st.DrawFn, record: dict[str, Any]) -> tuple[dict[str, Any], bool]:
     """The record with attribute garbage; ``True`` when its source queue is no longer known."""
@@ -377,9 +385,9 @@ def garbled(draw: st.DrawFn, record: dict[str, Any]) -> tuple[dict[str, Any], bo
     choice = draw(st.integers(0, 9))
     if choice < 3:
         extra = draw(st.dictionaries(attribute_names, attribute_values, max_size=3))
-        kept = {k: v for k, v in record["messageAttributes"].items() if k in ("jf-sig", "jf-kid")}
+        kept = {k: v for k, v in record["messageAttributes"].items() if k in CASE_ATTRIBUTES}
         record["messageAttributes"] = {**extra, **kept}
-    elif choice == 3 and not {"jf-sig", "jf-kid"} & set(record["messageAttributes"]):
+    elif choice == 3 and not CASE_ATTRIBUTES & set(record["messageAttributes"]):
         record["messageAttributes"] = draw(st.sampled_from([None, [], "x", {"a": None}]))
     unknown_source = False
     if draw(st.integers(0, 14)) == 0:
@@ -422,9 +430,9 @@ def check_event(world: World, handler: Consumer, cases: list[Case], draw: Any, s
     records, unknown_source = [], []
     for case in cases:
         attributes = dict(case.attributes)
-        if signed and case.envelope is not None and not attributes:
+        if signed and case.envelope is not None and not attributes.keys() & {"jf-kid", "jf-sig"}:
             kid, mac = world.ring.sign(case.envelope)
-            attributes = {"jf-kid": kid, "jf-sig": mac}
+            attributes = {**attributes, "jf-kid": kid, "jf-sig": mac}
         lane = draw(st.sampled_from(["default", "high"]))
         receive_count = draw(st.integers(1, MAX_ATTEMPTS - 1))
         record = sqs_record(case.body, queue_arn=world.arns[lane], receive_count=receive_count)

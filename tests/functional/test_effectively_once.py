@@ -22,6 +22,7 @@ from jobframework.consumer import Outcome, RecordOutcome, consumer
 from jobframework.delays import due_time, fire_due, schedule_name
 from jobframework.envelope import Envelope, message_attribute, string_attribute
 from jobframework.errors import ConfigurationError, EnqueueError
+from jobframework.newer_payload import ATTR_NEWER, NEWER_WINDOW_SECONDS
 from jobframework.scheduling import scheduled_envelope
 from jobframework.state import JobState
 from jobframework.testing import consume_once, provision_fresh, receive_all
@@ -429,16 +430,21 @@ def test_bad_delays_are_clear_errors_and_nothing_is_sent(eo, jf_aws, delay, mess
 
 
 def test_an_older_payload_is_upgraded_and_a_newer_one_is_dead_lettered_unrun(eo):
+    """The newer one has been handed back for a consumer that reads it for longer than the window
+    (test_newer_payloads.py: before that, it is handed back)."""
     v1 = Envelope.new("eo.greet", {"name": "Ada Lovelace"}, payload_version=1)
     v3 = Envelope.new("eo.greet", {"first": "Grace", "last": "Hopper", "title": "RADM"}, payload_version=3)
+    long_ago = string_attribute(f"{time.time() - NEWER_WINDOW_SECONDS - 60:.0f}")
     for env in (v1, v3):
-        redeliver(eo, "high", env.to_body(), {"jf-type": string_attribute(env.type)})
+        attributes = {"jf-type": string_attribute(env.type)}
+        redeliver(eo, "high", env.to_body(), attributes | ({ATTR_NEWER: long_ago} if env is v3 else {}))
     drain(eo, "high")
     assert dict(jobs.effects) == {"Ada/Lovelace": 1}
     (dead,) = dead_letters(eo, "high")
     assert json.loads(dead["Body"])["id"] == v3.id
     assert message_attribute(dead, "jf-reason") == "version"
     assert "newer than this consumer's 2" in (message_attribute(dead, "jf-error") or "")
+    assert "for a consumer that reads it; none came" in (message_attribute(dead, "jf-error") or "")
 
 
 def test_the_client_sends_the_jobs_current_version(eo):

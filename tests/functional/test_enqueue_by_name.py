@@ -217,7 +217,7 @@ def test_jf_enqueue_with_jf_devs_exports_warns_of_a_job_or_version_its_catalog_l
     assert newer.exit_code == 0, newer.output  # sent (a deploy may be on its way); the warning says what
     assert (
         "jf: warning: t.catalog_v2 is payload version 2 here and version 1 in the topology's job "
-        f"catalog ({parameter}): its consumers would dead-letter it `version`"
+        f"catalog ({parameter}): its consumers would hand it back for an hour, then dead-letter it `version`"
     ) in newer.stderr
     older = invoke(
         ["enqueue", "t.catalog_v2", '{"size": 3}', "--payload-version", "1", "--jobs", "catalog_v2_jobs"], env

@@ -106,8 +106,31 @@ def test_a_newer_payload_no_consumer_read_within_the_window_is_dead_lettered_say
     assert handler({"Records": [record]}, None) == {"batchItemFailures": []}
     [outcome] = outcomes
     assert (outcome.outcome, outcome.reason) == ("dead_lettered", "version")
-    assert "handed back for 30 minutes for a consumer that reads it; none came" in (outcome.error or "")
+    assert "handed back for 60 minutes for a consumer that reads it; none came" in (outcome.error or "")
     assert copies == []
+
+
+def test_a_copy_handed_back_again_keeps_the_time_it_was_first_handed_back(world):
+    """Its window counts from its first hand-back, not from each (it would be handed back for ever)."""
+    config, sqs, copies = world
+    handler = consumer(old, config=config, sqs_client=sqs)
+    env = Envelope.new("newer.export", {"account_id": "a-4", "destination": "d"}, payload_version=2)
+    since = f"{time.time() - 600:.0f}"
+    record = sqs_record(env, config=config, registry=old, message_attributes={ATTR_NEWER: since})
+    assert handler({"Records": [record]}, None) == {"batchItemFailures": []}
+    [copy] = copies
+    assert copy["MessageAttributes"][ATTR_NEWER]["StringValue"] == since
+
+
+def test_another_copy_of_the_job_does_not_take_the_time_over(world):
+    """A retry's or a limit's copy of a job that once waited for a newer consumer starts no clock: a
+    later old consumer (a rollback) counts from its own first hand-back."""
+    from jobframework.handback import copy_message
+
+    env = Envelope.new("newer.export", {"account_id": "a-5", "destination": "d"}, payload_version=2)
+    config, _, _ = world
+    record = sqs_record(env, config=config, registry=old, message_attributes={ATTR_NEWER: "1765000000"})
+    assert ATTR_NEWER not in copy_message(record, delay=0, executions=0)["MessageAttributes"]
 
 
 def test_a_newer_payload_on_a_fifo_lane_is_dead_lettered_at_once(world):
