@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gc
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Annotated, Any
@@ -142,7 +143,14 @@ def dev(  # noqa: PLR0917
         ) from None
     if reload_code and not attached:
         raise typer.Exit(
-            _dev_with_reload(port, names, reload_exclude, drain_timeout=drain_timeout, json_logs=json_logs)
+            _dev_with_reload(
+                port,
+                names,
+                reload_exclude,
+                drain_timeout=drain_timeout,
+                json_logs=json_logs,
+                workers=run_workers,
+            )
         )
     log_as_app(settings.app)  # the service of the log lines, as the stack names it
     listener = install(json_logs=json_logs, every_handback=verbose)
@@ -221,8 +229,10 @@ def dev(  # noqa: PLR0917
             )
             name = "jf dev workers" if attached else "jf dev"  # (a reload stops them, not jf dev)
             summary = stop_summary(name, emulator.stats, tally, drained=drained)
-            if counts_file is not None:  # (for jf dev --reload's totals over its reloads)
-                counts_file.write_text(json.dumps(stop_counts(emulator.stats, tally, drained=drained)))
+            if counts_file is not None:  # (for jf dev --reload's totals over its reloads; whole or none)
+                written = counts_file.with_suffix(".tmp")
+                written.write_text(json.dumps(stop_counts(emulator.stats, tally, drained=drained)))
+                os.replace(written, counts_file)
             if json_logs:  # the console's lines are JSON: so is this one
                 summary = json.dumps(
                     {
@@ -269,7 +279,13 @@ def _start_embedded(aws: Any) -> None:
 
 
 def _dev_with_reload(
-    port: int, names: list[str], exclude: list[str] | None, *, drain_timeout: float, json_logs: bool
+    port: int,
+    names: list[str],
+    exclude: list[str] | None,
+    *,
+    drain_timeout: float,
+    json_logs: bool,
+    workers: bool,
 ) -> int:
     """``jf dev --reload``: the embedded AWS here, the rest in a child restarted on each change
     (``exclude``: ``--reload-exclude``'s patterns, added to the tests'; one empty clears those)."""
@@ -293,7 +309,7 @@ def _dev_with_reload(
     try:
         patterns = list(exclude or [])
         defaults = () if "" in patterns else DEFAULT_EXCLUDES
-        watch = SourceWatch(source_roots(names, cwd), [*defaults, *patterns])
+        watch = SourceWatch(source_roots(names, cwd), [*defaults, *patterns], keep=names)
         say = say_line(json_logs)
         say(
             f"jf dev --reload: the workers and the scheduler restart when one of the {len(watch)} .py files "
@@ -317,9 +333,14 @@ def _dev_with_reload(
     from jobframework.local.tally import totals_text
 
     reloads = f"{supervisor.reloads} reload{'s' if supervisor.reloads != 1 else ''}"
+    counted = f"in all ({reloads}): {totals_text(supervisor.totals)}" if workers else "(no workers)"
     say(
-        f"jf dev: stopped; in all ({reloads}): {totals_text(supervisor.totals)}; the embedded AWS and what "
-        "it held are gone",
-        {"event": "stopped", "stopped": "jf dev", "reloads": supervisor.reloads, **supervisor.totals},
+        f"jf dev: stopped; {counted}; the embedded AWS and what it held are gone",
+        {
+            "event": "stopped",
+            "stopped": "jf dev",
+            "reloads": supervisor.reloads,
+            **(supervisor.totals if workers else {"workers": False}),
+        },
     )
     return code

@@ -96,9 +96,9 @@ def _scan(roots: Iterable[Path]) -> dict[str, int]:
 
 
 def excluded(path: str, patterns: Sequence[str]) -> bool:
-    """Whether a file (its path from the watched root) matches one of the ``patterns`` (``fnmatch``):
-    one without a ``/`` its name, one with a ``/`` its path from any of its directories down (``*``
-    crossing ``/``: ``tests/*`` is every file under a ``tests`` directory).
+    """Whether a file (its path from the watched root, with ``/``) matches one of the ``patterns``
+    (``fnmatch``): one without a ``/`` its name, one with a ``/`` its path from any of its directories
+    down (``*`` crossing ``/``: ``tests/*`` is every file under a ``tests`` directory, at any depth).
 
     Example:
         >>> excluded("app/tests/unit/x.py", ["tests/*"]), excluded("app/jobs.py", ["tests/*"])
@@ -120,9 +120,15 @@ class SourceWatch:
     """The ``.py`` files under some roots, polled, less those matching ``exclude``: :meth:`changed`
     names those added, changed or removed since the last call."""
 
-    def __init__(self, roots: Sequence[Path], exclude: Sequence[str] = DEFAULT_EXCLUDES) -> None:
+    def __init__(
+        self, roots: Sequence[Path], exclude: Sequence[str] = DEFAULT_EXCLUDES, keep: Sequence[str] = ()
+    ) -> None:
+        """``keep``: the job modules (``app.jobs``), whose files are watched whatever ``exclude`` says
+        (a job module under ``tests/`` reloads)."""
         self.roots = list(roots)
-        self.exclude = [p for p in exclude if p]
+        # ("scripts/" and "scripts/*" alike: every file under it)
+        self.exclude = [p + "*" if p.endswith("/") else p for p in exclude if p]
+        self.keep = [name.replace(".", "/") for name in keep]
         self._seen = self._scan()
 
     def __len__(self) -> int:
@@ -132,15 +138,22 @@ class SourceWatch:
         found = _scan(self.roots)
         if not self.exclude:
             return found
-        return {k: v for k, v in found.items() if not excluded(self._relative(k), self.exclude)}
+        return {k: v for k, v in found.items() if not self._excluded(self._relative(k))}
+
+    def _excluded(self, relative: str) -> bool:
+        if any(relative == f"{m}.py" or relative.startswith(f"{m}/") for m in self.keep):
+            return False
+        return excluded(relative, self.exclude)
 
     def _relative(self, path: str) -> str:
-        """``path`` from the root it lies under (a pattern never matches the root's own directories)."""
+        """``path`` from the root it lies under, with ``/`` (a pattern never matches the root's own
+        directories)."""
         for root in self.roots:
-            prefix = str(root) + os.sep
-            if path.startswith(prefix):
-                return path[len(prefix) :]
-        return os.path.basename(path)  # (a root that is a module file)
+            try:
+                return Path(path).relative_to(root).as_posix()
+            except ValueError:
+                continue
+        return os.path.basename(path)
 
     def changed(self) -> list[str]:
         now = self._scan()
@@ -200,7 +213,9 @@ class Supervisor:
         self.command, self.watch, self.say = command, watch, say
         self.drain_timeout, self.cwd, self.counts = drain_timeout, cwd, counts
         self.reloads = 0
-        self.totals: dict[str, int] = {}
+        self.totals: dict[str, int] = dict.fromkeys(
+            ("records", "batches", "done", "to_retry", "succeeded", "retried", "dead_lettered"), 0
+        )
         """The children's counts summed (records, batches, jobs by outcome), read from ``counts``."""
         self._stop = threading.Event()
 

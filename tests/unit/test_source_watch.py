@@ -92,3 +92,19 @@ def test_a_project_under_a_directory_named_tests_is_still_watched(tmp_path):
     project = tmp_path / "tests" / "service"
     _touch(project / "app" / "jobs.py")
     assert len(SourceWatch([project])) == 1
+
+
+def test_a_job_module_under_tests_is_watched_and_a_directory_pattern_takes_its_subtree(tmp_path):
+    """A job module named by --jobs is watched whatever the excludes say; 'scripts/' is every file
+    under a scripts directory; a root of / still has its directories matched (relative paths)."""
+    _touch(tmp_path / "tests" / "e2e" / "jobs.py")
+    _touch(tmp_path / "tests" / "test_x.py")
+    _touch(tmp_path / "scripts" / "deep" / "seed.py")
+    _touch(tmp_path / "app.py")
+    watch = SourceWatch([tmp_path], [*DEFAULT_EXCLUDES, "scripts/"], keep=["tests.e2e.jobs"])
+    assert len(watch) == 2  # tests/e2e/jobs.py and app.py
+    _touch(tmp_path / "tests" / "e2e" / "jobs.py", "x = 9\n")
+    assert watch.changed() == [str(tmp_path / "tests" / "e2e" / "jobs.py")]
+    at_root = SourceWatch([], ["tests/*"])  # (not scanned: a container's working directory is /)
+    at_root.roots = [Path("/")]
+    assert at_root._excluded(at_root._relative("/srv/app/tests/x.py"))
