@@ -3,10 +3,14 @@ processes."""
 
 from __future__ import annotations
 
+import json
+import os
 import signal
 import subprocess
 import sys
-from typing import Annotated
+import tempfile
+from pathlib import Path
+from typing import Annotated, Any
 
 import typer
 
@@ -55,13 +59,18 @@ def worker(  # noqa: PLR0917
             "default-cpu or default-fifo (what a container lane's task runs).",
         ),
     ] = False,
+    child: Annotated[
+        str | None, typer.Option(hidden=True, help="N/M: this is process N of M (started by process 1).")
+    ] = None,
+    counts_file: Annotated[
+        Path | None, typer.Option(hidden=True, help="Where a child process writes its counts at stop.")
+    ] = None,
 ) -> None:
     """Poll the queues and run jobs as a long-running process (ECS, EC2), with Lambda's semantics.
 
     Example: jf worker --queues critical,high --jobs myapp.jobs
     """
     import logging
-    import os
 
     import boto3
 
@@ -72,7 +81,7 @@ def worker(  # noqa: PLR0917
     from jobframework.local.aws import pooled_botocore_session
     from jobframework.local.console import log_as_app, outcome_listener, worker_log
     from jobframework.local.emulator import Emulator, pollers_for, worker_processes
-    from jobframework.local.tally import OutcomeTally, stop_counts, stop_summary
+    from jobframework.local.tally import OutcomeTally, stop_counts, stop_summary, totals_text
     from jobframework.topology import Topology, TopologySettings, app_of_parameter
 
     chosen = [q.strip() for q in queues.split(",") if q.strip()]
@@ -105,7 +114,8 @@ def worker(  # noqa: PLR0917
         raise typer.BadParameter(f"{queues!r} names no queue of this topology", param_hint="--queues")
     for poller in pollers:
         check_reachable(sqs, poller.url)
-    children = _spawn_worker_processes(worker_processes(pollers, topology, processes) - 1)
+    scratch = tempfile.TemporaryDirectory(prefix="jf-worker-")  # (the children's counts)
+    children = _spawn_worker_processes(worker_processes(pollers, topology, processes) - 1, Path(scratch.name))
     wait_seconds = wait if wait is not None else (0 if config.endpoint_url else 1)
     tally = OutcomeTally()
     handler = consumer(
@@ -123,35 +133,71 @@ def worker(  # noqa: PLR0917
     )
     # Log lines as the jobs' and the outcomes' (JSON), not text among them.
     log = worker_log()
+    where = f"(process {child})" if child else f"in {len(children) + 1} process(es)"
     log.info(
-        "jf worker: polling %s in %d process(es); SIGTERM or Ctrl-C drains and stops",
+        "jf worker: polling %s %s; SIGTERM or Ctrl-C drains and stops",
         ", ".join(p.name for p in pollers),
-        len(children) + 1,
+        where,
         extra={"queues": [p.name for p in pollers], "processes": len(children) + 1},
     )
     try:
         drained = emulator.run_until_signal(drain_timeout=drain_timeout)
     finally:
         drained_children = _stop_worker_processes(children, drain_timeout)
+    own = stop_counts(emulator.stats, tally, drained=drained)
+    if counts_file is not None:  # (a child: its counts for process 1's total, whole or none)
+        written = counts_file.with_suffix(".tmp")
+        written.write_text(json.dumps(own))
+        os.replace(written, counts_file)
     drained = drained and drained_children
+    name = f"jf worker (process {child})" if child else "jf worker"
     log.log(
         logging.INFO if drained else logging.WARNING,
-        stop_summary("jf worker", emulator.stats, tally, drained=drained),
-        extra=stop_counts(emulator.stats, tally, drained=drained),
+        stop_summary(name, emulator.stats, tally, drained=drained),
+        extra=own,
     )
+    if children:
+        totals = _totals(own, Path(scratch.name), len(children))
+        log.log(
+            logging.INFO if drained else logging.WARNING,
+            f"jf worker: stopped ({'drained' if drained else 'drain time ran out'}); in all "
+            f"({len(children) + 1} processes): {totals_text(totals)}",
+            extra={**totals, "drained": drained, "processes": len(children) + 1},
+        )
+    scratch.cleanup()
     if not drained:
         raise CliError("drain time ran out; the unfinished records reappear after their visibility timeout")
 
 
-def _spawn_worker_processes(count: int) -> list[subprocess.Popen[bytes]]:
-    """Start ``count`` more ``jf worker`` processes with this one's arguments (one process each)."""
+def _spawn_worker_processes(count: int, scratch: Path) -> list[subprocess.Popen[bytes]]:
+    """Start ``count`` more ``jf worker`` processes with this one's arguments (one process each), each
+    writing its counts at its stop to ``scratch/<n>.json``."""
     if count <= 0:
         return []
     from jobframework.local.reload import without_options
 
     args = without_options(sys.argv[1:], [], ["--processes"])  # (--processes N and --processes=N)
     command = [sys.executable, "-m", "jobframework.cli", *args, "--processes", "1"]
-    return [subprocess.Popen(command) for _ in range(count)]
+    return [
+        subprocess.Popen(
+            [*command, "--child", f"{n + 2}/{count + 1}", "--counts-file", str(scratch / f"{n + 2}.json")]
+        )
+        for n in range(count)
+    ]
+
+
+def _totals(own: dict[str, Any], scratch: Path, children: int) -> dict[str, int]:
+    """This process's counts and its stopped children's, summed (a child that wrote none: not counted)."""
+    from jobframework.local.tally import add_counts
+
+    totals: dict[str, int] = {}
+    add_counts(totals, own)
+    for n in range(children):
+        try:
+            add_counts(totals, json.loads((scratch / f"{n + 2}.json").read_text()))
+        except (OSError, ValueError):
+            continue
+    return totals
 
 
 def _stop_worker_processes(children: list[subprocess.Popen[bytes]], drain_timeout: float) -> bool:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -186,8 +187,6 @@ def test_worker_runs_a_process_per_core_for_cpu_lanes_and_one_for_others(scale):
 
 def test_jf_worker_with_two_processes_runs_a_cpu_lane_and_drains_on_sigterm(scale, tmp_path):
     _topology, config, _sqs, client, _handler, _heard = scale
-    for n in range(6):
-        client.enqueue(jobs.render, {"n": n})
     ledger = tmp_path / "ledger.txt"
     ledger.touch()
     env = {k: v for k, v in os.environ.items() if not k.startswith("JF_")}
@@ -209,9 +208,16 @@ def test_jf_worker_with_two_processes_runs_a_cpu_lane_and_drains_on_sigterm(scal
         stderr=subprocess.STDOUT,
         text=True,
     )
+    time.sleep(3)  # both processes polling (the second says which it is)
+    for n in range(6):
+        client.enqueue(jobs.render, {"n": n})
     out, _ = terminate_when(proc, lambda: len(ledger.read_text().splitlines()) >= 6, timeout=30)
     assert proc.returncode == 0, out
-    assert "in 2 process(es)" in out
+    assert "in 2 process(es)" in out and "(process 2/2)" in out
+    # The last line counts both processes' jobs (a trial added each process's stop line by hand).
+    assert re.search(
+        r"in all \(2 processes\): 6 records in \d+ batches, 6 done, 0 to retry; jobs: 6 succeeded", out
+    ), out
     assert sorted(int(line.split()[0]) for line in ledger.read_text().splitlines()) == list(range(6))
     assert receive_all(_sqs, config.endpoints("low-cpu").url) == []
 
