@@ -133,12 +133,13 @@ def worker(  # noqa: PLR0917
     )
     # Log lines as the jobs' and the outcomes' (JSON), not text among them.
     log = worker_log()
-    where = f"(process {child})" if child else f"in {len(children) + 1} process(es)"
+    count = int(child.partition("/")[2] or 1) if child else len(children) + 1
+    where = f"(process {child})" if child else f"in {count} process(es)"
     log.info(
         "jf worker: polling %s %s; SIGTERM or Ctrl-C drains and stops",
         ", ".join(p.name for p in pollers),
         where,
-        extra={"queues": [p.name for p in pollers], "processes": len(children) + 1},
+        extra={"queues": [p.name for p in pollers], "processes": count},
     )
     try:
         drained = emulator.run_until_signal(drain_timeout=drain_timeout)
@@ -150,7 +151,7 @@ def worker(  # noqa: PLR0917
         written.write_text(json.dumps(own))
         os.replace(written, counts_file)
     drained = drained and drained_children
-    name = f"jf worker (process {child})" if child else "jf worker"
+    name = f"jf worker (process {child or f'1/{count}'})" if count > 1 else "jf worker"
     log.log(
         logging.INFO if drained else logging.WARNING,
         stop_summary(name, emulator.stats, tally, drained=drained),
