@@ -32,6 +32,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("jobframework.flow.limits")
 
+MAX_IDLE_CAPS = 10_000
+"""Caps (job types and keys) whose counts this process keeps before it forgets the idle ones."""
 HANDOVER_WAIT_SECONDS = 1.0
 """How long a waiter taken out of the line as its own wait ran out waits for the hand-over's one
 write, at most (past it, the run gives the lease back)."""
@@ -90,6 +92,11 @@ class LocalLeases:
         with self._lock:
             return len(self._lines.get(pk, ()))
 
+    def caps_kept(self) -> int:
+        """How many caps this process keeps counts of (at most about :data:`MAX_IDLE_CAPS` idle)."""
+        with self._lock:
+            return len(self._frees.keys() | self._taking.keys() | self._last_run.keys())
+
     def take(
         self, pk: str, job_id: str, *, holder: str, cap: int, lease_seconds: float, deadline: float
     ) -> bool:
@@ -138,6 +145,8 @@ class LocalLeases:
                 return
             self._frees[hold.pk] += 1
             self._last_run[hold.pk] = time.monotonic() - hold.since
+            if len(self._frees) > MAX_IDLE_CAPS:
+                self._forget_idle()
             line = self._lines.get(hold.pk)
             waiter = line.popleft() if line else None
             if line is not None and not line:
@@ -163,6 +172,16 @@ class LocalLeases:
         """Under the lock: ``holder`` holds ``lease``."""
         now = time.monotonic()
         self._held[holder] = _Hold(pk, lease, now, now + lease_seconds)
+
+    def _forget_idle(self) -> None:
+        """Under the lock: drop what is kept of the caps with no hold, take or line here (a per-key cap,
+        a customer's, would otherwise keep an entry a key for the process's life)."""
+        busy = (
+            {h.pk for h in self._held.values()} | set(self._lines) | {k for k, n in self._taking.items() if n}
+        )
+        for kept in (self._frees, self._taking, self._last_run):
+            for pk in [k for k in kept if k not in busy]:
+                del kept[pk]
 
     def _wake_unheld(self, pk: str) -> None:
         """Under the lock: with no run here holding a lease of ``pk`` nor a take of one under way, the

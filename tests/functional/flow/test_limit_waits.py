@@ -300,3 +300,17 @@ def test_a_bad_limit_wait_is_refused_when_the_consumer_is_made(flow, monkeypatch
         ConfigurationError, match=r"JF_LIMIT_WAIT must be the seconds .* 0 \(hand it back at once\) to 900"
     ):
         consumer(flow_jobs.registry, config=flow.config, sqs_client=flow.sqs)
+
+
+def test_a_per_key_cap_keeps_no_counts_for_keys_long_idle(flow, monkeypatch):
+    """A cap per customer would keep an entry a customer for a worker's life: idle ones are dropped."""
+    from jobframework.flow import local_leases
+
+    monkeypatch.setattr(local_leases, "MAX_IDLE_CAPS", 3)
+    gate, _ = _gate_and_job(flow)
+    leases = gate.leases
+    for n in range(8):
+        pk = f"limit#f.per-tenant#t{n}"
+        assert leases.take(pk, f"j{n}", holder=f"h{n}", cap=1, lease_seconds=30, deadline=time.monotonic())
+        leases.release(f"h{n}")
+    assert leases.caps_kept() <= 4
