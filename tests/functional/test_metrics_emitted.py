@@ -6,6 +6,20 @@ import json
 from typing import Any
 
 import pytest
+from pydantic import BaseModel
+
+from jobframework import job
+from jobframework.jobs import JobRegistry
+
+scheduled = JobRegistry()
+
+
+class Tick(BaseModel):
+    n: int = 0
+
+
+@job("m.tick", registry=scheduled, schedule="rate(5 minutes)", idempotent=False)
+def tick(p: Tick) -> None: ...
 
 
 @pytest.fixture
@@ -61,3 +75,20 @@ def test_a_failed_first_execution_that_is_retried_counts_as_a_first_attempt_fail
     assert flaky["Retried"] == [1.0]
     assert len(flaky["ProcessingTime"]) == 1
     assert "EndToEndLatency" not in flaky and "Succeeded" not in flaky
+
+
+def test_a_scheduled_run_writes_its_heartbeat(emf, capsys):
+    """The Heartbeat a scheduled job's alarm watches: the stages noted it on the delivery, and no metric
+    was written since the consumer became a pipeline (its alarm would have said the schedule stopped)."""
+    from jobframework.envelope import Envelope
+    from jobframework.scheduling import SCHEDULE_KEY_PREFIX
+    from jobframework.testing import FakeLambdaContext, in_memory_consumer, sqs_event
+
+    handler, _ = in_memory_consumer(scheduled)
+    capsys.readouterr()
+    env = Envelope.new("m.tick", {"n": 1}, key=f"{SCHEDULE_KEY_PREFIX}m.tick:2026-12-07T04:35")
+    assert handler(sqs_event(env), FakeLambdaContext()) == {"batchItemFailures": []}
+    docs = [json.loads(line) for line in capsys.readouterr().out.splitlines() if line.startswith('{"_aws"')]
+    assert [d["Heartbeat"] for d in docs if d.get("JobType") == "m.tick" and "Heartbeat" in d] == [[1.0]], (
+        docs
+    )
