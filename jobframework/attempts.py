@@ -36,6 +36,9 @@ job's timeout (:func:`jobframework.gates.time_left_gate`)."""
 ATTR_LIMIT_WAITS = "jf-limit-waits"
 """Message attribute: times a record was handed back over its job's concurrency cap
 (:func:`jobframework.flow.limits.concurrency_delay`)."""
+ATTR_NEWER = "jf-newer"
+"""Message attribute: when a payload newer than its consumer's job was first handed back (epoch
+seconds; :mod:`jobframework.newer_payload`)."""
 MIN_RECEIVE_LIMIT = 5
 CRASH_MARGIN = 2
 """Receives allowed above a job's max attempts for invocations that crash (timeouts, kills)."""

@@ -74,9 +74,8 @@ def run_batched(
                 for a in chunk:
                     done.setdefault(a.delivery.message_id, returned(a.delivery, describe(exc)))
             finally:
-                if job.flow.concurrency is not None:  # the call ended: its items' leases are free
-                    for a in chunk:
-                        pipeline.run_ended(a.delivery)
+                for a in chunk:  # the call ended: its items' leases are free
+                    pipeline.run_ended(a.delivery, job)
             verdicts.update(done)
     return verdicts
 

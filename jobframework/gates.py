@@ -312,8 +312,9 @@ def flow_gate(admitted: Admitted, consumer: Consumer) -> Verdict | None:
     if job.flow.rate is not None:
         rate = rate_inputs(admitted)
     elif job.flow.concurrency is not None:  # (may wait in the process for a lease held here)
-        may_wait = remaining_seconds_of(admitted.context) - job.timeout - RELEASE_MARGIN_SECONDS
-        rate = RateInputs(waits=limit_waits(d.record), may_wait=may_wait, holder=lease_holder(d.record))
+        rate = RateInputs(
+            waits=limit_waits(d.record), may_wait=_time_to_spare(admitted), holder=lease_holder(d.record)
+        )
     else:
         rate = NO_RATE_INPUTS
     from jobframework.flow.cancel import claimant_of  # (loaded with the flow gates)
@@ -356,10 +357,15 @@ def rate_inputs(admitted: Admitted) -> RateInputs:
         demand=batch.demand(env.type) if batch is not None else 1,
         reserved=rate_slot(record_attribute(d.record, ATTR_RATE_SLOT), d.attempt),
         waits=limit_waits(d.record) if job.flow.concurrency is not None else 0,
-        may_wait=remaining_seconds_of(admitted.context) - job.timeout - RELEASE_MARGIN_SECONDS,
+        may_wait=_time_to_spare(admitted),
         can_carry=not fifo and (receive_count(d.record) or 1) == 1,
         holder=lease_holder(d.record) if job.flow.concurrency is not None else "",
     )
+
+
+def _time_to_spare(admitted: Admitted) -> float:
+    """Seconds a record may wait in the gates: the invocation's time left past its job's timeout."""
+    return remaining_seconds_of(admitted.context) - admitted.job.timeout - RELEASE_MARGIN_SECONDS
 
 
 def lease_holder(record: dict[str, Any]) -> str:

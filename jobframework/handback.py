@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from jobframework import envelope as wire
-from jobframework.attempts import ATTR_DEFERRALS, ATTR_EXECUTIONS
+from jobframework.attempts import ATTR_DEFERRALS, ATTR_EXECUTIONS, ATTR_NEWER
 from jobframework.core import SQS_MAX_DELAY_SECONDS
 
 MAX_DELAY_SECONDS = SQS_MAX_DELAY_SECONDS
@@ -23,7 +23,7 @@ _DROPPED = frozenset(
     {
         ATTR_EXECUTIONS,
         ATTR_DEFERRALS,
-        "jf-newer",  # (jobframework.newer_payload's, set again where it applies)
+        ATTR_NEWER,  # (set again where it applies: jobframework.newer_payload)
         wire.ATTR_REASON,
         wire.ATTR_ERROR,
         wire.ATTR_ATTEMPTS,

@@ -20,6 +20,7 @@ import logging
 import time
 from typing import TYPE_CHECKING, Any
 
+from jobframework.attempts import ATTR_NEWER
 from jobframework.delivery import Outcome
 from jobframework.envelope import record_attribute
 
@@ -30,7 +31,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("jobframework.consumer")
 
-ATTR_NEWER = "jf-newer"
 NEWER_WINDOW_SECONDS = 3600.0
 """How long a newer payload is handed back for a consumer that reads it: the construct's canary (10 %
 for five minutes) ends well within it, and so do CodeDeploy's longest canary (10 % for 30 minutes)

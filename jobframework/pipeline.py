@@ -100,9 +100,8 @@ class Pipeline:
             return self.execute(admitted, batch)
         except Exception as exc:
             log.error("processing record %s failed; it comes back", d.message_id, exc_info=True)
-            job = self.consumer.registry.find(d.envelope.type) if d.envelope is not None else None
-            if job is not None and job.flow.concurrency is not None:
-                self.run_ended(d)
+            if d.envelope is not None:
+                self.run_ended(d, self.consumer.registry.find(d.envelope.type))
             return returned(d, describe(exc))
 
     # -- parse, verify, load, gates ---------------------------------------------------------------------
@@ -176,15 +175,13 @@ class Pipeline:
                 verdict = gate(admitted, c)
                 if verdict is not None:
                     reset_log_keys(token, batch.log_keys)
-                    if job.flow.concurrency is not None:  # (a gate after the limits stopped it)
-                        self.run_ended(d)
+                    self.run_ended(d, job)  # (a gate after the limits stopped it)
                     return verdict
             if batch.budget is not None and d.budget is not None and is_first_attempt(d.record):
                 batch.budget.first_attempt(d.budget)
         except BaseException:
             reset_log_keys(token, batch.log_keys)
-            if job.flow.concurrency is not None:
-                self.run_ended(d)
+            self.run_ended(d, job)
             raise
         return admitted
 
@@ -277,8 +274,7 @@ class Pipeline:
             elapsed_ms = (time.perf_counter() - started) * 1000
             return failure_verdict(c, d, job, exc, elapsed_ms, batch, payload=payload)
         finally:
-            if job.flow.concurrency is not None:
-                self.run_ended(d)
+            self.run_ended(d, job)
             if admitted.log_token is not None:  # (set by admit(), with the job's keys)
                 reset_log_keys(admitted.log_token, batch.log_keys)
             # (past a grace: an async job is cancelled at its timeout, which is no overrun)
@@ -329,9 +325,11 @@ class Pipeline:
             saga=("completed", {"result": result}) if env.saga is not None else None,
         )
 
-    def run_ended(self, d: Delivery) -> None:
-        """Free the concurrency lease the delivery took, if any, now, not when its batch settles: a
-        record of its cap may be waiting for it in this process."""
+    def run_ended(self, d: Delivery, job: Job[Any] | None) -> None:
+        """Free the concurrency lease the delivery took, if its job has a cap and it took one, now, not
+        when its batch settles: a record of its cap may be waiting for it in this process."""
+        if job is None or job.flow.concurrency is None:
+            return
         from jobframework.flow.gates import release_lease
 
         release_lease(self.consumer, lease_holder(d.record))

@@ -269,9 +269,8 @@ class Settler:
     def _note(self, v: Verdict, batch: Batch) -> None:
         d = v.delivery
         env = d.envelope
-        if (
-            env is not None
-        ):  # (the stages' events, a scheduled run's Heartbeat or an Overrun, and the verdict's)
+        if env is not None:
+            # (the stages' events, a scheduled run's Heartbeat or an Overrun, and the verdict's)
             for event in (*d.events, *v.events):
                 batch.metrics.schedule_event(env.type, event)
         if self.consumer.state is not None:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import gc
 import json
-import os
 import sys
 from pathlib import Path
 from typing import Annotated, Any
@@ -127,7 +126,7 @@ def dev(  # noqa: PLR0917
     from jobframework.local.reload import exit_with_parent, lanes_note
     from jobframework.local.scheduler import LocalScheduler, sqs_sender
     from jobframework.local.signals import until_signal
-    from jobframework.local.tally import OutcomeTally, stop_counts, stop_summary
+    from jobframework.local.tally import OutcomeTally, stop_counts, stop_summary, write_counts
     from jobframework.topology import ENV_JOBS, ENV_TOPOLOGY_PARAMETER, Topology, TopologySettings
 
     names = job_module_names(jobs)  # none named: said before the logging and the console are set up
@@ -229,10 +228,8 @@ def dev(  # noqa: PLR0917
             )
             name = "jf dev workers" if attached else "jf dev"  # (a reload stops them, not jf dev)
             summary = stop_summary(name, emulator.stats, tally, drained=drained)
-            if counts_file is not None:  # (for jf dev --reload's totals over its reloads; whole or none)
-                written = counts_file.with_suffix(".tmp")
-                written.write_text(json.dumps(stop_counts(emulator.stats, tally, drained=drained)))
-                os.replace(written, counts_file)
+            if counts_file is not None:  # (for jf dev --reload's totals over its reloads)
+                write_counts(counts_file, stop_counts(emulator.stats, tally, drained=drained))
             if json_logs:  # the console's lines are JSON: so is this one
                 summary = json.dumps(
                     {

@@ -3,7 +3,6 @@ processes."""
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -81,7 +80,7 @@ def worker(  # noqa: PLR0917
     from jobframework.local.aws import pooled_botocore_session
     from jobframework.local.console import log_as_app, outcome_listener, worker_log
     from jobframework.local.emulator import Emulator, pollers_for, worker_processes
-    from jobframework.local.tally import OutcomeTally, stop_counts, stop_summary, totals_text
+    from jobframework.local.tally import OutcomeTally, stop_counts, stop_summary, totals_text, write_counts
     from jobframework.topology import Topology, TopologySettings, app_of_parameter
 
     chosen = [q.strip() for q in queues.split(",") if q.strip()]
@@ -146,10 +145,8 @@ def worker(  # noqa: PLR0917
     finally:
         drained_children = _stop_worker_processes(children, drain_timeout)
     own = stop_counts(emulator.stats, tally, drained=drained)
-    if counts_file is not None:  # (a child: its counts for process 1's total, whole or none)
-        written = counts_file.with_suffix(".tmp")
-        written.write_text(json.dumps(own))
-        os.replace(written, counts_file)
+    if counts_file is not None:  # (a child: its counts for process 1's total)
+        write_counts(counts_file, own)
     drained = drained and drained_children
     name = f"jf worker (process {child or f'1/{count}'})" if count > 1 else "jf worker"
     log.log(
@@ -189,15 +186,14 @@ def _spawn_worker_processes(count: int, scratch: Path) -> list[subprocess.Popen[
 
 def _totals(own: dict[str, Any], scratch: Path, children: int) -> dict[str, int]:
     """This process's counts and its stopped children's, summed (a child that wrote none: not counted)."""
-    from jobframework.local.tally import add_counts
+    from jobframework.local.tally import add_counts, read_counts
 
     totals: dict[str, int] = {}
     add_counts(totals, own)
     for n in range(children):
-        try:
-            add_counts(totals, json.loads((scratch / f"{n + 2}.json").read_text()))
-        except (OSError, ValueError):
-            continue
+        counts = read_counts(scratch / f"{n + 2}.json")
+        if counts is not None:
+            add_counts(totals, counts)
     return totals
 
 

@@ -213,9 +213,9 @@ class Supervisor:
         self.command, self.watch, self.say = command, watch, say
         self.drain_timeout, self.cwd, self.counts = drain_timeout, cwd, counts
         self.reloads = 0
-        self.totals: dict[str, int] = dict.fromkeys(
-            ("records", "batches", "done", "to_retry", "succeeded", "retried", "dead_lettered"), 0
-        )
+        from jobframework.local.tally import no_counts
+
+        self.totals = no_counts()
         """The children's counts summed (records, batches, jobs by outcome), read from ``counts``."""
         self._stop = threading.Event()
 
@@ -236,16 +236,11 @@ class Supervisor:
 
     def _add_counts(self) -> None:
         """Add what the stopped child counted (its ``--counts-file``; none: it did not start polling)."""
-        from jobframework.local.tally import add_counts
+        from jobframework.local.tally import add_counts, read_counts
 
-        if self.counts is None:
-            return
-        try:
-            counts = json.loads(self.counts.read_text())
-            self.counts.unlink()
-        except (OSError, ValueError):
-            return
-        if isinstance(counts, dict):
+        counts = read_counts(self.counts) if self.counts is not None else None
+        if counts is not None and self.counts is not None:
+            self.counts.unlink(missing_ok=True)
             add_counts(self.totals, counts)
 
     def run(self) -> int:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import os
 import threading
 from collections import Counter
 from collections.abc import Mapping
@@ -10,6 +12,8 @@ from typing import TYPE_CHECKING, Any
 from jobframework.delivery import Outcome
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from jobframework.delivery import RecordOutcome
     from jobframework.local.pollers import BatchStats
 
@@ -72,6 +76,27 @@ def add_counts(totals: dict[str, int], counts: Mapping[str, Any]) -> None:
     for name, n in counts.items():
         if isinstance(n, int) and not isinstance(n, bool):
             totals[name] = totals.get(name, 0) + n
+
+
+def no_counts() -> dict[str, int]:
+    """Totals to add stops' counts to: every count a stop line always says, at 0."""
+    return dict.fromkeys((*_RECORD_COUNTS, *_SHOWN), 0)
+
+
+def write_counts(path: Path, counts: Mapping[str, Any]) -> None:
+    """Write a stop's :func:`stop_counts` for the process that sums them (whole or not at all)."""
+    written = path.with_suffix(".tmp")
+    written.write_text(json.dumps(counts))
+    os.replace(written, path)
+
+
+def read_counts(path: Path) -> dict[str, Any] | None:
+    """What :func:`write_counts` wrote, or ``None`` (none written: the process did not get to poll)."""
+    try:
+        counts = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return counts if isinstance(counts, dict) else None
 
 
 def totals_text(totals: Mapping[str, int]) -> str:
