@@ -48,10 +48,11 @@ from hypothesis import strategies as st
 from pydantic import BaseModel
 
 from jobframework import JobContext, PermanentError, RetryPolicy, attempts, job
+from jobframework.attempts import ATTR_NEWER
 from jobframework.consumer import Consumer, consumer
 from jobframework.envelope import Envelope
 from jobframework.jobs import JobRegistry
-from jobframework.newer_payload import ATTR_NEWER, NEWER_WINDOW_SECONDS
+from jobframework.newer_payload import NEWER_WINDOW_SECONDS
 from jobframework.signing import KeyRing
 from jobframework.testing import FakeLambdaContext, provision_fresh, sqs_record
 from jobframework.topology import RuntimeConfig

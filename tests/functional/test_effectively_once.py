@@ -16,13 +16,14 @@ from typing import Any
 
 import pytest
 
+from jobframework.attempts import ATTR_NEWER
 from jobframework.budget import RetryBudget
 from jobframework.client import JobClient
 from jobframework.consumer import Outcome, RecordOutcome, consumer
 from jobframework.delays import due_time, fire_due, schedule_name
 from jobframework.envelope import Envelope, message_attribute, string_attribute
 from jobframework.errors import ConfigurationError, EnqueueError
-from jobframework.newer_payload import ATTR_NEWER, NEWER_WINDOW_SECONDS
+from jobframework.newer_payload import NEWER_WINDOW_SECONDS
 from jobframework.scheduling import scheduled_envelope
 from jobframework.state import JobState
 from jobframework.testing import consume_once, provision_fresh, receive_all

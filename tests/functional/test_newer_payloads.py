@@ -14,10 +14,11 @@ import pytest
 from pydantic import BaseModel
 
 from jobframework import consumer, job
+from jobframework.attempts import ATTR_NEWER
 from jobframework.client import JobClient
 from jobframework.envelope import Envelope
 from jobframework.jobs import JobRegistry
-from jobframework.newer_payload import ATTR_NEWER, NEWER_RETRY_SECONDS, NEWER_WINDOW_SECONDS
+from jobframework.newer_payload import NEWER_RETRY_SECONDS, NEWER_WINDOW_SECONDS
 from jobframework.testing import consume_once, provision_fresh, sqs_record
 
 old = JobRegistry()
