@@ -7,7 +7,9 @@ once); the baseline is the same job without the cap, its lane bounded to three r
 (``consumer(concurrency=3)``) and one batch at a time, so three run at once with nothing handed back.
 Both sides take ``JOBS`` jobs enqueued at once; the figure is the capped side's jobs/s over the
 baseline's (1.00x: the cap costs nothing; the stop-40 trial measured 3.75 jobs/s against 15/s
-possible). Also printed: the capped side's hand-backs (a record over the cap sent back unrun) per job.
+possible). Also printed: the capped side's hand-backs (a record over the cap sent back unrun) per job,
+and the same capped jobs run by two consumers with an emulator each, as two ``jf worker`` processes
+(or Lambda invocations) share a cap: each keeps its own leases and waiting line.
 
     python bench/concurrency_cap.py [--jobs 150]
 """
@@ -58,8 +60,10 @@ def bounded(item: Item) -> None:
     time.sleep(JOB_SECONDS)
 
 
-def run(aws: EmbeddedAWS, name: str, jobs: int) -> tuple[float, Counter[str]]:
-    """Jobs/s of ``jobs`` jobs of ``name`` enqueued at once, and the count of each outcome."""
+def run(aws: EmbeddedAWS, name: str, jobs: int, processes: int = 1) -> tuple[float, Counter[str]]:
+    """Jobs/s of ``jobs`` jobs of ``name`` enqueued at once, and the count of each outcome;
+    ``processes``: consumers with an emulator each, as ``jf worker --processes`` runs them (each keeps
+    its own leases and waiting line, as a process does)."""
     topology, config = provision_fresh(aws.endpoint_url, registry)
     sqs = aws.client("sqs")
     outcomes: Counter[str] = Counter()
@@ -73,27 +77,35 @@ def run(aws: EmbeddedAWS, name: str, jobs: int) -> tuple[float, Counter[str]]:
                 done.set()
 
     baseline = name == "bench.bounded"
-    handler = consumer(
-        registry, config=config, sqs_client=sqs, listeners=[count], concurrency=CAP if baseline else None
-    )
     client = JobClient(config, registry=registry, sqs_client=sqs)
     client.enqueue_many([EnqueueRequest(name, {"n": n}) for n in range(jobs)])
-    emulator = Emulator(
-        pollers_for(config, topology, ["default"]),
-        handler,
-        sqs,
-        workers=1 if baseline else None,
-        idle_seconds=0.01,
-        max_idle_seconds=0.1,
-    )
+    emulators = [
+        Emulator(
+            pollers_for(config, topology, ["default"]),
+            consumer(
+                registry,
+                config=config,
+                sqs_client=sqs,
+                listeners=[count],
+                concurrency=CAP if baseline else None,
+            ),
+            sqs,
+            workers=1 if baseline else None,
+            idle_seconds=0.01,
+            max_idle_seconds=0.1,
+        )
+        for _ in range(processes)
+    ]
     started = time.perf_counter()
-    emulator.start()
+    for emulator in emulators:
+        emulator.start()
     try:
         if not done.wait(jobs * JOB_SECONDS * 10 + 60):
             raise SystemExit(f"{name}: {outcomes[Outcome.SUCCEEDED]} of {jobs} jobs ran in time")
         return jobs / (time.perf_counter() - started), outcomes
     finally:
-        emulator.stop(5)
+        for emulator in emulators:
+            emulator.stop(5)
 
 
 def measure(jobs: int = 150) -> dict[str, Any]:
@@ -102,6 +114,7 @@ def measure(jobs: int = 150) -> dict[str, Any]:
     with EmbeddedAWS(separate_process=True) as aws:
         base, _ = run(aws, "bench.bounded", jobs)
         ours, outcomes = run(aws, "bench.capped", jobs)
+        two, two_outcomes = run(aws, "bench.capped", jobs, processes=2)
     return {
         "jobs": jobs,
         "cap": CAP,
@@ -110,6 +123,9 @@ def measure(jobs: int = 150) -> dict[str, Any]:
         "capped_jobs_s": ours,
         "hand_backs_per_job": outcomes[Outcome.RELEASED] / jobs,
         "ratio": ours / base,
+        "two_processes_jobs_s": two,
+        "two_processes_hand_backs_per_job": two_outcomes[Outcome.RELEASED] / jobs,
+        "two_processes_ratio": two / base,
     }
 
 
@@ -122,6 +138,11 @@ def main() -> None:
     print(f"concurrency={CAP}              {r['capped_jobs_s']:6.1f} jobs/s")
     print(f"hand-backs over the cap     {r['hand_backs_per_job']:6.2f} per job")
     print(f"ratio {r['ratio']:.2f}x  jobs/s of concurrency={CAP} vs the same jobs three at a time")
+    print(
+        f"concurrency={CAP}, 2 processes  {r['two_processes_jobs_s']:6.1f} jobs/s   "
+        f"hand-backs {r['two_processes_hand_backs_per_job']:.2f} per job"
+    )
+    print(f"ratio {r['two_processes_ratio']:.2f}x  the same, two processes sharing the cap")
 
 
 if __name__ == "__main__":

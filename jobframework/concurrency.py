@@ -169,9 +169,10 @@ ENV_LIMIT_WAIT = "JF_LIMIT_WAIT"
 
 
 def limit_wait(environ: Mapping[str, str] | None = None) -> float | None:
-    """``JF_LIMIT_WAIT``: the seconds a record over its job's ``concurrency=`` cap waits in its process
-    for a lease that a run there holds (0: handed back at once); ``None`` when unset (it waits up to
-    its job's timeout, the longest a run holding the lease can last: :mod:`jobframework.flow.limits`).
+    """``JF_LIMIT_WAIT``: the seconds a record over its job's ``concurrency=`` cap waits for a lease,
+    in line for one that a run of its process holds or looking again while other processes hold them
+    all (0: handed back at once); ``None`` when unset (it waits in line up to its job's timeout, the
+    longest a run holding the lease can last, and looks again for 5 s: :mod:`jobframework.flow.limits`).
     Sidekiq's concurrent limiter waits five seconds for its lock, but there a job that gives up leaves
     at once; here its hand-back leaves when its batch settles, after the runs it waited for.
 
@@ -193,8 +194,8 @@ def limit_wait(environ: Mapping[str, str] | None = None) -> float | None:
         from jobframework.errors import ConfigurationError
 
         raise ConfigurationError(
-            f"{ENV_LIMIT_WAIT} must be the seconds a record over its concurrency cap waits for a lease held "
-            f"in its process, 0 (hand it back at once) to 900 (unset: up to its job's timeout), got {raw!r}"
+            f"{ENV_LIMIT_WAIT} must be the seconds a record over its concurrency cap waits for a lease, "
+            f"0 (hand it back at once) to 900 (unset: up to its job's timeout), got {raw!r}"
         )
     return seconds
 

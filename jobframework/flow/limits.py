@@ -17,12 +17,14 @@ group whose jobs declare different limits.
 as GCRA, in :mod:`jobframework.flow.rate_bucket` (a record over the rate reserves its turn, which
 its hand-back carries).
 
-**Waiting in the process**: a record over its concurrency cap while a run of this process holds one
-of the cap's leases waits for it, in line, up to ``JF_LIMIT_WAIT`` seconds (unset: its job's timeout,
+**Waiting**: a record over its concurrency cap while a run of this process holds one of the cap's
+leases waits for it, in line, up to ``JF_LIMIT_WAIT`` seconds (unset: its job's timeout,
 :func:`~jobframework.concurrency.limit_wait`) and never past the invocation's time to spare;
 the run that ends hands its lease over in one write (:mod:`jobframework.flow.local_leases`). So a
 batch of ten on ``concurrency=3`` runs three at a time; it had run three and handed seven back, which
-made 3.3 jobs/s of 0.1 s where 30 were possible (``bench/concurrency_cap.py``).
+made 3.3 jobs/s of 0.1 s where 30 were possible (``bench/concurrency_cap.py``). While other
+processes hold every lease, one record a process looks again (a read, every 0.05 to 0.5 s) for
+:data:`ELSEWHERE_WAIT_SECONDS` (or ``JF_LIMIT_WAIT``), the others in line behind it.
 
 Otherwise a record over a limit is handed back unrun (with a back-off, for a concurrency cap); the
 hand-back does not use an attempt. A state table that cannot be reached hands the record back too (a
@@ -56,6 +58,10 @@ CONCURRENCY_RETRY_SECONDS = (1, 3)
 time; the range's top doubles at each hand-back of the record, up to :data:`CONCURRENCY_BACKOFF_CAP`
 (full jitter: 300 records waiting on ``concurrency=3`` had made 794 hand-backs in 30 s)."""
 CONCURRENCY_BACKOFF_CAP = 30
+ELSEWHERE_WAIT_SECONDS = 5.0
+"""How long a record over its cap looks again for a lease while other processes hold them all, when
+``JF_LIMIT_WAIT`` is unset (Sidekiq's limiter's ``wait_timeout``): shorter than the wait in line behind
+a run of its own process, since every invocation on a capped backlog would wait, billed."""
 UNAVAILABLE_RETRY_SECONDS = 5
 LEASE_MARGIN_SECONDS = 5.0
 MAX_TURN_AHEAD_SECONDS = 14 * 24 * 3600.0
@@ -257,6 +263,7 @@ class LimitGate:
                     cap=options.concurrency,
                     lease_seconds=job.timeout + LEASE_MARGIN_SECONDS,
                     deadline=deadline,
+                    poll_until=waiting_from + ELSEWHERE_WAIT_SECONDS if wait is None else None,
                 )
                 if not taken:
                     delay = concurrency_delay(rate.waits)
@@ -266,9 +273,7 @@ class LimitGate:
                         env.id,
                         env.type,
                         delay,
-                        f" (waited {waited:.1f}s for a lease of its process: JF_LIMIT_WAIT)"
-                        if waited >= 0.1
-                        else "",
+                        f" (waited {waited:.1f}s for a lease: JF_LIMIT_WAIT)" if waited >= 0.1 else "",
                     )
                     # (its rate token is kept)
                     return HandBack(delay, "concurrency limit", rate_slot=slot, waits=rate.waits + 1)

@@ -13,17 +13,28 @@ The run that ends hands its lease to the first in line in one write
 refused take and joining the line is seen (a count of frees per cap), and it takes again at once. A
 hand-over that outlasts the waiter's patience is given back by the run that made it.
 
-A process with records waiting keeps its cap's leases while it has them: the records of other
-processes go round the queue with the back-off until its line is empty (see README "Choices").
+A record whose cap is full with no lease of it held here (the runs of other processes, or other
+Lambda invocations, hold them all) looks again, for 5 s unless ``JF_LIMIT_WAIT`` says otherwise
+(``poll_until``; a Lambda invocation waiting is billed, and every invocation on a capped backlog
+would wait): one read after 0.05 s, the pause doubling up to 0.5 s (:func:`poll_pause`). One record
+a cap polls in a process; the others wait in line behind it and are handed its lease when its run
+ends. So processes sharing a capped backlog keep the cap full between them; a record used to be
+handed back at once, and two processes ran at about half their cap (``bench/concurrency_cap.py``'s
+two-process row).
+
+A process with records waiting keeps its cap's leases while it has them: a record of another process
+takes one when the line here is empty (see README "Choices").
 """
 
 from __future__ import annotations
 
 import hashlib
 import logging
+import random
 import threading
 import time
 from collections import Counter, deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -34,9 +45,28 @@ log = logging.getLogger("jobframework.flow.limits")
 
 MAX_IDLE_CAPS = 10_000
 """Caps (job types and keys) whose counts this process keeps before it forgets the idle ones."""
+POLL_FIRST_SECONDS = 0.05
+POLL_MAX_SECONDS = 0.5
+"""A record whose cap is full with no lease of it held here looks again (one read) after the first,
+the pause doubling up to the second: one record a cap and process polls, the rest wait in line."""
 HANDOVER_WAIT_SECONDS = 1.0
 """How long a waiter taken out of the line as its own wait ran out waits for the hand-over's one
 write, at most (past it, the run gives the lease back)."""
+
+
+def poll_pause(polls: int, left: float, rand: Callable[[float, float], float] = random.uniform) -> float:
+    """Seconds until a record whose cap is held in other processes looks again, after ``polls`` looks:
+    from :data:`POLL_FIRST_SECONDS`, doubling up to :data:`POLL_MAX_SECONDS`, jittered down to half
+    (so processes polling one cap spread out), never past ``left``.
+
+    Example:
+        >>> [poll_pause(n, 60.0, rand=lambda low, high: high) for n in range(6)]
+        [0.05, 0.1, 0.2, 0.4, 0.5, 0.5]
+        >>> poll_pause(3, 0.25, rand=lambda low, high: high)
+        0.25
+    """
+    high = min(POLL_MAX_SECONDS, POLL_FIRST_SECONDS * 2 ** min(polls, 16))
+    return min(left, rand(high / 2, high))
 
 
 def lease_name(job_id: str, holder: str) -> str:
@@ -98,15 +128,29 @@ class LocalLeases:
             return len(self._frees.keys() | self._taking.keys() | self._last_run.keys())
 
     def take(
-        self, pk: str, job_id: str, *, holder: str, cap: int, lease_seconds: float, deadline: float
+        self,
+        pk: str,
+        job_id: str,
+        *,
+        holder: str,
+        cap: int,
+        lease_seconds: float,
+        deadline: float,
+        poll_until: float | None = None,
     ) -> bool:
         """Take a lease of ``pk`` for ``job_id`` (held by ``holder``, its delivery), waiting until
-        ``deadline`` (monotonic seconds) for one that a run here holds; ``False`` when none came."""
+        ``deadline`` (monotonic seconds) for one that a run here holds, or looking again until
+        ``poll_until`` (at most ``deadline``) while other processes hold them all; ``False`` when
+        none came."""
         lease = lease_name(job_id, holder)
+        polls = 0
+        counted = False  # (a poll's take is counted from its pause on)
         while True:
             with self._lock:
                 frees = self._frees[pk]
-                self._taking[pk] += 1  # (a take under way here is a run to wait for, if it wins)
+                if not counted:
+                    self._taking[pk] += 1  # (a take under way here is a run to wait for, if it wins)
+            counted = False
             taken = False
             try:
                 now = time.time()
@@ -119,17 +163,35 @@ class LocalLeases:
             if taken:
                 return True
             waiter = _Waiter(lease, holder, lease_seconds)
+            poll = 0.0
             with self._lock:
                 missed = self._frees[pk] != frees
                 if not missed:
                     left = deadline - time.monotonic()
-                    here = self._held_here(pk) or self._taking[pk] > 0
-                    if left <= 0 or not here or self._last_run.get(pk, 0.0) > left:
+                    if left <= 0 or self._last_run.get(pk, 0.0) > left:
                         self._wake_unheld(pk)
-                        return False  # nothing here to wait for, or not in time
-                    self._lines.setdefault(pk, deque()).append(waiter)
+                        return False  # not in time
+                    if self._held_here(pk) or self._taking[pk] > 0:
+                        self._lines.setdefault(pk, deque()).append(waiter)
+                    else:  # held elsewhere: look again shortly (the records here wait in line behind)
+                        left = min(left, (deadline if poll_until is None else poll_until) - time.monotonic())
+                        if left <= 0:
+                            self._wake_unheld(pk)
+                            return False
+                        poll = poll_pause(polls, left)
+                        self._taking[pk] += 1
             if missed:
                 continue  # a run here freed a lease since the take was refused: take again
+            if poll:
+                try:
+                    time.sleep(poll)
+                except BaseException:
+                    with self._lock:
+                        self._taking[pk] -= 1
+                    raise
+                polls += 1
+                counted = True
+                continue
             if not self._wait(pk, waiter, deadline):
                 return False
             if waiter.granted:

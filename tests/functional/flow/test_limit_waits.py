@@ -109,9 +109,10 @@ def test_a_wait_that_runs_out_hands_the_record_back(flow, monkeypatch, caplog):
     assert ledger.peak["one"] == 1
 
 
-def test_a_record_whose_cap_is_held_by_another_process_is_handed_back_at_once(flow):
-    """Nothing in its process would tell it of a lease freed elsewhere: it goes round the queue, with
-    no attempt used."""
+def test_a_record_whose_cap_is_held_by_another_process_takes_the_lease_once_freed_there(flow):
+    """Two processes (two consumers) on one cap: the record here looks again until the run elsewhere
+    ends, then runs, unhanded-back (a trial's two jf worker processes ran at half their cap while
+    each record over it went round the queue)."""
     other = consumer(
         flow_jobs.registry, config=flow.config, sqs_client=flow.sqs, listeners=[flow.outcomes.append]
     )
@@ -124,18 +125,65 @@ def test_a_record_whose_cap_is_held_by_another_process_is_handed_back_at_once(fl
     while ledger.peak["one"] == 0 and time.monotonic() < deadline:
         time.sleep(0.02)
     waiting = flow.client.enqueue("f.capped_one", Item(name="here")).id
-    started = time.monotonic()
-    flow.consume("default")
-    assert time.monotonic() - started < 3
-    assert [(o.job_id, o.outcome, o.reason) for o in flow.outcomes] == [
-        (waiting, "released", "concurrency limit")
-    ]
-    flow_jobs.hold.set()
-    elsewhere.join(10)
-    deadline = time.monotonic() + 15
-    while not any(r["name"] == "here" for r in flow_jobs.ran) and time.monotonic() < deadline:
+    freed: list[float] = []
+    release = threading.Timer(1.0, lambda: (freed.append(time.time()), flow_jobs.hold.set()))
+    release.start()
+    try:
         flow.consume("default")
-    assert [r["attempt"] for r in flow_jobs.ran if r["name"] == "here"] == [1]
+    finally:
+        release.cancel()
+        flow_jobs.hold.set()
+        elsewhere.join(10)
+    assert [r["name"] for r in flow_jobs.ran] == ["hold-elsewhere", "here"]
+    assert [o.outcome for o in flow.outcomes if o.job_id == waiting] == ["succeeded"]
+    assert ledger.peak["one"] == 1
+    took = ledger.starts[1] - freed[0]  # from the run's end elsewhere to this one's start
+    assert 0 <= took < 1.0, took  # (a look at most every 0.5 s)
+
+
+def test_one_record_a_process_looks_again_while_its_cap_is_held_elsewhere(flow):
+    """Each look is one read, the pause doubling to 0.5 s; a second record waits in line behind the
+    first, and is handed its lease when the first one's run ends."""
+    from jobframework.envelope import Envelope
+    from jobframework.flow.limits import ConcurrencyLimit
+    from jobframework.flow.outcome import HandBack
+    from jobframework.state import StateStore
+
+    gate, job = _gate_and_job(flow)
+    pk = "limit#f.capped_one"
+    elsewhere = ConcurrencyLimit(StateStore(str(flow.config.state_table), flow.dynamodb))
+    assert elsewhere.acquire(pk, "elsewhere", 1, time.time() + 60, time.time())
+    reads: list[str] = []
+    flow.dynamodb.meta.events.register(
+        "before-parameter-build.dynamodb.GetItem", lambda **kw: reads.append(kw["params"]["Key"]["pk"]["S"])
+    )
+    a, b = (Envelope.new("f.capped_one", {"name": n}) for n in "ab")
+    started = time.monotonic()
+    assert isinstance(_take(gate, job, a, "h-a", may_wait=1.5), HandBack)  # nothing freed in time
+    waited = time.monotonic() - started
+    assert 1.4 <= waited < 3, waited
+    assert 4 <= reads.count(pk) <= 12, reads  # (about 1.5 s of looks: 0.05, 0.1, 0.2, 0.4, 0.5 ...)
+
+    results: list[Any] = []
+    first = threading.Thread(target=lambda: results.append(("a", _take(gate, job, a, "h-a"))))
+    first.start()
+    time.sleep(0.3)
+    second = threading.Thread(target=lambda: results.append(("b", _take(gate, job, b, "h-b"))))
+    second.start()
+    deadline = time.monotonic() + 5
+    while gate.leases.waiting(pk) == 0 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert gate.leases.waiting(pk) == 1  # b, in line behind a's looks
+    reads.clear()
+    time.sleep(1.5)
+    assert reads.count(pk) <= 7, reads  # one record looks (0.25 to 0.5 s apart by now), not two
+    elsewhere.release(pk, "elsewhere")
+    first.join(5)
+    assert results == [("a", None)]  # it took the lease freed elsewhere
+    gate.release("h-a")  # its run ends: the lease is handed to b
+    second.join(5)
+    assert results[1] == ("b", None)
+    assert set(_lease_item(flow, pk)["leases"]["M"]) == {lease_name(b.id, "h-b")}
 
 
 def _gate_and_job(flow, name: str = "f.capped_one") -> tuple[Any, Any]:
@@ -175,6 +223,27 @@ def _prune(flow, lease: str) -> None:
     )
 
 
+def test_a_cap_held_elsewhere_is_looked_at_for_5_s_unless_jf_limit_wait_says(flow, monkeypatch):
+    """Every Lambda invocation on a capped backlog would wait, billed: where no run of its own holds a
+    lease, a record looks for ELSEWHERE_WAIT_SECONDS (5 s), not its job's timeout; JF_LIMIT_WAIT, when
+    set, is the wait either way."""
+    from jobframework.envelope import Envelope
+    from jobframework.flow import limits
+    from jobframework.flow.outcome import HandBack
+
+    monkeypatch.setattr(limits, "ELSEWHERE_WAIT_SECONDS", 0.6)
+    gate, job = _gate_and_job(flow)
+    elsewhere = limits.ConcurrencyLimit(gate.leases.limit.store)
+    assert elsewhere.acquire("limit#f.capped_one", "elsewhere", 1, time.time() + 60, time.time())
+    env = Envelope.new("f.capped_one", {"name": "x"})
+    for limit_wait, low, high in ((None, 0.55, 1.5), ("1.5", 1.45, 2.5)):
+        if limit_wait is not None:
+            monkeypatch.setenv("JF_LIMIT_WAIT", limit_wait)
+        started = time.monotonic()
+        assert isinstance(_take(gate, job, env, "h-x", may_wait=8.0), HandBack)  # (its timeout is 10 s)
+        assert low <= time.monotonic() - started < high, (limit_wait, time.monotonic() - started)
+
+
 def test_a_lease_that_lapsed_before_its_hand_over_is_taken_anew(flow):
     """The run's lease was pruned as expired by another writer: the waiter takes one itself."""
     from jobframework.envelope import Envelope
@@ -192,10 +261,9 @@ def test_a_lease_that_lapsed_before_its_hand_over_is_taken_anew(flow):
 
 def test_a_lapsed_lease_whose_slot_another_took_is_not_handed_over(flow):
     """The hand-over is conditional on the run's lease still being there: a slot taken meanwhile by
-    another process stays its own, and the waiter goes round the queue (the cap holds)."""
+    another process stays its own (the cap holds), and the waiter looks again until it is freed."""
     from jobframework.envelope import Envelope
     from jobframework.flow.limits import ConcurrencyLimit
-    from jobframework.flow.outcome import HandBack
     from jobframework.state import StateStore
 
     gate, job = _gate_and_job(flow)
@@ -206,9 +274,12 @@ def test_a_lapsed_lease_whose_slot_another_took_is_not_handed_over(flow):
     elsewhere = ConcurrencyLimit(StateStore(str(flow.config.state_table), flow.dynamodb))
     assert elsewhere.acquire("limit#f.capped_one", "elsewhere", 1, time.time() + 60, time.time())
     gate.release("h-a")
+    time.sleep(0.5)
+    assert result == [] and set(_lease_item(flow, "limit#f.capped_one")["leases"]["M"]) == {"elsewhere"}
+    elsewhere.release("limit#f.capped_one", "elsewhere")  # (the waiter, looking again, takes it)
     waiter.join(5)
-    assert isinstance(result[0], HandBack) and result[0].reason == "concurrency limit", result
-    assert set(_lease_item(flow, "limit#f.capped_one")["leases"]["M"]) == {"elsewhere"}
+    assert result == [None]
+    assert set(_lease_item(flow, "limit#f.capped_one")["leases"]["M"]) == {lease_name(second.id, "h-b")}
 
 
 def test_two_deliveries_of_one_job_at_once_are_two_runs_under_the_cap(flow):

@@ -288,9 +288,10 @@ def test_a_turns_hand_back_is_timed_from_its_send_not_from_its_gate(flow):
     assert any(delay > 0 for _, delay, _ in copies)  # (the later turns were still to come)
 
 
-def test_a_record_waiting_on_a_concurrency_cap_comes_back_ever_later(flow):
+def test_a_record_waiting_on_a_concurrency_cap_comes_back_ever_later(flow, monkeypatch):
     """300 records on concurrency=3 made 794 hand-backs in 30 s: each hand-back of a record now waits
     up to twice as long as its last (full jitter, 30 s at most), counted on its copy."""
+    monkeypatch.setenv("JF_LIMIT_WAIT", "0")  # (handed back at once, not looking again for a lease)
     from jobframework.attempts import ATTR_LIMIT_WAITS
     from jobframework.envelope import Envelope
     from jobframework.flow.limits import ConcurrencyLimit
