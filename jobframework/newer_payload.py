@@ -12,6 +12,11 @@ first handed back, epoch seconds). Past :data:`NEWER_WINDOW_SECONDS` (an hour) o
 (a rollback, a producer ahead of every deploy): it is dead-lettered ``version``, saying how long it
 waited. On a FIFO lane, whose hand-backs stay in place and carry nothing, it is dead-lettered at once,
 as before (its group would wait behind it).
+
+A deadline (``expires_in=``, ``expires_after=``) that passes while it waits drops it ``expired``, and a
+``jf cancel`` of a tracked one drops it ``cancelled`` (a read of its cancel marker at each hand-back):
+neither needs its payload, and either had been dead-lettered ``version`` at the window's end. Its
+dead letter, if it comes to that, counts no attempt: it never ran.
 """
 
 from __future__ import annotations
@@ -26,7 +31,10 @@ from jobframework.envelope import record_attribute
 
 if TYPE_CHECKING:
     from jobframework.delivery import Delivery
+    from jobframework.envelope import Envelope
+    from jobframework.flow.outcome import Drop
     from jobframework.jobs import Job
+    from jobframework.state import StateStore
     from jobframework.verdict import Verdict
 
 log = logging.getLogger("jobframework.consumer")
@@ -60,27 +68,61 @@ def first_handed_back(record: dict[str, Any]) -> float | None:
     return since if since is not None and since > 0 else None
 
 
-def newer_payload_verdict(d: Delivery, job: Job[Any], error: str) -> Verdict:
+def newer_payload_verdict(d: Delivery, job: Job[Any], error: str, state: StateStore | None = None) -> Verdict:
     """The verdict of a record whose payload version is newer than ``job``'s: handed back, or
-    dead-lettered ``version`` once it has waited past the window, or at once on a FIFO lane."""
+    dead-lettered ``version`` once it has waited past the window, or at once on a FIFO lane; dropped
+    when it expired or was cancelled meanwhile (``state``: the consumer's state table, for the cancel
+    marker of a tracked job)."""
     from jobframework.classification import Reason
-    from jobframework.gates import refuse, release
+    from jobframework.gates import dropped, refuse
 
     now = time.time()
+    env = d.require_envelope()
+    stop = _stopped_meanwhile(env, job, d.attempt, now, state)
+    if stop is not None:
+        return dropped(d, stop, attempts=d.attempt - 1)
     first = first_handed_back(d.record)
     since = first if first is not None and first <= now else now
-    if str(d.record.get("eventSourceARN", "")).endswith(".fifo"):
-        return refuse(d, Reason.VERSION, error)
-    if now - since > NEWER_WINDOW_SECONDS:
-        return refuse(
-            d,
-            Reason.VERSION,
+    if not str(d.record.get("eventSourceARN", "")).endswith(".fifo"):
+        if now - since <= NEWER_WINDOW_SECONDS:
+            return _handed_back(d, job, error, since, first is None)
+        error = (
             f"{error} (handed back for {(now - since) / 60:.0f} minutes for a consumer that reads it; none "
-            "came: redrive it once one is deployed)",
+            "came: redrive it once one is deployed)"
         )
+    verdict = refuse(d, Reason.VERSION, error)
+    if verdict.status is not None:  # (it never ran: no attempt to count)
+        verdict.status[1]["attempts"] = d.attempt - 1
+    return verdict
+
+
+def _stopped_meanwhile(
+    env: Envelope, job: Job[Any], attempt: int, now: float, state: StateStore | None
+) -> Drop | None:
+    """An expiry or a cancel that came while the record waited for a consumer that reads it (neither
+    needs its payload); a failed read of the cancel marker is logged and is no cancel."""
+    from jobframework.flow.expiry import expiry_gate
+    from jobframework.flow.outcome import Drop
+    from jobframework.state import JobState
+
+    expired = expiry_gate(env, job, None, attempt, now)
+    if expired is not None or state is None or not env.track:
+        return expired
+    try:
+        if state.jobs.cancel_marked(env.id):
+            log.info("job %s (%s) was cancelled; acknowledged unrun", env.id, env.type)
+            return Drop(JobState.CANCELLED, "cancelled", "Cancelled")
+    except Exception:
+        log.warning("reading the cancel marker of job %s failed", env.id, exc_info=True)
+    return None
+
+
+def _handed_back(d: Delivery, job: Job[Any], error: str, since: float, first: bool) -> Verdict:
+    from jobframework.gates import release
+
     env = d.require_envelope()
     log.log(
-        logging.WARNING if first is None else logging.INFO,  # (the first of a message's hand-backs)
+        logging.WARNING if first else logging.INFO,  # (the first of a message's hand-backs)
         "job %s (%s): payload version %d is newer than this consumer's %d; back in %ds for a consumer "
         "that reads it (a deploy under way?), not an attempt",
         env.id,

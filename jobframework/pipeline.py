@@ -154,7 +154,7 @@ class Pipeline:
             if env.payload_version > job.version:  # (a deploy under way: handed back a while)
                 from jobframework.newer_payload import newer_payload_verdict
 
-                return newer_payload_verdict(d, job, str(exc))
+                return newer_payload_verdict(d, job, str(exc), c.state)
             return refuse(d, Reason.VERSION, str(exc))
         except ConfigurationError as exc:  # the job's own code (its key= function) failed: as any failure
             return failure_verdict(c, d, job, exc, None, batch)

@@ -8,6 +8,7 @@ which rolls the canary back."""
 from __future__ import annotations
 
 import time
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -144,3 +145,65 @@ def test_a_newer_payload_on_a_fifo_lane_is_dead_lettered_at_once(world):
     assert record["eventSourceARN"].endswith(".fifo")
     handler({"Records": [record]}, None)
     assert [(o.outcome, o.reason) for o in outcomes] == [("dead_lettered", "version")]
+
+
+def test_a_newer_payload_cancelled_while_it_waits_is_dropped_cancelled_not_dead_lettered(world):
+    """A jf cancel of the waiting job is honoured at its next hand-back; it had waited out the hour,
+    then been dead-lettered version."""
+    config, sqs, copies = world
+    url = config.endpoints("default").url
+    outcomes: list[Any] = []
+    producer = JobClient(config, registry=new, sqs_client=sqs)
+    queued = producer.enqueue(export_v2, ExportV2(account_id="a-6", destination="d"), track=True)
+    old_consumer = consumer(old, config=config, sqs_client=sqs, listeners=[outcomes.append])
+    consume_once(old_consumer, sqs, url)
+    assert [o.reason for o in outcomes] == ["newer payload"]
+    assert producer.cancel(queued.id).outcome == "cancelled"
+    [copy] = copies
+    sqs.send_message(
+        QueueUrl=url, MessageBody=copy["MessageBody"], MessageAttributes=copy["MessageAttributes"]
+    )
+    outcomes.clear()
+    consume_once(old_consumer, sqs, url)
+    assert [(o.outcome, o.reason) for o in outcomes] == [("skipped", "cancelled")]
+    status = producer.status(queued.id)
+    assert status is not None and (status.status, status.attempts) == ("cancelled", 0)
+    assert ran == [] and len(copies) == 1
+
+
+def test_a_newer_payload_whose_deadline_passes_while_it_waits_is_dropped_expired(world):
+    config, sqs, copies = world
+    outcomes: list[Any] = []
+    handler = consumer(old, config=config, sqs_client=sqs, listeners=[outcomes.append])
+    env = Envelope.new("newer.export", {"account_id": "a-7", "destination": "d"}, payload_version=2)
+    env = env.model_copy(update={"deadline": env.enqueued_at - timedelta(seconds=1)})
+    record = sqs_record(
+        env, config=config, registry=old, message_attributes={ATTR_NEWER: f"{time.time():.0f}"}
+    )
+    assert handler({"Records": [record]}, None) == {"batchItemFailures": []}
+    assert [o.outcome for o in outcomes] == ["skipped"] and "not started by its deadline" in (
+        outcomes[0].reason or ""
+    )
+    assert copies == []
+
+
+def test_a_newer_payload_dead_lettered_at_last_counts_no_attempt(world):
+    """It never ran: its dead status says attempts 0 (it said 1)."""
+    config, sqs, _ = world
+    producer = JobClient(config, registry=new, sqs_client=sqs)
+    queued = producer.enqueue(export_v2, ExportV2(account_id="a-8", destination="d"), track=True)
+    [message] = sqs.receive_message(
+        QueueUrl=config.endpoints("default").url, MessageAttributeNames=["All"], AttributeNames=["All"]
+    )["Messages"]
+    since = time.time() - NEWER_WINDOW_SECONDS - 5
+    attributes = {
+        k: {"stringValue": v["StringValue"], "dataType": v["DataType"]}
+        for k, v in message["MessageAttributes"].items()
+    }
+    attributes[ATTR_NEWER] = {"stringValue": f"{since:.0f}", "dataType": "String"}
+    record = sqs_record(Envelope.model_validate_json(message["Body"]), config=config, registry=old)
+    record["messageAttributes"] = attributes
+    handler = consumer(old, config=config, sqs_client=sqs)
+    assert handler({"Records": [record]}, None) == {"batchItemFailures": []}
+    status = producer.status(queued.id)
+    assert status is not None and (status.status, status.attempts) == ("dead", 0)
