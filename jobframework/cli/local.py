@@ -129,6 +129,11 @@ def dev(  # noqa: PLR0917
     from jobframework.local.tally import OutcomeTally, stop_counts, stop_summary, write_counts
     from jobframework.topology import ENV_JOBS, ENV_TOPOLOGY_PARAMETER, Topology, TopologySettings
 
+    if reload_exclude is not None and not reload_code:
+        raise typer.BadParameter(
+            "--reload-exclude tells --reload what to leave out: add --reload, or drop --reload-exclude",
+            param_hint="--reload-exclude",
+        )
     names = job_module_names(jobs)  # none named: said before the logging and the console are set up
     # Other libraries' warnings go to stderr; the framework's and the jobs' records to stdout.
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -225,6 +230,7 @@ def dev(  # noqa: PLR0917
                 on_stop=scheduler.stop,
                 wait_for_receives=attached,
                 release_unfinished=attached,
+                why="jf dev: stopping these workers (a reload, or jf dev stopping)" if attached else None,
             )
             name = "jf dev workers" if attached else "jf dev"  # (a reload stops them, not jf dev)
             summary = stop_summary(name, emulator.stats, tally, drained=drained)

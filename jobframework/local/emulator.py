@@ -223,8 +223,10 @@ class Emulator:
         *,
         wait_for_receives: bool = True,
         release_unfinished: bool = False,
+        why: str | None = None,
     ) -> bool:
-        """Run until SIGTERM or SIGINT (main thread only), then drain; returns :meth:`stop`'s result."""
+        """Run until SIGTERM or SIGINT (main thread only), then drain; returns :meth:`stop`'s result
+        (``why``: what the signal means, for the log line)."""
 
         def drain() -> bool:
             if on_stop is not None:
@@ -233,7 +235,7 @@ class Emulator:
                 drain_timeout, wait_for_receives=wait_for_receives, release_unfinished=release_unfinished
             )
 
-        return until_signal(drain, first=None if self._threads else self.start)
+        return until_signal(drain, first=None if self._threads else self.start, why=why)
 
     # -- a worker --------------------------------------------------------------------------------------
 

@@ -13,14 +13,17 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 
-def until_signal(then: Callable[[], T], *, first: Callable[[], object] | None = None) -> T:
+def until_signal(
+    then: Callable[[], T], *, first: Callable[[], object] | None = None, why: str | None = None
+) -> T:
     """Call ``first``, wait for SIGTERM or SIGINT (in the main thread), and return ``then()``; the
     signals are caught from before ``first`` until ``then`` has returned (a second Ctrl-C while draining
-    does not kill the process), then the previous handlers are put back."""
+    does not kill the process), then the previous handlers are put back. ``why``: what the signal
+    means here, for the log line (``jf dev --reload``'s workers are stopped by their ``jf dev``)."""
     stop = threading.Event()
 
     def handle(signum: int, frame: Any) -> None:
-        log.info("signal %d: draining", signum)
+        log.info("%s: draining (the batches in flight finish first)", why or signal.Signals(signum).name)
         stop.set()
 
     previous = {sig: signal.signal(sig, handle) for sig in (signal.SIGTERM, signal.SIGINT)}

@@ -101,6 +101,13 @@ def test_dev_and_worker_without_job_modules_are_bad_arguments(command):
     assert f"jf {command} --jobs mysvc.jobs" in result.stderr  # how to give them to this command
 
 
+def test_dev_reload_exclude_without_reload_is_a_bad_argument():
+    """It was ignored: a user who meant --reload saw no reloads and no word of why."""
+    result = invoke(["dev", "--jobs", "handlers.jobs", "--reload-exclude", "scripts/*"], {})
+    assert result.exit_code == 2, result.output
+    assert "--reload-exclude tells --reload what to leave out: add --reload" in result.stderr
+
+
 def test_an_option_of_jf_itself_after_the_command_says_to_put_it_first():
     result = invoke(["enqueue", "emails.send", "{}", "--endpoint-url", "http://127.0.0.1:9"], {})
     assert result.exit_code == 2, result.output
