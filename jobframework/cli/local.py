@@ -7,7 +7,7 @@ import gc
 import json
 import sys
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -18,6 +18,9 @@ from jobframework.cli.base import (
     require_jobs,
 )
 from jobframework.cli.errors import CliError, cannot_listen
+
+if TYPE_CHECKING:
+    from jobframework.local.leftover import Leftover
 
 DEV_WAIT_SECONDS = 2
 """``jf dev``'s long poll: an idle queue costs one receive per 2 s (Ctrl-C does not wait for it: the
@@ -123,6 +126,7 @@ def dev(  # noqa: PLR0917
     from jobframework.local.banner import ready_lines
     from jobframework.local.console import install, log_as_app
     from jobframework.local.emulator import Emulator, pollers_for
+    from jobframework.local.leftover import leftover
     from jobframework.local.reload import exit_with_parent, lanes_note
     from jobframework.local.scheduler import LocalScheduler, sqs_sender
     from jobframework.local.signals import until_signal
@@ -244,6 +248,8 @@ def dev(  # noqa: PLR0917
                         **stop_counts(emulator.stats, tally, drained=drained),
                     }
                 )
+        if not attached:  # what its queues still hold goes with the embedded AWS: say so
+            summary = _with_leftover(summary, leftover(sqs), json_logs=json_logs)
     finally:
         if not attached:
             aws.stop()
@@ -260,6 +266,13 @@ def dev(  # noqa: PLR0917
             f"drain time ran out (--drain-timeout {drain_timeout:g}): the jobs still running were cut off, "
             "and the embedded AWS's queues are gone with it"
         )
+
+
+def _with_leftover(summary: str, left: Leftover, *, json_logs: bool) -> str:
+    """The stop line with what goes with the embedded AWS (the JSON line's ``left``)."""
+    if not json_logs:
+        return f"{summary}; gone with the embedded AWS: {left.text()}" if left else summary
+    return json.dumps({**json.loads(summary), "left": left.as_json()})
 
 
 def _lanes_of_parameter(aws: Any, parameter: str) -> list[str] | None:
@@ -331,6 +344,9 @@ def _dev_with_reload(
             command = child_command(sys.argv[1:], aws.port, counts)
             supervisor = Supervisor(command, watch, say, drain_timeout=drain_timeout, cwd=cwd, counts=counts)
             code = supervisor.run()
+        from jobframework.local.leftover import leftover
+
+        left = leftover(aws.client("sqs"))
     finally:
         aws.stop()
     from jobframework.local.tally import totals_text
@@ -338,12 +354,14 @@ def _dev_with_reload(
     reloads = f"{supervisor.reloads} reload{'s' if supervisor.reloads != 1 else ''}"
     counted = f"in all ({reloads}): {totals_text(supervisor.totals)}" if workers else "(no workers)"
     say(
-        f"jf dev: stopped; {counted}; the embedded AWS and what it held are gone",
+        f"jf dev: stopped; {counted}; the embedded AWS and what it held are gone"
+        + (f": {left.text()}" if left else ""),
         {
             "event": "stopped",
             "stopped": "jf dev",
             "reloads": supervisor.reloads,
             **(supervisor.totals if workers else {"workers": False}),
+            "left": left.as_json(),
         },
     )
     return code

@@ -385,3 +385,30 @@ def test_a_per_key_cap_keeps_no_counts_for_keys_long_idle(flow, monkeypatch):
         assert leases.take(pk, f"j{n}", holder=f"h{n}", cap=1, lease_seconds=30, deadline=time.monotonic())
         leases.release(f"h{n}")
     assert leases.caps_kept() <= 4
+
+
+def test_a_full_cap_whose_leases_keep_changing_hands_is_refused_not_an_error(flow, jf_aws):
+    """Two processes handing leases over all the time: each read finds the item changed, still full.
+    A trial's records were handed back "limits unavailable", with a traceback each, after eight."""
+    from jobframework.flow.limits import ConcurrencyLimit
+    from jobframework.state import StateStore
+
+    pk = "limit#f.capped_one"
+    limit = ConcurrencyLimit(StateStore(str(flow.config.state_table), flow.dynamodb))
+    assert limit.acquire(pk, "run-0", 1, time.time() + 60, time.time())
+    other = jf_aws.client("dynamodb")
+    hands = iter(range(1, 100))
+
+    def hand_over(**_: Any) -> None:  # another process's run hands its lease on, before each read
+        n = next(hands)
+        other.update_item(
+            TableName=flow.config.state_table,
+            Key={"pk": {"S": pk}, "sk": {"S": "concurrency"}},
+            UpdateExpression="REMOVE leases.#a SET leases.#b = :until ADD version :one",
+            ExpressionAttributeNames={"#a": f"run-{n - 1}", "#b": f"run-{n}"},
+            ExpressionAttributeValues={":until": {"N": str(time.time() + 60)}, ":one": {"N": "1"}},
+        )
+
+    flow.dynamodb.meta.events.register("before-call.dynamodb.GetItem", hand_over)
+    assert limit.acquire(pk, "here", 1, time.time() + 60, time.time()) is False
+    assert next(hands) == 2  # refused on the one read's item, as it was then: full
