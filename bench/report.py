@@ -290,6 +290,11 @@ def render(
             f"{r['cap']} at a time **{r['baseline_jobs_s']:.1f} jobs/s**, `concurrency={r['cap']}` "
             f"**{r['capped_jobs_s']:.1f} jobs/s** (**{r['ratio']:.2f}x**), "
             f"{r['hand_backs_per_job']:.2f} hand-backs a job.",
+            "",
+            "The same capped jobs run by two consumers with an emulator each, as two `jf worker` processes",
+            "(or Lambda invocations) share a cap, each with its own leases and waiting line: "
+            f"**{r['two_processes_jobs_s']:.1f} jobs/s** (**{r['two_processes_ratio']:.2f}x**), "
+            f"{r['two_processes_hand_backs_per_job']:.2f} hand-backs a job.",
         ],
     )
 

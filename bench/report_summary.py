@@ -149,6 +149,13 @@ def summary_rows(results: dict[str, dict[str, Any]]) -> list[tuple[str, str, str
         lambda r: f"{r['capped_jobs_s']:.1f} vs {r['baseline_jobs_s']:.1f} jobs/s",
         "higher is better",
     )
+    add(
+        "concurrency_cap",
+        "The same, two processes sharing the cap",
+        lambda r: f"{r['two_processes_ratio']:.2f}x",
+        lambda r: f"{r['two_processes_jobs_s']:.1f} vs {r['baseline_jobs_s']:.1f} jobs/s",
+        "higher is better",
+    )
     cost = results.get("cost", {"failed": "not run"})
     if failed(cost):
         rows.append(("Cost per million jobs vs the mode's floor", f"failed: {failed(cost)}", "", ""))
