@@ -166,9 +166,13 @@ def outcome_text(keys: dict[str, Any], type_width: int = TYPE_WIDTH) -> str:
         ...               "priority": "default", "attempt": 1, "delay": 61, "unrun": True,
         ...               "error": "another delivery runs it"})
         'back in 1m     orders.place      j-5  default  not run  another delivery runs it'
+        >>> outcome_text({"outcome": "released", "job_type": "crm.sync", "job_id": "j-6",
+        ...               "priority": "default", "attempt": 1, "delay": 3, "reason": "concurrency limit"})
+        'released       crm.sync          j-6  default  not run  concurrency limit  back in 3s'
 
     A record handed back unrun (it waits for another delivery of its key, or a backlogged schedule
-    defers it) comes "back in" its delay, "not run": no attempt was spent.
+    defers it; ``released``: over a limit, say) comes "back in" its delay, "not run": no attempt was
+    spent.
 
     The lane (what ``jf dlq`` takes) is shown, else the priority.
     """
@@ -182,7 +186,9 @@ def outcome_text(keys: dict[str, Any], type_width: int = TYPE_WIDTH) -> str:
         keys.get("lane") or keys.get("priority") or "-",
     ]
     duration = keys.get("duration_ms")
-    if (keys.get("outcome") == Outcome.SKIPPED and duration is None) or keys.get("unrun"):
+    outcome = keys.get("outcome")
+    released = outcome == Outcome.RELEASED and keys.get("reason") != THROTTLED  # (a throttle's ran)
+    if (outcome == Outcome.SKIPPED and duration is None) or keys.get("unrun") or released:
         parts.append("not run")  # (cancelled, expired, handed back unrun: no attempt was made)
     else:
         parts.append(f"attempt {keys.get('attempt') or 1}")
@@ -191,6 +197,8 @@ def outcome_text(keys: dict[str, Any], type_width: int = TYPE_WIDTH) -> str:
     detail = [str(d) for d in (keys.get("reason"), keys.get("error")) if d]
     if detail:
         parts.append(": ".join(detail))
+    if released and keys.get("delay") is not None:
+        parts.append(f"back in {_seconds(keys['delay'])}")
     if keys.get("note"):  # what the console adds (local/handbacks.py), not a key of the outcome
         parts.append(f"({keys['note']})")
     return "  ".join(parts)
