@@ -234,7 +234,9 @@ def dev(  # noqa: PLR0917
                 on_stop=scheduler.stop,
                 wait_for_receives=attached,
                 release_unfinished=attached,
-                why="jf dev: stopping these workers (a reload, or jf dev stopping)" if attached else None,
+                why="jf dev: stopping these workers (a reload, jf dev stopping, or a SIGTERM)"
+                if attached
+                else None,
             )
             name = "jf dev workers" if attached else "jf dev"  # (a reload stops them, not jf dev)
             summary = stop_summary(name, emulator.stats, tally, drained=drained)

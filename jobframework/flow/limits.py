@@ -111,7 +111,9 @@ class ConcurrencyLimit:
         for _ in range(WRITE_ATTEMPTS):
             alive = {k: v for k, v in leases.items() if v > now and k != lease}
             if len(alive) >= cap:
-                if fresh:
+                if fresh:  # (kept: the next look is a read, not a write refused with the item)
+                    with self._lock:
+                        self._seen[pk] = (version, leases)
                     return False
                 # What we saw may be old: look again before refusing (a refusal then costs a read).
                 version, leases = self._read(pk)

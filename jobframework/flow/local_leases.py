@@ -49,6 +49,9 @@ POLL_FIRST_SECONDS = 0.05
 POLL_MAX_SECONDS = 0.5
 """A record whose cap is full with no lease of it held here looks again (one read) after the first,
 the pause doubling up to the second: one record a cap and process polls, the rest wait in line."""
+POLL_REST_SECONDS = 5.0
+"""After a look-again here ran out, a record of its cap held elsewhere is handed back at once for this
+long (a lane that runs one record at a time had looked 5 s a record: 50 s of a batch of ten, billed)."""
 HANDOVER_WAIT_SECONDS = 1.0
 """How long a waiter taken out of the line as its own wait ran out waits for the hand-over's one
 write, at most (past it, the run gives the lease back)."""
@@ -101,6 +104,8 @@ class _Waiter:
     """Set, under the lock, by the run that handed it its lease (before ``woken``)."""
     abandoned: bool = False
     """Set, under the lock, by a waiter that gave up on a hand-over under way: the run gives it back."""
+    unheld: bool = False
+    """Set, under the lock, when it is woken because nothing here holds a lease or takes one."""
     woken: threading.Event = field(default_factory=threading.Event)
 
 
@@ -115,6 +120,8 @@ class LocalLeases:
         self._taking: Counter[str] = Counter()
         self._last_run: dict[str, float] = {}
         """Per cap: how long the last run that ended here held its lease (seconds)."""
+        self._gave_up: dict[str, float] = {}
+        """Per cap: when a look-again here last ran out (monotonic seconds)."""
         self._lock = threading.Lock()
 
     def waiting(self, pk: str) -> int:
@@ -125,7 +132,9 @@ class LocalLeases:
     def caps_kept(self) -> int:
         """How many caps this process keeps counts of (at most about :data:`MAX_IDLE_CAPS` idle)."""
         with self._lock:
-            return len(self._frees.keys() | self._taking.keys() | self._last_run.keys())
+            return len(
+                self._frees.keys() | self._taking.keys() | self._last_run.keys() | self._gave_up.keys()
+            )
 
     def take(
         self,
@@ -144,6 +153,7 @@ class LocalLeases:
         none came."""
         lease = lease_name(job_id, holder)
         polls = 0
+        poll_end = deadline if poll_until is None else min(deadline, poll_until)
         counted = False  # (a poll's take is counted from its pause on)
         while True:
             with self._lock:
@@ -155,11 +165,15 @@ class LocalLeases:
             try:
                 now = time.time()
                 taken = self.limit.acquire(pk, lease, cap, now + lease_seconds, now)
-            finally:
+            except BaseException:
                 with self._lock:
                     self._taking[pk] -= 1
-                    if taken:
-                        self._hold(holder, pk, lease, lease_seconds)
+                    self._wake_unheld(pk)  # (the records in line behind this take must not wait on it)
+                raise
+            with self._lock:
+                self._taking[pk] -= 1
+                if taken:
+                    self._hold(holder, pk, lease, lease_seconds)
             if taken:
                 return True
             waiter = _Waiter(lease, holder, lease_seconds)
@@ -167,18 +181,21 @@ class LocalLeases:
             with self._lock:
                 missed = self._frees[pk] != frees
                 if not missed:
-                    left = deadline - time.monotonic()
+                    now_m = time.monotonic()
+                    left = deadline - now_m
                     if left <= 0 or self._last_run.get(pk, 0.0) > left:
                         self._wake_unheld(pk)
                         return False  # not in time
                     if self._held_here(pk) or self._taking[pk] > 0:
                         self._lines.setdefault(pk, deque()).append(waiter)
                     else:  # held elsewhere: look again shortly (the records here wait in line behind)
-                        left = min(left, (deadline if poll_until is None else poll_until) - time.monotonic())
-                        if left <= 0:
+                        rested = now_m - self._gave_up.get(pk, float("-inf")) >= POLL_REST_SECONDS
+                        if poll_end <= now_m or not (polls or rested):
+                            if poll_end <= now_m:
+                                self._gave_up[pk] = now_m
                             self._wake_unheld(pk)
                             return False
-                        poll = poll_pause(polls, left)
+                        poll = poll_pause(polls, poll_end - now_m)
                         self._taking[pk] += 1
             if missed:
                 continue  # a run here freed a lease since the take was refused: take again
@@ -188,6 +205,7 @@ class LocalLeases:
                 except BaseException:
                     with self._lock:
                         self._taking[pk] -= 1
+                        self._wake_unheld(pk)
                     raise
                 polls += 1
                 counted = True
@@ -196,7 +214,13 @@ class LocalLeases:
                 return False
             if waiter.granted:
                 return True
-            # (woken to take one itself: the lease it was to be handed had lapsed, or the write failed)
+            if waiter.unheld:  # the look-again it waited behind gave up: so does it, if it is to rest
+                with self._lock:
+                    now_m = time.monotonic()
+                    if poll_end <= now_m or now_m - self._gave_up.get(pk, float("-inf")) < POLL_REST_SECONDS:
+                        return False
+            # (woken to take one itself: the lease it was to be handed had lapsed, or the write failed,
+            # or nothing here holds one any more)
 
     def release(self, holder: str) -> None:
         """Free the lease ``holder`` holds, if any, or hand it to the first record waiting here for
@@ -241,7 +265,7 @@ class LocalLeases:
         busy = (
             {h.pk for h in self._held.values()} | set(self._lines) | {k for k, n in self._taking.items() if n}
         )
-        for kept in (self._frees, self._taking, self._last_run):
+        for kept in (self._frees, self._taking, self._last_run, self._gave_up):
             for pk in [k for k in kept if k not in busy]:
                 del kept[pk]
 
@@ -251,6 +275,7 @@ class LocalLeases:
         if self._held_here(pk) or self._taking[pk] > 0:
             return
         for waiter in self._lines.pop(pk, ()):
+            waiter.unheld = True
             waiter.woken.set()
 
     def _held_here(self, pk: str) -> bool:

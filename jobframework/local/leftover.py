@@ -23,10 +23,13 @@ _COUNTS = (
 
 @dataclass(frozen=True, slots=True)
 class Leftover:
-    """Messages in the queues: not yet run (``delayed`` of them not yet due), and dead letters."""
+    """Messages in the queues: not yet run (``delayed`` of them sent with a delay, ``backing_off``
+    waiting out a retry's visibility timeout), and dead letters. (A delay over 15 minutes is a
+    one-time schedule of the embedded Scheduler, not a message: not counted.)"""
 
     unrun: int = 0
     delayed: int = 0
+    backing_off: int = 0
     dead_letters: int = 0
 
     def __bool__(self) -> bool:
@@ -39,16 +42,19 @@ class Leftover:
         """What the stop line says of them (empty when the queues are).
 
         Example:
-            >>> Leftover(unrun=3, delayed=2, dead_letters=1).text()
-            '3 jobs not yet run (2 of them delayed: retries, hand-backs, delayed enqueues), 1 dead letter'
+            >>> print(Leftover(unrun=4, delayed=2, backing_off=1, dead_letters=1).text())
+            4 jobs not yet run (2 delayed: hand-backs, delayed enqueues; 1 waiting out a retry's back-off), 1 dead letter
             >>> Leftover(unrun=1).text(), Leftover().text()
             ('1 job not yet run', '')
-        """
+        """  # noqa: E501
         parts = []
         if self.unrun:
             parts.append(f"{self.unrun} job{'s' if self.unrun != 1 else ''} not yet run")
-            if self.delayed:
-                parts[-1] += f" ({self.delayed} of them delayed: retries, hand-backs, delayed enqueues)"
+            why = [f"{self.delayed} delayed: hand-backs, delayed enqueues"] if self.delayed else []
+            if self.backing_off:
+                why.append(f"{self.backing_off} waiting out a retry's back-off")
+            if why:
+                parts[-1] += f" ({'; '.join(why)})"
         if self.dead_letters:
             parts.append(f"{self.dead_letters} dead letter{'s' if self.dead_letters != 1 else ''}")
         return ", ".join(parts)
@@ -57,7 +63,7 @@ class Leftover:
 def leftover(sqs: Any) -> Leftover:
     """Count the messages in every queue of the embedded AWS (``sqs``: a client of it); a failure is
     logged and counts none (the stop goes on)."""
-    unrun = delayed = dead = 0
+    unrun = delayed = backing_off = dead = 0
     try:
         for url in sqs.list_queues().get("QueueUrls", []):
             attributes = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=list(_COUNTS))["Attributes"]
@@ -67,7 +73,8 @@ def leftover(sqs: Any) -> Leftover:
             else:
                 unrun += visible + in_flight + later
                 delayed += later
+                backing_off += in_flight
     except Exception:
         log.warning("counting the messages left in the embedded AWS failed", exc_info=True)
         return Leftover()
-    return Leftover(unrun, delayed, dead)
+    return Leftover(unrun, delayed, backing_off, dead)

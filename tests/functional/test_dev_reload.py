@@ -147,7 +147,8 @@ def test_a_change_reloads_the_workers_and_keeps_what_the_embedded_aws_holds(tmp_
         assert any(x == "jf dev: reloading: reloadjobs.py changed" for x in dev.lines), dev.lines
         # (the workers' drain says who stopped them: it had read "signal 15: draining", an outside kill)
         assert any(
-            "jf dev: stopping these workers (a reload, or jf dev stopping): draining" in x for x in dev.lines
+            "jf dev: stopping these workers (a reload, jf dev stopping, or a SIGTERM): draining" in x
+            for x in dev.lines
         )
         assert any(x.startswith("jf dev workers: stopped (drained); 1 records") for x in dev.lines), dev.lines
         assert dev.result(dev.jf("enqueue", "reload.part", '{"name": "bob"}', "--track")) == "bye bob"

@@ -144,7 +144,7 @@ def test_ctrl_c_lets_the_job_being_run_finish_then_prints_what_ran(tmp_path):
     assert re.fullmatch(
         r"jf dev: stopped \(drained\); 3 records in \d batches, 3 done, 0 to retry; "
         r"jobs: 2 succeeded, 0 retried, 1 dead-lettered; gone with the embedded AWS: 1 job not yet run "
-        r"\(1 of them delayed: retries, hand-backs, delayed enqueues\), 1 dead letter",
+        r"\(1 delayed: hand-backs, delayed enqueues\), 1 dead letter",
         dev.lines[-1],
     ), dev.lines[-1]
     assert done < len(dev.lines) - 1
@@ -169,7 +169,7 @@ def test_jf_dev_json_lines_name_the_app_and_ctrl_c_ends_them_with_a_json_summary
     summary = every[-1]
     assert summary["event"] == "stopped" and summary["stopped"] == "jf dev" and summary["drained"] is True
     assert (summary["records"], summary["succeeded"], summary["dead_lettered"]) == (1, 1, 0)
-    assert summary["left"] == {"unrun": 0, "delayed": 0, "dead_letters": 0}
+    assert summary["left"] == {"unrun": 0, "delayed": 0, "backing_off": 0, "dead_letters": 0}
 
 
 def test_jf_dev_app_names_the_local_topology_as_the_construct_would(tmp_path):
