@@ -25,9 +25,10 @@ def demo(
 
     Example: jf demo
     """
-    from jobframework.local.demo import run_demo
+    from jobframework.local.demo import example_jobs, run_demo
     from jobframework.local.demo_summary import BANNER, render_summary
 
+    example_jobs()  # (from a wheel there are none: said before the banner promises a demo)
     console = rich_console()
     if not json_output:
         console.print(BANNER)

@@ -242,7 +242,9 @@ def redrive_summary(
     if not again:
         return summary, None
     reasons = ", ".join(sorted(set(result.by_reason) & FAIL_AGAIN))
-    verb = ("would be" if dry_run else "were") if again > 1 else ("would be" if dry_run else "was")
+    # (they were dead-lettered so: a dry run's "would be" read as a forecast of the redrive's outcome)
+    which = "the letters it would redrive" if dry_run else "them"
+    verb = "were" if again > 1 else "was"
     signed = (
         "; a signature letter is sent back as it came, unsigned or tampered: it fails again unless the "
         "consumer no longer checks signatures; enqueue the job again from a producer with the keys "
@@ -251,6 +253,6 @@ def redrive_summary(
         else ""
     )
     return summary, (
-        f"{again} of them {verb} dead-lettered {reasons}: such a letter fails the same way again "
+        f"{again} of {which} {verb} dead-lettered {reasons}: such a letter fails the same way again "
         f"unless its job's code or its data changed{signed}"
     )

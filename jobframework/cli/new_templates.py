@@ -198,8 +198,12 @@ is dead-lettered `unknown-type`).
 
     npm install -g aws-cdk        # the CDK CLI, once
     source .venv/bin/activate     # cdk.json runs `python3 app.py`: the venv's Python, with aws-cdk-lib
+    cdk synth -c stage=dev        # the template, checked by cdk-nag: no account needed
     cdk bootstrap                 # once per account and region
     cdk deploy -c stage=dev       # or -c stage=prod
+
+Without the CDK CLI, `CDK_OUTDIR=cdk.out .venv/bin/python app.py` synthesizes the same template into
+`cdk.out/` (no account, no Docker: the Lambda code is bundled with pip).
 
 The CDK needs Node.js: 22 or 24, which jsii supports. Node 20 still works, but it is past its end of
 life and jsii prints a banner saying so at every synth; `export

@@ -196,7 +196,7 @@ DEMO_JOBS = "handlers.jobs"
 """The example jobs the demo runs: ``handlers/jobs.py`` of a jobframework checkout (not installed)."""
 
 
-def _example_jobs() -> Any:
+def example_jobs() -> Any:
     import importlib
 
     from jobframework.errors import ConfigurationError
@@ -213,7 +213,7 @@ def _example_jobs() -> Any:
 
 
 def _run(*, console: Any, live: bool, port: int, timeout: float, started: float) -> DemoReport:
-    example = _example_jobs()
+    example = example_jobs()
     from jobframework.client import EnqueueRequest, JobClient
     from jobframework.consumer import consumer
     from jobframework.dlq import DeadLetters

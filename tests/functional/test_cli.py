@@ -108,6 +108,17 @@ def test_dev_reload_exclude_without_reload_is_a_bad_argument():
     assert "--reload-exclude tells --reload what to leave out: add --reload" in result.stderr
 
 
+def test_jf_demo_outside_a_checkout_says_so_before_its_banner(tmp_path):
+    """From a wheel there are no example jobs: a trial saw the banner promise a demo, then the error."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    result = subprocess.run(
+        [JF, "demo"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60, check=False
+    )
+    assert result.returncode == 1, result
+    assert result.stdout == "", result.stdout
+    assert result.stderr.startswith("jf: error: jf demo runs the example jobs of a jobframework checkout")
+
+
 def test_an_option_of_jf_itself_after_the_command_says_to_put_it_first():
     result = invoke(["enqueue", "emails.send", "{}", "--endpoint-url", "http://127.0.0.1:9"], {})
     assert result.exit_code == 2, result.output

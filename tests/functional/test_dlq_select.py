@@ -300,6 +300,9 @@ def test_a_redrive_counts_its_letters_by_reason_and_says_which_fail_the_same_way
     dry = invoke(["dlq", "redrive", "default", "--dry-run"], env)
     assert dry.exit_code == 0, dry.output
     assert "would redrive 3 (crm.sync 3; by reason: exhausted 2, permanent 1)" in dry.stdout
-    assert "1 of them would be dead-lettered permanent: such a letter fails the same way" in dry.stderr
+    assert (
+        "1 of the letters it would redrive was dead-lettered permanent: such a letter fails the same way"
+        in dry.stderr
+    )
     chosen = invoke(["dlq", "redrive", "default", "--reason", "exhausted", "--dry-run"], env)
     assert "would redrive 2 (crm.sync 2); 1 not matching" in chosen.stdout and "note" not in chosen.stderr
