@@ -16,7 +16,8 @@ as before (its group would wait behind it).
 A deadline (``expires_in=``, ``expires_after=``) that passes while it waits drops it ``expired``, and a
 ``jf cancel`` of a tracked one drops it ``cancelled`` (a read of its cancel marker at each hand-back):
 neither needs its payload, and either had been dead-lettered ``version`` at the window's end. Its
-dead letter, if it comes to that, counts no attempt: it never ran.
+dead letter, if it comes to that, counts no attempt: it never ran. While it waits, a tracked job's
+status reads ``retrying``, its error saying why (one write a hand-back).
 """
 
 from __future__ import annotations
@@ -134,4 +135,16 @@ def _handed_back(d: Delivery, job: Job[Any], error: str, since: float, first: bo
     verdict = release(d, NEWER_RETRY_SECONDS, why=error)
     verdict.attributes = {ATTR_NEWER: f"{since:.0f}"}
     verdict.outcome = d.outcome(Outcome.RELEASED, reason=NEWER, error=error, delay=NEWER_RETRY_SECONDS)
+    if env.track:  # (jf status said queued, attempts 0, with no word of why it does not run)
+        from jobframework.state import JobState
+        from jobframework.status import now_iso
+
+        verdict.status = (
+            JobState.RETRYING,
+            {
+                "attempts": d.attempt - 1,
+                "error": f"{NEWER}: {error} (waiting for a consumer that reads it)",
+                "next_attempt_at": now_iso(NEWER_RETRY_SECONDS),
+            },
+        )
     return verdict

@@ -158,6 +158,11 @@ def test_a_newer_payload_cancelled_while_it_waits_is_dropped_cancelled_not_dead_
     old_consumer = consumer(old, config=config, sqs_client=sqs, listeners=[outcomes.append])
     consume_once(old_consumer, sqs, url)
     assert [o.reason for o in outcomes] == ["newer payload"]
+    waiting = producer.status(queued.id)  # (it read queued, attempts 0: no word of why)
+    assert waiting is not None and (waiting.status, waiting.attempts) == ("retrying", 0)
+    assert "newer payload: " in (waiting.error or "") and "waiting for a consumer that reads it" in (
+        waiting.error or ""
+    )
     assert producer.cancel(queued.id).outcome == "cancelled"
     [copy] = copies
     sqs.send_message(
