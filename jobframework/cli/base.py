@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -102,9 +103,9 @@ def load_jobs(modules: list[str] | None) -> list[str]:
         raise CliError(str(exc)) from exc
 
 
-def require_jobs(modules: list[str] | None) -> list[str]:
+def require_jobs(modules: list[str] | None, *, said: Path | None = None) -> list[str]:
     """:func:`load_jobs`, for a command that runs jobs (``jf dev``, ``jf worker``): one that would run
-    none is refused, saying which modules to name."""
+    none is refused, saying which modules to name (``said``: see :func:`warn_unlisted`)."""
     from jobframework.jobs import registry
     from jobframework.modules import no_jobs_message
 
@@ -118,7 +119,7 @@ def require_jobs(modules: list[str] | None) -> list[str]:
         held.let_go(replay=False)
         raise CliError(no_jobs_message(names))
     held.let_go()  # some did register: the warnings name those that did not
-    warn_unlisted(names)
+    warn_unlisted(names, said=said)
     return names
 
 
@@ -143,12 +144,21 @@ class _HeldWarnings(logging.Handler):
             self.logger.handle(record)
 
 
-def warn_unlisted(names: list[str]) -> None:
+def warn_unlisted(names: list[str], *, said: Path | None = None) -> None:
     """Say which modules of the named modules' packages (in the current directory) apply ``@job`` but
-    are not loaded: the deployed consumer, which loads the same modules, would not know their jobs."""
+    are not loaded: the deployed consumer, which loads the same modules, would not know their jobs.
+    ``said``: a file of the modules warned of already, by an earlier start (``jf dev --reload``'s
+    workers, which said each again at every reload), kept up to date."""
     from jobframework.unlisted_modules import unlisted_job_modules
 
-    for module in unlisted_job_modules(Path.cwd(), [n.split(".", 1)[0] for n in names], names):
+    unlisted = unlisted_job_modules(Path.cwd(), [n.split(".", 1)[0] for n in names], names)
+    before: list[str] = []
+    if said is not None:
+        with contextlib.suppress(OSError, ValueError):
+            before = list(json.loads(said.read_text()))
+        with contextlib.suppress(OSError):
+            said.write_text(json.dumps(sorted(set(before) | set(unlisted))))
+    for module in (m for m in unlisted if m not in before):
         typer.echo(
             f"warning: module {module} applies @job but is not among the job modules ({', '.join(names)}) "
             f"nor imported by them: its jobs are dead-lettered unknown-type here and by a consumer "

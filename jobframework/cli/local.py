@@ -162,7 +162,8 @@ def dev(  # noqa: PLR0917
         )
     log_as_app(settings.app)  # the service of the log lines, as the stack names it
     listener = install(json_logs=json_logs, every_handback=verbose)
-    modules = require_jobs(names)
+    # (jf dev --reload's workers: each module left out is said once, not again at every reload)
+    modules = require_jobs(names, said=counts_file.with_name("unlisted.json") if counts_file else None)
     aws = EmbeddedAWS(port)
     if attached:  # jf dev --reload's child: the embedded AWS is its parent's
         use_fake_credentials()

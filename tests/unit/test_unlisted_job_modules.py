@@ -60,3 +60,21 @@ def test_jf_dev_and_jf_worker_warn_of_them_at_start(tmp_path, monkeypatch, capsy
     )
     warn_unlisted(["invoices.jobs", "invoices.reports"])
     assert capsys.readouterr().err == ""
+
+
+def test_jf_dev_reloads_say_each_once(tmp_path, monkeypatch, capsys):
+    """`jf dev --reload`'s workers had said the warning again at every reload."""
+    _write(tmp_path, "invoices/__init__.py", "")
+    _write(tmp_path, "invoices/jobs.py", JOB.format(name="invoices.render"))
+    _write(tmp_path, "invoices/reports.py", JOB.format(name="invoices.monthly"))
+    monkeypatch.chdir(tmp_path)
+    said = tmp_path / "unlisted.json"
+
+    warn_unlisted(["invoices.jobs"], said=said)
+    assert "module invoices.reports applies @job" in capsys.readouterr().err
+    warn_unlisted(["invoices.jobs"], said=said)  # a reload
+    assert capsys.readouterr().err == ""
+    _write(tmp_path, "invoices/refunds.py", JOB.format(name="invoices.refund"))  # a new one, then
+    warn_unlisted(["invoices.jobs"], said=said)
+    err = capsys.readouterr().err
+    assert "module invoices.refunds applies @job" in err and err.count("warning:") == 1, err
