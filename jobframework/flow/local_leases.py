@@ -100,6 +100,7 @@ class _Waiter:
     lease: str
     holder: str
     lease_seconds: float
+    cap: int
     granted: bool = False
     """Set, under the lock, by the run that handed it its lease (before ``woken``)."""
     abandoned: bool = False
@@ -176,7 +177,7 @@ class LocalLeases:
                     self._hold(holder, pk, lease, lease_seconds)
             if taken:
                 return True
-            waiter = _Waiter(lease, holder, lease_seconds)
+            waiter = _Waiter(lease, holder, lease_seconds, cap)
             poll = 0.0
             with self._lock:
                 missed = self._frees[pk] != frees
@@ -278,14 +279,54 @@ class LocalLeases:
             waiter.unheld = True
             waiter.woken.set()
 
+    def _look_at_head(self, pk: str, waiter: _Waiter) -> bool:
+        """The first in line takes a lease of ``pk`` that another process freed, if there is one
+        (one read); ``True`` when it holds one, or when a run here freed one meanwhile (it is woken to
+        take it). A line had waited for its own process's runs only, while leases freed elsewhere
+        went unused."""
+        with self._lock:
+            line = self._lines.get(pk)
+            if not line or line[0] is not waiter:
+                return False
+            line.popleft()  # (out of line while it looks: no run hands it a lease meanwhile)
+            if not line:
+                del self._lines[pk]
+            frees = self._frees[pk]
+            self._taking[pk] += 1
+        try:
+            now = time.time()
+            taken = self.limit.acquire(pk, waiter.lease, waiter.cap, now + waiter.lease_seconds, now)
+        except BaseException:
+            with self._lock:
+                self._taking[pk] -= 1
+                self._wake_unheld(pk)
+            raise
+        with self._lock:
+            self._taking[pk] -= 1
+            if taken:
+                self._hold(waiter.holder, pk, waiter.lease, waiter.lease_seconds)
+                waiter.granted = True
+            elif self._frees[pk] != frees:  # a run here freed one while it looked: take it
+                waiter.woken.set()
+            elif self._held_here(pk) or self._taking[pk] > 0:
+                self._lines.setdefault(pk, deque()).appendleft(waiter)  # (its place kept)
+            else:  # nothing here to wait for any more: it looks again as any record would
+                waiter.unheld = True
+                waiter.woken.set()
+        return taken or waiter.woken.is_set()
+
     def _held_here(self, pk: str) -> bool:
         now = time.monotonic()
         return any(h.pk == pk and h.until > now for h in self._held.values())
 
     def _wait(self, pk: str, waiter: _Waiter, deadline: float) -> bool:
         """Wait in ``pk``'s line until a run hands over its lease (or says to take one); ``False``
-        when the wait ran out first (the waiter has left the line)."""
-        if waiter.woken.wait(max(0.0, deadline - time.monotonic())):
+        when the wait ran out first (the waiter has left the line). The first in line looks at the
+        lease item every :data:`POLL_MAX_SECONDS` too, for a lease freed by another process."""
+        while (left := deadline - time.monotonic()) > 0:
+            if waiter.woken.wait(min(left, POLL_MAX_SECONDS)) or self._look_at_head(pk, waiter):
+                return True
+        if waiter.woken.is_set():
             return True
         with self._lock:
             line = self._lines.get(pk)

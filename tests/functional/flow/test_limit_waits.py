@@ -492,3 +492,31 @@ def test_a_full_cap_whose_leases_keep_changing_hands_is_refused_not_an_error(flo
     flow.dynamodb.meta.events.register("before-call.dynamodb.GetItem", hand_over)
     assert limit.acquire(pk, "here", 1, time.time() + 60, time.time()) is False
     assert next(hands) == 2  # refused on the one read's item, as it was then: full
+
+
+def test_the_first_in_line_takes_a_lease_freed_by_another_process(flow):
+    """A line waited for its own process's runs only: a lease another process freed went unused until
+    one of them ended. The first in line looks at the item every 0.5 s as well."""
+    from jobframework.envelope import Envelope
+    from jobframework.flow.limits import ConcurrencyLimit
+    from jobframework.state import StateStore
+
+    gate, job = _gate_and_job(flow, "f.capped")  # (concurrency=2)
+    pk = "limit#f.capped"
+    elsewhere = ConcurrencyLimit(StateStore(str(flow.config.state_table), flow.dynamodb))
+    assert elsewhere.acquire(pk, "elsewhere", 2, time.time() + 60, time.time())
+    a, b = (Envelope.new("f.capped", {"name": n}) for n in "ab")
+    assert _take(gate, job, a, "h-a") is None  # the cap is full: one here, one elsewhere
+    result: list[Any] = []
+    waiter = threading.Thread(target=lambda: result.append(_take(gate, job, b, "h-b")))
+    waiter.start()
+    deadline = time.monotonic() + 5
+    while gate.leases.waiting(pk) == 0 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert gate.leases.waiting(pk) == 1  # in line behind h-a's run
+    elsewhere.release(pk, "elsewhere")
+    waiter.join(5)
+    assert result == [None]  # it took the freed lease while h-a still runs
+    assert set(_lease_item(flow, pk)["leases"]["M"]) == {lease_name(a.id, "h-a"), lease_name(b.id, "h-b")}
+    gate.release("h-a")
+    gate.release("h-b")
