@@ -169,7 +169,7 @@ def dropped(d: Delivery, drop: Drop, *, attempts: int, processing_ms: float | No
     ran, when it did (its start goes into the status)."""
     from jobframework.status import now_iso
 
-    fields = {"attempts": attempts, "reason": drop.reason, "finished_at": now_iso()}
+    fields = {"attempts": attempts, "reason": drop.status_reason or drop.reason, "finished_at": now_iso()}
     return Verdict(
         d,
         Kind.SKIPPED,
@@ -194,9 +194,9 @@ def cancelled_unrun(d: Delivery) -> Verdict:
     """The run found its job's cancel marker right after claiming its key
     (:mod:`jobframework.stores.key_records`): acknowledged unrun, status ``cancelled``, as the cancel
     gate's drop."""
-    from jobframework.flow.outcome import Drop
+    from jobframework.flow.cancel import cancelled_drop
 
-    return dropped(d, Drop(JobState.CANCELLED, "cancelled", "Cancelled"), attempts=d.attempt - 1)
+    return dropped(d, cancelled_drop(d.attempt), attempts=d.attempt - 1)
 
 
 def backlog_gate(admitted: Admitted, consumer: Consumer) -> Verdict | None:

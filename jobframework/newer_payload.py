@@ -103,16 +103,16 @@ def _stopped_meanwhile(
     """An expiry or a cancel that came while the record waited for a consumer that reads it (neither
     needs its payload); a failed read of the cancel marker is logged and is no cancel."""
     from jobframework.flow.expiry import expiry_gate
-    from jobframework.flow.outcome import Drop
-    from jobframework.state import JobState
 
     expired = expiry_gate(env, job, None, attempt, now)
     if expired is not None or state is None or not env.track:
         return expired
     try:
         if state.jobs.cancel_marked(env.id):
+            from jobframework.flow.cancel import cancelled_drop
+
             log.info("job %s (%s) was cancelled; acknowledged unrun", env.id, env.type)
-            return Drop(JobState.CANCELLED, "cancelled", "Cancelled")
+            return cancelled_drop(attempt)
     except Exception:
         log.warning("reading the cancel marker of job %s failed", env.id, exc_info=True)
     return None

@@ -127,7 +127,7 @@ def cancel(
             return CancelResult(job_id, CancelOutcome.SIGNALLED, state)
         if holder is KeyHolder.FINISHED:
             return CancelResult(job_id, CancelOutcome.FINISHED, state)
-    store.jobs.finish_cancelled(job_id, "cancelled before it started", keep_until=keep_until)
+    store.jobs.finish_cancelled(job_id, CANCELLED_UNSTARTED, keep_until=keep_until)
     if before.key and not keyed_by_id(job_id, before.key):
         # Its dedup key is free again (as a removed job's id is in BullMQ): an enqueue with that key
         # sends a new job instead of answering with this cancelled one. A marker another job holds stays.
@@ -224,9 +224,19 @@ class CancelGate:
             return None
         if not started:
             log.info("job %s (%s) was cancelled; acknowledged unrun", env.id, env.type)
-            return Drop(JobState.CANCELLED, "cancelled", "Cancelled")
+            return cancelled_drop(attempt)
         watch(env.id, self.store)
         return None
+
+
+CANCELLED_UNSTARTED = "cancelled before it started"
+"""The status reason of a job cancelled before its first run (what :func:`cancel` writes, and what
+the consumer that drops its record keeps: it had written ``cancelled`` over it)."""
+
+
+def cancelled_drop(attempt: int) -> Drop:
+    """A cancelled record's drop: the status says whether the job had started before."""
+    return Drop(JobState.CANCELLED, "cancelled", "Cancelled", CANCELLED_UNSTARTED if attempt <= 1 else None)
 
 
 def claimant_of(record: dict[str, Any]) -> str:

@@ -39,12 +39,14 @@ class HandBack:
 class Drop:
     """Acknowledge the record unrun; the job's status becomes ``state``.
 
-    ``metric`` is the per-job-type count the consumer emits (``Cancelled``, ``Expired``, ``Debounced``).
+    ``metric`` is the per-job-type count the consumer emits (``Cancelled``, ``Expired``, ``Debounced``);
+    ``status_reason``, what the status says when not ``reason`` (a cancel's, as ``jf cancel`` wrote it).
     """
 
     state: JobState
     reason: str
     metric: str
+    status_reason: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

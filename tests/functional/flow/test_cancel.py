@@ -32,7 +32,8 @@ def test_a_job_cancelled_before_it_starts_is_acknowledged_unrun(flow):
     assert len(records) == 1 and response == {"batchItemFailures": []}
     assert flow_jobs.calls["a"] == 0
     status = flow.client.status(job_id)
-    assert status.status is JobState.CANCELLED and status.reason == "cancelled" and status.finished_at
+    assert status.status is JobState.CANCELLED and status.finished_at
+    assert status.reason == "cancelled before it started"  # (as jf cancel wrote it: the consumer keeps it)
     assert [(o.outcome, o.reason) for o in flow.outcomes] == [("skipped", "cancelled")]
     assert receive_all(flow.sqs, flow.url("high")) == []  # acknowledged
     assert receive_all(flow.sqs, flow.config.endpoints("high").dlq_url) == []
@@ -68,7 +69,8 @@ def test_a_cancelled_job_handed_back_unrun_stays_cancelled(flow):
 
     records, _ = flow.consume("high")  # the copy, with time to run: acknowledged unrun
     assert len(records) == 1 and flow_jobs.calls["handed-back"] == 0
-    assert flow.client.status(job_id).status is JobState.CANCELLED
+    status = flow.client.status(job_id)  # (its reason kept: the consumer had written "cancelled" over it)
+    assert status.status is JobState.CANCELLED and status.reason == "cancelled before it started"
 
 
 def test_a_finished_job_is_not_changed(flow):
