@@ -137,7 +137,13 @@ def cancel(  # noqa: PLR0917
             f"no unfinished tracked job of type {job_type} "
             + (f"whose key contains {matching!r} " if matching else "")
             + f"was enqueued more than {older_than} ago (nothing changed); "
-            + (f"did you mean {close}? " if close else "check the type's spelling: ")
+            + (
+                f"did you mean {close}? "
+                if close
+                else ""
+                if known and job_type in known  # (a type it knows: its jobs are finished, or newer)
+                else "check the type's spelling: "
+            )
             + "`jf status ID` shows a job's type and key"
             + (
                 " (a job sent by name without its module, key= not given, has its key= function's key "

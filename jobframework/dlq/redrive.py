@@ -71,6 +71,8 @@ class RedriveResult:
     """Letters moved (or that would move) by their dead-letter reason (``-``: none recorded)."""
     by_source: dict[str, int] = field(default_factory=dict)
     job_ids: list[str] = field(default_factory=list)
+    tracked_job_ids: list[str] = field(default_factory=list)
+    """Of ``job_ids``, those whose jobs have a status record (``jf status`` and the console show them)."""
     errors: list[str] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
@@ -85,6 +87,8 @@ class RedriveResult:
             self.by_source[source] = self.by_source.get(source, 0) + 1
         if letter.job_id:
             self.job_ids.append(letter.job_id)
+            if letter.tracked:
+                self.tracked_job_ids.append(letter.job_id)
 
 
 def batches_by_bytes(
@@ -254,7 +258,12 @@ class Redrive:
                 )
                 if ahead > 0:
                     time.sleep(ahead)
-            if (limit is not None and result.matched >= limit) or wanted == set():
+            if limit is not None and result.matched >= limit:
+                # (the letters after it are left by the limit, matching or not: a limit reached at the
+                # end of a batch had said nothing of them)
+                result.limited = True
+                break
+            if wanted == set():
                 break
         result.later += scan.later
         read_all = not result.limited and (limit is None or result.matched < limit)

@@ -25,10 +25,10 @@ def _client(shop: Shop) -> JobClient:
     )
 
 
-def _dead_charge(shop: Shop, order_id: str) -> str:
+def _dead_charge(shop: Shop, order_id: str, *, track: bool | None = None) -> str:
     """A shop.charge job that was declined and dead-lettered; returns its id."""
     console_jobs.declined.add(order_id)
-    job_id = _client(shop).enqueue("shop.charge", {"order_id": order_id}).id
+    job_id = _client(shop).enqueue("shop.charge", {"order_id": order_id}, track=track).id
     shop.consume("high")
     assert shop.dlq_depth("high") >= 1
     return job_id
@@ -57,6 +57,21 @@ def test_redrive_a_dead_letter_by_selection_and_see_the_job_succeed(page: Any, c
     page.locator("#redrive-result").get_by_role("link", name=job_id).click()
     expect(page).to_have_url(re.compile(f"/jobs/{job_id}$"))
     expect(page.locator("#job-status")).to_have_text("succeeded")
+
+
+def test_a_redriven_untracked_job_is_named_not_linked(page: Any, console_url: str, clean: Shop):
+    """Its link led to a 404 (no status record to show), an operator's trial found."""
+    tracked, untracked = _dead_charge(clean, "o-7"), _dead_charge(clean, "o-8", track=False)
+    page.goto(f"{console_url}/dlq/high")
+    for job_id in (tracked, untracked):
+        page.locator(f'#letters tr[data-job-id="{job_id}"]').get_by_role("checkbox").check()
+    page.locator("#redrive-selected").click()
+    page.locator("#confirm-redrive").click()
+    expect(page.locator("#task-done")).to_be_visible()
+    result = page.locator("#redrive-result")
+    expect(result.get_by_role("link", name=tracked)).to_have_count(1)
+    expect(result.get_by_role("link", name=untracked)).to_have_count(0)
+    expect(result).to_contain_text(untracked)
 
 
 def test_a_selection_redrive_says_what_it_takes_warns_of_a_paused_lane_and_offers_a_reload(

@@ -127,6 +127,10 @@ def test_redrive_dry_run_and_limit(sqs, jf_config, letters):
     assert "0 not matching; --limit 2 reached (more may match)" in limited.stdout, limited.stdout
     assert queue_counts(sqs, ep.url) == (2, 0)
     assert queue_counts(sqs, ep.dlq_url) == (3, 0)
+    # A limit met by a batch's last letter leaves the rest too: an operator's trial read
+    # "limited": false with ten letters left behind, in no count.
+    everything = invoke(["dlq", "redrive", "default", "--limit", "3", "--dry-run", "--json"], env)
+    assert (json.loads(everything.stdout)["matched"], json.loads(everything.stdout)["limited"]) == (3, True)
 
     too_young = invoke(["dlq", "redrive", "default", "--older-than", "36500d", "--json"], env)
     assert json.loads(too_young.stdout)["moved"] == 0

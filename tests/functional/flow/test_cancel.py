@@ -250,6 +250,8 @@ def test_bulk_cancel_by_type_and_age_with_a_dry_run(flow):
     with_catalog = {**env, "JF_TOPOLOGY_PARAMETER": str(flow.config.topology_parameter)}  # (jf dev's)
     suggested = invoke(["cancel", "--type", "f.okk", "--older-than", "0s"], with_catalog)
     assert "(nothing changed); did you mean f.ok? `jf status ID`" in suggested.output, suggested.output
+    known = invoke(["cancel", "--type", "f.ok", "--older-than", "1h"], with_catalog)  # (it exists)
+    assert "(nothing changed); `jf status ID`" in known.output and "spelling" not in known.output
 
     done = invoke(["cancel", "--type", "f.ok", "--older-than", "0s"], env)
     assert done.exit_code == 0 and "3 job(s) of f.ok: 3 cancelled" in done.output
