@@ -50,8 +50,10 @@ POLL_MAX_SECONDS = 0.5
 """A record whose cap is full with no lease of it held here looks again (one read) after the first,
 the pause doubling up to the second: one record a cap and process polls, the rest wait in line."""
 POLL_REST_SECONDS = 5.0
-"""After a look-again here ran out, a record of its cap held elsewhere is handed back at once for this
-long (a lane that runs one record at a time had looked 5 s a record: 50 s of a batch of ten, billed)."""
+"""After a look-again here ran out with no record in line behind it, a record of its cap held elsewhere
+is handed back after one read for this long (a lane that runs one record at a time had looked 5 s a
+record: 50 s of a batch of ten, billed). Not after one with a line: two jf worker processes made four
+times the hand-backs, for no more jobs a second."""
 HANDOVER_WAIT_SECONDS = 1.0
 """How long a waiter taken out of the line as its own wait ran out waits for the hand-over's one
 write, at most (past it, the run gives the lease back)."""
@@ -192,7 +194,9 @@ class LocalLeases:
                     else:  # held elsewhere: look again shortly (the records here wait in line behind)
                         rested = now_m - self._gave_up.get(pk, float("-inf")) >= POLL_REST_SECONDS
                         if poll_end <= now_m or not (polls or rested):
-                            if poll_end <= now_m:
+                            if poll_end <= now_m and not self._lines.get(pk):
+                                # (no line behind it: records come one at a time here, each would
+                                # look its 5 s, billed; with a line, they are a batch's, which rest not)
                                 self._gave_up[pk] = now_m
                             self._wake_unheld(pk)
                             return False
