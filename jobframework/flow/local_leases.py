@@ -123,6 +123,8 @@ class LocalLeases:
         self._taking: Counter[str] = Counter()
         self._last_run: dict[str, float] = {}
         """Per cap: how long the last run that ended here held its lease (seconds)."""
+        self._looking: set[str] = set()
+        """Caps whose first in line is looking at the lease item now (one look a cap at a time)."""
         self._gave_up: dict[str, float] = {}
         """Per cap: when a look-again here last ran out (monotonic seconds)."""
         self._lock = threading.Lock()
@@ -234,7 +236,6 @@ class LocalLeases:
             hold = self._held.pop(holder, None)
             if hold is None:
                 return
-            self._frees[hold.pk] += 1
             self._last_run[hold.pk] = time.monotonic() - hold.since
             if len(self._frees) > MAX_IDLE_CAPS:
                 self._forget_idle()
@@ -245,6 +246,7 @@ class LocalLeases:
         try:
             if waiter is None:
                 self.limit.release(hold.pk, hold.lease)
+                self._freed(hold.pk)
             elif self.limit.transfer(hold.pk, hold.lease, waiter.lease, time.time() + waiter.lease_seconds):
                 with self._lock:
                     given_up = waiter.abandoned
@@ -253,11 +255,18 @@ class LocalLeases:
                         waiter.granted = True
                 if given_up:
                     self.limit.release(hold.pk, waiter.lease)
+                    self._freed(hold.pk)
         except Exception:
             log.warning("releasing the lease %s failed; it expires by itself", hold.lease, exc_info=True)
         finally:
             if waiter is not None:
                 waiter.woken.set()
+
+    def _freed(self, pk: str) -> None:
+        """A lease of ``pk`` was freed to the item (written; a hand-over is no free): a take refused
+        just before sees it and takes again, and so does a look at the head of the line."""
+        with self._lock:
+            self._frees[pk] += 1
 
     def _hold(self, holder: str, pk: str, lease: str, lease_seconds: float) -> None:
         """Under the lock: ``holder`` holds ``lease``."""
@@ -290,11 +299,12 @@ class LocalLeases:
         went unused."""
         with self._lock:
             line = self._lines.get(pk)
-            if not line or line[0] is not waiter:
+            if not line or line[0] is not waiter or pk in self._looking:  # (one look a cap at a time)
                 return False
             line.popleft()  # (out of line while it looks: no run hands it a lease meanwhile)
             if not line:
                 del self._lines[pk]
+            self._looking.add(pk)
             frees = self._frees[pk]
             self._taking[pk] += 1
         try:
@@ -303,10 +313,12 @@ class LocalLeases:
         except BaseException:
             with self._lock:
                 self._taking[pk] -= 1
+                self._looking.discard(pk)
                 self._wake_unheld(pk)
             raise
         with self._lock:
             self._taking[pk] -= 1
+            self._looking.discard(pk)
             if taken:
                 self._hold(waiter.holder, pk, waiter.lease, waiter.lease_seconds)
                 waiter.granted = True
@@ -314,9 +326,10 @@ class LocalLeases:
                 waiter.woken.set()
             elif self._held_here(pk) or self._taking[pk] > 0:
                 self._lines.setdefault(pk, deque()).appendleft(waiter)  # (its place kept)
-            else:  # nothing here to wait for any more: it looks again as any record would
+            else:  # nothing here to wait for any more: the line looks again as any record would
                 waiter.unheld = True
                 waiter.woken.set()
+                self._wake_unheld(pk)
         return taken or waiter.woken.is_set()
 
     def _held_here(self, pk: str) -> bool:
@@ -328,7 +341,9 @@ class LocalLeases:
         when the wait ran out first (the waiter has left the line). The first in line looks at the
         lease item every :data:`POLL_MAX_SECONDS` too, for a lease freed by another process."""
         while (left := deadline - time.monotonic()) > 0:
-            if waiter.woken.wait(min(left, POLL_MAX_SECONDS)) or self._look_at_head(pk, waiter):
+            if waiter.woken.wait(min(left, POLL_MAX_SECONDS)):
+                return True
+            if deadline > time.monotonic() and self._look_at_head(pk, waiter):
                 return True
         if waiter.woken.is_set():
             return True

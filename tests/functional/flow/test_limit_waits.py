@@ -520,3 +520,45 @@ def test_the_first_in_line_takes_a_lease_freed_by_another_process(flow):
     assert set(_lease_item(flow, pk)["leases"]["M"]) == {lease_name(a.id, "h-a"), lease_name(b.id, "h-b")}
     gate.release("h-a")
     gate.release("h-b")
+
+
+def test_one_record_of_a_line_looks_at_a_time_and_the_line_keeps_its_order(flow):
+    """Every waiter of a line had looked, each on its own tick (out of line while it did, so the line
+    came back reversed and a run's lease went to the last in it): one look a cap at a time now."""
+    from jobframework.envelope import Envelope
+
+    gate, job = _gate_and_job(flow)
+    pk = "limit#f.capped_one"
+    first = Envelope.new("f.capped_one", {"name": "run"})
+    assert _take(gate, job, first, "h-run") is None  # a run here holds the cap
+    granted: list[str] = []
+    waiters = []
+    for n in range(4):
+        env = Envelope.new("f.capped_one", {"name": f"w{n}"})
+        holder = f"h-w{n}"
+        waiter = threading.Thread(
+            target=lambda e=env, h=holder: granted.append(h) if _take(gate, job, e, h) is None else None
+        )
+        waiter.start()
+        waiters.append(waiter)
+        deadline = time.monotonic() + 5
+        while gate.leases.waiting(pk) < n + 1 and time.monotonic() < deadline:
+            time.sleep(0.01)
+    assert gate.leases.waiting(pk) == 4
+    made = _requests(flow)
+    time.sleep(2.0)
+    assert made.count("GetItem") <= 6, made  # (one look each 0.5 s, not four)
+    gate.release("h-run")  # the run ends: its lease goes to the first in line
+    deadline = time.monotonic() + 5
+    while not granted and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert granted == ["h-w0"]
+    for holder in ("h-w0", "h-w1", "h-w2"):
+        deadline = time.monotonic() + 5
+        while holder not in granted and time.monotonic() < deadline:
+            time.sleep(0.01)
+        gate.release(holder)
+    for waiter in waiters:
+        waiter.join(10)
+    assert granted == ["h-w0", "h-w1", "h-w2", "h-w3"]
+    gate.release("h-w3")
