@@ -11,7 +11,9 @@ def test_a_redrive_of_letters_that_fail_again_says_so_and_what_helps_a_signature
     permanent = RedriveResult(priority="high", dry_run=True, matched=2, by_reason={"permanent": 2})
     summary, note = redrive_summary("high", permanent, dry_run=True, limit=None)
     assert summary.startswith("dry run: would redrive 2")
-    assert note is not None and "would be dead-lettered permanent" in note and "signature" not in note
+    # (they were dead-lettered so: "would be" read as a forecast of the redrive)
+    assert note is not None and "2 of the letters it would redrive were dead-lettered permanent" in note
+    assert "signature" not in note
     unsigned = RedriveResult(priority="high", dry_run=False, moved=3, matched=3, by_reason={"signature": 3})
     _, note = redrive_summary("high", unsigned, dry_run=False, limit=None)
     assert (
