@@ -256,6 +256,9 @@ class LocalLeases:
                 if given_up:
                     self.limit.release(hold.pk, waiter.lease)
                     self._freed(hold.pk)
+            else:  # its lease had lapsed, or the waiter's entry is there already: free its own entry
+                self.limit.release(hold.pk, hold.lease)  # (it had stayed, a slot, until it expired)
+                self._freed(hold.pk)
         except Exception:
             log.warning("releasing the lease %s failed; it expires by itself", hold.lease, exc_info=True)
         finally:

@@ -562,3 +562,26 @@ def test_one_record_of_a_line_looks_at_a_time_and_the_line_keeps_its_order(flow)
         waiter.join(10)
     assert granted == ["h-w0", "h-w1", "h-w2", "h-w3"]
     gate.release("h-w3")
+
+
+def test_a_run_whose_hand_over_is_refused_frees_its_own_lease(flow):
+    """The waiter's entry was in the item already (another delivery of its job under the same name):
+    the hand-over's condition failed and the run's own entry stayed, a slot taken until it expired."""
+    from jobframework.envelope import Envelope
+
+    gate, job = _gate_and_job(flow)
+    pk = "limit#f.capped_one"
+    first, second = (Envelope.new("f.capped_one", {"name": n}) for n in ("a", "b"))
+    assert _take(gate, job, first, "h-a") is None
+    waiter, result = _waiting_in_thread(gate, job, second, "h-b")
+    flow.dynamodb.update_item(  # the waiter's entry, written meanwhile
+        TableName=flow.config.state_table,
+        Key={"pk": {"S": pk}, "sk": {"S": "concurrency"}},
+        UpdateExpression="SET leases.#b = :until ADD version :one",
+        ExpressionAttributeNames={"#b": lease_name(second.id, "h-b")},
+        ExpressionAttributeValues={":until": {"N": str(time.time() + 60)}, ":one": {"N": "1"}},
+    )
+    gate.release("h-a")
+    waiter.join(10)
+    assert result == [None]  # the waiter took the slot itself
+    assert set(_lease_item(flow, pk)["leases"]["M"]) == {lease_name(second.id, "h-b")}
