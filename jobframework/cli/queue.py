@@ -78,21 +78,14 @@ def _switch(ctx: typer.Context, name: str, *, pause: bool, json_output: bool) ->
     for lane in lanes:
         since = None
         if store is not None:
-            if pause:
-                since = flags.pause(store, lane)
-            else:
-                flags.resume(store, lane)
+            since = flags.pause(store, lane) if pause else flags.resume(store, lane)
         arn = queue_arn_from_url(config.endpoints(lane).url, region)
         mappings = flags.set_mappings_enabled(lambda_client, arn, enabled=not pause)
-        report.append(
-            {
-                "lane": lane,
-                "paused": pause,
-                "already_paused_since": since,
-                "flag": store is not None,
-                "mappings": [m.uuid for m in mappings],
-            }
-        )
+        row: dict[str, Any] = {"lane": lane, "paused": pause}
+        # (a pause: since when it was paused already; a resume: since when it had been paused)
+        row["already_paused_since" if pause else "paused_since"] = since
+        row.update(flag=store is not None, mappings=[m.uuid for m in mappings])
+        report.append(row)
     if store is None and not any(r["mappings"] for r in report):
         raise CliError(
             f"nothing to {'pause' if pause else 'resume'}: no event source mapping reads {name} and there "
@@ -101,14 +94,19 @@ def _switch(ctx: typer.Context, name: str, *, pause: bool, json_output: bool) ->
     if json_output:
         print_json(report)
         return
-    verb = "paused" if pause else "resumed"
     for r in report:
         count = len(r["mappings"])
         where = [f"{count} Lambda event source mapping{'' if count == 1 else 's'}"] if count else []
         if r["flag"]:
             where.append("the pause flag that jf dev and jf worker read")
-        already = f"already paused since {r['already_paused_since']}" if r["already_paused_since"] else ""
-        typer.echo(f"{r['lane']}: {already or verb} ({', '.join(where)})")
+        if pause:
+            since = r["already_paused_since"]
+            said = f"already paused since {since}" if since else "paused"
+        elif r["paused_since"]:
+            said = f"resumed (paused since {r['paused_since']})"
+        else:  # (no flag was set; its mappings, if any, are enabled now all the same)
+            said = "was not paused" if r["flag"] else "resumed"
+        typer.echo(f"{r['lane']}: {said} ({', '.join(where)})")
 
 
 @queue_app.command("pause")

@@ -52,9 +52,16 @@ def pause(store: StateStore, lane: str, *, by: str = "jf") -> str | None:
     return since if isinstance(since, str) else None
 
 
-def resume(store: StateStore, lane: str) -> None:
-    """Clear ``lane``'s pause flag (idempotent)."""
-    store.client.delete_item(TableName=store.table, Key={"pk": {"S": PAUSE_PK}, "sk": {"S": lane}})
+def resume(store: StateStore, lane: str) -> str | None:
+    """Clear ``lane``'s pause flag (idempotent). Returns since when it was paused (ISO time), or
+    ``None`` when it was not paused."""
+    old = store.client.delete_item(
+        TableName=store.table,
+        Key={"pk": {"S": PAUSE_PK}, "sk": {"S": lane}},
+        ReturnValues="ALL_OLD",
+    ).get("Attributes", {})
+    since = old.get("paused_at", {}).get("S")
+    return since if isinstance(since, str) else None
 
 
 def paused(store: StateStore) -> dict[str, str]:
