@@ -97,8 +97,11 @@ def status(  # noqa: PLR0917 (typer options)
 
     config = aws.runtime_config()
     status = _client(aws).status(job_id)
-    if status is None:
-        raise CliError(no_status(job_id))
+    if status is None:  # (an untracked job leaves no status, but its dead letter names its id)
+        raise CliError(
+            f"{no_status(job_id)}; an untracked job that failed for good is in its lane's DLQ: "
+            f"jf dlq ls, then jf dlq peek LANE --id {job_id}"
+        )
     if json_output:
         print_json(status.model_dump(mode="json"))
         return

@@ -113,6 +113,8 @@ def test_status_of_an_unknown_id_is_one_line_and_exit_1(env_config):
     line = _one_error_line(result)
     assert "no job 0190b8a4-0000-7000-8000-000000000000" in line
     assert "not tracked (@job(..., track=True)" in line  # says how to get a status
+    # and where an untracked job that failed is (an operator's trial found no pointer)
+    assert "jf dlq ls, then jf dlq peek LANE --id 0190b8a4-0000-7000-8000-000000000000" in line
 
 
 def test_status_takes_a_pasted_id_with_spaces_and_says_ids_are_lowercase(env_config):
