@@ -98,12 +98,28 @@ def outcome_listener(*, always: bool = True) -> Listener:
         log.setLevel(job_logger().log_level)
 
     def emit(outcome: RecordOutcome) -> None:
+        level = _LEVELS.get(outcome.outcome, logging.INFO)
+        if not log.isEnabledFor(level):
+            return
         keys = outcome_keys(outcome)
         ident = outcome.job_id or f"message {outcome.message_id}"
-        level = _LEVELS.get(outcome.outcome, logging.INFO)
-        log.log(level, "job %s (%s) %s", ident, outcome.job_type or "-", _what(keys), extra=keys)
+        args = (ident, outcome.job_type or "-", _what(keys))
+        record = log.makeRecord(log.name, level, __file__, 0, "job %s (%s) %s", args, None, extra=keys)
+        ended = _ended_at(outcome)
+        if ended is not None:  # stamped when its job ended, not when its batch settled
+            record.created, record.msecs = ended, (ended - int(ended)) * 1000
+        log.handle(record)
 
     return emit
+
+
+def _ended_at(outcome: RecordOutcome) -> float | None:
+    """When the record's job ended (epoch seconds), if it ran: its outcome line's time. The listener is
+    told when the batch settles, which for a batch whose jobs ran one after another (a capped job's, a
+    ``cpu`` lane's) is seconds after the first of them ended; every line had read the same time."""
+    if outcome.started_at is None or outcome.processing_ms is None:
+        return None
+    return outcome.started_at + outcome.processing_ms / 1000
 
 
 def worker_log() -> logging.Logger:

@@ -115,3 +115,29 @@ def test_outcome_lines_keep_their_columns_for_a_long_job_name():
     huge = line("x" * 60, "j-huge")  # its own line shifts; the others widen to 40 at most
     after = line("a.b", "j-2")
     assert huge.index("j-huge") > after.index("j-2") == first.index("j-long") + (40 - len(long_name))
+
+
+def test_an_outcome_line_is_stamped_when_its_job_ended_not_when_its_batch_settled():
+    """A batch's outcome lines are told when it settles: six capped runs a second apart all read the
+    settle's time (an operator's trial)."""
+    from jobframework.delivery import RecordOutcome
+    from jobframework.local.console import OUTCOMES_LOGGER, outcome_listener
+
+    seen: list[logging.LogRecord] = []
+    capture = logging.Handler()
+    capture.emit = seen.append  # type: ignore[method-assign]
+    log = logging.getLogger(OUTCOMES_LOGGER)
+    log.addHandler(capture)
+    try:
+        listener = outcome_listener()
+        ran = RecordOutcome("m-1", "succeeded", "crm.sync", "j-1", "default", 1)
+        ran.started_at, ran.processing_ms = 1_000_000.0, 1250.0  # ended at 1,000,001.25
+        listener(ran)
+        unrun = RecordOutcome("m-2", "released", "crm.sync", "j-2", "default", 1, delay=3)
+        listener(unrun)  # (no run: stamped when told)
+    finally:
+        log.removeHandler(capture)
+    assert seen[0].created == 1_000_001.25 and round(seen[0].msecs) == 250
+    line = ReadableFormatter().format(seen[0])
+    assert line.startswith(datetime.fromtimestamp(1_000_001.25).strftime("%H:%M:%S.250 succeeded"))
+    assert seen[1].created > 1_000_001.25
