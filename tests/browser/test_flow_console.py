@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from playwright.sync_api import expect
 
 from jobframework.client import JobClient
-from jobframework.flow.pause import paused
+from jobframework.flow.pause import pause, paused, resume
 from jobframework.state import JobState, StateStore
 from tests.browser import console_jobs
 from tests.browser.harness import Shop
@@ -35,6 +36,25 @@ def test_pause_and_resume_a_queue_from_the_overview(page: Any, console_url: str,
     page.locator("#resume-low").click()
     expect(page.locator("#consuming-low")).to_be_visible()
     assert "low" not in paused(_store(clean))
+
+
+def test_the_dlq_list_shows_the_oldest_letter_and_a_paused_source_queue(
+    page: Any, console_url: str, clean: Shop
+):
+    """`jf dlq ls`'s columns: the console's list had depth and in flight only (an operator's trial)."""
+    console_jobs.declined.add("o-dlq-list")
+    _client(clean).enqueue("shop.charge", {"order_id": "o-dlq-list"})
+    clean.consume("high")
+    assert clean.dlq_depth("high") == 1
+    pause(_store(clean), "high")
+    try:
+        page.goto(f"{console_url}/dlq")
+        expect(page.locator("#oldest-high")).to_have_text(re.compile(r"^\d+(\.\d)?( ms|s)$"))
+        expect(page.locator("#oldest-low")).to_have_text("-")  # (an empty DLQ)
+        expect(page.locator("#source-high")).to_contain_text("paused since")
+        expect(page.locator("#source-low")).to_have_text("not paused")
+    finally:
+        resume(_store(clean), "high")
 
 
 def test_cancel_a_queued_job_from_its_page(page: Any, console_url: str, clean: Shop):

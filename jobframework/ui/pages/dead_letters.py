@@ -60,8 +60,20 @@ def matches(letter: DeadLetter, *, q: str, job_type: str, reason: str) -> bool:
 
 
 def dlq_index(request: Request) -> Response:
+    """Each DLQ's depth, in flight, oldest letter (among the first :data:`DLQ_SAMPLE` read) and
+    whether its source queue is paused: ``jf dlq ls``'s columns."""
+    from jobframework.flow.pause import paused
+    from jobframework.ui.pages.overview import DLQ_SAMPLE
+
     console: Console = request.app.state.console
-    return render(request, "dlq_index.html", page="dlq", depths=console.letters.depths(sample=0))
+    store = console.store
+    return render(
+        request,
+        "dlq_index.html",
+        page="dlq",
+        depths=console.letters.depths(sample=DLQ_SAMPLE),
+        paused=paused(store) if store is not None else None,
+    )
 
 
 def dlq_lane(request: Request) -> Response:
