@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
+import logging
+import signal
 import socket
+import time
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Annotated
 
 import typer
@@ -98,7 +103,8 @@ def ui(  # noqa: PLR0917
                 f"{', '.join(hosts)} (add names with --allow-host)",
                 err=True,
             )
-        _audit_on_stderr()
+        tally = _audit_on_stderr()
+        started = time.monotonic()
         server = uvicorn.Server(
             uvicorn.Config(
                 create_app(console, allowed_hosts=hosts),
@@ -108,11 +114,53 @@ def ui(  # noqa: PLR0917
                 access_log=False,
             )
         )
-        server.run(sockets=[sock])
+        with _stop_signal() as stopped_by:
+            server.run(sockets=[sock])
     finally:
         sock.close()
     if not server.started:
         raise CliError(f"the console did not start on {host}:{port} (see the error above)")
+    why = stopped_by[0] if stopped_by else "its server ended"
+    typer.echo(f"jf ui: stopped ({why}) {tally.said(started)}")
+
+
+@contextlib.contextmanager
+def _stop_signal() -> Iterator[list[str]]:
+    """The name of the signal that stopped the server, so that the stop line can be printed. uvicorn
+    raises the signal it stopped on again once it has stopped: a SIGINT arrives as KeyboardInterrupt,
+    and a SIGTERM, whose default would end the process at once, is only noted here."""
+    names: list[str] = []
+    previous = signal.signal(signal.SIGTERM, lambda signum, frame: names.append("SIGTERM"))
+    try:
+        yield names
+    except KeyboardInterrupt:
+        names.append("SIGINT")
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+class _Tally(logging.Filter):
+    """The console's actions and refused requests, counted from its audit lines, for the stop line."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.actions = self.refused = 0
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno >= logging.WARNING:
+            self.refused += 1
+        else:
+            self.actions += 1
+        return True
+
+    def said(self, started: float) -> str:
+        """``after 2.5m; 3 actions, 1 request refused`` (the actions are in the audit lines above)."""
+        from jobframework.ui.templating import duration
+
+        counts = [f"{self.actions} action{'' if self.actions == 1 else 's'}"]
+        if self.refused:
+            counts.append(f"{self.refused} request{'' if self.refused == 1 else 's'} refused")
+        return f"after {duration(time.monotonic() - started)}; {', '.join(counts)}"
 
 
 def _connect(ctx: typer.Context, modules: list[str], *, read_only: bool, stage: str) -> Console:
@@ -138,16 +186,19 @@ def _connect(ctx: typer.Context, modules: list[str], *, read_only: bool, stage: 
     )
 
 
-def _audit_on_stderr() -> None:
-    """Print each action the console takes (:data:`jobframework.ui.security.audit`) on stderr."""
-    import logging
+def _audit_on_stderr() -> _Tally:
+    """Print each action the console takes (:data:`jobframework.ui.security.audit`) on stderr; the
+    returned tally counts them."""
     import sys
 
     from jobframework.ui.security import audit
 
+    tally = _Tally()
     if not audit.handlers:
         handler = logging.StreamHandler(sys.stderr)
         handler.setFormatter(logging.Formatter("%(asctime)s jf ui audit: %(message)s"))
         audit.addHandler(handler)
+    audit.addFilter(tally)
     audit.setLevel(logging.INFO)
     audit.propagate = False
+    return tally

@@ -5,6 +5,8 @@ from __future__ import annotations
 import doctest
 import importlib
 import os
+import re
+import signal
 import socket
 import subprocess
 import sys
@@ -44,8 +46,8 @@ def _request(url: str, *, method: str = "GET", headers: dict[str, str] | None = 
         return exc.code, exc.read().decode()
 
 
-@pytest.fixture
-def jf_ui(the_shop: Shop) -> Any:
+def _start_ui(the_shop: Shop) -> tuple[subprocess.Popen[str], int, str]:
+    """``jf ui --read-only`` against the shop, listening; its process, port and first line."""
     port = free_port()
     env = {
         **os.environ,
@@ -68,11 +70,36 @@ def jf_ui(the_shop: Shop) -> Any:
         assert proc.poll() is None, proc.stderr.read() if proc.stderr else "jf ui exited"
         assert time.monotonic() < deadline, "jf ui did not start listening"
         time.sleep(0.05)
+    return proc, port, first
+
+
+@pytest.fixture
+def jf_ui(the_shop: Shop) -> Any:
+    proc, port, first = _start_ui(the_shop)
     try:
         yield port, first
     finally:
         proc.terminate()
         proc.wait(10)
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_jf_ui_says_it_stopped_and_what_it_did(the_shop: Shop, sig: signal.Signals):
+    """An operator's trial: jf ui ended without a word (jf dev and jf worker print a stop line)."""
+    proc, port, _ = _start_ui(the_shop)
+    try:
+        status, _ = _request(f"http://127.0.0.1:{port}/dlq/high/purge", method="POST")
+        assert status == 403  # (read-only, and no token: refused, and counted)
+        proc.send_signal(sig)
+        out, err = proc.communicate(timeout=15)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
+    assert proc.returncode == 0, err
+    last = out.splitlines()[-1]
+    said = rf"jf ui: stopped \({sig.name}\) after [\d.]+( ms|s); 0 actions, 1 request refused"
+    assert re.fullmatch(said, last), last
 
 
 def test_jf_ui_serves_the_console_on_loopback_with_the_jobs_loaded(jf_ui: Any, the_shop: Shop):
