@@ -71,7 +71,7 @@ def add_counts(totals: dict[str, int], counts: Mapping[str, Any]) -> None:
         >>> add_counts(totals, {"drained": True, "records": 2, "batches": 1, "succeeded": 2})
         >>> add_counts(totals, {"drained": True, "records": 3, "batches": 2, "succeeded": 1, "released": 2})
         >>> totals_text(totals)
-        '5 records in 3 batches, 0 done, 0 to retry; jobs: 3 succeeded, 0 retried, 0 dead-lettered, 2 released'
+        '5 records in 3 batches, 0 done, 0 handed back; jobs: 3 succeeded, 0 retried, 0 dead-lettered, 2 released'
     """  # noqa: E501
     for name, n in counts.items():
         if isinstance(n, int) and not isinstance(n, bool):
@@ -100,17 +100,18 @@ def read_counts(path: Path) -> dict[str, Any] | None:
 
 
 def totals_text(totals: Mapping[str, int]) -> str:
-    """``N records in M batches, D done, R to retry; jobs: ...`` of summed :func:`stop_counts`."""
+    """``N records in M batches, D done, R handed back; jobs: ...`` of summed :func:`stop_counts`."""
     jobs = {k: v for k, v in totals.items() if k not in _RECORD_COUNTS}
     return (
         f"{totals.get('records', 0)} records in {totals.get('batches', 0)} batches, {totals.get('done', 0)} "
-        f"done, {totals.get('to_retry', 0)} to retry; jobs: {_jobs_text(jobs)}"
+        f"done, {totals.get('to_retry', 0)} handed back; jobs: {_jobs_text(jobs)}"
     )
 
 
 def stop_counts(stats: BatchStats, tally: OutcomeTally, *, drained: bool) -> dict[str, Any]:
     """What a stopped ``jf dev --json`` prints (one JSON line): ``drained``, ``records``, ``batches``,
-    ``done`` (deleted), ``to_retry`` (left for their visibility timeout), and the records by outcome.
+    ``done`` (deleted), ``to_retry`` (handed back: left in their queue for a retry's back-off or a
+    hand-back's delay), and the records by outcome.
 
     Example:
         >>> from jobframework.local.pollers import BatchStats
@@ -136,10 +137,10 @@ def stop_summary(command: str, stats: BatchStats, tally: OutcomeTally, *, draine
         >>> from jobframework.local.pollers import BatchStats
         >>> stop_summary("jf dev", BatchStats(batches=2, records=3, deleted=2, failed=1), OutcomeTally(),
         ...              drained=True)
-        'jf dev: stopped (drained); 3 records in 2 batches, 2 done, 1 to retry; jobs: 0 succeeded, 0 retried, 0 dead-lettered'
+        'jf dev: stopped (drained); 3 records in 2 batches, 2 done, 1 handed back; jobs: 0 succeeded, 0 retried, 0 dead-lettered'
     """  # noqa: E501
     return (
         f"{command}: stopped ({'drained' if drained else 'drain time ran out'}); "
-        f"{stats.records} records in {stats.batches} batches, {stats.deleted} done, {stats.failed} to retry; "
-        f"jobs: {tally.text()}"
+        f"{stats.records} records in {stats.batches} batches, {stats.deleted} done, "
+        f"{stats.failed} handed back; jobs: {tally.text()}"
     )

@@ -169,7 +169,7 @@ def test_a_change_reloads_the_workers_and_keeps_what_the_embedded_aws_holds(tmp_
     assert code == 0, (dev.lines, dev.errors)
     # The last line counts every worker's jobs, not the last workers' since their reload (a trial's).
     assert re.fullmatch(
-        r"jf dev: stopped; in all \(3 reloads\): 4 records in \d+ batches, 4 done, 0 to retry; jobs: "
+        r"jf dev: stopped; in all \(3 reloads\): 4 records in \d+ batches, 4 done, 0 handed back; jobs: "
         r"4 succeeded, 0 retried, 0 dead-lettered; the embedded AWS and what it held are gone",
         dev.lines[-1],
     ), dev.lines
