@@ -11,9 +11,12 @@ from __future__ import annotations
 import importlib.util
 import json
 import keyword
+import os
 import re
 import shlex
+import shutil
 import string
+import subprocess
 import sys
 from pathlib import Path
 from typing import Annotated
@@ -184,6 +187,32 @@ def _next_steps(path: Path, app_name: str) -> list[str]:
     return steps
 
 
+SILENCE_NODE_EOL = "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION"
+"""The variable that hides jsii's end-of-life banner for a Node version."""
+
+
+def node_note() -> str | None:
+    """What to know of this machine's Node.js before ``cdk synth`` (the CDK runs on it): none found,
+    or one past its end of life, whose jsii banner prints at every synth (``python app.py`` prints it
+    as Python byte strings); ``None`` for a supported one or a banner already hidden."""
+    node = shutil.which("node")
+    if node is None:
+        return "the CDK (cdk synth, cdk deploy) needs Node.js 22 or 24, and none is on PATH"
+    try:
+        version = subprocess.run(
+            [node, "--version"], check=False, capture_output=True, text=True, timeout=10
+        ).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    major = re.match(r"v(\d+)\.", version.strip())
+    if major is None or int(major[1]) >= 22 or os.environ.get(SILENCE_NODE_EOL) == major[1]:
+        return None
+    return (
+        f"Node.js {version.strip()} is past its end of life: jsii prints a banner saying so at every "
+        f"synth; export {SILENCE_NODE_EOL}={major[1]} hides it (Node 22 or 24 needs nothing)"
+    )
+
+
 @app.command()
 def new(
     path: Annotated[
@@ -204,6 +233,9 @@ def new(
     typer.echo(f"created {path} ({len(written)} files): the jobs are in {names['package']}/jobs.py")
     for n, step in enumerate(_next_steps(path, names["app_name"])):
         typer.echo(f"{'next:' if n == 0 else '':6} {step}")
+    node = node_note()
+    if node is not None:
+        typer.echo(f"note:  {node}", err=True)
     if "file://" in names["framework"]:
         typer.echo(
             f"note:  pyproject.toml depends on {names['framework']} (where this jf came from): a "

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import tarfile
 import tomllib
 from pathlib import Path
@@ -227,3 +228,28 @@ def test_a_new_projects_jobs_and_tests_pass_mypy_strict(tmp_path):
         timeout=300,
     )
     assert checked.returncode == 0, checked.stdout + checked.stderr
+
+
+def test_jf_new_says_how_to_hide_jsiis_banner_on_a_node_past_its_end_of_life(tmp_path, monkeypatch):
+    """A new user's `python app.py` printed jsii's Node 20 banner (as byte strings), and nothing of
+    jf new's had named the variable that hides it."""
+    import jobframework.cli.new as new_module
+
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    node = bin_dir / "node"
+    node.write_text("#!/bin/sh\necho v20.20.2\n")
+    node.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.delenv(new_module.SILENCE_NODE_EOL, raising=False)
+    result = CliRunner().invoke(app, ["new", str(tmp_path / "svc")])
+    assert result.exit_code == 0, result.output
+    assert "export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION=20 hides it" in result.stderr
+    monkeypatch.setenv(new_module.SILENCE_NODE_EOL, "20")  # hidden already: nothing to say
+    assert "Node.js" not in CliRunner().invoke(app, ["new", str(tmp_path / "svc2")]).stderr
+    node.write_text("#!/bin/sh\necho v22.11.0\n")
+    monkeypatch.delenv(new_module.SILENCE_NODE_EOL)
+    assert "Node.js" not in CliRunner().invoke(app, ["new", str(tmp_path / "svc3")]).stderr
+    monkeypatch.setenv("PATH", str(tmp_path / "nowhere"))
+    missing = CliRunner().invoke(app, ["new", str(tmp_path / "svc4")])
+    assert "needs Node.js 22 or 24, and none is on PATH" in missing.stderr
