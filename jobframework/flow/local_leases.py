@@ -166,15 +166,7 @@ class LocalLeases:
                 if not counted:
                     self._taking[pk] += 1  # (a take under way here is a run to wait for, if it wins)
             counted = False
-            taken = False
-            try:
-                now = time.time()
-                taken = self.limit.acquire(pk, lease, cap, now + lease_seconds, now)
-            except BaseException:
-                with self._lock:
-                    self._taking[pk] -= 1
-                    self._wake_unheld(pk)  # (the records in line behind this take must not wait on it)
-                raise
+            taken = self._counted_acquire(pk, lease, cap, lease_seconds)
             with self._lock:
                 self._taking[pk] -= 1
                 if taken:
@@ -194,8 +186,7 @@ class LocalLeases:
                     if self._held_here(pk) or self._taking[pk] > 0:
                         self._lines.setdefault(pk, deque()).append(waiter)
                     else:  # held elsewhere: look again shortly (the records here wait in line behind)
-                        rested = now_m - self._gave_up.get(pk, float("-inf")) >= POLL_REST_SECONDS
-                        if poll_end <= now_m or not (polls or rested):
+                        if poll_end <= now_m or (not polls and self._resting(pk, now_m)):
                             if poll_end <= now_m and not self._lines.get(pk):
                                 # (no line behind it: records come one at a time here, each would
                                 # look its 5 s, billed; with a line, they are a batch's, which rest not)
@@ -224,7 +215,7 @@ class LocalLeases:
             if waiter.unheld:  # the look-again it waited behind gave up: so does it, if it is to rest
                 with self._lock:
                     now_m = time.monotonic()
-                    if poll_end <= now_m or now_m - self._gave_up.get(pk, float("-inf")) < POLL_REST_SECONDS:
+                    if poll_end <= now_m or self._resting(pk, now_m):
                         return False
             # (woken to take one itself: the lease it was to be handed had lapsed, or the write failed,
             # or nothing here holds one any more)
@@ -264,6 +255,30 @@ class LocalLeases:
         finally:
             if waiter is not None:
                 waiter.woken.set()
+
+    def _counted_acquire(
+        self, pk: str, lease: str, cap: int, lease_seconds: float, *, looking: bool = False
+    ) -> bool:
+        """The conditional write of a take the caller counted in ``_taking`` (under the lock; it counts
+        it out under the lock again, with what it makes of the answer). One that raises is counted out
+        here, ends the head of the line's look (``looking``) and wakes the records in line behind it,
+        which must not wait on it."""
+        try:
+            now = time.time()
+            return self.limit.acquire(pk, lease, cap, now + lease_seconds, now)
+        except BaseException:
+            with self._lock:
+                self._taking[pk] -= 1
+                if looking:
+                    self._looking.discard(pk)
+                self._wake_unheld(pk)
+            raise
+
+    def _resting(self, pk: str, now: float) -> bool:
+        """Under the lock: whether a look-again of ``pk`` ran out here less than
+        :data:`POLL_REST_SECONDS` before ``now`` (monotonic): a record of it is handed back after one
+        read, not looking again."""
+        return now - self._gave_up.get(pk, float("-inf")) < POLL_REST_SECONDS
 
     def _freed(self, pk: str) -> None:
         """A lease of ``pk`` was freed to the item (written; a hand-over is no free): a take refused
@@ -310,15 +325,7 @@ class LocalLeases:
             self._looking.add(pk)
             frees = self._frees[pk]
             self._taking[pk] += 1
-        try:
-            now = time.time()
-            taken = self.limit.acquire(pk, waiter.lease, waiter.cap, now + waiter.lease_seconds, now)
-        except BaseException:
-            with self._lock:
-                self._taking[pk] -= 1
-                self._looking.discard(pk)
-                self._wake_unheld(pk)
-            raise
+        taken = self._counted_acquire(pk, waiter.lease, waiter.cap, waiter.lease_seconds, looking=True)
         with self._lock:
             self._taking[pk] -= 1
             self._looking.discard(pk)
