@@ -7,7 +7,7 @@ import gc
 import json
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import Annotated, Any
 
 import typer
 
@@ -18,9 +18,6 @@ from jobframework.cli.base import (
     require_jobs,
 )
 from jobframework.cli.errors import CliError, cannot_listen
-
-if TYPE_CHECKING:
-    from jobframework.local.leftover import Leftover
 
 DEV_WAIT_SECONDS = 2
 """``jf dev``'s long poll: an idle queue costs one receive per 2 s (Ctrl-C does not wait for it: the
@@ -223,8 +220,7 @@ def dev(  # noqa: PLR0917
         if emulator is None:
             until_signal(scheduler.stop)
             summary = "jf dev: stopped (no workers)"
-            if json_logs:
-                summary = json.dumps({"event": "stopped", "stopped": "jf dev", "workers": False})
+            record: dict[str, Any] = {"event": "stopped", "stopped": "jf dev", "workers": False}
         else:
             # Its queues go with it: Ctrl-C waits for the batches being run, not for idle long polls.
             # Attached (jf dev --reload's workers), the queues outlive this process: a receive under way
@@ -241,18 +237,17 @@ def dev(  # noqa: PLR0917
             )
             name = "jf dev workers" if attached else "jf dev"  # (a reload stops them, not jf dev)
             summary = stop_summary(name, emulator.stats, tally, drained=drained)
+            counts = stop_counts(emulator.stats, tally, drained=drained)
             if counts_file is not None:  # (for jf dev --reload's totals over its reloads)
-                write_counts(counts_file, stop_counts(emulator.stats, tally, drained=drained))
-            if json_logs:  # the console's lines are JSON: so is this one
-                summary = json.dumps(
-                    {
-                        "event": "stopped",
-                        "stopped": name,
-                        **stop_counts(emulator.stats, tally, drained=drained),
-                    }
-                )
+                write_counts(counts_file, counts)
+            record = {"event": "stopped", "stopped": name, **counts}
         if not attached:  # what its queues still hold goes with the embedded AWS: say so
-            summary = _with_leftover(summary, leftover(sqs), json_logs=json_logs)
+            left = leftover(sqs)
+            record["left"] = left.as_json()
+            if left:
+                summary += f"; gone with the embedded AWS: {left.text()}"
+        if json_logs:  # the console's lines are JSON: so is this one
+            summary = json.dumps(record)
     finally:
         if not attached:
             aws.stop()
@@ -269,13 +264,6 @@ def dev(  # noqa: PLR0917
             f"drain time ran out (--drain-timeout {drain_timeout:g}): the jobs still running were cut off, "
             "and the embedded AWS's queues are gone with it"
         )
-
-
-def _with_leftover(summary: str, left: Leftover, *, json_logs: bool) -> str:
-    """The stop line with what goes with the embedded AWS (the JSON line's ``left``)."""
-    if not json_logs:
-        return f"{summary}; gone with the embedded AWS: {left.text()}" if left else summary
-    return json.dumps({**json.loads(summary), "left": left.as_json()})
 
 
 def _lanes_of_parameter(aws: Any, parameter: str) -> list[str] | None:
