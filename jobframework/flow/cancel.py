@@ -127,7 +127,7 @@ def cancel(
             return CancelResult(job_id, CancelOutcome.SIGNALLED, state)
         if holder is KeyHolder.FINISHED:
             return CancelResult(job_id, CancelOutcome.FINISHED, state)
-    store.jobs.finish_cancelled(job_id, CANCELLED_UNSTARTED, keep_until=keep_until)
+    store.jobs.finish_cancelled(job_id, cancelled_reason(ended + 1), keep_until=keep_until)
     if before.key and not keyed_by_id(job_id, before.key):
         # Its dedup key is free again (as a removed job's id is in BullMQ): an enqueue with that key
         # sends a new job instead of answering with this cancelled one. A marker another job holds stays.
@@ -234,9 +234,21 @@ CANCELLED_UNSTARTED = "cancelled before it started"
 the consumer that drops its record keeps: it had written ``cancelled`` over it)."""
 
 
+def cancelled_reason(attempt: int) -> str:
+    """The status reason of a job cancelled before ``attempt`` (what :func:`cancel` writes, and what the
+    consumer that drops the record keeps): a job that had run and waited to retry was said to be
+    "cancelled before it started".
+
+    Example:
+        >>> cancelled_reason(1), cancelled_reason(3)
+        ('cancelled before it started', 'cancelled before attempt 3')
+    """
+    return CANCELLED_UNSTARTED if attempt <= 1 else f"cancelled before attempt {attempt}"
+
+
 def cancelled_drop(attempt: int) -> Drop:
-    """A cancelled record's drop: the status says whether the job had started before."""
-    return Drop(JobState.CANCELLED, "cancelled", "Cancelled", CANCELLED_UNSTARTED if attempt <= 1 else None)
+    """A cancelled record's drop (of its ``attempt``): the status says which attempt it did not start."""
+    return Drop(JobState.CANCELLED, "cancelled", "Cancelled", cancelled_reason(attempt))
 
 
 def claimant_of(record: dict[str, Any]) -> str:

@@ -187,10 +187,13 @@ def test_a_retry_of_a_cancelled_job_does_not_start(flow):
     job_id = flow.client.enqueue("f.flaky", Item(name="f", fail_times=5)).id
     flow.consume("default")  # attempt 1 fails; back in 1 s
     assert flow.client.cancel(job_id).outcome is CancelOutcome.CANCELLED
+    # (it had run: "cancelled before it started" misled, until the consumer wrote "cancelled" over it)
+    assert flow.client.status(job_id).reason == "cancelled before attempt 2"
     time.sleep(1.2)
     records, _ = flow.consume("default")
     assert len(records) == 1 and flow_jobs.calls["f"] == 1
-    assert flow.client.status(job_id).status is JobState.CANCELLED
+    status = flow.client.status(job_id)
+    assert status.status is JobState.CANCELLED and status.reason == "cancelled before attempt 2"
 
 
 def test_cancel_racing_the_start_either_stops_it_or_tells_it(flow):
