@@ -86,10 +86,11 @@ def outcome_listener(*, always: bool = True) -> Listener:
         keys = outcome_keys(outcome)
         ident = outcome.job_id or f"message {outcome.message_id}"
         args = (ident, outcome.job_type or "-", _what(keys))
-        record = log.makeRecord(log.name, level, __file__, 0, "job %s (%s) %s", args, None, extra=keys)
+        fn, lno, func, _ = log.findCaller()  # (this function: the JSON line's "location", as log.log's)
+        record = log.makeRecord(log.name, level, fn, lno, "job %s (%s) %s", args, None, func, keys)
         ended = _ended_at(outcome)
         if ended is not None:  # stamped when its job ended, not when its batch settled
-            record.created, record.msecs = ended, (ended - int(ended)) * 1000
+            record.created, record.msecs = ended, int((ended - int(ended)) * 1000) + 0.0
         log.handle(record)
 
     return emit
