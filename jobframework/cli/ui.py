@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import signal
 import socket
 import time
-from collections.abc import Iterator
-from typing import TYPE_CHECKING, Annotated
+from types import FrameType
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -86,6 +85,7 @@ def ui(  # noqa: PLR0917
     modules = optional_jobs(jobs)
     # Bound first: a taken port is a usage error, said before AWS is asked or anything is announced.
     sock = listening_socket(host, port)
+    tally: _Tally | None = None
     try:
         console = _connect(ctx, modules, read_only=read_only, stage=stage)
         hosts = [*LOOPBACK_NAMES, *(allow_host or [])]
@@ -105,38 +105,50 @@ def ui(  # noqa: PLR0917
             )
         tally = _audit_on_stderr()
         started = time.monotonic()
-        server = uvicorn.Server(
-            uvicorn.Config(
-                create_app(console, allowed_hosts=hosts),
-                host=host,
-                port=port,
-                log_level="warning",
-                access_log=False,
-            )
+        config = uvicorn.Config(
+            create_app(console, allowed_hosts=hosts),
+            host=host,
+            port=port,
+            log_level="warning",
+            access_log=False,
         )
-        with _stop_signal() as stopped_by:
-            server.run(sockets=[sock])
+        served, stopped_by = _serve(config, sock)
     finally:
         sock.close()
-    if not server.started:
+        if tally is not None:
+            from jobframework.ui.security import audit
+
+            audit.removeFilter(tally)
+    if not served:
         raise CliError(f"the console did not start on {host}:{port} (see the error above)")
-    why = stopped_by[0] if stopped_by else "its server ended"
-    typer.echo(f"jf ui: stopped ({why}) {tally.said(started)}")
+    typer.echo(f"jf ui: stopped ({stopped_by or 'its server ended'}) {tally.said(started)}")
 
 
-@contextlib.contextmanager
-def _stop_signal() -> Iterator[list[str]]:
-    """The name of the signal that stopped the server, so that the stop line can be printed. uvicorn
-    raises the signal it stopped on again once it has stopped: a SIGINT arrives as KeyboardInterrupt,
-    and a SIGTERM, whose default would end the process at once, is only noted here."""
-    names: list[str] = []
-    previous = signal.signal(signal.SIGTERM, lambda signum, frame: names.append("SIGTERM"))
+def _serve(config: Any, sock: socket.socket) -> tuple[bool, str | None]:
+    """Serve until a signal stops the server: whether it started, and the name of the first signal.
+
+    uvicorn notes each signal it stops on and, once stopped, raises them again under the handlers it
+    found: a SIGTERM's default would end the process before the stop line (a handler that does nothing
+    stands in while it serves), a SIGINT arrives as KeyboardInterrupt, or not at all where SIGINT is
+    ignored (a job a shell started in the background): so the name is taken as uvicorn is told."""
+    import uvicorn
+
+    first: list[str] = []
+
+    class Server(uvicorn.Server):
+        def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+            first.append(signal.Signals(sig).name)
+            super().handle_exit(sig, frame)
+
+    server = Server(config)
+    previous = signal.signal(signal.SIGTERM, lambda signum, frame: None)
     try:
-        yield names
-    except KeyboardInterrupt:
-        names.append("SIGINT")
+        server.run(sockets=[sock])
+    except KeyboardInterrupt:  # (one before uvicorn listened for signals: a SIGINT all the same)
+        first.append("SIGINT")
     finally:
         signal.signal(signal.SIGTERM, previous)
+    return server.started, (first[0] if first else None)
 
 
 class _Tally(logging.Filter):
@@ -154,7 +166,8 @@ class _Tally(logging.Filter):
         return True
 
     def said(self, started: float) -> str:
-        """``after 2.5m; 3 actions, 1 request refused`` (the actions are in the audit lines above)."""
+        """``after 2.5m; 3 actions, 1 request refused`` (the actions are the audit lines above, whatever
+        each answered; a request for a host name the console does not know is refused before them)."""
         from jobframework.ui.templating import duration
 
         counts = [f"{self.actions} action{'' if self.actions == 1 else 's'}"]

@@ -46,8 +46,9 @@ def _request(url: str, *, method: str = "GET", headers: dict[str, str] | None = 
         return exc.code, exc.read().decode()
 
 
-def _start_ui(the_shop: Shop) -> tuple[subprocess.Popen[str], int, str]:
-    """``jf ui --read-only`` against the shop, listening; its process, port and first line."""
+def _start_ui(the_shop: Shop, *, sigint_ignored: bool = False) -> tuple[subprocess.Popen[str], int, str]:
+    """``jf ui --read-only`` against the shop, listening; its process, port and first line
+    (``sigint_ignored``: as a shell starts a job in the background)."""
     port = free_port()
     env = {
         **os.environ,
@@ -56,8 +57,10 @@ def _start_ui(the_shop: Shop) -> tuple[subprocess.Popen[str], int, str]:
         "JF_JOBS": "handlers.jobs",
         "POWERTOOLS_METRICS_DISABLED": "true",
     }
+    # (a shell's trap '' INT is inherited through exec: SIGINT ignored, as in a background job)
+    shell = ["sh", "-c", 'trap "" INT; exec "$0" "$@"'] if sigint_ignored else []
     proc = subprocess.Popen(
-        [JF, "ui", "--port", str(port), "--read-only"],
+        [*shell, JF, "ui", "--port", str(port), "--read-only"],
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -83,10 +86,13 @@ def jf_ui(the_shop: Shop) -> Any:
         proc.wait(10)
 
 
-@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
-def test_jf_ui_says_it_stopped_and_what_it_did(the_shop: Shop, sig: signal.Signals):
-    """An operator's trial: jf ui ended without a word (jf dev and jf worker print a stop line)."""
-    proc, port, _ = _start_ui(the_shop)
+@pytest.mark.parametrize(
+    ("sig", "sigint_ignored"), [(signal.SIGTERM, False), (signal.SIGINT, False), (signal.SIGINT, True)]
+)
+def test_jf_ui_says_it_stopped_and_what_it_did(the_shop: Shop, sig: signal.Signals, sigint_ignored: bool):
+    """An operator's trial: jf ui ended without a word (jf dev and jf worker print a stop line); then,
+    started in the background (SIGINT ignored until uvicorn listens), a SIGINT read "its server ended"."""
+    proc, port, _ = _start_ui(the_shop, sigint_ignored=sigint_ignored)
     try:
         status, _ = _request(f"http://127.0.0.1:{port}/dlq/high/purge", method="POST")
         assert status == 403  # (read-only, and no token: refused, and counted)
