@@ -104,8 +104,10 @@ def _switch(ctx: typer.Context, name: str, *, pause: bool, json_output: bool) ->
             said = f"already paused since {since}" if since else "paused"
         elif r["paused_since"]:
             said = f"resumed (paused since {r['paused_since']})"
-        else:  # (no flag was set; its mappings, if any, are enabled now all the same)
-            said = "was not paused" if r["flag"] else "resumed"
+        elif r["flag"]:  # (no flag was set; its mappings, if any, are enabled all the same)
+            said = "was not paused (by jf); enabled all the same" if count else "was not paused"
+        else:
+            said = "resumed"
         typer.echo(f"{r['lane']}: {said} ({', '.join(where)})")
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shlex
 from typing import TYPE_CHECKING, Annotated
 
 import typer
@@ -100,7 +101,7 @@ def status(  # noqa: PLR0917 (typer options)
     if status is None:  # (an untracked job leaves no status, but its dead letter names its id)
         raise CliError(
             f"{no_status(job_id)}; an untracked job that failed for good is in its lane's DLQ: "
-            f"jf dlq ls, then jf dlq peek LANE --id {job_id}"
+            f"jf dlq ls, then jf dlq peek LANE --id {shlex.quote(job_id)}"
         )
     if json_output:
         print_json(status.model_dump(mode="json"))

@@ -245,8 +245,12 @@ def test_jf_new_says_how_to_hide_jsiis_banner_on_a_node_past_its_end_of_life(tmp
     result = CliRunner().invoke(app, ["new", str(tmp_path / "svc")])
     assert result.exit_code == 0, result.output
     assert "export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION=20 hides it" in result.stderr
-    monkeypatch.setenv(new_module.SILENCE_NODE_EOL, "20")  # hidden already: nothing to say
+    monkeypatch.setenv(new_module.SILENCE_NODE_EOL, "18,20")  # hidden already (jsii takes a list)
     assert "Node.js" not in CliRunner().invoke(app, ["new", str(tmp_path / "svc2")]).stderr
+    node.write_text("#!/bin/sh\necho v23.1.0\n")  # an odd release: short-lived, past its end of life
+    assert "export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION=23" in (
+        CliRunner().invoke(app, ["new", str(tmp_path / "svc5")]).stderr
+    )
     node.write_text("#!/bin/sh\necho v22.11.0\n")
     monkeypatch.delenv(new_module.SILENCE_NODE_EOL)
     assert "Node.js" not in CliRunner().invoke(app, ["new", str(tmp_path / "svc3")]).stderr

@@ -381,6 +381,8 @@ def test_dev_without_workers_leaves_the_queues_to_jf_worker():
                     worker.kill()
         out, _ = stop_jf_dev(proc)
     assert "succeeded" not in out and "dead-lettered" not in out  # no outcome line: it ran no job
+    last = out.strip().splitlines()[-1]
+    assert last == "jf dev: stopped (no workers); gone with the embedded AWS: 1 dead letter", last
 
 
 def _lines_until(proc: subprocess.Popen[str], done, timeout: float = 30.0) -> list[str]:

@@ -60,7 +60,8 @@ def test_pause_disables_the_mapping_and_shows_in_ls_and_dlq_ls(jf_aws, jf_config
     assert _state(jf_aws, uuid) == "Enabled"
     again = invoke(["queue", "resume", "high", "--json"], env)  # idempotent, and says it was not paused
     assert again.exit_code == 0 and json.loads(again.output)[0]["paused_since"] is None
-    assert "high: was not paused (1 Lambda" in invoke(["queue", "resume", "high"], env).output
+    said = invoke(["queue", "resume", "high"], env).output
+    assert "high: was not paused (by jf); enabled all the same (1 Lambda" in said
     assert not json.loads(invoke(["queue", "ls", "--json"], env).output)[1]["paused"]
 
 
