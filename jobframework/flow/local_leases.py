@@ -259,10 +259,10 @@ class LocalLeases:
     def _counted_acquire(
         self, pk: str, lease: str, cap: int, lease_seconds: float, *, looking: bool = False
     ) -> bool:
-        """The conditional write of a take the caller counted in ``_taking`` (under the lock; it counts
-        it out under the lock again, with what it makes of the answer). One that raises is counted out
-        here, ends the head of the line's look (``looking``) and wakes the records in line behind it,
-        which must not wait on it."""
+        """The conditional write of a take the caller counted in ``_taking``; called without the lock
+        (it takes it), the caller counts the take out under the lock afterwards, with what it makes of
+        the answer. One that raises is counted out here, ends the head of the line's look
+        (``looking``) and wakes the records in line behind it, which must not wait on it."""
         try:
             now = time.time()
             return self.limit.acquire(pk, lease, cap, now + lease_seconds, now)
