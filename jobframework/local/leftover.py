@@ -43,18 +43,18 @@ class Leftover:
 
         Example:
             >>> print(Leftover(unrun=4, delayed=2, backing_off=1, dead_letters=1).text())
-            4 jobs not yet run (2 delayed: hand-backs, delayed enqueues; 1 waiting out a retry's back-off), 1 dead letter
+            4 jobs not yet run (2 due later, 1 waiting out a retry's back-off), 1 dead letter
             >>> Leftover(unrun=1).text(), Leftover().text()
             ('1 job not yet run', '')
-        """  # noqa: E501
+        """
         parts = []
         if self.unrun:
             parts.append(f"{self.unrun} job{'s' if self.unrun != 1 else ''} not yet run")
-            why = [f"{self.delayed} delayed: hand-backs, delayed enqueues"] if self.delayed else []
+            why = [f"{self.delayed} due later"] if self.delayed else []  # (hand-backs, delayed enqueues)
             if self.backing_off:
                 why.append(f"{self.backing_off} waiting out a retry's back-off")
             if why:
-                parts[-1] += f" ({'; '.join(why)})"
+                parts[-1] += f" ({', '.join(why)})"
         if self.dead_letters:
             parts.append(f"{self.dead_letters} dead letter{'s' if self.dead_letters != 1 else ''}")
         return ", ".join(parts)
