@@ -99,6 +99,14 @@ def _taken_by_saga(v: Verdict) -> None:
     log.info("job %s (%s) failed for good; its saga %s compensates (no dead letter)", env.id, env.type, saga)
 
 
+def _ended(v: Verdict) -> float:
+    """When the verdict's job ended (epoch seconds); one that did not run, after those that did."""
+    o = v.outcome
+    if o is None or o.started_at is None or o.processing_ms is None:
+        return math.inf
+    return o.started_at + o.processing_ms / 1000
+
+
 class Settler:
     """Applies verdicts for one consumer (its SQS client, queue directory, listeners)."""
 
@@ -116,6 +124,9 @@ class Settler:
         for v in verdicts:
             if v.kind is Kind.RETURN:
                 log.warning("record %s comes back unsettled: %s", v.delivery.message_id, v.why)
+        listening = bool(self.consumer.listeners or registered())
+        # (listeners are told in the order the jobs ended, not the records': jf dev's lines read in time)
+        for v in sorted(verdicts, key=_ended) if listening and len(verdicts) > 1 else verdicts:
             self._note(v, batch)
         return [v.delivery.message_id for v in verdicts if not v.acknowledged]
 

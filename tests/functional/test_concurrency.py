@@ -8,6 +8,7 @@ timing is asserted.
 from __future__ import annotations
 
 import asyncio
+import json
 import threading
 from collections import Counter
 from typing import Any
@@ -18,6 +19,7 @@ from pydantic import BaseModel
 from jobframework import job
 from jobframework.client import JobClient
 from jobframework.consumer import consumer
+from jobframework.delivery import RecordOutcome
 from jobframework.jobs import JobRegistry, Priority
 from jobframework.retry import RetryPolicy
 from jobframework.testing import consume_once, provision_fresh
@@ -70,6 +72,12 @@ def _count_running() -> None:
 def _done_running() -> None:
     with _lock:
         running["now"] -= 1
+
+
+@job("c.nap", registry=registry, priority="high")
+def nap(item: Item) -> None:
+    """Sleeps ``n`` tenths of a second: records of a batch end in another order than they came."""
+    threading.Event().wait(item.n / 10)
 
 
 @job("c.crunch", registry=registry, profile="cpu")
@@ -217,3 +225,22 @@ def test_the_emulator_runs_a_batchs_records_at_once_as_jf_worker_does(world):
     assert len(messages) == BATCH  # one invocation: the barrier needs all ten running together
     assert len(emulator.invoke(poller, messages)) == BATCH  # all succeeded and were deleted
     assert ran["meet"] == BATCH
+
+
+def test_listeners_are_told_a_batchs_outcomes_in_the_order_the_jobs_ended(world):
+    """jf dev prints its outcome lines when a batch settles, each stamped when its job ended: in the
+    records' order, an operator's trial saw the times go back within a batch."""
+    config, sqs, client = world
+    client.enqueue_many([nap.request(Item(n=n)) for n in (3, 0, 2)])  # they end 0, 2, 3
+    told: list[tuple[float, str]] = []
+
+    def listener(o: RecordOutcome) -> None:
+        assert o.started_at is not None and o.processing_ms is not None
+        told.append((o.started_at + o.processing_ms / 1000, str(o.job_id)))
+
+    handler = consumer(registry, config=config, sqs_client=sqs, listeners=[listener])
+    records, _ = consume_once(handler, sqs, config.endpoints("high").url)
+    assert len(records) == len(told) == 3
+    assert [t for t, _ in told] == sorted(t for t, _ in told), told
+    came = [json.loads(r["body"])["id"] for r in records]
+    assert [i for _, i in told] != came  # (the records came in another order than their jobs ended)
