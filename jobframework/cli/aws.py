@@ -139,7 +139,7 @@ class Aws:
         if since is not False:
             typer.echo(
                 f"jf: note: the {lane} queue is paused (since {since or '?'}): {what} waits there until "
-                f"`jf queue resume {lane}`",
+                f"`jf queue resume {lane}`{_just_paused(since if isinstance(since, str) else None)}",
                 err=True,
             )
 
@@ -202,3 +202,22 @@ def catalog_of(aws: Aws, config: RuntimeConfig) -> dict[str, JobRoute]:
     except ConfigurationError:  # (no parameter to compare with: nothing to warn of)
         return {}
     return dict(read.jobs)
+
+
+def _just_paused(since: str | None) -> str:
+    """What to add when the pause is seconds old: a receive under way may still take the job (an
+    operator's trial saw a job the note said would wait dead-lettered 0.1 s later)."""
+    from datetime import UTC, datetime
+
+    from jobframework.flow.pause import SETTLE_SECONDS
+
+    try:
+        age = (datetime.now(UTC) - datetime.fromisoformat(since or "")).total_seconds()
+    except ValueError:
+        return ""
+    if age >= SETTLE_SECONDS:
+        return ""
+    return (
+        f" (paused {max(0, round(age))} s ago: a consumer's receive under way then may still take it, "
+        f"for up to about {SETTLE_SECONDS} s after the pause)"
+    )

@@ -94,6 +94,7 @@ def _switch(ctx: typer.Context, name: str, *, pause: bool, json_output: bool) ->
     if json_output:
         print_json(report)
         return
+    just_paused: list[str] = []
     for r in report:
         count = len(r["mappings"])
         where = [f"{count} Lambda event source mapping{'' if count == 1 else 's'}"] if count else []
@@ -102,6 +103,8 @@ def _switch(ctx: typer.Context, name: str, *, pause: bool, json_output: bool) ->
         if pause:
             since = r["already_paused_since"]
             said = f"already paused since {since}" if since else "paused"
+            if not since:
+                just_paused.append(r["lane"])
         elif r["paused_since"]:
             said = f"resumed (paused since {r['paused_since']})"
         elif r["flag"]:  # (no flag was set; its mappings, if any, are enabled all the same)
@@ -109,6 +112,12 @@ def _switch(ctx: typer.Context, name: str, *, pause: bool, json_output: bool) ->
         else:
             said = "resumed"
         typer.echo(f"{r['lane']}: {said} ({', '.join(where)})")
+    if just_paused:  # (an operator's trial enqueued at once, was told the job waits, and it ran)
+        typer.echo(
+            f"jf: note: consumers stop taking {', '.join(just_paused)}'s jobs within about "
+            f"{flags.SETTLE_SECONDS} s: a receive under way still returns what it got, and those jobs run",
+            err=True,
+        )
 
 
 @queue_app.command("pause")

@@ -26,6 +26,10 @@ log = logging.getLogger(__name__)
 PAUSE_PK = "pause"
 REFRESH_SECONDS = 1.0
 """How often a poller reads the pause flags."""
+SETTLE_SECONDS = 5
+"""How long after a pause a consumer may still take a job of the lane: a receive under way returns
+what it got (``jf dev``'s long poll waits up to 2 s, a poller reads the flag about once a second,
+Lambda's pollers take a few seconds to stop)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import time
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -139,7 +140,9 @@ def test_a_redrive_or_an_enqueue_into_a_paused_queue_says_its_jobs_wait_there(jf
 
     env = cli_env(jf_config)
     dead_letter(sqs, jf_config, "default", "crm.sync", {"account_id": "a-1"})
-    assert invoke(["queue", "pause", "default"], env).exit_code == 0
+    paused_now = invoke(["queue", "pause", "default"], env)
+    assert paused_now.exit_code == 0  # and it says when the pause holds (a trial's job ran at once)
+    assert "consumers stop taking default's jobs within about 5 s" in " ".join(paused_now.stderr.split())
     moved = invoke(["dlq", "redrive", "default"], env)
     assert moved.exit_code == 0 and "redrove 1" in moved.stdout, moved.output
     said = " ".join(moved.stderr.split())
@@ -177,3 +180,23 @@ def test_queue_ls_shows_where_each_queue_retry_budget_stands(jf_aws, jf_config):
     assert "a spent retry budget dead-letters a failing job's retry at once" in " ".join(table.stderr.split())
     off = json.loads(invoke(["queue", "ls", "--json"], {**env, "JF_RETRY_BUDGET": "off"}).stdout)
     assert {r["retry_budget"] for r in off} == {None}
+
+
+def test_an_enqueue_seconds_after_a_pause_says_a_consumer_may_still_take_it(jf_aws, jf_config):
+    """An operator's trial paused a queue, enqueued at once, was told the job waits there, and it ran
+    0.1 s later: a receive under way when the pause came returned it."""
+    env = cli_env(jf_config)
+    store = StateStore(str(jf_config.state_table), jf_aws.client("dynamodb"))
+    pause(store, "default")
+    sent = invoke(["enqueue", "crm.sync", '{"account_id": "a-1"}'], env)
+    said = " ".join(sent.stderr.split())
+    assert "the default queue is paused (since " in said and "s ago: a consumer's receive under way" in said
+    an_hour_ago = (datetime.now(UTC) - timedelta(hours=1)).isoformat(timespec="seconds")
+    store.client.update_item(
+        TableName=store.table,
+        Key={"pk": {"S": "pause"}, "sk": {"S": "default"}},
+        UpdateExpression="SET paused_at = :at",
+        ExpressionAttributeValues={":at": {"S": an_hour_ago}},
+    )
+    later = " ".join(invoke(["enqueue", "crm.sync", '{"account_id": "a-2"}'], env).stderr.split())
+    assert f"paused (since {an_hour_ago})" in later and "ago" not in later
