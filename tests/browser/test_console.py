@@ -471,6 +471,8 @@ def test_overview_shows_queues_and_the_last_hour(page: Any, console_url: str, cl
     expect(high.locator("td").nth(2)).to_have_text("1")  # the waiting o-ov-ok
     expect(high.locator("td").nth(6)).to_have_text("1")  # one dead letter
     expect(page.locator("#activity")).to_contain_text("shop.charge")
+    # what it leaves out, said (an operator's trial read a table without untracked jobs as "all well")
+    expect(page.locator("#activity-scope")).to_contain_text("Tracked jobs only")
 
 
 def test_overview_shows_a_shared_retry_budget_beside_the_queues(page: Any, console_url: str, clean: Shop):
