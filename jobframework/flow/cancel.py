@@ -103,7 +103,10 @@ def cancel(
     """
     before = store.get_status(job_id)
     if before is None:
-        raise UnknownJobError(f"{no_status(job_id)}; cancel works on tracked jobs only (jf enqueue --track)")
+        raise UnknownJobError(
+            f"{no_status(job_id)}; cancel works on tracked jobs only (jf enqueue --track); an untracked "
+            f"job still in its queue can be deleted before it runs: jf queue purge LANE --id {job_id} --yes"
+        )
     state = before.status
     if state in (JobState.SUCCEEDED, JobState.DEAD, JobState.EXPIRED):
         return CancelResult(job_id, CancelOutcome.FINISHED, state)

@@ -73,7 +73,10 @@ def test_track_per_enqueue_overrides_the_jobs_option_both_ways(rt):
 
 def test_cancel_of_an_untracked_job_says_that_it_needs_tracking(rt):
     result = rt.client.enqueue(lean, Work(name="uncancellable"))
-    with pytest.raises(UnknownJobError, match=r"not tracked.*track=True.*cancel works on tracked jobs only"):
+    with pytest.raises(
+        UnknownJobError,
+        match=r"not tracked.*track=True.*cancel works on tracked jobs only.*purge LANE --id \S+ --yes",
+    ):
         rt.client.cancel(result.id)
     rt.consume("high")
     assert calls["uncancellable"] == 1  # the refused cancel changed nothing
