@@ -14,7 +14,7 @@ from jobframework.default_client import enqueues_with
 from jobframework.envelope import Envelope
 from jobframework.errors import ConfigurationError, JobTimedOut
 from jobframework.errortext import shown
-from jobframework.jobs import Job, JobContext
+from jobframework.jobs import UPGRADE_FIX_SENT, Job, JobContext
 from jobframework.local.context import LocalLambdaContext
 from jobframework.running import call, is_async
 from jobframework.tracing import new_trace
@@ -302,5 +302,5 @@ def _inline_payload(job: Job[Any], payload: BaseModel | dict[str, Any], version:
     if version is not None and version != job.version:
         if not isinstance(payload, dict):
             raise TypeError("payload_version= upgrades a payload given as a dict (an old version's data)")
-        payload = job.upgrade(payload, version)
+        payload = job.upgrade(payload, version, fix=UPGRADE_FIX_SENT)
     return job.validate(payload)

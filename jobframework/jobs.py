@@ -86,6 +86,15 @@ R = TypeVar("R", default=Any)
 """What the job's function returns (awaited, for an ``async def`` job): what ``run_inline`` gives."""
 
 
+UPGRADE_FIX_CONSUMED = "fix the upgrade, deploy, then redrive the letter"
+"""What a consumer's failed upgrade step says to do (the record is dead-lettered ``version``)."""
+UPGRADE_FIX_SENT = (
+    "were these fields version {version}'s? payload_version= names the version of the fields given, and a "
+    "payload of the job's current version needs none; else fix the upgrade"
+)
+"""What a producer's failed upgrade step says to do: most often the payload is of another version."""
+
+
 class Job(Generic[P, R]):
     """A registered job: its name, payload model, options and function. Made by :func:`job`.
 
@@ -192,8 +201,11 @@ class Job(Generic[P, R]):
             payload = payload.model_dump(mode="json")
         return validate_data(self.payload_model, payload)
 
-    def upgrade(self, payload: dict[str, Any], from_version: int) -> dict[str, Any]:
-        """Bring a payload of an older schema version up to :attr:`version`, one step at a time.
+    def upgrade(
+        self, payload: dict[str, Any], from_version: int, *, fix: str = UPGRADE_FIX_CONSUMED
+    ) -> dict[str, Any]:
+        """Bring a payload of an older schema version up to :attr:`version`, one step at a time;
+        ``fix`` is what an upgrade step's failure says to do (a consumer's, a producer's).
 
         Raises:
             PayloadVersionError: the version is newer than this job knows, or no upgrade step exists.
@@ -216,7 +228,7 @@ class Job(Generic[P, R]):
                 raise PayloadVersionError(
                     f"{self.name} upgrade from payload version {step} to {step + 1} ({name}) raised "
                     f"{exc!r}; the version {step} payload's fields: {', '.join(map(str, payload)) or 'none'} "
-                    "(fix the upgrade, deploy, then redrive the letter)"
+                    f"({fix.format(version=from_version)})"
                 ) from exc
             if not isinstance(payload, dict):
                 raise PayloadVersionError(

@@ -15,7 +15,7 @@ from pydantic_core import PydanticSerializationError, to_jsonable_python
 from jobframework.errors import EnqueueOptionError, PayloadValidationError, PayloadVersionError
 from jobframework.errortext import shown
 from jobframework.flow.options import check_limit_keys
-from jobframework.jobs import Job
+from jobframework.jobs import UPGRADE_FIX_SENT, Job
 from jobframework.validation import validate_data, validation_fields, validation_problems
 
 if TYPE_CHECKING:
@@ -146,7 +146,9 @@ def _older_payload_data(
     if not isinstance(job, Job):  # by name: the catalog has the current schema only; the consumer checks
         return data, data, None
     try:
-        upgraded = job.upgrade(copy.deepcopy(data), version)  # (a step may change nested objects)
+        upgraded = job.upgrade(
+            copy.deepcopy(data), version, fix=UPGRADE_FIX_SENT
+        )  # (steps change nested data)
     except PayloadVersionError as exc:
         raise PayloadValidationError(f"payload for {job.name}: {exc}") from exc
     current, key = payload_data(job, upgraded)

@@ -246,6 +246,12 @@ def test_a_broken_upgrade_names_itself_and_the_fields_the_old_payload_had(reg):
     assert "upgrade from payload version 1 to 2" in message
     assert "add_currency" in message and "KeyError('customer')" in message
     assert "fields: order_id, amount" in message
+    # where it was sent, not consumed: no letter to redrive, and most often fields of another version
+    assert "were these fields version 1's? payload_version= names the version" in message
+    assert "redrive" not in message
+    with pytest.raises(PayloadVersionError) as consumed:  # (a consumer's: fix, deploy, redrive)
+        v2.upgrade({"order_id": "1", "amount": 1}, 1)
+    assert "(fix the upgrade, deploy, then redrive the letter)" in str(consumed.value)
 
 
 def test_a_job_without_context_is_called_with_the_payload_only(reg):
