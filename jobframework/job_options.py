@@ -386,9 +386,13 @@ def _with_hint(retry: object) -> str:
     Example:
         >>> _with_hint(3), _with_hint("x")
         ('3 (retry=RetryPolicy(max_attempts=3))', "'x'")
+        >>> _with_hint({"max_attempts": 3})
+        "{'max_attempts': 3} (retry=RetryPolicy(max_attempts=3))"
     """
     if type(retry) is int and retry >= 1:
         return f"{retry} (retry=RetryPolicy(max_attempts={retry}))"
+    if isinstance(retry, dict) and retry and all(isinstance(k, str) and k.isidentifier() for k in retry):
+        return f"{retry!r} (retry=RetryPolicy({', '.join(f'{k}={v!r}' for k, v in retry.items())}))"
     return repr(retry)
 
 

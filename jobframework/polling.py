@@ -151,7 +151,9 @@ def drain(
                 f"drain: {waiting} message(s) of {queue_url} still in flight or delayed after {timeout:g} s "
                 "(a retry's backoff longer than that: drain(fast_forward=True) skips it; a throttle's "
                 "Retry-After or a hand-back over a limit is a copy sent with its delay, which SQS cannot "
-                "shorten: raise timeout=, or give the throttle a shorter delay in the test)"
+                "shorten: raise timeout=, or give the throttle a shorter delay in the test; a payload of "
+                "a newer version than the job's is handed back a minute at a time for an hour, until a "
+                "consumer that knows it is deployed)"
             )
         time.sleep(0.2)
 
