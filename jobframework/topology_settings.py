@@ -42,7 +42,7 @@ MAX_MIN_POLLERS, MAX_POLLERS = 200, 2000
 class TopologySettings(BaseModel):
     """What a deployment chooses; everything else is derived from the jobs."""
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, extra="forbid")  # (a misspelled setting was ignored)
 
     app: str = Field(default="jf", pattern=r"^[a-z][a-z0-9-]{0,20}$")
     stage: str = Field(default="dev", pattern=r"^[a-z][a-z0-9-]{0,15}$")

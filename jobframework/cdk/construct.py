@@ -362,10 +362,16 @@ def _topology(
             f"job modules {', '.join(modules)} registered no jobs: decorate your job functions with @job"
             + packages_hint(modules)
         )
-    if settings is None:
-        given_stage, given_app = stage or DEFAULT_STAGE, app_name or DEFAULT_APP
+    # Settings given without app or stage take the construct's (a team tuning batch_size had to
+    # repeat both in them, and was told its app_name conflicted with the default's 'jf').
+    tuned = settings.model_dump(include=settings.model_fields_set) if settings is not None else {}
+    if not {"app", "stage"} <= tuned.keys():
+        given_stage, given_app = (
+            tuned.pop("stage", stage or DEFAULT_STAGE),
+            tuned.pop("app", app_name or DEFAULT_APP),
+        )
         try:
-            settings = TopologySettings(stage=given_stage, app=given_app)
+            settings = TopologySettings(**tuned, stage=given_stage, app=given_app)
         except ValidationError as exc:
             raise prop_error(
                 "JobFramework",

@@ -102,11 +102,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from aws_cdk import App
+from aws_cdk import App, Validations
+from cdk_nag import AwsSolutionsChecks
 
 from jobframework.cdk import JobFrameworkStack
 
 app = App()
+# cdk-nag's AWS Solutions rules over the whole app: a finding not acknowledged fails the synth (the
+# construct's own carry their acknowledgments, each with its reason)
+Validations.of(app).add_plugins(AwsSolutionsChecks(app))
 stage = str(app.node.try_get_context("stage") or "dev")
 JobFrameworkStack(
     app,

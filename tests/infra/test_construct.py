@@ -341,6 +341,28 @@ def test_conflicting_props_fail_the_synth_naming_the_conflict(tmp_path, props, m
         )
 
 
+def test_settings_given_without_app_or_stage_take_the_constructs(tmp_path):
+    """A platform trial tuned batch_size in settings= and was told app_name='acme' conflicted with the
+    settings' default 'jf' (and TopologySettings(app_name=...) was ignored without a word)."""
+    from pydantic import ValidationError
+
+    from jobframework.topology import TopologySettings
+
+    package, registry = _project(tmp_path / "src")
+    made = _framework(
+        Stack(App(), "S"),
+        tmp_path / "src",
+        package,
+        registry,
+        stage="prod",
+        settings=TopologySettings(batch_size=50, batching_window=5),
+    )
+    assert (made.topology.app, made.topology.stage) == ("shop", "prod")
+    assert {q.batch_size for q in made.topology.queues if not q.fifo} == {50}
+    with pytest.raises(ValidationError, match="app_name"):
+        TopologySettings(app_name="acme")  # type: ignore[call-arg]
+
+
 def test_no_job_modules_says_what_to_name(tmp_path):
     with pytest.raises(ConfigurationError, match=r"JobFramework needs job_modules.*mysvc\.jobs"):
         JobFramework(Stack(App(), "S"), "Jobs", job_modules=[" "])

@@ -19,6 +19,10 @@ from jobframework.cdk import JobFramework
 app = App()
 if sys.argv[1] == "config":
     JobFramework(Stack(app, "Shop"), "Jobs", job_modules=[])
+if sys.argv[1] == "settings":
+    from jobframework.topology import TopologySettings
+
+    TopologySettings(app_name="shop", batch_size=20000)
 raise RuntimeError("a bug of the app's own")
 """
 
@@ -43,6 +47,18 @@ def test_under_the_cdk_cli_a_configuration_error_prints_as_its_message(tmp_path)
     assert "Traceback" not in ran.stderr, ran.stderr
     assert ran.stderr.startswith("jobframework: JobFramework needs job_modules"), ran.stderr
     assert "JF_TRACEBACK=1" in ran.stderr
+
+
+def test_a_bad_setting_prints_as_one_line_naming_each_field(tmp_path):
+    """A platform trial's TopologySettings(batch_size=20000) ended in pydantic's traceback, where the
+    docs promise one line; TopologySettings(app_name=...) had been ignored."""
+    ran = _synth(tmp_path, "settings", CDK_OUTDIR=str(tmp_path / "cdk.out"))
+    assert ran.returncode == 1
+    assert "Traceback" not in ran.stderr, ran.stderr
+    assert ran.stderr.splitlines()[0] == (
+        "jobframework: TopologySettings: batch_size: Input should be less than or equal to 10000 (got 20000);"
+        " app_name: takes no such field (did you mean app?)"
+    ), ran.stderr
 
 
 @pytest.mark.parametrize(
