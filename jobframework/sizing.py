@@ -44,15 +44,25 @@ def rounds(lane: str, batch_size: int, concurrency: int | None = None) -> int:
         >>> rounds("high", 1000)  # a batch over the pool's threads runs in turns of them
         17
     """
+    limit = at_once(lane, batch_size, concurrency)
+    if limit == 1:
+        return batch_size
+    return min(batch_size, -(-batch_size // limit) + 1)
+
+
+def at_once(lane: str, batch_size: int, concurrency: int | None = None) -> int:
+    """How many of a batch's records a lane's consumer runs at once.
+
+    Example:
+        >>> at_once("high", 10), at_once("high-cpu", 10), at_once("default-fifo", 10), at_once("low", 10, 4)
+        (10, 1, 1, 4)
+    """
     plain = lane.removesuffix("-fifo")
     if lane != plain or plain.endswith("-cpu"):
         limit = concurrency if concurrency is not None and lane == plain else 1
     else:
         limit = concurrency if concurrency is not None else batch_size
-    limit = max(1, min(limit, batch_size, POOL_THREADS + 1))  # (the pool's threads and the caller)
-    if limit == 1:
-        return batch_size
-    return min(batch_size, -(-batch_size // limit) + 1)
+    return max(1, min(limit, batch_size, POOL_THREADS + 1))  # (the pool's threads and the caller)
 
 
 def consumer_timeout(
@@ -119,3 +129,51 @@ shorter timeout
         f'give {longest.name} a function of its own (profile="io", or "cpu" for one at a time) or a '
         "shorter timeout"
     )
+
+
+def overlong_batches(
+    lanes: Mapping[str, Iterable[Job[Any]]], batch_size: int, concurrency: Mapping[str, int]
+) -> list[str]:
+    """A warning for each lane whose batch, its longest job run to its timeout in every round, needs
+    more than the :data:`MAX_TIMEOUT` a Lambda function may run: an invocation runs the records it
+    has time for and hands the rest back unstarted (no attempt spent, but each a receive and a wait).
+
+    Example:
+        >>> from pydantic import BaseModel
+        >>> from jobframework.jobs import JobRegistry, job
+        >>> class P(BaseModel):
+        ...     n: int
+        >>> reg = JobRegistry()
+        >>> @job("w.render", registry=reg, profile="cpu", timeout=300)
+        ... def render(p: P) -> None: ...
+        >>> print(overlong_batches({"default-cpu": [render]}, 10, {})[0])
+        the default-cpu lane (w.render, timeout=300) runs a batch of 10 one at a time: up to 3,000 s, over \
+the 900 s a Lambda function may run, so an invocation runs 2 of them at worst and hands the rest back \
+unstarted: give the lane record_concurrency={'default-cpu': 5} in TopologySettings, or w.render a shorter \
+timeout, or a smaller batch_size (2), or container_lanes=['default-cpu']
+    """
+    found = []
+    usable = MAX_TIMEOUT - FRAMEWORK_SECONDS
+    for lane, routed in lanes.items():
+        jobs = [j for j in routed if j.batch is None]
+        if not jobs or any(j.batch is not None for j in routed):  # (a batched job's lane: its size)
+            continue
+        longest = max(jobs, key=lambda j: j.timeout)
+        size = min(batch_size, FIFO_MAX_BATCH) if lane.endswith("-fifo") else batch_size
+        together = at_once(lane, size, concurrency.get(lane))
+        turns = -(-size // together)  # (one after another: a quick lane's first round is not counted)
+        if turns == 1 or longest.timeout * turns <= usable or longest.timeout > usable:
+            continue  # (a job longer than Lambda allows runs in a container lane: the construct says so)
+        fit = max(1, int(usable // longest.timeout))  # (rounds of the longest job an invocation has)
+        runs = fit * together
+        way = "one at a time" if together == 1 else f"{together} at a time"
+        needed = -(-size // fit)  # (records at once for the whole batch in those rounds)
+        found.append(
+            f"the {lane} lane ({longest.name}, timeout={longest.timeout:g}) runs a batch of {size} {way}: "
+            f"up to {longest.timeout * turns:,.0f} s, over the {MAX_TIMEOUT} s a Lambda function may run, "
+            f"so an invocation runs {runs} of them at worst and hands the rest back unstarted: give the "
+            f"lane record_concurrency={{{lane!r}: {needed}}} in TopologySettings, or {longest.name} a "
+            f"shorter timeout, or a smaller batch_size ({fit}), or "
+            f"container_lanes=[{lane!r}]"
+        )
+    return found

@@ -46,7 +46,7 @@ from jobframework.jobs import (
 from jobframework.jobs import registry as default_registry
 from jobframework.retry_plan import outlasting_retention, retries_span
 from jobframework.schedule_names import refuse_shared_schedule_names, schedule_name
-from jobframework.sizing import consumer_timeout, stretched_lanes
+from jobframework.sizing import consumer_timeout, overlong_batches, stretched_lanes
 from jobframework.topology_settings import (
     CONCURRENCY_WEIGHT,
     DEFAULT_RETENTION,
@@ -245,6 +245,8 @@ class Topology(BaseModel):
             stretched = stretched_lanes(name, its_lanes, s.batch_size, s.record_concurrency)
             if stretched is not None:
                 warnings.warn(stretched, TopologyWarning, stacklevel=2)
+            for overlong in overlong_batches(its_lanes, s.batch_size, s.record_concurrency):
+                warnings.warn(overlong, TopologyWarning, stacklevel=2)
         queues = []
         for lane, routed in sorted(lanes.items(), key=lambda kv: lane_sort_key(kv[0])):
             priority = lane_priority(lane)

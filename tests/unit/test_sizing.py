@@ -128,3 +128,24 @@ def test_one_long_job_on_a_shared_consumer_is_warned_of_and_not_on_a_function_of
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         Topology.from_registry(own)
+
+
+def test_a_cpu_lane_whose_batch_cannot_run_in_one_invocation_is_warned_of():
+    """A platform trial's cpu job (timeout=300) had batches of 10 run one at a time: 3,000 s of a
+    900 s function, so each invocation ran two and handed the rest back, and synth said nothing."""
+    import warnings
+
+    long_cpu, short_cpu, spread = JobRegistry(), JobRegistry(), JobRegistry()
+    job("w.render", registry=long_cpu, profile="cpu", timeout=300)(_nightly)
+    job("w.render", registry=short_cpu, profile="cpu", timeout=60)(_nightly)  # 10 x 60 s fits
+    job("w.render", registry=spread, profile="cpu", timeout=300)(_nightly)
+    with pytest.warns(
+        TopologyWarning,
+        match=r"the default-cpu lane \(w\.render, timeout=300\) runs a batch of 10 one at a time: up to "
+        r"3,000 s, .* runs 2 of them at worst .* record_concurrency=\{'default-cpu': 5\}",
+    ):
+        Topology.from_registry(long_cpu)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        Topology.from_registry(short_cpu)
+        Topology.from_registry(spread, TopologySettings(record_concurrency={"default-cpu": 5}))
