@@ -143,6 +143,11 @@ def test_a_project_from_jf_new_deploys_its_jobs_and_their_dependencies(tmp_path)
     outdir = tmp_path / "cdk.out"
     _run(python, "app.py", cwd=project, env={**env, "CDK_OUTDIR": str(outdir)})
     [template_path] = outdir.glob("SignupService-dev.template.json")
+    # cdk-nag ran over it, as the project's README says (a platform trial found it did not), and passed
+    report = json.loads((outdir / "validation-report.json").read_text())
+    assert [(r["pluginName"], r["conclusion"]) for r in report["pluginReports"]] == [
+        ("AwsSolutions", "success")
+    ]
     # The functions' asset (a dev stack also has CDK's auto-delete provider for its payload bucket).
     [asset] = [p for p in outdir.glob("asset.*") if (p / "jobframework").is_dir()]
     top = {p.name for p in asset.iterdir()}
