@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from jobframework.delivery import RecordOutcome
+from jobframework.envelope import Envelope
 from jobframework.errors import ConfigurationError
 from jobframework.inline import arun_inline, run_inline
 from jobframework.jobs import JobRegistry
@@ -312,6 +313,7 @@ __all__ = [
     "NOWHERE",
     "EmbeddedAWS",  # (jf_aws's type; from jobframework.local.aws)
     "EnqueueRecorder",  # (from jobframework.recorder)
+    "Envelope",  # (a message as a producer sends it, for sqs_record; from jobframework.envelope)
     "FakeLambdaContext",  # (from jobframework.polling, as consume_once, drain and receive_all)
     "RecordOutcome",  # (what a listener hears; from jobframework.delivery)
     "RuntimeConfig",  # (jf_config's type; from jobframework.topology)
@@ -328,6 +330,11 @@ __all__ = [
     "sqs_event",
     "sqs_record",
 ]
+
+
+def __dir__() -> list[str]:
+    """What the module offers a test (``dir()`` listed ``os``, ``uuid`` and ``pytest`` beside it)."""
+    return sorted(__all__)
 
 
 def __getattr__(name: str) -> Any:
