@@ -66,9 +66,18 @@ def dlq_ls(
     """
     letters, config = dead_letters_of(ctx)
     depths = letters.depths(sample=sample)
-    stopped = set(aws_of(ctx).paused_lanes(config))
+    stopped = aws_of(ctx).paused_lanes(config)
     if json_output:
-        print_json([{**asdict(d), "source_paused": d.priority in stopped} for d in depths])
+        print_json(
+            [
+                {
+                    **asdict(d),
+                    "source_paused": d.priority in stopped,
+                    "source_paused_since": stopped.get(d.priority),
+                }
+                for d in depths
+            ]
+        )
         return
     from rich.table import Table
 
@@ -77,7 +86,7 @@ def dlq_ls(
         table.add_column(name, justify="right" if name in ("depth", "in flight", "oldest") else "left")
     for d in depths:
         oldest = age_text(d.oldest_age_seconds) + ("+" if d.sampled and d.sampled < d.depth else "")
-        source = "paused" if d.priority in stopped else "not paused"
+        source = f"paused since {stopped[d.priority]}" if d.priority in stopped else "not paused"
         table.add_row(d.priority, d.name, str(d.depth), str(d.in_flight), oldest, source)
     rich_console().print(table)
 

@@ -55,6 +55,8 @@ def test_pause_disables_the_mapping_and_shows_in_ls_and_dlq_ls(jf_aws, jf_config
     assert "paused since" in invoke(["queue", "ls"], env).output
     dlqs = {r["priority"]: r for r in json.loads(invoke(["dlq", "ls", "--json"], env).output)}
     assert dlqs["high"]["source_paused"] is True and dlqs["default"]["source_paused"] is False
+    assert dlqs["high"]["source_paused_since"] == rows["high"]["paused_at"]  # (as jf queue ls says it)
+    assert "paused since 20" in invoke(["dlq", "ls"], env).output
 
     result = invoke(["queue", "resume", "high"], env)
     assert result.exit_code == 0 and "high: resumed (paused since 20" in result.output
