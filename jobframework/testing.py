@@ -332,11 +332,6 @@ __all__ = [
 ]
 
 
-def __dir__() -> list[str]:
-    """What the module offers a test (``dir()`` listed ``os``, ``uuid`` and ``pytest`` beside it)."""
-    return sorted(__all__)
-
-
 def __getattr__(name: str) -> Any:
     """``EmbeddedAWS`` (``jf_aws``'s type, to annotate a test), imported when asked for."""
     if name == "EmbeddedAWS":
