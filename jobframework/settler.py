@@ -334,6 +334,7 @@ def status_of(
         "trace_id": record_trace_id(d.record, env.traceparent),
         "started_at": started,
         "redrives": redrives(d.record) or None,
+        "lane": d.lane,  # (a dead job's letter is in this lane's DLQ: jf status points there)
     }
     note_status(statuses, env, state, fields)
     return True

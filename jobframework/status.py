@@ -72,6 +72,9 @@ class JobStatus(BaseModel):
     """What it said with it (``rendering page 4 of 10``)."""
     redrives: int = 0
     """Times its dead letter was redriven (``jf dlq redrive``): each run's ``attempts`` start at 1."""
+    lane: str | None = None
+    """The lane of the queue its last run came from (``high``, ``low-cpu``): a dead job's letter is in
+    that lane's DLQ (``None`` until a consumer wrote its status)."""
     expires_at: int | None = None
     """Epoch seconds when the state table drops this status: 7 days after its last change, or after
     the job's run time for a job enqueued with a longer ``delay``."""

@@ -116,6 +116,12 @@ def _dead_letter_hint(aws: Aws, job: JobStatus, config: RuntimeConfig | None = N
     (a job enqueued at another priority is in that priority's DLQ)."""
     if job.status.value != "dead":
         return
+    if job.lane is not None:  # (where its last run came from: its letter is in that lane's DLQ)
+        typer.echo(
+            f"{'dead letter:':<13} jf dlq peek {job.lane} --id {job.id}  (jf dlq redrive {job.lane} --id "
+            f"{job.id} runs it again)"
+        )
+        return
     from jobframework.cli.aws import catalog_of
 
     route = catalog_of(aws, config or aws.runtime_config()).get(job.type or "")

@@ -38,6 +38,7 @@ STATUS_FIELDS = {
     "trace_id": "trace_id",
     "next_attempt_at": "next_attempt_at",
     "redrives": "redrives",
+    "lane": "lane",
 }
 """Status fields (``put_statuses``' keys) and the attributes of the status item that hold them."""
 
@@ -208,6 +209,7 @@ def merged_status(
             next_attempt_at=status.get("next_attempt_at") if state is JobState.RETRYING else None,
             expires_at=int(status["expires_at"]) if status.get("expires_at") is not None else None,
             redrives=int(status.get("redrives") or 0),
+            lane=status.get("lane"),
             # (what a run said of itself: of no more use once the job ended)
             progress=float(status["progress"]) if status.get("progress") is not None and live else None,
             progress_note=status.get("progress_note") if live else None,
