@@ -388,12 +388,25 @@ def _with_hint(retry: object) -> str:
         ('3 (retry=RetryPolicy(max_attempts=3))', "'x'")
         >>> _with_hint({"max_attempts": 3})
         "{'max_attempts': 3} (retry=RetryPolicy(max_attempts=3))"
+        >>> _with_hint({"attempts": 3})  # (no such field: no policy to suggest)
+        "{'attempts': 3}"
     """
     if type(retry) is int and retry >= 1:
         return f"{retry} (retry=RetryPolicy(max_attempts={retry}))"
-    if isinstance(retry, dict) and retry and all(isinstance(k, str) and k.isidentifier() for k in retry):
+    if isinstance(retry, dict) and retry and _is_policy(retry):
         return f"{retry!r} (retry=RetryPolicy({', '.join(f'{k}={v!r}' for k, v in retry.items())}))"
     return repr(retry)
+
+
+def _is_policy(fields: dict[Any, Any]) -> bool:
+    """Whether ``RetryPolicy(**fields)`` is a policy (a hint must not suggest one that is not)."""
+    from jobframework.retry import RetryPolicy
+
+    try:
+        RetryPolicy(**fields)
+    except Exception:  # (a field it does not take, a value out of range: no hint)
+        return False
+    return True
 
 
 def _every(schedule: object) -> str:

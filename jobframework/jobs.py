@@ -228,7 +228,7 @@ class Job(Generic[P, R]):
                 raise PayloadVersionError(
                     f"{self.name} upgrade from payload version {step} to {step + 1} ({name}) raised "
                     f"{exc!r}; the version {step} payload's fields: {', '.join(map(str, payload)) or 'none'} "
-                    f"({fix.format(version=from_version)})"
+                    f"({fix.replace('{version}', str(from_version))})"
                 ) from exc
             if not isinstance(payload, dict):
                 raise PayloadVersionError(

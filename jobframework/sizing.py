@@ -134,9 +134,12 @@ shorter timeout
 def overlong_batches(
     lanes: Mapping[str, Iterable[Job[Any]]], batch_size: int, concurrency: Mapping[str, int]
 ) -> list[str]:
-    """A warning for each lane whose batch, its longest job run to its timeout in every round, needs
-    more than the :data:`MAX_TIMEOUT` a Lambda function may run: an invocation runs the records it
-    has time for and hands the rest back unstarted (no attempt spent, but each a receive and a wait).
+    """A warning for each lane whose batch runs in turns (a ``cpu`` lane's records one at a time, a FIFO
+    lane's group in order, a ``record_concurrency``) and, its longest job run to its timeout in every
+    turn, needs more than a Lambda function may run: an invocation runs the records it has time for
+    and hands the rest back unstarted (no attempt spent, but each a receive and a wait). A lane with a
+    batched job (its plain jobs' batches are sized by it) and a job longer than Lambda allows (the
+    construct refuses it outside a container lane) are left out.
 
     Example:
         >>> from pydantic import BaseModel
@@ -147,33 +150,39 @@ def overlong_batches(
         >>> @job("w.render", registry=reg, profile="cpu", timeout=300)
         ... def render(p: P) -> None: ...
         >>> print(overlong_batches({"default-cpu": [render]}, 10, {})[0])
-        the default-cpu lane (w.render, timeout=300) runs a batch of 10 one at a time: up to 3,000 s, over \
-the 900 s a Lambda function may run, so an invocation runs 2 of them at worst and hands the rest back \
-unstarted: give the lane record_concurrency={'default-cpu': 5} in TopologySettings, or w.render a shorter \
-timeout, or a smaller batch_size (2), or container_lanes=['default-cpu']
+        the default-cpu lane (w.render, timeout=300) runs a batch of 10 records one at a time: up to \
+3,000 s, where a Lambda function has 890 s (900 less the framework's 10), so an invocation runs 2 of \
+them at worst and hands the rest back unstarted: give w.render a shorter timeout, or make batch_size 2 \
+(TopologySettings: every lane's batches), or give the lane record_concurrency={'default-cpu': 5} \
+(records at once: they share the function's vCPUs), or container_lanes=['default-cpu']
     """
     found = []
     usable = MAX_TIMEOUT - FRAMEWORK_SECONDS
     for lane, routed in lanes.items():
-        jobs = [j for j in routed if j.batch is None]
-        if not jobs or any(j.batch is not None for j in routed):  # (a batched job's lane: its size)
+        jobs = list(routed)
+        if not jobs or any(j.batch is not None for j in jobs):
             continue
         longest = max(jobs, key=lambda j: j.timeout)
-        size = min(batch_size, FIFO_MAX_BATCH) if lane.endswith("-fifo") else batch_size
+        fifo = lane.endswith("-fifo")
+        size = min(batch_size, FIFO_MAX_BATCH) if fifo else batch_size
         together = at_once(lane, size, concurrency.get(lane))
         turns = -(-size // together)  # (one after another: a quick lane's first round is not counted)
         if turns == 1 or longest.timeout * turns <= usable or longest.timeout > usable:
-            continue  # (a job longer than Lambda allows runs in a container lane: the construct says so)
-        fit = max(1, int(usable // longest.timeout))  # (rounds of the longest job an invocation has)
+            continue
+        fit = int(usable // longest.timeout)  # (turns of the longest job an invocation has time for)
         runs = fit * together
         way = "one at a time" if together == 1 else f"{together} at a time"
-        needed = -(-size // fit)  # (records at once for the whole batch in those rounds)
+        fixes = [f"give {longest.name} a shorter timeout"]
+        fixes.append(f"make batch_size {runs} (TopologySettings: every lane's batches)")
+        needed = -(-size // fit)  # (records at once for the whole batch in those turns)
+        if not fifo and needed <= POOL_THREADS + 1:  # (a FIFO lane's group runs in order whatever it says)
+            on_cpu = " (records at once: they share the function's vCPUs)" if lane.endswith("-cpu") else ""
+            fixes.append(f"give the lane record_concurrency={{{lane!r}: {needed}}}{on_cpu}")
+        fixes.append(f"container_lanes=[{lane!r}]")
         found.append(
-            f"the {lane} lane ({longest.name}, timeout={longest.timeout:g}) runs a batch of {size} {way}: "
-            f"up to {longest.timeout * turns:,.0f} s, over the {MAX_TIMEOUT} s a Lambda function may run, "
-            f"so an invocation runs {runs} of them at worst and hands the rest back unstarted: give the "
-            f"lane record_concurrency={{{lane!r}: {needed}}} in TopologySettings, or {longest.name} a "
-            f"shorter timeout, or a smaller batch_size ({fit}), or "
-            f"container_lanes=[{lane!r}]"
+            f"the {lane} lane ({longest.name}, timeout={longest.timeout:g}) runs a batch of {size} records "
+            f"{way}: up to {longest.timeout * turns:,.0f} s, where a Lambda function has {usable} s "
+            f"({MAX_TIMEOUT} less the framework's {FRAMEWORK_SECONDS}), so an invocation runs {runs} of them "
+            f"at worst and hands the rest back unstarted: {', or '.join(fixes)}"
         )
     return found

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -190,9 +190,11 @@ class Topology(BaseModel):
         settings: TopologySettings | None = None,
         *,
         only: Callable[[Job[Any]], bool] | None = None,
+        container_lanes: Collection[str] = (),
     ) -> Topology:
         """Derive the topology of the registered jobs (those ``only`` takes, when given: a saga whose
-        step jobs it leaves out is left out too).
+        step jobs it leaves out is left out too); ``container_lanes`` run on container workers, not
+        Lambda (their batches are not warned of as too long for a function).
 
         Every priority has a queue (a lane); a priority whose jobs declare a worker profile gets a
         lane per profile too (``high-cpu``), only where such jobs exist.
@@ -245,7 +247,8 @@ class Topology(BaseModel):
             stretched = stretched_lanes(name, its_lanes, s.batch_size, s.record_concurrency)
             if stretched is not None:
                 warnings.warn(stretched, TopologyWarning, stacklevel=2)
-            for overlong in overlong_batches(its_lanes, s.batch_size, s.record_concurrency):
+            on_lambda = {lane: jobs for lane, jobs in its_lanes.items() if lane not in container_lanes}
+            for overlong in overlong_batches(on_lambda, s.batch_size, s.record_concurrency):
                 warnings.warn(overlong, TopologyWarning, stacklevel=2)
         queues = []
         for lane, routed in sorted(lanes.items(), key=lambda kv: lane_sort_key(kv[0])):

@@ -70,7 +70,8 @@ class JobFramework(JobResources):
             logs a year (:class:`StageConfig`).
         app_name: the prefix of every resource name, default ``"jf"`` (``jf-dev-high``).
         settings: queue and consumer tuning (:class:`TopologySettings`); default from ``app_name`` and
-            ``stage``. Giving both ``settings`` and a different ``stage``/``app_name`` is a conflict.
+            ``stage``. Settings that do not name ``app``/``stage`` take ``app_name``/``stage``; settings
+            that name a different one are a conflict.
         registry: where the jobs are registered; default jobframework's default registry.
         topology: a topology derived already; default :meth:`Topology.from_registry`.
         code_root: the directory holding the project's top-level packages; default the current
@@ -155,6 +156,7 @@ class JobFramework(JobResources):
             registry=registry,
             packages=shipped,
             left_out=left_out,
+            container_lanes=container_lanes,
         )
         for name, given in (("stage", stage), ("app_name", app_name)):
             actual = topology.stage if name == "stage" else topology.app
@@ -349,6 +351,7 @@ def _topology(
     registry: JobRegistry | None,
     packages: Sequence[str],
     left_out: list[str],
+    container_lanes: Sequence[str],
 ) -> Topology:
     """Import the job modules (``code_root`` importable) and derive the topology of their registry (of
     the default registry, the construct's own jobs: :func:`_own_jobs`, the others named in
@@ -382,7 +385,7 @@ def _topology(
                 },
             ) from None
     only = None if registry is not None else _own_jobs(modules, packages, left_out)
-    topology = Topology.from_registry(reg, settings, only=only)
+    topology = Topology.from_registry(reg, settings, only=only, container_lanes=container_lanes)
     if not topology.jobs:
         raise ConfigurationError(
             f"job modules {', '.join(modules)} registered no jobs of their own (the registry's jobs are "

@@ -48,8 +48,10 @@ def settings_problem(error: ValidationError) -> str:
             close = difflib.get_close_matches(where, fields, n=1, cutoff=0.4)
             hint = f"did you mean {close[0]}?" if close else f"it takes {', '.join(fields)}"
             problems.append(f"{where}: takes no such field ({hint})")
-        else:
+        elif e["loc"]:
             problems.append(f"{where}: {e['msg']} (got {e['input']!r})")
+        else:  # (the model's own check, across fields: its message says what it got)
+            problems.append(str(e["msg"]).removeprefix("Value error, "))
     return f"{error.title}: {'; '.join(problems)}"
 
 

@@ -213,11 +213,12 @@ def _just_paused(since: str | None) -> str:
 
     try:
         age = (datetime.now(UTC) - datetime.fromisoformat(since or "")).total_seconds()
-    except ValueError:
+    except (ValueError, TypeError):  # (not a time, or one without its zone: no note, the job is sent)
         return ""
     if age >= SETTLE_SECONDS:
         return ""
     return (
         f" (paused {max(0, round(age))} s ago: a consumer's receive under way then may still take it, "
-        f"for up to about {SETTLE_SECONDS} s after the pause)"
+        f"for about {SETTLE_SECONDS} s after the pause locally; on AWS, a few seconds and the lane's "
+        "batching window)"
     )

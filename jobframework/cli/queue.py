@@ -115,7 +115,8 @@ def _switch(ctx: typer.Context, name: str, *, pause: bool, json_output: bool) ->
     if just_paused:  # (an operator's trial enqueued at once, was told the job waits, and it ran)
         typer.echo(
             f"jf: note: consumers stop taking {', '.join(just_paused)}'s jobs within about "
-            f"{flags.SETTLE_SECONDS} s: a receive under way still returns what it got, and those jobs run",
+            f"{flags.SETTLE_SECONDS} s (jf dev, jf worker; Lambda's pollers, a few seconds and the lane's "
+            "batching window): a receive under way still returns what it got, and those jobs run",
             err=True,
         )
 

@@ -141,11 +141,30 @@ def test_a_cpu_lane_whose_batch_cannot_run_in_one_invocation_is_warned_of():
     job("w.render", registry=spread, profile="cpu", timeout=300)(_nightly)
     with pytest.warns(
         TopologyWarning,
-        match=r"the default-cpu lane \(w\.render, timeout=300\) runs a batch of 10 one at a time: up to "
-        r"3,000 s, .* runs 2 of them at worst .* record_concurrency=\{'default-cpu': 5\}",
+        match=r"the default-cpu lane \(w\.render, timeout=300\) runs a batch of 10 records one at a time: "
+        r"up to 3,000 s, .* runs 2 of them at worst .* batch_size 2 .* "
+        r"record_concurrency=\{'default-cpu': 5\}",
     ):
         Topology.from_registry(long_cpu)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         Topology.from_registry(short_cpu)
         Topology.from_registry(spread, TopologySettings(record_concurrency={"default-cpu": 5}))
+        Topology.from_registry(long_cpu, container_lanes=["default-cpu"])  # (no Lambda limit there)
+
+
+def test_an_overlong_batchs_advice_fits_its_lane():
+    """From the review: a FIFO lane's group runs in order whatever record_concurrency says (no such
+    advice), and a lane running records four at a time fits eight records, not two."""
+    from jobframework.sizing import overlong_batches
+
+    ordered, four = JobRegistry(), JobRegistry()
+    job("w.post", registry=ordered, timeout=120, ordered_by=lambda p: "one")(_nightly)
+    [fifo] = overlong_batches({"default-fifo": list(ordered)}, 10, {})
+    assert "runs a batch of 10 records one at a time: up to 1,200 s" in fifo
+    assert "runs 7 of them" in fifo and "batch_size 7" in fifo and "record_concurrency" not in fifo
+    job("w.sync", registry=four, timeout=300)(_nightly)
+    [plain] = overlong_batches({"default": list(four)}, 20, {"default": 4})
+    assert "runs a batch of 20 records 4 at a time" in plain and "batch_size 8" in plain, plain
+    assert "record_concurrency={'default': 10}" in plain
+    assert overlong_batches({"default": list(four)}, 20, {}) == []  # (the whole batch at once: fits)

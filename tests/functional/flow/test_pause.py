@@ -190,6 +190,13 @@ def test_an_enqueue_seconds_after_a_pause_says_a_consumer_may_still_take_it(jf_a
     env = cli_env(jf_config)
     store = StateStore(str(jf_config.state_table), jf_aws.client("dynamodb"))
     pause(store, "default")
+    soon = (datetime.now(UTC) + timedelta(seconds=3)).isoformat(timespec="seconds")
+    store.client.update_item(  # (paused "now", with room for a slow machine's CLI call)
+        TableName=store.table,
+        Key={"pk": {"S": "pause"}, "sk": {"S": "default"}},
+        UpdateExpression="SET paused_at = :at",
+        ExpressionAttributeValues={":at": {"S": soon}},
+    )
     sent = invoke(["enqueue", "crm.sync", '{"account_id": "a-1"}'], env)
     said = " ".join(sent.stderr.split())
     assert "the default queue is paused (since " in said and "s ago: a consumer's receive under way" in said
