@@ -39,6 +39,7 @@ from jobframework.delivery import Batch, Outcome, RecordOutcome, describe, refus
 from jobframework.gates import dead_letter
 from jobframework.handback import copy_message
 from jobframework.outcome_listeners import registered
+from jobframework.retry import visibility_delay
 from jobframework.state import JobState
 from jobframework.status import TAKEN_BY_SAGA
 from jobframework.tracing import record_trace_id
@@ -144,6 +145,11 @@ class Settler:
             except (saga.UnknownSagaError, saga.SagaNotFoundError) as exc:
                 # Retried, it would fail the same way until SQS's own redrive moved it, reasonless.
                 _undefined_saga(v, exc, details)
+            except saga.SagaNotDue as exc:  # (back at the deadline: an ERROR and a retry each second)
+                log.info(
+                    "%s; back in %ds, at its deadline (saga %s)", exc, visibility_delay(exc.seconds), env.saga
+                )
+                v.kind, v.delay, v.copy, v.outcome = Kind.RETRY, visibility_delay(exc.seconds), False, None
             except Exception:
                 # The job's effect is done (and recorded by idempotency): retried, it is skipped as a
                 # duplicate and the saga told again, which its conditional writes make happen once.

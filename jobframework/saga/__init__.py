@@ -67,6 +67,7 @@ from jobframework.saga.hooks import is_forward_step, on_step_event
 from jobframework.saga.record import (
     CompensationState,
     SagaError,
+    SagaNotDue,
     SagaNotFoundError,
     SagaRecord,
     SagaStatus,
@@ -84,6 +85,7 @@ __all__ = [
     "CompensationState",
     "Saga",
     "SagaError",
+    "SagaNotDue",
     "SagaNotFoundError",
     "SagaRecord",
     "SagaStatus",

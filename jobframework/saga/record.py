@@ -18,6 +18,16 @@ class SagaError(JobFrameworkError):
     """A saga could not be read or advanced (the consumer retries the step's record)."""
 
 
+class SagaNotDue(SagaError):
+    """A deadline check arrived before its deadline (a delay cut short, a test's ``fire_due`` with a
+    later ``now``): its record comes back at the deadline, said at ``INFO``, no error."""
+
+    def __init__(self, message: str, seconds: float) -> None:
+        super().__init__(message)
+        self.seconds = seconds
+        """How long until the deadline."""
+
+
 class UnknownSagaError(ConfigurationError):
     """A saga job reached a consumer whose registry does not define its saga (no retry can help: a
     deploy that imports the saga's module can)."""

@@ -13,7 +13,7 @@ from jobframework.saga.deadline import DEADLINE_JOB, DEADLINE_TOLERANCE_SECONDS
 from jobframework.saga.record import (
     CompensationState,
     OutboxItem,
-    SagaError,
+    SagaNotDue,
     SagaRecord,
     SagaStatus,
     StepState,
@@ -253,7 +253,7 @@ def advance(defn: Saga, record: SagaRecord, event: StepEvent, now: datetime) -> 
     deadline = datetime.fromisoformat(current.deadline)
     early = (deadline - now).total_seconds()
     if early > DEADLINE_TOLERANCE_SECONDS:
-        raise SagaError(f"deadline check of {current.name} arrived {early:.1f}s early; checking again")
+        raise SagaNotDue(f"deadline check of {current.name} arrived {early:.1f}s early", early)
     spec = defn.steps[index]
     timeout = spec.timeout if isinstance(spec, Wait) else 0
     _fail_step(

@@ -265,6 +265,35 @@ def test_no_signal_before_the_deadline_compensates(srt):
     assert not saga_jobs.approval_saga.signal(saga_id, "approval", {}, client=srt.client)  # too late
 
 
+def test_a_deadline_check_that_arrives_early_comes_back_at_the_deadline_quietly(srt, jf_aws, caplog):
+    """A trial fired a saga's deadline check early (fire_due with a later now): it was retried each
+    second, each time an ERROR with its traceback, and never got to the deadline."""
+    import logging
+    from datetime import datetime, timedelta
+
+    from jobframework.saga.record import iso_utc
+    from jobframework.stores.sagas import DynamoSagaRecords
+
+    saga_id = saga_jobs.approval_saga.start({"order_id": "o-early"}, client=srt.client)
+    drive(srt, saga_id, lambda r: r.steps[1].state.value == "waiting")
+    records = DynamoSagaRecords(str(srt.config.state_table), jf_aws.client("dynamodb"))
+    record = records.get(saga_id)
+    assert record is not None and record.steps[1].deadline is not None
+    later = datetime.fromisoformat(record.steps[1].deadline) + timedelta(seconds=120)
+    moved = record.model_copy(deep=True)
+    moved.steps[1].deadline = iso_utc(later)
+    assert records.replace(moved, record.version)  # (its check, due in 2 s, is now 2 minutes early)
+    time.sleep(2.2)
+    with caplog.at_level(logging.INFO, logger="jobframework.consumer"):
+        got, response = srt.consume("high")
+    [check] = [r for r in got if json.loads(r["body"])["type"] == "jf.saga.deadline"]
+    assert response["batchItemFailures"] == [{"itemIdentifier": check["messageId"]}]  # back later
+    said = [r for r in caplog.records if "arrived" in r.getMessage()]
+    assert [(r.levelno, r.exc_info) for r in said] == [(logging.INFO, None)], said
+    assert "at its deadline" in said[0].getMessage()
+    assert srt.client.saga_status(saga_id).steps[1].state.value == "waiting"  # (nothing changed)
+
+
 def test_the_worker_killed_mid_saga_leaves_it_resumable_and_it_completes(srt, tmp_path):
     srt.sqs.set_queue_attributes(QueueUrl=srt.url("high"), Attributes={"VisibilityTimeout": "3"})
     marker = tmp_path / "slow-started"
