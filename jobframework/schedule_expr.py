@@ -109,6 +109,8 @@ def _unix_cron_hint(text: str) -> str:
         >>> _unix_cron_hint("0 3 * * MON"), _unix_cron_hint("@daily")
         (" (a crontab's '0 3 * * MON' is 'cron(0 3 ? * MON *)' here)", " (a crontab's '@daily' is \
 'cron(0 0 * * ? *)' here)")
+        >>> _unix_cron_hint("cron(0 3 ? * MON-FRI)")  # (EventBridge's, a field short)
+        " (its year is missing: 'cron(0 3 ? * MON-FRI *)')"
         >>> _unix_cron_hint("30 9 * * 1-5")
         " (a crontab's '30 9 * * 1-5' is 'cron(30 9 ? * <days> *)' here, its days of the week by name \
 (MON-FRI) or from SUN=1, not 0)"
@@ -120,6 +122,8 @@ def _unix_cron_hint(text: str) -> str:
     if len(fields) != 5:
         return ""
     minute, hour, dom, month, dow = fields
+    if "?" in (dom, dow):  # (no crontab has '?': an EventBridge cron without its year)
+        return f" (its year is missing: 'cron({' '.join(fields)} *)')"
     if dow == "*":
         return f" (a crontab's {text!r} is 'cron({minute} {hour} {dom} {month} ? *)' here)"
     if dom != "*":  # (a crontab runs on either day; here one day field is '?': two schedules)
