@@ -285,7 +285,8 @@ def saga(name: str, *, steps: Iterable[Step | Wait | Job[Any]], registry: JobReg
         raise ConfigurationError(f"saga {name}: steps= takes a list of step(...) and wait(...)")
     items: list[Step | Wait] = []
     for given_entry in given:
-        entry = step(given_entry) if isinstance(given_entry, Job) else given_entry
+        # (a job, or a plain function: step() says to decorate it, as step(plain) does)
+        entry = step(given_entry) if isinstance(given_entry, Job) or callable(given_entry) else given_entry
         if not isinstance(entry, Step | Wait):
             raise ConfigurationError(
                 f"saga {name}: {entry!r} is not a step; use step(my_job, compensate=...) or wait(...)"

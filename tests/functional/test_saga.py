@@ -356,6 +356,8 @@ def test_bad_definitions_fail_at_import_with_a_clear_message():
         step(one, compensate=not_a_job)  # type: ignore[arg-type]
     with pytest.raises(ConfigurationError, match=r"takes the job object that @job returned .* not its name"):
         step("b.one")  # type: ignore[arg-type]
+    with pytest.raises(ConfigurationError, match=r"decorate \S*not_a_job with @job"):  # (not "<function ..>")
+        saga("b.plain", steps=[step(one), not_a_job], registry=reg)  # type: ignore[list-item]
     with pytest.raises(ConfigurationError, match=r"step 'b\.one' appears twice"):
         saga("b.twice", steps=[step(one), step(one)], registry=reg)
     with pytest.raises(ConfigurationError, match="not registered in the saga's registry"):
