@@ -232,7 +232,9 @@ def new(
     """Create a service project: jobs, a CDK app on the JobFramework construct, tests, a README."""
     written = scaffold(path, package)
     names = project_names(path.expanduser().resolve(), package)
-    typer.echo(f"created {path} ({len(written)} files): the jobs are in {names['package']}/jobs.py")
+    typer.echo(
+        f"created {path} ({len(written)} files): the jobs are in {path / names['package'] / 'jobs.py'}"
+    )
     for n, step in enumerate(_next_steps(path, names["app_name"])):
         typer.echo(f"{'next:' if n == 0 else '':6} {step}")
     node = node_note()

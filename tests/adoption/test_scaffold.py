@@ -20,6 +20,8 @@ def test_jf_new_writes_a_project_named_after_its_directory(tmp_path):
     result = CliRunner().invoke(app, ["new", str(tmp_path / "billing-service")])
     assert result.exit_code == 0, result.output
     root = tmp_path / "billing-service"
+    # where the jobs are, from where jf new ran (it said billing_service/jobs.py: a trial looked there)
+    assert f"the jobs are in {root / 'billing_service' / 'jobs.py'}" in result.stdout
     written = sorted(str(p.relative_to(root)) for p in root.rglob("*") if p.is_file())
     assert written == [
         ".gitignore",
