@@ -176,6 +176,8 @@ class Delivery:
     """Per-job-type schedule metrics this record adds to its batch's (``Heartbeat``, ``Overrun``, ...)."""
     budget: str | None = None
     """The key of the retry budget it counts in, once its job is known (``None``: none)."""
+    started_at: float | None = None
+    """When its job started (epoch seconds), once it did: its outcome's and status's start."""
 
     @classmethod
     def of(cls, record: dict[str, Any]) -> Delivery:
@@ -193,8 +195,9 @@ class Delivery:
     def outcome(self, outcome: OutcomeName, **details: Any) -> RecordOutcome:
         env = self.envelope
         ms = details.get("processing_ms")
-        if ms is not None:  # it ran, and ended now
-            details["started_at"] = time.time() - ms / 1000
+        if ms is not None:  # it ran: from its start (else it ended now, when the outcome is made)
+            started = self.started_at
+            details["started_at"] = started if started is not None else time.time() - ms / 1000
         return RecordOutcome(
             message_id=self.message_id,
             outcome=outcome,

@@ -207,6 +207,7 @@ class Pipeline:
         trace = admitted.trace or extract(d.record, env.traceparent)
         logger = job_logger()
         queue_wait_ms = queue_wait_ms_of(d.record, env) if d.attempt == 1 else None
+        d.started_at = time.time()  # (the status's start: the outcome is made after the failure's log)
         started = time.perf_counter()
         ran = True
         keyed: KeyedStart | None = None

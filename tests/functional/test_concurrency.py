@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import threading
+import time
 from collections import Counter
 from typing import Any
 
@@ -78,6 +80,16 @@ def _done_running() -> None:
 def nap(item: Item) -> None:
     """Sleeps ``n`` tenths of a second: records of a batch end in another order than they came."""
     threading.Event().wait(item.n / 10)
+
+
+started_at: list[float] = []
+
+
+@job("c.stamp", registry=registry, priority="high", retry=RetryPolicy(max_attempts=2, base_delay=30))
+def stamp(item: Item) -> None:
+    """Notes when it started, then fails (retried): its failure is logged before its outcome is made."""
+    started_at.append(time.time())
+    raise ConnectionError("downstream reset the connection")
 
 
 @job("c.crunch", registry=registry, profile="cpu")
@@ -244,3 +256,24 @@ def test_listeners_are_told_a_batchs_outcomes_in_the_order_the_jobs_ended(world)
     assert [t for t, _ in told] == sorted(t for t, _ in told), told
     came = [json.loads(r["body"])["id"] for r in records]
     assert [i for _, i in told] != came  # (the records came in another order than their jobs ended)
+
+
+def test_an_outcome_and_a_status_start_when_the_job_started(world):
+    """A workflow trial's status read started_at .742 while running and .807 once retrying, one attempt:
+    the start was counted back from when the outcome was made, after the failure's log line."""
+    config, sqs, client = world
+    started_at.clear()
+    client.enqueue(stamp, Item(n=1))
+    told: list[RecordOutcome] = []
+    handler = consumer(registry, config=config, sqs_client=sqs, listeners=[told.append])
+    slow = logging.Handler()  # (a console that takes its time over the failure's line, as jf dev's)
+    slow.emit = lambda record: time.sleep(0.3)  # type: ignore[method-assign]
+    log = logging.getLogger("jobframework.consumer")
+    log.addHandler(slow)
+    try:
+        consume_once(handler, sqs, config.endpoints("high").url)
+    finally:
+        log.removeHandler(slow)
+    [outcome] = told
+    assert outcome.outcome == "retried" and outcome.started_at is not None
+    assert outcome.started_at <= started_at[0] < outcome.started_at + 0.5  # (before the job's first line)
