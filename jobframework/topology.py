@@ -9,7 +9,6 @@ variables or an SSM parameter. Durations are seconds.
 
 from __future__ import annotations
 
-import re
 import warnings
 from collections.abc import Callable, Collection
 from typing import Any
@@ -392,32 +391,3 @@ __all__ = [  # the settings and their constants live in jobframework.topology_se
     "Topology",
     "TopologySettings",
 ]
-
-
-_PARAMETER = re.compile(r"^/(?P<app>[a-z][a-z0-9-]{0,20})/(?P<stage>[a-z][a-z0-9-]{0,15})/topology$")
-
-
-def app_of_parameter(name: str | None) -> str | None:
-    """The app whose topology parameter ``name`` is (:attr:`Topology.topology_parameter`,
-    ``/<app>/<stage>/topology``); ``None`` for a name of another shape.
-
-    Example:
-        >>> app_of_parameter("/billing/prod/topology"), app_of_parameter("/custom/name")
-        ('billing', None)
-    """
-    match = _PARAMETER.match(name or "")
-    return match["app"] if match else None
-
-
-def settings_of_parameter(name: str | None, stage: str) -> TopologySettings:
-    """The app and stage a topology parameter names (``stage`` for a name of another shape), as the
-    settings that derive the same resource names (schedules: ``<app>-<stage>-<job>``).
-
-    Example:
-        >>> s = settings_of_parameter("/payments/dev/topology", "prod"); s.app, s.stage
-        ('payments', 'dev')
-    """
-    match = _PARAMETER.match(name or "")
-    if match is None:
-        return TopologySettings(stage=stage)
-    return TopologySettings(app=match["app"], stage=match["stage"])

@@ -139,7 +139,8 @@ def _state(ctx: typer.Context) -> tuple[RuntimeConfig | None, StateStore | None,
 def _specs(registry: JobRegistry, config: RuntimeConfig | None) -> tuple[ScheduleSpec, ...]:
     """The registry's schedules, named as the topology names them (its app and stage, from the
     topology parameter: ``/<app>/<stage>/topology``)."""
-    from jobframework.topology import Topology, settings_of_parameter
+    from jobframework.topology import Topology
+    from jobframework.topology_settings import settings_of_parameter
 
     settings = settings_of_parameter(config.topology_parameter if config else None, "dev")
     return Topology.from_registry(registry, settings).schedules

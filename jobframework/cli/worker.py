@@ -81,7 +81,8 @@ def worker(  # noqa: PLR0917
     from jobframework.local.console import log_as_app, outcome_listener, worker_log
     from jobframework.local.emulator import Emulator, pollers_for, worker_processes
     from jobframework.local.tally import OutcomeTally, stop_counts, stop_summary, totals_text, write_counts
-    from jobframework.topology import Topology, TopologySettings, app_of_parameter
+    from jobframework.topology import Topology, TopologySettings
+    from jobframework.topology_settings import app_of_parameter
 
     chosen = [q.strip() for q in queues.split(",") if q.strip()]
     try:

@@ -15,7 +15,8 @@ from jobframework.dlq import DeadLetters
 from jobframework.errors import ConfigurationError
 from jobframework.jobs import JobRegistry, Priority, lane_sort_key
 from jobframework.state import StateStore
-from jobframework.topology import RuntimeConfig, ScheduleSpec, Topology, settings_of_parameter
+from jobframework.topology import RuntimeConfig, ScheduleSpec, Topology
+from jobframework.topology_settings import settings_of_parameter
 
 if TYPE_CHECKING:
     from jobframework.client import JobClient

@@ -101,7 +101,7 @@ def deployment(parameter: str | None) -> str | None:
         >>> deployment("/uploads/dev/topology"), deployment("/custom/name"), deployment(None)
         ('uploads/dev', None, None)
     """
-    from jobframework.topology import app_of_parameter, settings_of_parameter
+    from jobframework.topology_settings import app_of_parameter, settings_of_parameter
 
     if app_of_parameter(parameter) is None:
         return None

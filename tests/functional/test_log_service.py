@@ -14,7 +14,7 @@ import pytest
 from jobframework.client import JobClient
 from jobframework.jobs import registry
 from jobframework.testing import provision_fresh
-from jobframework.topology import TopologySettings, app_of_parameter
+from jobframework.topology_settings import TopologySettings, app_of_parameter
 from tests.functional.conftest_local import cli_env, jf_aws, queue_counts, sqs, terminate_when
 
 __all__ = ["jf_aws", "sqs"]
