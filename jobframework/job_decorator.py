@@ -14,7 +14,8 @@ from pydantic import ValidationError
 from jobframework.budget_keys import RetryBudgetOption
 from jobframework.classification import PermanentRule
 from jobframework.core import ConfigurationError, Priority, Profile
-from jobframework.job_options import BatchOptions, Schedule, WhenBacklogged, checked_options, payload_model_of
+from jobframework.job_options import BatchOptions, Schedule, WhenBacklogged, checked_options
+from jobframework.job_signature import payload_model_of
 from jobframework.job_typing import JobDecorator
 from jobframework.job_unknown import refusing_unknown_options
 from jobframework.masked_fields import masked_fields
