@@ -70,12 +70,32 @@ def describe(exc: BaseException, limit: int = MAX_ERROR_CHARS) -> str:
         ... except ValidationError as exc:
         ...     print(describe(exc))
         ValidationError: name: Field required; age: Input should be a valid boolean, unable to interpret input
+        >>> from jobframework.errors import RetryableError
+        >>> try:
+        ...     try:
+        ...         raise TimeoutError("crm did not answer")
+        ...     except TimeoutError as exc:
+        ...         raise RetryableError("retrying crm", delay=60) from exc
+        ... except RetryableError as exc:
+        ...     print(describe(exc))
+        RetryableError: retrying crm (from TimeoutError: crm did not answer)
     """
     message = _validation_text(exc)
     if message is None:
         message = safe_str(exc)
     text = f"{_type_name(exc)}: {message}" if message else _type_name(exc)
+    cause = exc.__cause__
+    if cause is not None and _says_what_to_do(exc):  # (raise RetryableError(...) from exc: Celery's exc=)
+        text += f" (from {_type_name(cause)}: {safe_str(cause)})"
     return text[:limit]
+
+
+def _says_what_to_do(exc: BaseException) -> bool:
+    """Whether ``exc`` is one a job raises to say what to do with a failure (retry it, or not), often
+    over the error that caused it, which its dead letter would otherwise lose."""
+    from jobframework.errors import PermanentError, RetryableError
+
+    return isinstance(exc, RetryableError | PermanentError)
 
 
 def _validation_text(exc: BaseException) -> str | None:

@@ -37,7 +37,8 @@ ELSEWHERE: dict[str, str] = {
     "default_retry_delay": "retry=RetryPolicy(base_delay=...)",
     "rate_limit": 'rate="10/second" (N/second, N/minute or N/hour, across every consumer)',
     "time_limit": (
-        "timeout= (seconds one attempt may take; not enforced: the job checks ctx.time_left between steps)"
+        "timeout= (seconds one attempt may take: an async def job is cancelled at it; a sync job is not "
+        "stopped, it checks ctx.time_left between steps)"
     ),
     "soft_time_limit": "timeout=, and ctx.time_left checked between steps (seconds left of it)",
     "queue": 'priority= ("critical", "high", "default" or "low": each is its own queue)',
@@ -118,7 +119,7 @@ def refusing_unknown_options(decorator: Callable[P, R]) -> Callable[P, R]:
         >>> job("a.b", retries=3)  # type: ignore[call-arg]
         Traceback (most recent call last):
         jobframework.errors.UnknownOptionError: @job takes no option retries=: write \
-retry=RetryPolicy(max_attempts=N + 1) (attempts: the first, then N retries)
+retry=RetryPolicy(max_attempts=4) (attempts: the first, then 3 retries)
         >>> job("a.b", rat="1/second")  # type: ignore[call-arg]
         Traceback (most recent call last):
         jobframework.errors.UnknownOptionError: @job takes no option rat=: did you mean rate=?
@@ -187,6 +188,15 @@ def _refusing(
     def checked(*args: P.args, **kwargs: P.kwargs) -> R:
         if "rate_limit" in kwargs and "rate_limit" not in taken and "rate_limit" in elsewhere:
             raise error(f"{label} takes no option rate_limit=: write {_celery_rate(kwargs['rate_limit'])}")
+        for retries in ("max_retries", "retries"):  # (its number filled in, as rate_limit's)
+            value = kwargs.get(retries)
+            if retries not in taken and retries in elsewhere and type(value) is int and value >= 0:
+                said = (
+                    elsewhere[retries]
+                    .replace("N + 1", str(value + 1))
+                    .replace("N retries", f"{value} retries")
+                )
+                raise error(f"{label} takes no option {retries}=: write {said}")
         _refuse(kwargs, taken, label, elsewhere, error=error, keywords_from=keywords_from)
         return fn(*args, **kwargs)
 

@@ -122,6 +122,25 @@ class EnqueueResult:
     def ok(self) -> bool:
         return self.error is None
 
+    def __getattr__(self, name: str) -> Any:
+        """Celery's ``AsyncResult`` calls, said where they are here (only for names it lacks)."""
+        if name in _ASYNC_RESULT:
+            said = f"EnqueueResult has no {name}: {_ASYNC_RESULT[name]} (a tracked job's; it has the .id)"
+            raise AttributeError(said, name=name, obj=self)
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}", name=name, obj=self)
+
+
+_ASYNC_RESULT = {
+    "get": "client.wait(result.id, timeout=30).result waits for the job's end and gives what it returned",
+    "wait": "client.wait(result.id, timeout=30) waits for the job's end",
+    "result": "client.status(result.id).result is what the job returned, once it ended",
+    "state": "client.status(result.id).status is its state",
+    "status": "client.status(result.id).status is its state",
+    "ready": "client.status(result.id).status in FINAL_STATES (jobframework.status) says whether it ended",
+    "revoke": "client.cancel(result.id) cancels it",
+}
+"""What a Celery user asks of what an enqueue returns, and where it is here."""
+
 
 class EnqueueOptions(TypedDict, total=False):
     """An enqueue's options (:meth:`JobClient.enqueue`'s keywords) as a job's ``enqueue`` and

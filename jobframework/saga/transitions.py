@@ -60,9 +60,15 @@ def enter_step(defn: Saga, record: SagaRecord, index: int, now: datetime) -> Non
         try:
             payload = spec.payload(record.data())
         except (ValidationError, ValueError, TypeError, KeyError) as exc:
-            _fail_step(
-                defn, record, index, reason="invalid_payload", error=f"{type(exc).__name__}: {exc}", now=now
-            )
+            error = f"{type(exc).__name__}: {exc}"
+            if isinstance(exc, ValidationError) and spec.input is None:  # (first: an error is cut at 1,000)
+                # (a chain ported from Celery passes the return value on: here it is the saga's data's)
+                error = (
+                    f"the saga's data does not make {spec.name}'s payload (its start payload and the earlier "
+                    "steps' dict outputs; a step that returns a plain value keeps it under its own name: "
+                    f"return a dict of {spec.name}'s fields, or give the step input=): {error}"
+                )
+            _fail_step(defn, record, index, reason="invalid_payload", error=error, now=now)
             return
         current.state = StepState.QUEUED
         current.job_id = _job_id(record.id, index)

@@ -407,6 +407,29 @@ def test_jf_saga_ls_and_show(srt):
     assert missing.exit_code == 1 and "no saga nope" in missing.output
 
 
+def test_a_step_whose_payload_the_data_does_not_make_says_how_data_flows():
+    """A Celery trial ported a chain: its first step returned a string, and the next step's payload
+    lacked the field that string was meant for; the saga said only pydantic's "Field required"."""
+    from datetime import UTC, datetime
+
+    from jobframework.saga import StepEvent, advance
+    from jobframework.saga.transitions import enter_step
+
+    defn, now = saga_jobs.order_saga, datetime.now(UTC)
+    record = defn.new_record({"order_id": "o-12"}, "s-12")
+    enter_step(defn, record, 0, now)
+    assert advance(defn, record, StepEvent("step", "s.charge", "completed", output="ch-12"), now)  # (no dict)
+    assert advance(
+        defn, record, StepEvent("step", "s.reserve", "completed", output={"reservation_id": "r"}), now
+    )
+    notify = record.steps[2]
+    assert notify.error is not None and notify.error.startswith(
+        "the saga's data does not make s.notify's payload (its start payload and the earlier steps' dict "
+        "outputs; a step that returns a plain value keeps it under its own name"
+    ), notify.error
+    assert "charge_id" in notify.error  # (pydantic's own words follow)
+
+
 def test_a_redriven_compensation_that_completes_resumes_the_rollback():
     from datetime import UTC, datetime
 

@@ -307,7 +307,10 @@ def test_the_classification_names_stay_importable_from_retry_where_they_were():
 @pytest.mark.parametrize(
     ("options", "said"),
     [
-        ({"max_retries": 3}, r"^RetryPolicy takes no option max_retries=: write max_attempts=N \+ 1"),
+        (
+            {"max_retries": 3},
+            r"^RetryPolicy takes no option max_retries=: write max_attempts=4 \(attempts: the first",
+        ),
         ({"max_attempt": 3}, r"^RetryPolicy takes no option max_attempt=: did you mean max_attempts=\?$"),
         ({"colour": 1}, r"colour=: it takes max_attempts=, base_delay=, .*, random=$"),
     ],
