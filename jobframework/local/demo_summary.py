@@ -22,7 +22,9 @@ def progress_table(tally: Tally, expected: Counter[str], title: str) -> Any:
     from rich.table import Table
 
     table = Table(title=title, title_justify="left", box=None, pad_edge=False)
-    for name in ("queue", "", "settled", "succeeded", "retries", "dead-lettered"):
+    # "failed": dead letters, and a saga's failed step, which its saga compensates without one (the
+    # column read "dead-lettered" and counted one more than the summary's letters)
+    for name in ("queue", "", "settled", "succeeded", "retries", "failed"):
         table.add_column(name, justify="left" if name in ("queue", "") else "right")
     for prio in Priority:
         total = expected[prio.value]

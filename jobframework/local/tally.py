@@ -103,8 +103,8 @@ def totals_text(totals: Mapping[str, int]) -> str:
     """``N records in M batches, D done, R handed back; jobs: ...`` of summed :func:`stop_counts`."""
     jobs = {k: v for k, v in totals.items() if k not in _RECORD_COUNTS}
     return (
-        f"{totals.get('records', 0)} records in {totals.get('batches', 0)} batches, {totals.get('done', 0)} "
-        f"done, {totals.get('to_retry', 0)} handed back; jobs: {_jobs_text(jobs)}"
+        f"{_counted(totals.get('records', 0), 'record')} in {_counted(totals.get('batches', 0), 'batch')}, "
+        f"{totals.get('done', 0)} done, {totals.get('to_retry', 0)} handed back; jobs: {_jobs_text(jobs)}"
     )
 
 
@@ -141,6 +141,14 @@ def stop_summary(command: str, stats: BatchStats, tally: OutcomeTally, *, draine
     """  # noqa: E501
     return (
         f"{command}: stopped ({'drained' if drained else 'drain time ran out'}); "
-        f"{stats.records} records in {stats.batches} batches, {stats.deleted} done, "
+        f"{_counted(stats.records, 'record')} in {_counted(stats.batches, 'batch')}, {stats.deleted} done, "
         f"{stats.failed} handed back; jobs: {tally.text()}"
     )
+
+
+def _counted(n: int, word: str) -> str:
+    """``1 record``, ``3 records``, ``1 batch``, ``2 batches`` (a trial's stop line read "1 records in
+    1 batches")."""
+    if n == 1:
+        return f"1 {word}"
+    return f"{n} {word}{'es' if word.endswith('ch') else 's'}"
