@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shlex
 from typing import TYPE_CHECKING, Annotated
 
@@ -99,6 +100,9 @@ def status(  # noqa: PLR0917 (typer options)
     config = aws.runtime_config()
     status = _client(aws).status(job_id)
     if status is None:  # (an untracked job leaves no status, but its dead letter names its id)
+        step = _saga_step(aws, config, job_id)
+        if step is not None:  # (a saga's step is never dead-lettered: its saga has it)
+            raise CliError(f"{no_status(job_id)}; {step}")
         raise CliError(
             f"{no_status(job_id)}; an untracked job that failed for good is in its lane's DLQ: "
             f"jf dlq ls, then jf dlq peek LANE --id {shlex.quote(job_id)}"
@@ -108,6 +112,30 @@ def status(  # noqa: PLR0917 (typer options)
         return
     _print_one(status)
     _dead_letter_hint(aws, status, config)
+
+
+_SAGA_JOB = re.compile(r"^(?P<saga>.+)-(?P<kind>[cd]?)(?P<index>\d+)$")
+"""A saga's job id: ``<saga id>-<n>`` (a step), ``-c<n>`` (its compensation), ``-d<n>`` (a deadline)."""
+
+
+def _saga_step(aws: Aws, config: RuntimeConfig, job_id: str) -> str | None:
+    """What to say of an id with no status that is a saga's job (one read of the saga), else ``None``."""
+    match = _SAGA_JOB.match(job_id)
+    if match is None or not config.state_table:
+        return None
+    from jobframework.saga import load_saga
+
+    try:
+        saga = load_saga(aws.state_store(config, "the saga"), match["saga"])
+    except Exception:  # (no saga to read: the DLQ's hint)
+        return None
+    if saga is None:
+        return None
+    what = {"": "step", "c": "compensation of step", "d": "deadline check of step"}[match["kind"]]
+    return (
+        f"it is the {what} {match['index']} of saga {saga.id} ({saga.name}, {saga.status.value}), whose "
+        f"record has every step's state, attempts and error: jf saga show {saga.id}"
+    )
 
 
 def _dead_letter_hint(aws: Aws, job: JobStatus, config: RuntimeConfig | None = None) -> None:

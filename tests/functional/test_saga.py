@@ -390,6 +390,7 @@ def test_jf_saga_ls_and_show(srt):
     shown = invoke(["saga", "show", done, "--json"], env)
     table = invoke(["saga", "show", done], {**env, "COLUMNS": "200"})  # no cell folded
     missing = invoke(["saga", "show", "nope"], env)
+    deadline = invoke(["status", f"{waiting}-d1"], env)  # (an untracked saga job: not in a DLQ, ever)
 
     assert listed.exit_code == 0, listed.output
     assert {r["id"]: r["status"] for r in json.loads(listed.stdout)} == {
@@ -397,6 +398,10 @@ def test_jf_saga_ls_and_show(srt):
         waiting: "running",
     }
     assert [r["id"] for r in json.loads(compensated.stdout)] == [done]
+    assert deadline.exit_code == 1
+    said = " ".join(deadline.output.split())
+    assert f"it is the deadline check of step 1 of saga {waiting} (t.approval, running)" in said, said
+    assert f"jf saga show {waiting}" in said and "jf dlq" not in said
     record = json.loads(shown.stdout)
     assert record["reason"] == "step s.reserve failed (permanent)"
     assert [s["state"] for s in record["steps"]] == ["succeeded", "failed", "pending"]
