@@ -43,7 +43,7 @@ from typing import TYPE_CHECKING, Any
 from jobframework.concurrency import limit_wait
 from jobframework.flow.local_leases import LocalLeases
 from jobframework.flow.options import limit_key_of
-from jobframework.flow.outcome import NO_RATE_INPUTS, HandBack, RateInputs
+from jobframework.flow.outcome import NO_RATE_INPUTS, Drop, HandBack, RateInputs
 from jobframework.flow.rate_bucket import WRITE_ATTEMPTS, RateLimit
 
 if TYPE_CHECKING:
@@ -238,7 +238,7 @@ class LimitGate:
         now: float,
         *,
         rate: RateInputs = NO_RATE_INPUTS,
-    ) -> HandBack | None:
+    ) -> HandBack | Drop | None:
         """``rate``: the record's batch demand for its job type's tokens (taken together; a job with a
         ``rate_key`` takes one a record), the turn it carries, and how long it may wait here."""
         options = job.flow
@@ -248,8 +248,8 @@ class LimitGate:
         slot = rate.reserved
         try:
             if options.rate is not None:
-                turn = self._rate_turn(env, job, payload, now, rate)
-                if isinstance(turn, HandBack):
+                turn = self._rate_turn(env, job, payload, now, rate=rate, attempt=attempt)
+                if isinstance(turn, HandBack | Drop):
                     return turn
                 slot = turn  # kept if the concurrency cap hands it back: no token again
                 now = max(now, time.time())  # (the turn may have waited for a token)
@@ -291,13 +291,15 @@ class LimitGate:
         return None
 
     def _rate_turn(
-        self, env: Envelope, job: Job[Any], payload: Any, now: float, rate: RateInputs
-    ) -> float | HandBack:
+        self, env: Envelope, job: Job[Any], payload: Any, now: float, *, rate: RateInputs, attempt: int
+    ) -> float | HandBack | Drop:
         """The record's turn (epoch seconds; at most :data:`EARLY_SECONDS` off, within what it may
         wait), or its hand-back. A record reserves a turn once, and only where its hand-back carries
         it; a turn it carries is its token, however late it comes back (a busy lane or a batching
         window delays every return: taking a new token then would waste the reserved one and starve
-        the job type)."""
+        the job type). A job with a deadline (``expires_in=``) whose next turn falls after it is
+        dropped ``expired`` now, its turn not reserved: it had come back at its turn to be dropped then,
+        its token spent."""
         options = job.flow
         assert options.rate is not None
         limit, per = options.rate.limit, options.rate.per
@@ -310,7 +312,15 @@ class LimitGate:
         reserve = rate.can_carry and turn is None
         if turn is None:
             want = 1 if options.rate_key is not None else rate.demand
-            wait = self.rate.acquire(key, limit, per, now, want, reserve=reserve)
+            deadline = env.deadline.timestamp() if env.deadline is not None and attempt == 1 else None
+            if reserve and deadline is not None:  # (a look first, which takes a token if one is due)
+                wait = self.rate.acquire(key, limit, per, now, want, reserve=False)
+                if wait > 0 and now + wait > deadline:
+                    return _expires_before(env, now + wait)
+                if wait > 0:
+                    wait = self.rate.acquire(key, limit, per, now, want, reserve=True)
+            else:
+                wait = self.rate.acquire(key, limit, per, now, want, reserve=reserve)
             waited = 0.0
             while wait > 0 and not reserve and waited + wait <= min(EARLY_SECONDS, rate.may_wait):
                 # It cannot carry a turn (a FIFO lane hands back in place, its group behind it): a token
@@ -337,3 +347,21 @@ class LimitGate:
         """Free the lease ``holder`` (a delivery's :func:`~jobframework.gates.lease_holder`) holds in
         this process, if any, or hand it to a record waiting here (:mod:`.local_leases`)."""
         self.leases.release(holder)
+
+
+def _expires_before(env: Envelope, turn: float) -> Drop:
+    """The drop of a job whose rate turn falls after its deadline: it could not start in time."""
+    from jobframework.state import JobState
+
+    assert env.deadline is not None
+    log.warning(
+        "job %s (%s) cannot start by its deadline: its rate turn is %.1fs after it; dropped",
+        env.id,
+        env.type,
+        turn - env.deadline.timestamp(),
+    )
+    return Drop(
+        JobState.EXPIRED,
+        f"its rate turn falls after its deadline {env.deadline.isoformat()}: it could not start by then",
+        "Expired",
+    )

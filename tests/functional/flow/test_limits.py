@@ -183,6 +183,27 @@ def test_records_over_the_rate_reserve_their_turns_and_come_back_once(flow):
     assert starts[7] - starts[3] >= 3.0, starts
 
 
+def test_a_record_whose_rate_turn_falls_after_its_deadline_is_dropped_now_its_turn_unspent(flow):
+    """A Celery trial's jobs with expires_in=8 on a 10/minute rate were handed back to their turns, then
+    dropped expired one by one, each spending a turn the jobs behind them could have had."""
+    flow.client.enqueue_many(
+        [flow_jobs.per_minute.request(Item(name=f"e{n}"), expires_in=2.5) for n in range(8)]
+    )
+    flow.consume("low", max_messages=10)  # 60/minute: a burst of three now, then a turn a second
+    dropped = [o for o in flow.outcomes if "its rate turn falls after its deadline" in (o.reason or "")]
+    assert all(o.outcome == "skipped" for o in dropped)
+    handed = [o for o in flow.outcomes if o.reason == "rate limit"]
+    assert len(dropped) >= 3, [(o.outcome, o.reason) for o in flow.outcomes]  # (turns 3 s and more off)
+    assert len(dropped) + len(handed) + len(flow_jobs.ran) == 8
+    item = flow.dynamodb.get_item(
+        TableName=flow.config.state_table,
+        Key={"pk": {"S": "limit#f.per_minute"}, "sk": {"S": "rate"}},
+        ConsistentRead=True,
+    )["Item"]
+    taken = 8 - len(dropped)  # (tokens: the runs and the reserved turns, none for the dropped)
+    assert float(item["tat"]["N"]) == pytest.approx(min(ledger.starts) + taken, abs=1.0)
+
+
 def test_an_ordered_group_under_a_rate_waits_in_place_for_a_near_token_not_a_second(flow):
     """A trial's webhooks, in order per customer at 5/second per endpoint, ran at about 1/second: each
     record over the rate was handed back in place for a whole second (SQS's least), its group behind
