@@ -14,15 +14,16 @@ import os
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import pytest
+from pydantic import BaseModel
 
 from jobframework.delivery import RecordOutcome
-from jobframework.envelope import Envelope
+from jobframework.envelope import Envelope, parse_body
 from jobframework.errors import ConfigurationError
 from jobframework.inline import arun_inline, run_inline
-from jobframework.jobs import JobRegistry
+from jobframework.jobs import Job, JobRegistry
 from jobframework.polling import FakeLambdaContext, consume_once, drain, receive_all
 from jobframework.recorder import EnqueueRecorder
 from jobframework.settler import Settler
@@ -40,6 +41,10 @@ if TYPE_CHECKING:
 
 NOWHERE = "http://127.0.0.1:9"
 """Where :func:`in_memory_consumer`'s clients point (the discard port; a hook refuses every request)."""
+
+
+M = TypeVar("M", bound=BaseModel)
+"""A job's payload model."""
 
 
 def in_memory_consumer(
@@ -273,6 +278,40 @@ def jf_inline() -> Iterator[EnqueueRecorder]:
         set_default_client(previous)
 
 
+def queued_payloads(job: Job[M, Any], config: RuntimeConfig, sqs: Any) -> list[M]:
+    """The payloads of ``job`` waiting in its queue on the embedded AWS (its visible messages), as
+    models, in the order received: what a job or a service enqueued, as ``jf_inline.payloads(job)``
+    gives it inline. The messages stay: each is made visible again after it is read.
+
+    Raises:
+        ValueError: a payload is offloaded to S3 (over the offload threshold): read it with the consumer.
+    """
+    url = config.endpoints(job.lane).url
+    messages = receive_all(sqs, url)
+    try:
+        found = []
+        for message in messages:
+            env = parse_body(message["Body"])
+            if env.type != job.name:
+                continue
+            if env.payload_ref is not None:
+                raise ValueError(
+                    f"job {env.id}'s payload is offloaded to S3 ({env.payload_ref.key}): not read here"
+                )
+            data = (
+                env.payload
+                if env.payload_version == job.version
+                else job.upgrade(env.payload, env.payload_version)
+            )
+            found.append(job.validate(data))
+        return found
+    finally:
+        for message in messages:
+            sqs.change_message_visibility(
+                QueueUrl=url, ReceiptHandle=message["ReceiptHandle"], VisibilityTimeout=0
+            )
+
+
 def run_saga(
     client: JobClient,
     saga_id: str,
@@ -324,6 +363,7 @@ __all__ = [
     "jf_aws",
     "jf_config",
     "provision_fresh",
+    "queued_payloads",
     "receive_all",
     "run_inline",  # (from jobframework.inline)
     "run_saga",

@@ -29,6 +29,7 @@ from jobframework.testing import (
     FakeLambdaContext,
     consume_once,
     provision_fresh,
+    queued_payloads,
     receive_all,
     run_inline,
     sqs_event,
@@ -153,6 +154,18 @@ def test_the_children_of_a_consumed_batch_are_on_the_queue(world):
     JobClient(config, registry=registry, sqs_client=sqs).enqueue(crawl, {"urls": ["p", "q"]})
     records, response = consume_once(handler, sqs, config.endpoints("default").url)
     assert len(records) == 1 and response == {"batchItemFailures": []}
+    assert _urls(sqs, config) == ["p", "q"]
+
+
+def test_queued_payloads_reads_a_jobs_children_as_models_and_leaves_them_queued(world):
+    """A job author's trial parsed the raw messages of the right lane by hand to check a child job
+    against the embedded AWS, where jf_inline.payloads(job) does it inline."""
+    handler, sqs, config = world
+    JobClient(config, registry=registry, sqs_client=sqs).enqueue(crawl, {"urls": ["p", "q"]})
+    consume_once(handler, sqs, config.endpoints("default").url)
+    children = queued_payloads(fetch, config, sqs)
+    assert children == [Page(url="p"), Page(url="q")]  # (models, of fan.fetch only)
+    assert queued_payloads(fetch, config, sqs) == children  # (visible again: read twice, and run)
     assert _urls(sqs, config) == ["p", "q"]
 
 
