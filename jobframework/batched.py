@@ -112,6 +112,8 @@ def _run_chunk(
     logger = job_logger()
     keys = {"job_type": env.type, "batch_size": len(items), "trace_id": trace.trace_id}
     token = put_log_keys(keys, batch.log_keys)
+    for a in items:  # (each item's status and outcome start with the call)
+        a.delivery.started_at = time.time()
     started = time.perf_counter()
     outcomes: Any
     try:

@@ -79,6 +79,14 @@ def describe(exc: BaseException, limit: int = MAX_ERROR_CHARS) -> str:
         ... except RetryableError as exc:
         ...     print(describe(exc))
         RetryableError: retrying crm (from TimeoutError: crm did not answer)
+        >>> try:  # (a message that says its cause already: once)
+        ...     try:
+        ...         raise TimeoutError("crm did not answer")
+        ...     except TimeoutError as exc:
+        ...         raise RetryableError(f"crm: {exc}") from exc
+        ... except RetryableError as exc:
+        ...     print(describe(exc))
+        RetryableError: crm: crm did not answer
     """
     message = _validation_text(exc)
     if message is None:
@@ -86,7 +94,9 @@ def describe(exc: BaseException, limit: int = MAX_ERROR_CHARS) -> str:
     text = f"{_type_name(exc)}: {message}" if message else _type_name(exc)
     cause = exc.__cause__
     if cause is not None and _says_what_to_do(exc):  # (raise RetryableError(...) from exc: Celery's exc=)
-        text += f" (from {_type_name(cause)}: {safe_str(cause)})"
+        said = safe_str(cause)
+        if said not in message:  # (a message that says its cause already: no second time)
+            text += f" (from {_type_name(cause)}: {said})"
     return text[:limit]
 
 

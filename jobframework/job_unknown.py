@@ -190,7 +190,7 @@ def _refusing(
             raise error(f"{label} takes no option rate_limit=: write {_celery_rate(kwargs['rate_limit'])}")
         for retries in ("max_retries", "retries"):  # (its number filled in, as rate_limit's)
             value = kwargs.get(retries)
-            if retries not in taken and retries in elsewhere and type(value) is int and value >= 0:
+            if retries not in taken and retries in elsewhere and type(value) is int and 0 <= value < 1000:
                 said = (
                     elsewhere[retries]
                     .replace("N + 1", str(value + 1))

@@ -9,7 +9,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any, TypedDict
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from pydantic import BaseModel
 
@@ -122,12 +122,16 @@ class EnqueueResult:
     def ok(self) -> bool:
         return self.error is None
 
-    def __getattr__(self, name: str) -> Any:
-        """Celery's ``AsyncResult`` calls, said where they are here (only for names it lacks)."""
-        if name in _ASYNC_RESULT:
-            said = f"EnqueueResult has no {name}: {_ASYNC_RESULT[name]} (a tracked job's; it has the .id)"
-            raise AttributeError(said, name=name, obj=self)
-        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}", name=name, obj=self)
+    if not TYPE_CHECKING:  # (a type checker keeps flagging a name it lacks)
+
+        def __getattr__(self, name: str) -> Any:
+            """Celery's ``AsyncResult`` calls, said where they are here (only for names it lacks)."""
+            if name in _ASYNC_RESULT:
+                said = f"EnqueueResult has no {name}: {_ASYNC_RESULT[name]} (a tracked job's; it has the .id)"
+                raise AttributeError(said, name=name, obj=self)
+            raise AttributeError(
+                f"{type(self).__name__!r} object has no attribute {name!r}", name=name, obj=self
+            )
 
 
 _ASYNC_RESULT = {

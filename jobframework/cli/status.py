@@ -129,8 +129,13 @@ def _saga_step(aws: Aws, config: RuntimeConfig, job_id: str) -> str | None:
         saga = load_saga(aws.state_store(config, "the saga"), match["saga"])
     except Exception:  # (no saga to read: the DLQ's hint)
         return None
-    if saga is None:
+    index = int(match["index"])
+    if saga is None or index >= len(saga.steps):
         return None
+    step, kind = saga.steps[index], match["kind"]
+    known = {"": step.job_id, "c": step.compensation_job_id}.get(kind)  # (None: not queued yet)
+    if (kind == "d") != (step.kind == "wait") or known not in (job_id, None):
+        return None  # (an id of this shape that is not one of this saga's jobs)
     what = {"": "step", "c": "compensation of step", "d": "deadline check of step"}[match["kind"]]
     return (
         f"it is the {what} {match['index']} of saga {saga.id} ({saga.name}, {saga.status.value}), whose "
@@ -142,8 +147,10 @@ def _dead_letter_hint(aws: Aws, job: JobStatus, config: RuntimeConfig | None = N
     """Where a dead job's letter is and the redrive that runs it again (an on-call trial's status said
     ``dead`` and left finding the letter to the reader): its job's lane from the topology's catalog
     (a job enqueued at another priority is in that priority's DLQ)."""
-    if job.status.value != "dead":
-        return
+    from jobframework.status import TAKEN_BY_SAGA
+
+    if job.status.value != "dead" or TAKEN_BY_SAGA in (job.reason or ""):
+        return  # (a saga's step whose failure its saga took: no letter)
     if job.lane is not None:  # (where its last run came from: its letter is in that lane's DLQ)
         typer.echo(
             f"{'dead letter:':<13} jf dlq peek {job.lane} --id {job.id}  (jf dlq redrive {job.lane} --id "

@@ -319,6 +319,8 @@ class LimitGate:
                     return _expires_before(env, now + wait)
                 if wait > 0:
                     wait = self.rate.acquire(key, limit, per, now, want, reserve=True)
+                    if now + wait > deadline:  # (the look read this process's copy of the bucket;
+                        return _expires_before(env, now + wait)  # others' turns: its token is spent)
             else:
                 wait = self.rate.acquire(key, limit, per, now, want, reserve=reserve)
             waited = 0.0

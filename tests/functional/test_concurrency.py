@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-from jobframework import job
+from jobframework import BatchOptions, job
 from jobframework.client import JobClient
 from jobframework.consumer import consumer
 from jobframework.delivery import RecordOutcome
@@ -90,6 +90,16 @@ def stamp(item: Item) -> None:
     """Notes when it started, then fails (retried): its failure is logged before its outcome is made."""
     started_at.append(time.time())
     raise ConnectionError("downstream reset the connection")
+
+
+call_started: list[float] = []
+
+
+@job("c.stamp_batch", registry=registry, priority="high", batch=BatchOptions(max_size=10, max_wait=0))
+def stamp_batch(items: list[Item]) -> None:
+    """A batched job's one call, 0.3 s: notes when it started."""
+    call_started.append(time.time())
+    threading.Event().wait(0.3)
 
 
 @job("c.crunch", registry=registry, profile="cpu")
@@ -277,3 +287,16 @@ def test_an_outcome_and_a_status_start_when_the_job_started(world):
     [outcome] = told
     assert outcome.outcome == "retried" and outcome.started_at is not None
     assert outcome.started_at <= started_at[0] < outcome.started_at + 0.5  # (before the job's first line)
+
+
+def test_a_batched_jobs_items_start_when_its_call_started(world):
+    """From a review: a batched job's items counted their start back from the call's end by their
+    share of its time (0.1 s each of a 0.3 s call of three), not from when the call started."""
+    config, sqs, client = world
+    call_started.clear()
+    client.enqueue_many([stamp_batch.request(Item(n=n)) for n in range(3)])
+    told: list[RecordOutcome] = []
+    handler = consumer(registry, config=config, sqs_client=sqs, listeners=[told.append])
+    consume_once(handler, sqs, config.endpoints("high").url)
+    assert len(told) == 3 and len(call_started) == 1
+    assert all(o.started_at is not None and o.started_at <= call_started[0] for o in told), told

@@ -391,6 +391,8 @@ def test_jf_saga_ls_and_show(srt):
     table = invoke(["saga", "show", done], {**env, "COLUMNS": "200"})  # no cell folded
     missing = invoke(["saga", "show", "nope"], env)
     deadline = invoke(["status", f"{waiting}-d1"], env)  # (an untracked saga job: not in a DLQ, ever)
+    taken = invoke(["status", f"{done}-1"], env)  # (the failed step, which its saga took: no letter)
+    no_such = invoke(["status", f"{waiting}-7"], env)  # (its shape, not one of its jobs)
 
     assert listed.exit_code == 0, listed.output
     assert {r["id"]: r["status"] for r in json.loads(listed.stdout)} == {
@@ -402,6 +404,8 @@ def test_jf_saga_ls_and_show(srt):
     said = " ".join(deadline.output.split())
     assert f"it is the deadline check of step 1 of saga {waiting} (t.approval, running)" in said, said
     assert f"jf saga show {waiting}" in said and "jf dlq" not in said
+    assert taken.exit_code == 0 and "taken by saga" in taken.stdout and "dead letter:" not in taken.stdout
+    assert "jf dlq ls, then jf dlq peek LANE" in " ".join(no_such.output.split())
     record = json.loads(shown.stdout)
     assert record["reason"] == "step s.reserve failed (permanent)"
     assert [s["state"] for s in record["steps"]] == ["succeeded", "failed", "pending"]

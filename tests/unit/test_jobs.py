@@ -817,6 +817,10 @@ def test_run_inline_logs_with_the_jobs_keys_beside_the_calls_extra(caplog):
             {"max_retries": 5},
             r"max_retries=: write retry=RetryPolicy\(max_attempts=6\) \(attempts: the first, then 5 ",
         ),
+        (
+            {"max_retries": 1000},
+            r"max_retries=: write retry=RetryPolicy\(max_attempts=N \+ 1\)",
+        ),  # (over 1,000)
         ({"rate_limit": "10/s"}, r"rate_limit=: write rate=\"10/second\""),
         ({"rate_limit": "10/m"}, r"rate_limit=: write rate=\"10/minute\" \(across every consumer\)$"),
         ({"throws": (KeyError,)}, r"throws=: write permanent= \(exception types, or functions"),
