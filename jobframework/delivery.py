@@ -98,6 +98,13 @@ class RecordOutcome:
     """Handed back without running (it waits for another delivery of its key, a deferred schedule, a
     limit): no attempt was spent."""
 
+    @property
+    def ended_at(self) -> float | None:
+        """When its job ended (epoch seconds), if it ran."""
+        if self.started_at is None or self.processing_ms is None:
+            return None
+        return self.started_at + self.processing_ms / 1000
+
 
 Listener = Callable[[RecordOutcome], None]
 

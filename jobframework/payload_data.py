@@ -146,9 +146,8 @@ def _older_payload_data(
     if not isinstance(job, Job):  # by name: the catalog has the current schema only; the consumer checks
         return data, data, None
     try:
-        upgraded = job.upgrade(
-            copy.deepcopy(data), version, fix=UPGRADE_FIX_SENT
-        )  # (steps change nested data)
+        # (a copy: a step may change nested objects of the data sent)
+        upgraded = job.upgrade(copy.deepcopy(data), version, fix=UPGRADE_FIX_SENT)
     except PayloadVersionError as exc:
         raise PayloadValidationError(f"payload for {job.name}: {exc}") from exc
     current, key = payload_data(job, upgraded)

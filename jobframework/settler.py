@@ -102,10 +102,8 @@ def _taken_by_saga(v: Verdict) -> None:
 
 def _ended(v: Verdict) -> float:
     """When the verdict's job ended (epoch seconds); one that did not run, after those that did."""
-    o = v.outcome
-    if o is None or o.started_at is None or o.processing_ms is None:
-        return math.inf
-    return o.started_at + o.processing_ms / 1000
+    ended = v.outcome.ended_at if v.outcome is not None else None
+    return math.inf if ended is None else ended
 
 
 class Settler:
@@ -146,10 +144,9 @@ class Settler:
                 # Retried, it would fail the same way until SQS's own redrive moved it, reasonless.
                 _undefined_saga(v, exc, details)
             except saga.SagaNotDue as exc:  # (back at the deadline: an ERROR and a retry each second)
-                log.info(
-                    "%s; back in %ds, at its deadline (saga %s)", exc, visibility_delay(exc.seconds), env.saga
-                )
-                v.kind, v.delay, v.copy, v.outcome = Kind.RETRY, visibility_delay(exc.seconds), False, None
+                delay = visibility_delay(exc.seconds)
+                log.info("%s; back in %ds, at its deadline (saga %s)", exc, delay, env.saga)
+                v.kind, v.delay, v.copy, v.outcome = Kind.RETRY, delay, False, None
             except Exception:
                 # The job's effect is done (and recorded by idempotency): retried, it is skipped as a
                 # duplicate and the saga told again, which its conditional writes make happen once.

@@ -298,12 +298,7 @@ def queued_payloads(job: Job[M, Any], config: RuntimeConfig, sqs: Any) -> list[M
                 raise ValueError(
                     f"job {env.id}'s payload is offloaded to S3 ({env.payload_ref.key}): not read here"
                 )
-            data = (
-                env.payload
-                if env.payload_version == job.version
-                else job.upgrade(env.payload, env.payload_version)
-            )
-            found.append(job.validate(data))
+            found.append(job.validate(job.upgrade(env.payload, env.payload_version)))
         return found
     finally:
         for message in messages:

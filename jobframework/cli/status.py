@@ -136,7 +136,7 @@ def _saga_step(aws: Aws, config: RuntimeConfig, job_id: str) -> str | None:
     known = {"": step.job_id, "c": step.compensation_job_id}.get(kind)  # (None: not queued yet)
     if (kind == "d") != (step.kind == "wait") or known not in (job_id, None):
         return None  # (an id of this shape that is not one of this saga's jobs)
-    what = {"": "step", "c": "compensation of step", "d": "deadline check of step"}[match["kind"]]
+    what = {"": "step", "c": "compensation of step", "d": "deadline check of step"}[kind]
     return (
         f"it is the {what} {match['index']} of saga {saga.id} ({saga.name}, {saga.status.value}), whose "
         f"record has every step's state, attempts and error: jf saga show {saga.id}"
@@ -151,21 +151,20 @@ def _dead_letter_hint(aws: Aws, job: JobStatus, config: RuntimeConfig | None = N
 
     if job.status.value != "dead" or TAKEN_BY_SAGA in (job.reason or ""):
         return  # (a saga's step whose failure its saga took: no letter)
-    if job.lane is not None:  # (where its last run came from: its letter is in that lane's DLQ)
-        typer.echo(
-            f"{'dead letter:':<13} jf dlq peek {job.lane} --id {job.id}  (jf dlq redrive {job.lane} --id "
-            f"{job.id} runs it again)"
-        )
-        return
-    from jobframework.cli.aws import catalog_of
+    lane, hedge = job.lane, ""  # (where its last run came from: its letter is in that lane's DLQ)
+    if lane is None:  # (a status written before it kept the lane: the catalog's, hedged)
+        from jobframework.cli.aws import catalog_of
 
-    route = catalog_of(aws, config or aws.runtime_config()).get(job.type or "")
-    if route is None:
-        typer.echo(f"{'dead letter:':<13} in its lane's DLQ: jf dlq ls, then jf dlq peek LANE --id {job.id}")
-        return
+        route = catalog_of(aws, config or aws.runtime_config()).get(job.type or "")
+        if route is None:
+            typer.echo(
+                f"{'dead letter:':<13} in its lane's DLQ: jf dlq ls, then jf dlq peek LANE --id {job.id}"
+            )
+            return
+        lane, hedge = route.lane, "; enqueued at another priority, it is in that priority's DLQ"
     typer.echo(
-        f"{'dead letter:':<13} jf dlq peek {route.lane} --id {job.id}  (jf dlq redrive {route.lane} --id "
-        f"{job.id} runs it again; enqueued at another priority, it is in that priority's DLQ)"
+        f"{'dead letter:':<13} jf dlq peek {lane} --id {job.id}  (jf dlq redrive {lane} --id {job.id} "
+        f"runs it again{hedge})"
     )
 
 

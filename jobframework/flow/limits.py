@@ -315,12 +315,10 @@ class LimitGate:
             deadline = env.deadline.timestamp() if env.deadline is not None and attempt == 1 else None
             if reserve and deadline is not None:  # (a look first, which takes a token if one is due)
                 wait = self.rate.acquire(key, limit, per, now, want, reserve=False)
-                if wait > 0 and now + wait > deadline:
-                    return _expires_before(env, now + wait)
-                if wait > 0:
+                if wait > 0 and now + wait <= deadline:  # (in time as this process sees the bucket)
                     wait = self.rate.acquire(key, limit, per, now, want, reserve=True)
-                    if now + wait > deadline:  # (the look read this process's copy of the bucket;
-                        return _expires_before(env, now + wait)  # others' turns: its token is spent)
+                if wait > 0 and now + wait > deadline:  # (the look's, or the turn booked after it: others'
+                    return _expires_before(env, now + wait)  # turns made it later, its token spent)
             else:
                 wait = self.rate.acquire(key, limit, per, now, want, reserve=reserve)
             waited = 0.0

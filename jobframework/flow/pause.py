@@ -52,8 +52,7 @@ def pause(store: StateStore, lane: str, *, by: str = "jf") -> str | None:
         ExpressionAttributeValues={":now": {"S": now}, ":by": {"S": by}},
         ReturnValues="ALL_OLD",
     ).get("Attributes", {})
-    since = old.get("paused_at", {}).get("S")
-    return since if isinstance(since, str) else None
+    return _paused_at(old)
 
 
 def resume(store: StateStore, lane: str) -> str | None:
@@ -64,7 +63,12 @@ def resume(store: StateStore, lane: str) -> str | None:
         Key={"pk": {"S": PAUSE_PK}, "sk": {"S": lane}},
         ReturnValues="ALL_OLD",
     ).get("Attributes", {})
-    since = old.get("paused_at", {}).get("S")
+    return _paused_at(old)
+
+
+def _paused_at(item: dict[str, Any]) -> str | None:
+    """The ``paused_at`` (ISO time) of a flag item as DynamoDB returns it, or ``None``."""
+    since = item.get("paused_at", {}).get("S")
     return since if isinstance(since, str) else None
 
 

@@ -88,21 +88,14 @@ def outcome_listener(*, always: bool = True) -> Listener:
         args = (ident, outcome.job_type or "-", _what(keys))
         fn, lno, func, _ = log.findCaller()  # (this function: the JSON line's "location", as log.log's)
         record = log.makeRecord(log.name, level, fn, lno, "job %s (%s) %s", args, None, func, keys)
-        ended = _ended_at(outcome)
-        if ended is not None:  # stamped when its job ended, not when its batch settled
+        # Stamped when its job ended, not when its batch settled (the listener is told then: for a batch
+        # whose jobs ran one after another, a capped job's, every line had read the same time).
+        ended = outcome.ended_at
+        if ended is not None:
             record.created, record.msecs = ended, int((ended - int(ended)) * 1000) + 0.0
         log.handle(record)
 
     return emit
-
-
-def _ended_at(outcome: RecordOutcome) -> float | None:
-    """When the record's job ended (epoch seconds), if it ran: its outcome line's time. The listener is
-    told when the batch settles, which for a batch whose jobs ran one after another (a capped job's, a
-    ``cpu`` lane's) is seconds after the first of them ended; every line had read the same time."""
-    if outcome.started_at is None or outcome.processing_ms is None:
-        return None
-    return outcome.started_at + outcome.processing_ms / 1000
 
 
 def worker_log() -> logging.Logger:
