@@ -65,6 +65,16 @@ def at_once(lane: str, batch_size: int, concurrency: int | None = None) -> int:
     return max(1, min(limit, batch_size, POOL_THREADS + 1))  # (the pool's threads and the caller)
 
 
+def lane_batch(lane: str, batch_size: int) -> int:
+    """The records a batch of ``lane`` holds at most: a FIFO lane's event source takes ten.
+
+    Example:
+        >>> lane_batch("high", 50), lane_batch("default-fifo", 50)
+        (50, 10)
+    """
+    return min(batch_size, FIFO_MAX_BATCH) if lane.endswith("-fifo") else batch_size
+
+
 def consumer_timeout(
     lanes: Mapping[str, Iterable[Job[Any]]], batch_size: int, concurrency: Mapping[str, int]
 ) -> int:
@@ -78,8 +88,7 @@ def consumer_timeout(
         # A lane with a batched job takes batches of its size, its plain jobs' records too (a FIFO
         # lane at most ten).
         size = max((j.batch.max_size for j in jobs if j.batch is not None), default=batch_size)
-        if lane.endswith("-fifo"):
-            size = min(size, FIFO_MAX_BATCH)
+        size = lane_batch(lane, size)
         needed = max(needed, per_record * rounds(lane, size, concurrency.get(lane)), per_call)
     return int(min(MAX_TIMEOUT, max(MIN_TIMEOUT, -(-needed // 1) + FRAMEWORK_SECONDS)))
 
@@ -164,7 +173,7 @@ them at worst and hands the rest back unstarted: give w.render a shorter timeout
             continue
         longest = max(jobs, key=lambda j: j.timeout)
         fifo = lane.endswith("-fifo")
-        size = min(batch_size, FIFO_MAX_BATCH) if fifo else batch_size
+        size = lane_batch(lane, batch_size)
         together = at_once(lane, size, concurrency.get(lane))
         turns = -(-size // together)  # (one after another: a quick lane's first round is not counted)
         if turns == 1 or longest.timeout * turns <= usable or longest.timeout > usable:
